@@ -1,0 +1,75 @@
+#include "device/tensor.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace inferd {
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kI64:
+      return 8;
+    case DType::kI8:
+    case DType::kU8:
+      return 1;
+  }
+  return 0;
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float32";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+    case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
+    case DType::kI8: return "int8";
+    case DType::kU8: return "uint8";
+  }
+  return "unknown";
+}
+
+TensorView TensorView::Contiguous(void* data, DType dtype,
+                                  std::initializer_list<int64_t> shape) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.rank = static_cast<int>(shape.size());
+  int i = 0;
+  for (int64_t d : shape) v.shape[i++] = d;
+  int64_t stride = 1;
+  for (int j = v.rank - 1; j >= 0; --j) {
+    v.strides[j] = stride;
+    stride *= v.shape[j];
+  }
+  return v;
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t stride = 1;
+  for (int j = rank - 1; j >= 0; --j) {
+    if (shape[j] != 1 && strides[j] != stride) return false;
+    stride *= shape[j];
+  }
+  return true;
+}
+
+std::string TensorView::DebugString() const {
+  return absl::StrCat(DTypeName(dtype), "[",
+                      absl::StrJoin(shape.begin(), shape.begin() + rank, ", "),
+                      "]");
+}
+
+}  // namespace inferd
