@@ -1,0 +1,201 @@
+// Kernel benchmarks: Linear (F32 / BF16 weights) GEMM and decode GEMV on the
+// cpu device, with the machine's measured FP32 FMA peak, vdpbf16ps peak and
+// streaming-read bandwidth as reference counters.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "device/bf16.h"
+#include "device/cpu/cpu_features.h"
+#include "device/cpu/thread_pool.h"
+#include "device/device.h"
+#include "device/ops.h"
+
+namespace inferd {
+namespace bench {
+
+double FmaLoop(int64_t iters);
+double Bf16DotLoop(int64_t iters);
+void EigenLinear(const float* x, const float* w, float* y, int64_t m,
+                 int64_t n, int64_t k, int64_t n_begin, int64_t n_end);
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a,
+               std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// GFLOP/s of `loop` on `threads` threads at once (best of 3).
+double MeasurePeak(double (*loop)(int64_t), int threads) {
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const int64_t iters = 20'000'000;
+    std::vector<std::thread> ts;
+    std::vector<double> flops(threads);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { flops[t] = loop(iters); });
+    for (auto& t : ts) t.join();
+    const auto t1 = std::chrono::steady_clock::now();
+    double total = 0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / Seconds(t0, t1) / 1e9);
+  }
+  return best;
+}
+
+// Streaming-read bandwidth (GB/s) over a 512 MiB buffer on `threads` threads.
+double MeasureBandwidth(int threads) {
+  const size_t n = (512u << 20) / sizeof(float);
+  static std::vector<float>* buf = new std::vector<float>(n, 1.0f);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<std::thread> ts;
+    std::vector<float> sums(threads);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        const size_t b = n / threads * t, e = n / threads * (t + 1);
+        float s[16] = {};
+        for (size_t i = b; i < e; i += 16) {
+          for (int l = 0; l < 16; ++l) s[l] += (*buf)[i + l];
+        }
+        float tot = 0;
+        for (float x : s) tot += x;
+        sums[t] = tot;
+      });
+    }
+    for (auto& t : ts) t.join();
+    const auto t1 = std::chrono::steady_clock::now();
+    benchmark::DoNotOptimize(sums.data());
+    best = std::max(best, n * sizeof(float) / Seconds(t0, t1) / 1e9);
+  }
+  return best;
+}
+
+struct Machine {
+  double fma_peak[3] = {0, 0, 0};   // by thread count 1, 2
+  double bf16_peak[3] = {0, 0, 0};
+  double bandwidth[3] = {0, 0, 0};
+};
+
+const Machine& GetMachine() {
+  static const Machine* m = [] {
+    auto* mm = new Machine;
+    const bool avx512 = DetectedCpuIsa() >= CpuIsa::kAvx512;
+    const bool bf16 = DetectedCpuIsa() >= CpuIsa::kAvx512Bf16;
+    for (int t : {1, 2}) {
+      if (avx512) mm->fma_peak[t] = MeasurePeak(&FmaLoop, t);
+      if (bf16) mm->bf16_peak[t] = MeasurePeak(&Bf16DotLoop, t);
+      mm->bandwidth[t] = MeasureBandwidth(t);
+      std::fprintf(stderr,
+                   "machine, %d thread(s): FP32 FMA peak %.1f GFLOP/s, BF16 "
+                   "dot peak %.1f GFLOP/s, stream read %.1f GB/s\n",
+                   t, mm->fma_peak[t], mm->bf16_peak[t], mm->bandwidth[t]);
+    }
+    return mm;
+  }();
+  return *m;
+}
+
+Device* DeviceWithThreads(int threads) {
+  static Device* devs[3] = {nullptr, nullptr, nullptr};
+  if (devs[threads] == nullptr) {
+    devs[threads] = DeviceRegistry::Create("cpu", DeviceOptions{threads})->release();
+  }
+  return devs[threads];
+}
+
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Args: M, N, K, bf16 (0/1), threads.
+void BM_Linear(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool bf16 = state.range(3) != 0;
+  const int threads = static_cast<int>(state.range(4));
+  const Machine& mach = GetMachine();
+  std::vector<float> x = Random(m * k, 1), w = Random(n * k, 2), y(m * n);
+  std::vector<uint16_t> w16(n * k);
+  for (int64_t i = 0; i < n * k; ++i) w16[i] = FloatToBf16(w[i]);
+  const TensorView wv = bf16 ? TensorView::Contiguous(w16.data(), DType::kBF16, {n, k})
+                             : TensorView::Contiguous(w.data(), DType::kF32, {n, k});
+  ExecutionContext ctx{DeviceWithThreads(threads), KernelChoice::kOptimized};
+  for (auto _ : state) {
+    auto st = Linear(ctx, TensorView::Contiguous(x.data(), DType::kF32, {m, k}), wv,
+                     TensorView{}, TensorView::Contiguous(y.data(), DType::kF32, {m, n}));
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 2.0 * m * n * k;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  const double peak = bf16 && m > 8 ? mach.bf16_peak[threads] : mach.fma_peak[threads];
+  state.counters["peak_GFLOP/s"] = peak;
+  const double gbytes = n * k * (bf16 ? 2.0 : 4.0) / 1e9;
+  state.counters["weight_GB/s"] = benchmark::Counter(gbytes * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["mem_bw_GB/s"] = mach.bandwidth[threads];
+}
+
+// Eigen F32 GEMM, N split across threads (comparison only).
+void BM_EigenLinearF32(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int threads = static_cast<int>(state.range(4));
+  const Machine& mach = GetMachine();
+  std::vector<float> x = Random(m * k, 1), w = Random(n * k, 2), y(m * n);
+  ThreadPool* pool = DeviceWithThreads(threads)->thread_pool();
+  for (auto _ : state) {
+    pool->ParallelFor(threads, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        EigenLinear(x.data(), w.data(), y.data(), m, n, k, n * t / threads, n * (t + 1) / threads);
+      }
+    });
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["peak_GFLOP/s"] = mach.fma_peak[threads];
+}
+
+void GemmArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    b->Args({512, 4096, 4096, 0, threads});
+    b->Args({512, 4096, 4096, 1, threads});
+    b->Args({4096, 384, 384, 0, threads});
+    b->Args({4096, 1536, 384, 0, threads});
+    b->Args({4096, 384, 1536, 0, threads});
+    b->Args({1, 2048, 2048, 1, threads});
+    b->Args({1, 5632, 2048, 1, threads});
+    b->Args({16, 5632, 2048, 1, threads});
+  }
+  b->ArgNames({"M", "N", "K", "bf16", "threads"});
+  b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+}
+
+BENCHMARK(BM_Linear)->Apply(GemmArgs);
+BENCHMARK(BM_EigenLinearF32)
+    ->Args({512, 4096, 4096, 0, 1})
+    ->Args({512, 4096, 4096, 0, 2})
+    ->Args({4096, 384, 384, 0, 2})
+    ->ArgNames({"M", "N", "K", "bf16", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
+
+}  // namespace
+}  // namespace bench
+}  // namespace inferd
+
+BENCHMARK_MAIN();

@@ -1,0 +1,41 @@
+// CpuDevice: host memory, /proc/meminfo, a ThreadPool for kernels and the op
+// table of optimized CPU kernels (ISA picked at run time per call).
+// Thread-safe.
+#ifndef INFERD_DEVICE_CPU_CPU_DEVICE_H_
+#define INFERD_DEVICE_CPU_CPU_DEVICE_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "device/cpu/thread_pool.h"
+#include "device/device.h"
+
+namespace inferd {
+
+class CpuDevice : public Device {
+ public:
+  explicit CpuDevice(const DeviceOptions& options);
+
+  absl::string_view name() const override { return "cpu"; }
+  absl::StatusOr<void*> Allocate(size_t bytes, size_t alignment) override;
+  void Free(void* ptr) override;
+  absl::StatusOr<MemoryInfo> GetMemoryInfo() const override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+  bool host_accessible() const override { return true; }
+  const OpTable& ops() const override;
+  ThreadPool* thread_pool() const override { return pool_.get(); }
+
+ private:
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// Factory registered as "cpu".
+absl::StatusOr<std::unique_ptr<Device>> CreateCpuDevice(
+    const DeviceOptions& options);
+
+// The optimized CPU kernels (device/cpu/*_cpu.cc).
+const OpTable& CpuOpTable();
+
+}  // namespace inferd
+
+#endif  // INFERD_DEVICE_CPU_CPU_DEVICE_H_

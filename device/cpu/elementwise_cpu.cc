@@ -1,0 +1,212 @@
+// Elementwise CPU kernels (embedding gather, conversion, add, activations,
+// gated activations, softmax): rows split over the thread pool, inner loops
+// vectorizable (fast_math.h).
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "device/bf16.h"
+#include "device/cpu/fast_math.h"
+#include "device/cpu/kernels.h"
+#include "device/internal/check.h"
+
+namespace inferd {
+namespace cpu {
+namespace {
+
+using device_internal::Row;
+
+// Runs fn(row_begin, row_end) over `rows` rows of `width` elements, in chunks
+// of roughly 16K elements.
+void ForRows(ThreadPool* pool, int64_t rows, int64_t width,
+             const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t min_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width));
+  if (pool == nullptr || rows <= min_rows) {
+    fn(0, rows);
+    return;
+  }
+  pool->ParallelFor(rows, fn, min_rows);
+}
+
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kInvSqrt2 = 0.70710678118654752440f;
+
+template <Activation kAct>
+inline float Act(float x) {
+  if constexpr (kAct == Activation::kSilu) {
+    return x * FastSigmoid(x);
+  } else if constexpr (kAct == Activation::kGeluErf) {
+    return 0.5f * x * (1.0f + FastErf(x * kInvSqrt2));
+  } else if constexpr (kAct == Activation::kGeluTanh) {
+    return 0.5f * x * (1.0f + FastTanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+  } else if constexpr (kAct == Activation::kRelu) {
+    return x > 0.0f ? x : 0.0f;
+  } else {
+    return FastTanh(x);
+  }
+}
+
+template <Activation kAct>
+void ActRow(const float* x, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = Act<kAct>(x[j]);
+}
+
+template <Activation kAct>
+void GatedRow(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = Act<kAct>(gate[j]) * up[j];
+}
+
+using ActRowFn = void (*)(const float*, float*, int64_t);
+using GatedRowFn = void (*)(const float*, const float*, float*, int64_t);
+
+ActRowFn PickAct(Activation act) {
+  switch (act) {
+    case Activation::kSilu: return &ActRow<Activation::kSilu>;
+    case Activation::kGeluErf: return &ActRow<Activation::kGeluErf>;
+    case Activation::kGeluTanh: return &ActRow<Activation::kGeluTanh>;
+    case Activation::kRelu: return &ActRow<Activation::kRelu>;
+    case Activation::kTanh: return &ActRow<Activation::kTanh>;
+  }
+  return nullptr;
+}
+
+GatedRowFn PickGated(Activation act) {
+  switch (act) {
+    case Activation::kSilu: return &GatedRow<Activation::kSilu>;
+    case Activation::kGeluErf: return &GatedRow<Activation::kGeluErf>;
+    case Activation::kGeluTanh: return &GatedRow<Activation::kGeluTanh>;
+    case Activation::kRelu: return &GatedRow<Activation::kRelu>;
+    case Activation::kTanh: return &GatedRow<Activation::kTanh>;
+  }
+  return nullptr;
+}
+
+void Bf16RowToF32(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t bits = static_cast<uint32_t>(src[j]) << 16;
+    std::memcpy(&dst[j], &bits, 4);
+  }
+}
+
+}  // namespace
+
+absl::Status Embedding(const KernelContext& ctx, const TensorView& table,
+                       const TensorView& ids, const TensorView& out) {
+  const int64_t vocab = table.shape[0], h = table.shape[1];
+  const int32_t* id = ids.as<const int32_t>();
+  for (int64_t t = 0; t < ids.shape[0]; ++t) {
+    if (id[t] < 0 || id[t] >= vocab) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Embedding: id ", id[t], " outside [0, ", vocab, ")"));
+    }
+  }
+  ForRows(ctx.pool, ids.shape[0], h, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* dst = Row<float>(out, t);
+      if (table.dtype == DType::kF32) {
+        std::memcpy(dst, table.as<const float>() + id[t] * h, h * sizeof(float));
+      } else {
+        Bf16RowToF32(table.as<const uint16_t>() + id[t] * h, dst, h);
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Convert(const KernelContext& ctx, const TensorView& src,
+                     const TensorView& dst) {
+  const int64_t w = src.shape[1];
+  ForRows(ctx.pool, src.shape[0], w, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const char* s = static_cast<const char*>(src.data) +
+                      r * src.strides[0] * DTypeSize(src.dtype);
+      char* d = static_cast<char*>(dst.data) +
+                r * dst.strides[0] * DTypeSize(dst.dtype);
+      if (src.dtype == dst.dtype) {
+        std::memcpy(d, s, w * DTypeSize(src.dtype));
+        continue;
+      }
+      const auto* s16 = reinterpret_cast<const uint16_t*>(s);
+      const auto* s32 = reinterpret_cast<const float*>(s);
+      auto* d16 = reinterpret_cast<uint16_t*>(d);
+      auto* d32 = reinterpret_cast<float*>(d);
+      for (int64_t j = 0; j < w; ++j) {
+        float v = src.dtype == DType::kF32    ? s32[j]
+                  : src.dtype == DType::kBF16 ? Bf16ToFloat(s16[j])
+                                              : F16ToFloat(s16[j]);
+        if (dst.dtype == DType::kF32) {
+          d32[j] = v;
+        } else if (dst.dtype == DType::kBF16) {
+          d16[j] = FloatToBf16(v);
+        } else {
+          d16[j] = FloatToF16(v);
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Add(const KernelContext& ctx, const TensorView& a,
+                 const TensorView& b, const TensorView& out) {
+  const int64_t w = a.shape[1];
+  ForRows(ctx.pool, a.shape[0], w, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* ar = Row<const float>(a, r);
+      const float* br = Row<const float>(b, r);
+      float* o = Row<float>(out, r);
+      for (int64_t j = 0; j < w; ++j) o[j] = ar[j] + br[j];
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Activate(const KernelContext& ctx, Activation act,
+                      const TensorView& x, const TensorView& out) {
+  const ActRowFn fn = PickAct(act);
+  if (fn == nullptr) return absl::InvalidArgumentError("unknown activation");
+  const int64_t w = x.shape[1];
+  ForRows(ctx.pool, x.shape[0], w, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) fn(Row<const float>(x, r), Row<float>(out, r), w);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status GatedActivate(const KernelContext& ctx, Activation act,
+                           const TensorView& gate, const TensorView& up,
+                           const TensorView& out) {
+  const GatedRowFn fn = PickGated(act);
+  if (fn == nullptr) return absl::InvalidArgumentError("unknown activation");
+  const int64_t w = gate.shape[1];
+  ForRows(ctx.pool, gate.shape[0], w, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      fn(Row<const float>(gate, r), Row<const float>(up, r), Row<float>(out, r), w);
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Softmax(const KernelContext& ctx, const TensorView& x,
+                     const TensorView& out) {
+  const int64_t w = x.shape[1];
+  ForRows(ctx.pool, x.shape[0], w, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = Row<const float>(x, r);
+      float* o = Row<float>(out, r);
+      float mx = xr[0];
+      for (int64_t j = 1; j < w; ++j) mx = std::max(mx, xr[j]);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < w; ++j) {
+        o[j] = FastExp(xr[j] - mx);
+        sum += o[j];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t j = 0; j < w; ++j) o[j] *= inv;
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace cpu
+}  // namespace inferd

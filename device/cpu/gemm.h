@@ -1,0 +1,42 @@
+// Internal interface between the Linear/MatMul kernels (linear_cpu.cc) and
+// their ISA-specific GEMM translation units. Not thread-safe to mutate;
+// the functions are thread-safe (scratch is per thread).
+#ifndef INFERD_DEVICE_CPU_GEMM_H_
+#define INFERD_DEVICE_CPU_GEMM_H_
+
+#include <cstdint>
+
+#include "device/cpu/thread_pool.h"
+
+namespace inferd {
+
+// y[m, n] = sum_k x[m, k] * B(n, k) (+ bias[n]), where B(n, k) is
+// w[n * ldw + k] (w_layout_nk, HF weight layout) or w[k * ldw + n].
+struct GemmArgs {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  bool w_bf16 = false;
+  bool w_layout_nk = true;
+  int64_t ldw = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+namespace cpu_avx512 {
+// use_bf16_dot: BF16 weights use vdpbf16ps (activations rounded to BF16)
+// for the compute-bound shapes; requires AVX512_BF16.
+void Gemm(ThreadPool* pool, const GemmArgs& args, bool use_bf16_dot);
+}  // namespace cpu_avx512
+namespace cpu_avx2 {
+void Gemm(ThreadPool* pool, const GemmArgs& args);
+}  // namespace cpu_avx2
+namespace cpu_scalar {
+void Gemm(ThreadPool* pool, const GemmArgs& args);
+}  // namespace cpu_scalar
+
+}  // namespace inferd
+
+#endif  // INFERD_DEVICE_CPU_GEMM_H_

@@ -1,0 +1,289 @@
+// AVX-512 GEMM/GEMV kernels for Linear: F32 FMA micro-kernel (12 x 32),
+// AVX512_BF16 vdpbf16ps micro-kernel for BF16 weights, and row-streaming
+// GEMV for decode. Compiled with AVX-512 flags; only called after the
+// runtime CPU check (see linear_cpu.cc).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "device/cpu/gemm.h"
+
+namespace inferd {
+namespace cpu_avx512 {
+namespace {
+
+constexpr int kNr = 32;
+constexpr int kMr = 12;
+
+inline __mmask16 TailMask(int64_t valid) {
+  return valid >= 16 ? static_cast<__mmask16>(0xffff)
+                     : static_cast<__mmask16>((1u << (valid > 0 ? valid : 0)) - 1);
+}
+
+// Stores acc (+ bias on the first K block, else + existing c).
+inline void StoreTile(__m512 v0, __m512 v1, float* c, int nvalid, bool init,
+                      const float* bias) {
+  const __mmask16 m0 = TailMask(nvalid), m1 = TailMask(nvalid - 16);
+  if (init) {
+    if (bias != nullptr) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, bias));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, bias + 16));
+    }
+  } else {
+    v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, c));
+    v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, c + 16));
+  }
+  _mm512_mask_storeu_ps(c, m0, v0);
+  _mm512_mask_storeu_ps(c + 16, m1, v1);
+}
+
+template <int MR>
+void MicroF32(int64_t kc, const float* a, int64_t lda, const float* bp,
+              float* c, int64_t ldc, int nvalid, bool init,
+              const float* bias) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    acc0[i] = _mm512_setzero_ps();
+    acc1[i] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(bp + k * kNr);
+    const __m512 b1 = _mm512_load_ps(bp + k * kNr + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512 av = _mm512_set1_ps(a[i * lda + k]);
+      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    StoreTile(acc0[i], acc1[i], c + i * ldc, nvalid, init, bias);
+  }
+}
+
+// GEMV: rows [n_begin, n_end) of y for M <= kGemvMaxM, streaming W once.
+template <int M, int R, bool kBf16>
+void GemvBlock(const GemmArgs& g, int64_t n) {
+  __m512 acc[R][M];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) acc[r][m] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < g.k; k += 16) {
+    const __mmask16 mask = TailMask(g.k - k);
+    __m512 xv[M];
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) xv[m] = _mm512_maskz_loadu_ps(mask, g.x + m * g.ldx + k);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      __m512 wv;
+      if constexpr (kBf16) {
+        const uint16_t* w = static_cast<const uint16_t*>(g.w) + (n + r) * g.ldw + k;
+        const __m256i raw = _mm256_maskz_loadu_epi16(mask, w);
+        wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+      } else {
+        wv = _mm512_maskz_loadu_ps(mask, static_cast<const float*>(g.w) + (n + r) * g.ldw + k);
+      }
+#pragma GCC unroll 8
+      for (int m = 0; m < M; ++m) acc[r][m] = _mm512_fmadd_ps(wv, xv[m], acc[r][m]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const float b = g.bias != nullptr ? g.bias[n + r] : 0.0f;
+#pragma GCC unroll 8
+    for (int m = 0; m < M; ++m) g.y[m * g.ldy + n + r] = _mm512_reduce_add_ps(acc[r][m]) + b;
+  }
+}
+
+template <int M, bool kBf16>
+void GemvRowsM(const GemmArgs& g, int64_t n_begin, int64_t n_end) {
+  constexpr int R = M <= 2 ? 8 : (M <= 4 ? 4 : 2);
+  int64_t n = n_begin;
+  for (; n + R <= n_end; n += R) GemvBlock<M, R, kBf16>(g, n);
+  for (; n < n_end; ++n) GemvBlock<M, 1, kBf16>(g, n);
+}
+
+template <bool kBf16>
+void GemvRowsT(const GemmArgs& g, int64_t n_begin, int64_t n_end) {
+  switch (g.m) {
+    case 1: GemvRowsM<1, kBf16>(g, n_begin, n_end); break;
+    case 2: GemvRowsM<2, kBf16>(g, n_begin, n_end); break;
+    case 3: GemvRowsM<3, kBf16>(g, n_begin, n_end); break;
+    case 4: GemvRowsM<4, kBf16>(g, n_begin, n_end); break;
+    case 5: GemvRowsM<5, kBf16>(g, n_begin, n_end); break;
+    case 6: GemvRowsM<6, kBf16>(g, n_begin, n_end); break;
+    case 7: GemvRowsM<7, kBf16>(g, n_begin, n_end); break;
+    default: GemvRowsM<8, kBf16>(g, n_begin, n_end); break;
+  }
+}
+
+void GemvRows(const GemmArgs& g, int64_t n_begin, int64_t n_end) {
+  if (g.w_bf16) {
+    GemvRowsT<true>(g, n_begin, n_end);
+  } else {
+    GemvRowsT<false>(g, n_begin, n_end);
+  }
+}
+
+#include "device/cpu/gemm_driver_impl.h"
+
+// ---- BF16 weights with vdpbf16ps ----------------------------------------
+// B panels hold K pairs: bp[kp][j] = (W[n+j][2kp], W[n+j][2kp+1]) as one
+// 32-bit lane; A rows are pre-converted to BF16 pairs.
+
+template <int MR>
+void MicroBf16(int64_t kcp, const uint32_t* a, int64_t lda, const uint32_t* bp,
+               float* c, int64_t ldc, int nvalid, bool init,
+               const float* bias) {
+  __m512 acc0[MR], acc1[MR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    acc0[i] = _mm512_setzero_ps();
+    acc1[i] = _mm512_setzero_ps();
+  }
+  for (int64_t kp = 0; kp < kcp; ++kp) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(bp + kp * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(bp + kp * kNr + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i * lda + kp]));
+      acc0[i] = _mm512_dpbf16_ps(acc0[i], av, b0);
+      acc1[i] = _mm512_dpbf16_ps(acc1[i], av, b1);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    StoreTile(acc0[i], acc1[i], c + i * ldc, nvalid, init, bias);
+  }
+}
+
+template <int MR>
+inline void MicroDispatchBf16(int mr, int64_t kcp, const uint32_t* a,
+                              int64_t lda, const uint32_t* bp, float* c,
+                              int64_t ldc, int nvalid, bool init,
+                              const float* bias) {
+  if constexpr (MR >= 1) {
+    if (mr == MR) {
+      MicroBf16<MR>(kcp, a, lda, bp, c, ldc, nvalid, init, bias);
+      return;
+    }
+    if constexpr (MR > 1) {
+      MicroDispatchBf16<MR - 1>(mr, kcp, a, lda, bp, c, ldc, nvalid, init, bias);
+    }
+  }
+}
+
+struct Bf16Plan {
+  GemmPlan base;
+  const uint32_t* xa;  // [m, kp_total] BF16 pairs
+  int64_t kp_total;
+};
+
+// Packs W(n0.., k0..) (HF layout, BF16) into pair panels.
+void PackBPairs(const GemmArgs& g, int64_t n0, int64_t nc, int64_t k0,
+                int64_t kc, uint32_t* bp) {
+  const int64_t kcp = (kc + 1) / 2;
+  const uint16_t* w = static_cast<const uint16_t*>(g.w);
+  for (int64_t p = 0; p < nc; p += kNr) {
+    uint32_t* panel = bp + p * kcp;
+    for (int64_t j = 0; j < kNr; ++j) {
+      if (p + j >= nc) {
+        for (int64_t kp = 0; kp < kcp; ++kp) panel[kp * kNr + j] = 0;
+        continue;
+      }
+      const uint16_t* src = w + (n0 + p + j) * g.ldw + k0;
+      const int64_t full = kc / 2;
+      for (int64_t kp = 0; kp < full; ++kp) {
+        uint32_t pair;
+        std::memcpy(&pair, src + 2 * kp, 4);
+        panel[kp * kNr + j] = pair;
+      }
+      if (kc % 2 != 0) panel[full * kNr + j] = src[kc - 1];
+    }
+  }
+}
+
+void GemmBf16Task(void* arg, int64_t begin, int64_t end) {
+  const Bf16Plan& plan = *static_cast<const Bf16Plan*>(arg);
+  const GemmArgs& g = *plan.base.g;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t n0 = (t % plan.base.n_tasks) * plan.base.nc;
+    const int64_t nc = g.n - n0 < plan.base.nc ? g.n - n0 : plan.base.nc;
+    const int64_t m0 = (t / plan.base.n_tasks) * plan.base.mc;
+    const int64_t m1 = g.m - m0 < plan.base.mc ? g.m : m0 + plan.base.mc;
+    const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
+    uint32_t* bp = reinterpret_cast<uint32_t*>(ThreadScratch(kKc / 2 * nc_padded));
+    for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
+      const int64_t kc = g.k - k0 < kKc ? g.k - k0 : kKc;
+      const int64_t kcp = (kc + 1) / 2;
+      PackBPairs(g, n0, nc, k0, kc, bp);
+      for (int64_t m = m0; m < m1; m += kMr) {
+        const int mr = static_cast<int>(m1 - m < kMr ? m1 - m : kMr);
+        for (int64_t p = 0; p < nc; p += kNr) {
+          const int nv = static_cast<int>(nc - p < kNr ? nc - p : kNr);
+          MicroDispatchBf16<kMr>(mr, kcp, plan.xa + m * plan.kp_total + k0 / 2,
+                                 plan.kp_total, bp + p * kcp,
+                                 g.y + m * g.ldy + n0 + p, g.ldy, nv, k0 == 0,
+                                 g.bias != nullptr ? g.bias + n0 + p : nullptr);
+        }
+      }
+    }
+  }
+}
+
+struct ConvertArgs {
+  const GemmArgs* g;
+  uint32_t* xa;
+  int64_t kp_total;
+};
+
+// x rows -> BF16 pairs (round to nearest even), zero padded to even K.
+void ConvertRowsTask(void* arg, int64_t begin, int64_t end) {
+  const ConvertArgs& c = *static_cast<const ConvertArgs*>(arg);
+  const GemmArgs& g = *c.g;
+  for (int64_t m = begin; m < end; ++m) {
+    const float* src = g.x + m * g.ldx;
+    uint16_t* dst = reinterpret_cast<uint16_t*>(c.xa + m * c.kp_total);
+    int64_t k = 0;
+    for (; k + 16 <= g.k; k += 16) {
+      const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + k));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), (__m256i)h);
+    }
+    if (k < g.k) {
+      const __mmask16 mask = TailMask(g.k - k);
+      const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + k));
+      _mm256_mask_storeu_epi16(dst + k, mask, (__m256i)h);
+    }
+    if (g.k % 2 != 0) dst[g.k] = 0;
+  }
+}
+
+}  // namespace
+
+void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
+  if (!(use_bf16_dot && g.w_bf16 && g.w_layout_nk && g.m > kGemvMaxM)) {
+    RunGemmF32(pool, g);
+    return;
+  }
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  Bf16Plan plan;
+  plan.base = MakePlan(g, threads);
+  plan.kp_total = (g.k + 1) / 2;
+  // kKc is even, so K blocks start on pair boundaries.
+  uint32_t* xa = static_cast<uint32_t*>(
+      std::aligned_alloc(64, ((g.m * plan.kp_total * 4 + 63) / 64) * 64));
+  ConvertArgs conv{&g, xa, plan.kp_total};
+  ParallelForRaw(pool, g.m, 16, &ConvertRowsTask, &conv);
+  plan.xa = xa;
+  const int64_t m_tasks = (g.m + plan.base.mc - 1) / plan.base.mc;
+  ParallelForRaw(pool, plan.base.n_tasks * m_tasks, 1, &GemmBf16Task, &plan);
+  std::free(xa);
+}
+
+}  // namespace cpu_avx512
+}  // namespace inferd

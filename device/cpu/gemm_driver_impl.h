@@ -1,0 +1,165 @@
+// Blocked GEMM driver (BLIS-style: B packed into KC x NR panels kept in L2,
+// register-blocked MR x NR micro-kernel, A rows read in place) and a GEMV
+// path for small M. Included by one ISA translation unit each, inside its
+// own namespace; before including, the unit defines:
+//   constexpr int kNr, kMr;   register block
+//   template <int MR> void MicroF32(int64_t kc, const float* a, int64_t lda,
+//       const float* bp, float* c, int64_t ldc, int nvalid, bool init,
+//       const float* bias);
+//   void GemvRows(const GemmArgs& g, int64_t n_begin, int64_t n_end);
+// No std containers or std::function here: see cpu/CMakeLists notes on ISA
+// translation units.
+
+constexpr int64_t kKc = 256;
+constexpr int64_t kNcMax = 256;
+constexpr int64_t kGemvMaxM = 8;
+
+// Grows-only per-thread scratch (never freed; bounded by the largest block).
+inline float* ThreadScratch(int64_t floats) {
+  static thread_local float* buf = nullptr;
+  static thread_local int64_t cap = 0;
+  if (floats > cap) {
+    std::free(buf);
+    cap = (floats + 1023) / 1024 * 1024;
+    buf = static_cast<float*>(std::aligned_alloc(64, cap * sizeof(float)));
+  }
+  return buf;
+}
+
+inline float LoadB(const GemmArgs& g, int64_t n, int64_t k) {
+  const int64_t idx = g.w_layout_nk ? n * g.ldw + k : k * g.ldw + n;
+  if (g.w_bf16) {
+    uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(g.w)[idx]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  return static_cast<const float*>(g.w)[idx];
+}
+
+// Packs B(n0 .. n0+nc, k0 .. k0+kc) as F32 panels bp[p][k][j] (NR wide,
+// zero padded).
+inline void PackBF32(const GemmArgs& g, int64_t n0, int64_t nc, int64_t k0,
+                     int64_t kc, float* bp) {
+  for (int64_t p = 0; p < nc; p += kNr) {
+    float* panel = bp + p * kc;
+    const int64_t nv = nc - p < kNr ? nc - p : kNr;
+    if (!g.w_bf16 && !g.w_layout_nk) {
+      const float* w = static_cast<const float*>(g.w);
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = w + (k0 + k) * g.ldw + n0 + p;
+        float* dst = panel + k * kNr;
+        int64_t j = 0;
+        for (; j < nv; ++j) dst[j] = src[j];
+        for (; j < kNr; ++j) dst[j] = 0.0f;
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < kNr; ++j) {
+      if (j >= nv) {
+        for (int64_t k = 0; k < kc; ++k) panel[k * kNr + j] = 0.0f;
+        continue;
+      }
+      const int64_t n = n0 + p + j;
+      if (g.w_layout_nk && !g.w_bf16) {
+        const float* src = static_cast<const float*>(g.w) + n * g.ldw + k0;
+        for (int64_t k = 0; k < kc; ++k) panel[k * kNr + j] = src[k];
+      } else if (g.w_layout_nk) {
+        const uint16_t* src = static_cast<const uint16_t*>(g.w) + n * g.ldw + k0;
+        for (int64_t k = 0; k < kc; ++k) {
+          const uint32_t bits = static_cast<uint32_t>(src[k]) << 16;
+          std::memcpy(&panel[k * kNr + j], &bits, 4);
+        }
+      } else {
+        for (int64_t k = 0; k < kc; ++k) panel[k * kNr + j] = LoadB(g, n, k0 + k);
+      }
+    }
+  }
+}
+
+template <int MR>
+inline void MicroDispatchF32(int mr, int64_t kc, const float* a, int64_t lda,
+                             const float* bp, float* c, int64_t ldc,
+                             int nvalid, bool init, const float* bias) {
+  if constexpr (MR >= 1) {
+    if (mr == MR) {
+      MicroF32<MR>(kc, a, lda, bp, c, ldc, nvalid, init, bias);
+      return;
+    }
+    if constexpr (MR > 1) {
+      MicroDispatchF32<MR - 1>(mr, kc, a, lda, bp, c, ldc, nvalid, init, bias);
+    }
+  }
+}
+
+struct GemmPlan {
+  const GemmArgs* g;
+  int64_t nc;       // columns per task
+  int64_t n_tasks;  // along N
+  int64_t mc;       // rows per task
+};
+
+inline void GemmF32Task(void* arg, int64_t begin, int64_t end) {
+  const GemmPlan& plan = *static_cast<const GemmPlan*>(arg);
+  const GemmArgs& g = *plan.g;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t n0 = (t % plan.n_tasks) * plan.nc;
+    const int64_t nc = g.n - n0 < plan.nc ? g.n - n0 : plan.nc;
+    const int64_t m0 = (t / plan.n_tasks) * plan.mc;
+    const int64_t m1 = g.m - m0 < plan.mc ? g.m : m0 + plan.mc;
+    const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
+    float* bp = ThreadScratch(kKc * nc_padded);
+    for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
+      const int64_t kc = g.k - k0 < kKc ? g.k - k0 : kKc;
+      PackBF32(g, n0, nc, k0, kc, bp);
+      for (int64_t m = m0; m < m1; m += kMr) {
+        const int mr = static_cast<int>(m1 - m < kMr ? m1 - m : kMr);
+        for (int64_t p = 0; p < nc; p += kNr) {
+          const int nv = static_cast<int>(nc - p < kNr ? nc - p : kNr);
+          MicroDispatchF32<kMr>(mr, kc, g.x + m * g.ldx + k0, g.ldx,
+                                bp + p * kc, g.y + m * g.ldy + n0 + p, g.ldy,
+                                nv, k0 == 0,
+                                g.bias != nullptr ? g.bias + n0 + p : nullptr);
+        }
+      }
+    }
+  }
+}
+
+// Splits N into tasks of <= kNcMax columns, a multiple of the thread count
+// when possible, and M as well when N alone gives too few tasks.
+inline GemmPlan MakePlan(const GemmArgs& g, int threads) {
+  GemmPlan plan;
+  plan.g = &g;
+  int64_t j = 1;
+  while (true) {
+    const int64_t per = (g.n + threads * j - 1) / (threads * j);
+    plan.nc = (per + kNr - 1) / kNr * kNr;
+    if (plan.nc <= kNcMax) break;
+    ++j;
+  }
+  plan.n_tasks = (g.n + plan.nc - 1) / plan.nc;
+  int64_t m_tasks = 1;
+  if (plan.n_tasks < threads && g.m >= 2 * kMr * threads) {
+    m_tasks = (threads + plan.n_tasks - 1) / plan.n_tasks;
+  }
+  plan.mc = (g.m + m_tasks - 1) / m_tasks;
+  plan.mc = (plan.mc + kMr - 1) / kMr * kMr;
+  return plan;
+}
+
+inline void GemvTask(void* arg, int64_t begin, int64_t end) {
+  const GemmArgs& g = *static_cast<const GemmArgs*>(arg);
+  GemvRows(g, begin, end);
+}
+
+inline void RunGemmF32(ThreadPool* pool, const GemmArgs& g) {
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  if (g.m <= kGemvMaxM && g.w_layout_nk) {
+    ParallelForRaw(pool, g.n, 16, &GemvTask, const_cast<GemmArgs*>(&g));
+    return;
+  }
+  GemmPlan plan = MakePlan(g, threads);
+  const int64_t m_tasks = (g.m + plan.mc - 1) / plan.mc;
+  ParallelForRaw(pool, plan.n_tasks * m_tasks, 1, &GemmF32Task, &plan);
+}

@@ -1,0 +1,124 @@
+// Device: the small interface every compute backend implements (memory,
+// memory info, synchronization, its op table), and DeviceRegistry, which maps
+// a name ("cpu", later "cuda") to a shared Device instance.
+// Thread-safe: Device methods and the registry may be called from any thread.
+#ifndef INFERD_DEVICE_DEVICE_H_
+#define INFERD_DEVICE_DEVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace inferd {
+
+struct OpTable;    // device/op_table.h
+class ThreadPool;  // device/cpu/thread_pool.h
+
+struct MemoryInfo {
+  int64_t total_bytes = 0;
+  // Memory the process could still allocate (CPU: /proc/meminfo MemAvailable).
+  int64_t free_bytes = 0;
+};
+
+struct DeviceOptions {
+  // Worker threads for host kernels; 0 = one per online core.
+  int num_threads = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // "cpu", "cuda:0", ...
+  virtual absl::string_view name() const = 0;
+
+  // Returns `bytes` of device memory aligned to `alignment` (a power of two).
+  // The caller owns it and releases it with Free(). Zero bytes yields a valid
+  // unique pointer. RESOURCE_EXHAUSTED when out of memory.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes,
+                                         size_t alignment = 64) = 0;
+  // Releases memory from Allocate(); nullptr is a no-op.
+  virtual void Free(void* ptr) = 0;
+
+  virtual absl::StatusOr<MemoryInfo> GetMemoryInfo() const = 0;
+
+  // Blocks until all work queued on this device has finished (CPU ops are
+  // synchronous, so this returns immediately there).
+  virtual absl::Status Synchronize() = 0;
+
+  // True when device memory is directly addressable by host code (CPU).
+  virtual bool host_accessible() const = 0;
+
+  // The optimized kernels of this device. Entries left null fall back to the
+  // reference ("native") kernels, which require host_accessible() memory.
+  virtual const OpTable& ops() const = 0;
+
+  // Host thread pool used by this device's kernels; nullptr for devices whose
+  // kernels do not run on host threads. Owned by the device.
+  virtual ThreadPool* thread_pool() const { return nullptr; }
+};
+
+// Move-only owner of one Allocate()d block.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  // Allocates `bytes` on `device` (which must outlive the buffer).
+  static absl::StatusOr<DeviceBuffer> Create(Device* device, size_t bytes,
+                                             size_t alignment = 64);
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  Device* device() const { return device_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_); }
+
+ private:
+  Device* device_ = nullptr;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Maps device names to factories and caches one instance per name. Built-in
+// devices ("cpu") are registered on first use; a new backend adds one
+// Register() call (see device_registry.cc).
+class DeviceRegistry {
+ public:
+  using Factory = std::function<absl::StatusOr<std::unique_ptr<Device>>(
+      const DeviceOptions& options)>;
+
+  // Registers `factory` under `name`. ALREADY_EXISTS if taken.
+  static absl::Status Register(absl::string_view name, Factory factory);
+
+  // The shared instance for `name`, created with default options on first
+  // use. The registry owns it; it lives until process exit. NOT_FOUND for an
+  // unknown name.
+  static absl::StatusOr<Device*> Get(absl::string_view name);
+
+  // Creates the shared instance with `options` (e.g. a thread count from a
+  // flag). FAILED_PRECONDITION if the instance already exists.
+  static absl::StatusOr<Device*> Init(absl::string_view name,
+                                      const DeviceOptions& options);
+
+  // Creates a new, caller-owned instance (tests, per-model pools).
+  static absl::StatusOr<std::unique_ptr<Device>> Create(
+      absl::string_view name, const DeviceOptions& options);
+
+  // Registered names, sorted.
+  static std::vector<std::string> Names();
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_DEVICE_DEVICE_H_

@@ -1,0 +1,75 @@
+// Engine: runs one model's workflow. Requests enter through Submit*, are
+// queued (bounded: overflow is RESOURCE_EXHAUSTED at once), scheduled,
+// executed by the model runner on the engine's own loop thread(s), and
+// answered through their callback. Each Submit returns a RequestHandle whose
+// Abort() drops the request (before it costs compute when still queued).
+// Thread-safe.
+#ifndef INFERD_RUNTIME_ENGINE_ENGINE_H_
+#define INFERD_RUNTIME_ENGINE_ENGINE_H_
+
+#include <atomic>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "runtime/engine/requests.h"
+
+namespace inferd {
+
+class ServedModel;
+
+// Shared between the caller and the engine. Abort() is idempotent and
+// thread-safe; after it the callback fires at most once more (with
+// CANCELLED) or not at all if the request already finished.
+class RequestHandle {
+ public:
+  virtual ~RequestHandle() = default;
+  void Abort() { aborted_.store(true, std::memory_order_release); }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<bool> aborted_{false};
+};
+
+// Counters a test or the metrics endpoint can read. Snapshot values.
+struct EngineStats {
+  int64_t waiting_requests = 0;
+  int64_t running_requests = 0;
+  int64_t model_calls = 0;        // forward passes run
+  int64_t batched_tokens = 0;     // tokens across every forward pass
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_free = 0;
+  int64_t prefix_cache_queries = 0;  // prompt tokens looked up
+  int64_t prefix_cache_hits = 0;     // prompt tokens found
+  int64_t preemptions = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // Each Submit* returns FAILED_PRECONDITION unless the workflow serves the
+  // task; INVALID_ARGUMENT for bad input; RESOURCE_EXHAUSTED when the queue
+  // is full; UNAVAILABLE once stopped.
+  virtual absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitEmbed(
+      EmbedParams params, ResultCallback<EmbedResult> done);
+  virtual absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitClassify(
+      ClassifyParams params, ResultCallback<ClassifyResult> done);
+  virtual absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitRerank(
+      RerankParams params, ResultCallback<RerankResult> done);
+  virtual absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitGenerate(
+      GenerateParams params, GenerateCallback on_chunk);
+
+  virtual EngineStats Stats() const = 0;
+
+  // Stops the loop threads; requests not finished get UNAVAILABLE.
+  // Idempotent.
+  virtual void Stop() = 0;
+};
+
+// Builds the engine the model's workflow names (model runner, scheduler,
+// input/output processors). Called by ServedModel::Load.
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const ServedModel& model);
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_ENGINE_H_

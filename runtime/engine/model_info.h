@@ -1,0 +1,36 @@
+// ModelInfo: what the server reports about one model (GetModel/ListModels).
+// Plain value type.
+#ifndef INFERD_RUNTIME_ENGINE_MODEL_INFO_H_
+#define INFERD_RUNTIME_ENGINE_MODEL_INFO_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/engine/workflow.h"
+
+namespace inferd {
+
+enum class ModelState { kLoading, kReady, kFailed };
+
+struct ModelInfo {
+  std::string name;
+  std::string path;
+  std::string architecture;
+  std::string workflow;
+  std::vector<Task> tasks;
+  int64_t max_input_tokens = 0;
+  int64_t hidden_size = 0;
+  int64_t embedding_dims = 0;
+  int64_t vocab_size = 0;
+  std::string dtype;
+  std::string pooling;
+  ModelState state = ModelState::kLoading;
+  std::string error;
+  std::vector<std::string> labels;
+  std::vector<std::string> prompt_names;
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_MODEL_INFO_H_

@@ -1,0 +1,226 @@
+#include "runtime/engine/model_manager.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/engine/engine.h"
+#include "runtime/loader/model_dir.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace inferd {
+namespace {
+
+absl::Status Annotate(const absl::Status& s, absl::string_view model) {
+  return absl::Status(s.code(), absl::StrCat("model '", model, "': ", s.message()));
+}
+
+std::string DefaultPooling(const Workflow& w, const SentenceTransformersConfig& st,
+                           const ModelOverrides& o) {
+  if (w.kind != WorkflowKind::kEncoderEmbed &&
+      w.kind != WorkflowKind::kDecoderEmbed) {
+    return "";
+  }
+  if (o.pooling) return *o.pooling;
+  if (st.present && st.has_pooling) {
+    switch (st.pooling) {
+      case PoolingMode::kCls: return "cls";
+      case PoolingMode::kMean: return "mean";
+      case PoolingMode::kLastToken: return "last";
+      default: break;
+    }
+  }
+  return w.kind == WorkflowKind::kDecoderEmbed ? "last" : "cls";
+}
+
+}  // namespace
+
+ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
+                         SentenceTransformersConfig st,
+                         TokenizerConfig tok_config, Workflow workflow)
+    : spec_(std::move(spec)),
+      config_(std::move(config)),
+      st_(std::move(st)),
+      tok_config_(std::move(tok_config)),
+      workflow_(std::move(workflow)) {
+  ModelInfo& i = info_;
+  i.name = spec_.name;
+  i.path = spec_.path;
+  i.architecture = config_.architectures[0];
+  i.workflow = workflow_.name;
+  i.tasks = workflow_.tasks;
+  i.hidden_size = config_.hidden_size;
+  i.vocab_size = config_.vocab_size;
+  i.dtype = spec_.engine.dtype;
+  i.pooling = DefaultPooling(workflow_, st_, spec_.overrides);
+  int64_t max_len = config_.max_position_embeddings;
+  if (config_.family == ModelFamily::kXlmRoberta ||
+      config_.family == ModelFamily::kBert) {
+    // Positions start at position_id_offset (XLM-R: padding_idx + 1).
+    max_len -= config_.position_id_offset();
+  }
+  if (tok_config_.model_max_length && *tok_config_.model_max_length > 0) {
+    max_len = std::min<int64_t>(max_len, *tok_config_.model_max_length);
+  }
+  if (st_.max_seq_length && *st_.max_seq_length > 0 &&
+      workflow_.kind != WorkflowKind::kCausalGenerate) {
+    max_len = std::min<int64_t>(max_len, *st_.max_seq_length);
+  }
+  if (spec_.engine.max_input_tokens > 0) {
+    max_len = std::min<int64_t>(max_len, spec_.engine.max_input_tokens);
+  }
+  i.max_input_tokens = max_len;
+  if (workflow_.kind == WorkflowKind::kEncoderEmbed ||
+      workflow_.kind == WorkflowKind::kDecoderEmbed) {
+    i.embedding_dims = config_.hidden_size;
+    if (!st_.dense.empty()) i.embedding_dims = st_.dense.back().out_features;
+  }
+  if (workflow_.kind == WorkflowKind::kEncoderClassify ||
+      workflow_.kind == WorkflowKind::kCrossEncoderRerank) {
+    for (int64_t l = 0; l < config_.num_labels; ++l) {
+      auto it = config_.id2label.find(l);
+      i.labels.push_back(it != config_.id2label.end() ? it->second
+                                                      : absl::StrCat("LABEL_", l));
+    }
+  }
+  for (const auto& [name, prompt] : st_.prompts) i.prompt_names.push_back(name);
+}
+
+ServedModel::~ServedModel() { Shutdown(); }
+
+ModelInfo ServedModel::info() const {
+  absl::MutexLock lock(&mu_);
+  ModelInfo i = info_;
+  i.state = state();
+  return i;
+}
+
+void ServedModel::SetFailed(const absl::Status& status) {
+  {
+    absl::MutexLock lock(&mu_);
+    info_.error = std::string(status.message());
+  }
+  state_.store(ModelState::kFailed, std::memory_order_release);
+}
+
+absl::Status ServedModel::Load() {
+  auto tok = Tokenizer::FromFile(spec_.path + "/tokenizer.json");
+  if (!tok.ok()) {
+    absl::Status s = Annotate(tok.status(), spec_.name);
+    SetFailed(s);
+    return s;
+  }
+  tokenizer_ = std::move(tok).value();
+  {
+    absl::MutexLock lock(&mu_);
+    info_.vocab_size = std::max<int64_t>(
+        config_.vocab_size, static_cast<int64_t>(tokenizer_->vocab_size()));
+  }
+  auto engine = CreateEngine(*this);
+  if (!engine.ok()) {
+    absl::Status s = Annotate(engine.status(), spec_.name);
+    SetFailed(s);
+    return s;
+  }
+  engine_ = std::move(engine).value();
+  state_.store(ModelState::kReady, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+void ServedModel::Shutdown() {
+  if (engine_) engine_->Stop();
+}
+
+absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(
+    std::vector<ModelSpec> specs) {
+  std::unique_ptr<ModelManager> m(new ModelManager());
+  for (ModelSpec& spec : specs) {
+    auto dir = OpenModelDirectory(spec.path, /*load_weights=*/false);
+    if (!dir.ok()) return Annotate(dir.status(), spec.name);
+    auto workflow = SelectWorkflow(dir->config, dir->st, spec.overrides);
+    if (!workflow.ok()) return Annotate(workflow.status(), spec.name);
+    m->models_.push_back(std::make_unique<ServedModel>(
+        std::move(spec), std::move(dir->config), std::move(dir->st),
+        std::move(dir->tokenizer_config), std::move(workflow).value()));
+  }
+  return m;
+}
+
+ModelManager::~ModelManager() { Shutdown(); }
+
+void ModelManager::LoadAll() {
+  for (auto& model : models_) {
+    (void)model->Load();  // the status is kept in the model's info
+  }
+  loaded_.store(true, std::memory_order_release);
+}
+
+absl::StatusOr<const ServedModel*> ModelManager::Find(
+    const std::string& name) const {
+  for (const auto& m : models_) {
+    if (m->name() == name) return m.get();
+  }
+  std::vector<std::string> names;
+  for (const auto& m : models_) names.push_back(m->name());
+  return absl::NotFoundError(absl::StrCat("unknown model '", name,
+                                          "'; this server has: ",
+                                          absl::StrJoin(names, ", ")));
+}
+
+absl::StatusOr<ServedModel*> ModelManager::Resolve(const std::string& name,
+                                                   Task task) const {
+  ServedModel* model = nullptr;
+  if (name.empty()) {
+    std::vector<ServedModel*> candidates;
+    for (const auto& m : models_) {
+      if (m->workflow().Supports(task)) candidates.push_back(m.get());
+    }
+    if (candidates.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no model of this server can ", TaskName(task),
+          "; see ListModels for what each model does"));
+    }
+    if (candidates.size() > 1) {
+      std::vector<std::string> names;
+      for (auto* c : candidates) names.push_back(c->name());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "several models can ", TaskName(task), " (",
+          absl::StrJoin(names, ", "), "); set the request's model field"));
+    }
+    model = candidates[0];
+  } else {
+    ASSIGN_OR_RETURN(const ServedModel* found, Find(name));
+    model = const_cast<ServedModel*>(found);
+    if (!model->workflow().Supports(task)) {
+      std::vector<std::string> tasks;
+      for (Task t : model->workflow().tasks) tasks.emplace_back(TaskName(t));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model '", name, "' (", model->workflow().name, ") cannot ",
+          TaskName(task), "; it supports: ", absl::StrJoin(tasks, ", ")));
+    }
+  }
+  switch (model->state()) {
+    case ModelState::kLoading:
+      return absl::UnavailableError(
+          absl::StrCat("model '", model->name(), "' is still loading"));
+    case ModelState::kFailed:
+      return absl::UnavailableError(absl::StrCat(
+          "model '", model->name(), "' failed to load: ", model->info().error));
+    case ModelState::kReady:
+      break;
+  }
+  return model;
+}
+
+std::vector<ModelInfo> ModelManager::List() const {
+  std::vector<ModelInfo> out;
+  for (const auto& m : models_) out.push_back(m->info());
+  return out;
+}
+
+void ModelManager::Shutdown() {
+  for (auto& m : models_) m->Shutdown();
+}
+
+}  // namespace inferd

@@ -1,0 +1,112 @@
+// ModelManager: the models one inferd process serves. Create() checks every
+// model directory's config.json and picks its workflow (a bad directory is a
+// startup error); LoadAll() then loads weights, tokenizer and engine of each
+// model, marking it READY or FAILED (others keep serving).
+// Thread-safe.
+#ifndef INFERD_RUNTIME_ENGINE_MODEL_MANAGER_H_
+#define INFERD_RUNTIME_ENGINE_MODEL_MANAGER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/engine/model_info.h"
+#include "runtime/engine/model_options.h"
+#include "runtime/engine/workflow.h"
+#include "runtime/loader/model_config.h"
+#include "runtime/loader/st_config.h"
+#include "runtime/loader/tokenizer_config.h"
+
+namespace inferd {
+
+class Tokenizer;
+class Engine;
+
+// One served model. Immutable after it becomes READY, except state.
+class ServedModel {
+ public:
+  ServedModel(ModelSpec spec, ModelConfig config,
+              SentenceTransformersConfig st, TokenizerConfig tok_config,
+              Workflow workflow);
+  ~ServedModel();
+
+  const ModelSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.name; }
+  const ModelConfig& config() const { return config_; }
+  const SentenceTransformersConfig& st_config() const { return st_; }
+  const TokenizerConfig& tokenizer_config() const { return tok_config_; }
+  const Workflow& workflow() const { return workflow_; }
+
+  ModelState state() const { return state_.load(std::memory_order_acquire); }
+  ModelInfo info() const;
+
+  // Valid once state() == kReady; owned by this object.
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  Engine& engine() const { return *engine_; }
+
+  // Loads tokenizer, weights and engine. Sets READY or FAILED (with the
+  // error kept for ModelInfo.error) and returns the status.
+  absl::Status Load();
+  // Stops the engine (pending requests finish with CANCELLED/UNAVAILABLE).
+  void Shutdown();
+
+ private:
+  void SetFailed(const absl::Status& status);
+
+  const ModelSpec spec_;
+  const ModelConfig config_;
+  const SentenceTransformersConfig st_;
+  const TokenizerConfig tok_config_;
+  const Workflow workflow_;
+
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<Engine> engine_;
+  std::atomic<ModelState> state_{ModelState::kLoading};
+  mutable absl::Mutex mu_;
+  ModelInfo info_ ABSL_GUARDED_BY(mu_);
+};
+
+class ModelManager {
+ public:
+  // Reads each spec's config files and selects its workflow. Errors name
+  // the model and what to fix (INVALID_ARGUMENT / NOT_FOUND).
+  static absl::StatusOr<std::unique_ptr<ModelManager>> Create(
+      std::vector<ModelSpec> specs);
+  ~ModelManager();
+
+  // Loads every model, in order. Blocking; call from a loader thread.
+  void LoadAll();
+  // True once every model finished loading (READY or FAILED).
+  bool AllLoaded() const { return loaded_.load(std::memory_order_acquire); }
+
+  // The model named `name`, or the only model supporting `task` when
+  // `name` is empty. NOT_FOUND (unknown name / no model for the task),
+  // INVALID_ARGUMENT (empty name but several candidates),
+  // FAILED_PRECONDITION (the model cannot do `task`), UNAVAILABLE (loading
+  // or failed).
+  absl::StatusOr<ServedModel*> Resolve(const std::string& name,
+                                       Task task) const;
+  // NOT_FOUND for an unknown name; any state.
+  absl::StatusOr<const ServedModel*> Find(const std::string& name) const;
+
+  std::vector<ModelInfo> List() const;
+  const std::vector<std::unique_ptr<ServedModel>>& models() const {
+    return models_;
+  }
+
+  void Shutdown();
+
+ private:
+  ModelManager() = default;
+  std::vector<std::unique_ptr<ServedModel>> models_;
+  std::atomic<bool> loaded_{false};
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_MODEL_MANAGER_H_

@@ -1,0 +1,46 @@
+// Plain option structs describing which models to serve and how the engine
+// runs them. Built by service/ from flags; read by the runtime. No logic.
+#ifndef INFERD_RUNTIME_ENGINE_MODEL_OPTIONS_H_
+#define INFERD_RUNTIME_ENGINE_MODEL_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace inferd {
+
+// Engine settings; every model starts from the server-wide defaults and a
+// model's own `--model NAME=PATH,key=value` options override them.
+struct EngineOptions {
+  int threads = 0;                 // kernel threads per replica; 0 = cores / replicas
+  int replicas = 0;                // data-parallel replicas; 0 = workflow default
+  int max_batched_tokens = 2048;   // token budget of one engine step
+  int max_seqs = 64;               // sequences in one step
+  int max_queue_requests = 1024;   // waiting requests before RESOURCE_EXHAUSTED
+  int64_t max_queue_tokens = 1 << 20;  // waiting tokens before RESOURCE_EXHAUSTED
+  int max_input_tokens = 0;        // 0 = the model's own limit
+  // KV cache size: a fraction (0, 1] of free device memory, or bytes.
+  double kv_cache_fraction = 0.25;
+  int64_t kv_cache_bytes = 0;      // > 0 overrides the fraction
+  int block_size = 16;             // tokens per KV cache block
+  std::string dtype = "float32";   // compute dtype: float32 | bfloat16
+  bool enable_prefix_caching = true;
+};
+
+// Request-independent overrides of the workflow a model gets.
+struct ModelOverrides {
+  std::optional<std::string> task;      // generate | embed | rerank | classify
+  std::optional<std::string> pooling;   // cls | mean | last
+  std::optional<bool> bidirectional;    // decoder embedders: no causal mask
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string path;
+  ModelOverrides overrides;
+  EngineOptions engine;  // filled from the server defaults plus overrides
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_MODEL_OPTIONS_H_

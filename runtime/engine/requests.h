@@ -1,0 +1,146 @@
+// Plain request/result types the service layer hands to an Engine and gets
+// back. No gRPC or protobuf here: service/ converts. Value types.
+#ifndef INFERD_RUNTIME_ENGINE_REQUESTS_H_
+#define INFERD_RUNTIME_ENGINE_REQUESTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace inferd {
+
+struct RequestTimings {
+  double queue_seconds = 0;
+  double time_to_first_token_seconds = 0;
+  double total_seconds = 0;
+};
+
+// ----------------------------------------------------------------- embed
+
+struct EmbedParams {
+  std::vector<std::string> texts;              // or
+  std::vector<std::vector<int32_t>> token_ids;  // pre-tokenized inputs
+  std::optional<bool> normalize;               // unset: model default
+  int64_t dimensions = 0;                      // 0: full size
+  bool truncate = false;
+  bool truncate_left = false;
+  std::string pooling;      // "", "cls", "mean", "last"
+  std::string prompt_name;  // from config_sentence_transformers.json
+  std::string prompt;       // free-form prefix
+  bool want_sparse = false;
+  bool want_multi_vector = false;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+struct EmbedResult {
+  std::vector<std::vector<float>> embeddings;  // one per input, input order
+  std::vector<int32_t> tokens;                 // tokens used per input
+  int64_t total_tokens = 0;
+  RequestTimings timings;
+};
+
+// -------------------------------------------------------- classify/rerank
+
+struct ClassifyParams {
+  std::vector<std::string> texts;                           // or
+  std::vector<std::pair<std::string, std::string>> pairs;   // text pairs
+  bool truncate = false;
+  bool raw_scores = false;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+struct ClassifyResult {
+  // Per input, one score per label (index order): probabilities
+  // (softmax, or sigmoid for multi-label) or raw logits.
+  std::vector<std::vector<float>> scores;
+  int64_t total_tokens = 0;
+  RequestTimings timings;
+};
+
+struct RerankParams {
+  std::string query;
+  std::vector<std::string> documents;
+  bool truncate = true;  // only_second
+  bool raw_scores = false;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+struct RerankResult {
+  std::vector<float> scores;  // per document, input order
+  int64_t total_tokens = 0;
+  RequestTimings timings;
+};
+
+// --------------------------------------------------------------- generate
+
+struct SamplingOptions {
+  int64_t max_tokens = 0;  // 0: until the context is full
+  int64_t min_tokens = 0;
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t logprobs = 0;
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
+};
+
+struct GenerateParams {
+  std::string request_id;
+  std::optional<std::string> prompt;   // or
+  std::vector<int32_t> prompt_token_ids;
+  bool add_special_tokens = true;
+  SamplingOptions sampling;
+  bool disable_prefix_cache = false;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+enum class FinishReason { kNone, kLength, kStop, kEos, kCancelled, kError };
+
+struct TokenLogprobValue {
+  int32_t token_id = 0;
+  float logprob = 0;
+};
+
+struct TokenLogprobs {
+  TokenLogprobValue sampled;
+  std::vector<TokenLogprobValue> top;
+};
+
+// One streamed chunk of a generation. The last one has finish != kNone.
+struct GenerateChunk {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<TokenLogprobs> logprobs;
+  FinishReason finish = FinishReason::kNone;
+  std::string stop_reason;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  RequestTimings timings;
+};
+
+// Called on the engine's thread, in order. Returning quickly matters: the
+// engine step waits for it. A final chunk, or an error status, ends the
+// request; no call follows it.
+using GenerateCallback =
+    std::function<void(const absl::StatusOr<GenerateChunk>& chunk)>;
+template <typename T>
+using ResultCallback = std::function<void(absl::StatusOr<T> result)>;
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_REQUESTS_H_

@@ -1,0 +1,266 @@
+#include "runtime/gen/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+
+namespace inferd {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+uint64_t SplitMix64(uint64_t* state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ResolveSeed(const SamplingParams& params) {
+  if (params.seed.has_value()) return *params.seed;
+  absl::BitGen gen;
+  return absl::Uniform<uint64_t>(gen);
+}
+
+}  // namespace
+
+SamplerRng::SamplerRng(uint64_t seed) {
+  uint64_t sm = seed;
+  for (uint64_t& s : s_) s = SplitMix64(&sm);
+}
+
+uint64_t SamplerRng::Next() {
+  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double SamplerRng::Uniform() {
+  return static_cast<double>(Next() >> 11) * 0x1.0p-53;
+}
+
+SamplingState::SamplingState(const SamplingParams& params,
+                             absl::Span<const int32_t> prompt_token_ids,
+                             absl::Span<const int32_t> eos_token_ids)
+    : params_(params),
+      eos_token_ids_(eos_token_ids.begin(), eos_token_ids.end()),
+      seed_(ResolveSeed(params)),
+      rng_(seed_) {
+  if (params_.repetition_penalty != 1.0f) {
+    seen_.insert(prompt_token_ids.begin(), prompt_token_ids.end());
+  }
+}
+
+void SamplingState::Accept(int32_t token_id) {
+  ++num_output_tokens_;
+  if (params_.repetition_penalty != 1.0f) seen_.insert(token_id);
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    ++output_counts_[token_id];
+  }
+}
+
+Sampler::Sampler(int32_t vocab_size)
+    : vocab_size_(std::max(vocab_size, 1)),
+      probs_(static_cast<size_t>(vocab_size_)),
+      idx_(static_cast<size_t>(vocab_size_)) {
+  top_.reserve(kMaxLogprobs + 1);
+}
+
+absl::Status Sampler::Sample(absl::Span<float> logits,
+                             absl::Span<SamplingState* const> states,
+                             std::vector<SampleResult>* results) {
+  if (logits.size() != states.size() * static_cast<size_t>(vocab_size_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("logits hold ", logits.size(), " values; expected ",
+                     states.size(), " rows x ", vocab_size_));
+  }
+  results->resize(states.size());
+  for (size_t r = 0; r < states.size(); ++r) {
+    absl::Status s = SampleRow(logits.subspan(r * vocab_size_, vocab_size_),
+                               states[r], &(*results)[r]);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void Sampler::ApplyPenalties(float* x, const SamplingState& state) const {
+  const SamplingParams& p = state.params_;
+  auto in_vocab = [this](int32_t id) { return id >= 0 && id < vocab_size_; };
+  if (state.num_output_tokens_ < p.min_tokens) {
+    for (int32_t id : state.eos_token_ids_) {
+      if (in_vocab(id)) x[id] = kNegInf;
+    }
+    for (int32_t id : p.stop_token_ids) {
+      if (in_vocab(id)) x[id] = kNegInf;
+    }
+  }
+  // Repetition penalty (Keskar et al., 2019, as in HF transformers): divide
+  // a positive logit, multiply a negative one.
+  if (p.repetition_penalty != 1.0f) {
+    const float rp = p.repetition_penalty;
+    for (int32_t id : state.seen_) {
+      if (!in_vocab(id)) continue;
+      x[id] = x[id] > 0.0f ? x[id] / rp : x[id] * rp;
+    }
+  }
+  // OpenAI semantics: logit -= count * frequency + (count > 0) * presence.
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    for (const auto& [id, count] : state.output_counts_) {
+      if (!in_vocab(id)) continue;
+      x[id] -=
+          static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+    }
+  }
+}
+
+void Sampler::FillLogprobs(const float* x, int32_t token, float log_normalizer,
+                           int32_t n, SampleResult* result) {
+  result->logprob = x[token] - log_normalizer;
+  // Top n by logit (ties: lower id first) with an insertion list: O(V) for
+  // the usual case and no allocation.
+  top_.clear();
+  auto better = [x](int32_t a, int32_t b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  };
+  for (int32_t i = 0; i < vocab_size_; ++i) {
+    if (static_cast<int32_t>(top_.size()) == n && !better(i, top_.back())) {
+      continue;
+    }
+    auto pos = std::upper_bound(top_.begin(), top_.end(), i, better);
+    top_.insert(pos, i);
+    if (static_cast<int32_t>(top_.size()) > n) top_.pop_back();
+  }
+  result->top_logprobs.resize(top_.size());
+  for (size_t j = 0; j < top_.size(); ++j) {
+    result->top_logprobs[j].token_id = top_[j];
+    result->top_logprobs[j].logprob = x[top_[j]] - log_normalizer;
+  }
+}
+
+absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
+                                SampleResult* result) {
+  if (logits.size() != static_cast<size_t>(vocab_size_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a logits row holds ", logits.size(), " values; expected ",
+                     vocab_size_));
+  }
+  const SamplingParams& p = state->params_;
+  float* x = logits.data();
+  const int32_t v = vocab_size_;
+  ApplyPenalties(x, *state);
+
+  if (!p.greedy()) {
+    const float inv_t = 1.0f / p.temperature;
+    for (int32_t i = 0; i < v; ++i) x[i] *= inv_t;
+  }
+  int32_t argmax = 0;
+  for (int32_t i = 1; i < v; ++i) {
+    if (x[i] > x[argmax]) argmax = i;
+  }
+  const float max_logit = x[argmax];
+  if (!std::isfinite(max_logit)) {
+    return absl::InvalidArgumentError("a logits row has no finite value");
+  }
+  // Unnormalized probabilities; the sum gives the log-normalizer.
+  double sum = 0.0;
+  for (int32_t i = 0; i < v; ++i) {
+    probs_[i] = std::exp(x[i] - max_logit);
+    sum += probs_[i];
+  }
+  const float log_normalizer = max_logit + static_cast<float>(std::log(sum));
+
+  int32_t token = argmax;
+  if (!p.greedy()) {
+    auto better = [x](int32_t a, int32_t b) {
+      return x[a] > x[b] || (x[a] == x[b] && a < b);
+    };
+    const int32_t k = p.top_k > 0 && p.top_k < v ? p.top_k : v;
+    const bool truncate = k < v || p.top_p < 1.0f || p.min_p > 0.0f;
+    int32_t n = v;
+    if (truncate) {
+      std::iota(idx_.begin(), idx_.end(), 0);
+      // Top-k, then top-p over the renormalized top-k set, then min-p (the
+      // HF transformers order). min-p compares with the top probability, so
+      // renormalization does not change it.
+      if (k < v) {
+        std::nth_element(idx_.begin(), idx_.begin() + k, idx_.end(), better);
+        n = k;
+      }
+      if (p.top_p < 1.0f) {
+        std::sort(idx_.begin(), idx_.begin() + n, better);
+        double total = 0.0;
+        for (int32_t j = 0; j < n; ++j) total += probs_[idx_[j]];
+        const double target = static_cast<double>(p.top_p) * total;
+        double cum = 0.0;
+        for (int32_t j = 0; j < n; ++j) {
+          cum += probs_[idx_[j]];
+          if (cum >= target) {
+            n = j + 1;
+            break;
+          }
+        }
+      }
+      if (p.min_p > 0.0f) {
+        float top = 0.0f;
+        for (int32_t j = 0; j < n; ++j) top = std::max(top, probs_[idx_[j]]);
+        const float threshold = p.min_p * top;
+        int32_t w = 0;
+        for (int32_t j = 0; j < n; ++j) {
+          if (probs_[idx_[j]] >= threshold) idx_[w++] = idx_[j];
+        }
+        n = w;
+      }
+      double z = 0.0;
+      for (int32_t j = 0; j < n; ++j) z += probs_[idx_[j]];
+      const double u = state->rng_.Uniform() * z;
+      double cum = 0.0;
+      token = -1;
+      int32_t last_positive = argmax;
+      for (int32_t j = 0; j < n; ++j) {
+        const float q = probs_[idx_[j]];
+        if (q <= 0.0f) continue;
+        last_positive = idx_[j];
+        cum += q;
+        if (u < cum) {
+          token = idx_[j];
+          break;
+        }
+      }
+      if (token < 0) token = last_positive;  // rounding at the very end
+    } else {
+      const double u = state->rng_.Uniform() * sum;
+      double cum = 0.0;
+      for (int32_t i = 0; i < v; ++i) {
+        cum += probs_[i];
+        if (u < cum && probs_[i] > 0.0f) {
+          token = i;
+          break;
+        }
+      }
+    }
+  }
+
+  result->token_id = token;
+  if (p.logprobs > 0) {
+    FillLogprobs(x, token, log_normalizer, p.logprobs, result);
+  } else {
+    result->logprob = 0.0f;
+    result->top_logprobs.clear();
+  }
+  state->Accept(token);
+  return absl::OkStatus();
+}
+
+}  // namespace inferd

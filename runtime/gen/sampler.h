@@ -1,0 +1,112 @@
+// Sampler: turns a batch of LM-head logits ([num_seqs x vocab] F32) into one
+// token per row under each request's SamplingParams: min_tokens masking,
+// repetition / presence / frequency penalties, temperature, top-k, top-p,
+// min-p, and a per-request seeded generator (the same seed gives the same
+// tokens whatever the batch composition). SamplingState is the per-request
+// part (generator, penalty counts); Sampler holds reusable scratch buffers.
+// Not thread-safe; both are owned by the engine loop.
+#ifndef INFERD_RUNTIME_GEN_SAMPLER_H_
+#define INFERD_RUNTIME_GEN_SAMPLER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "runtime/gen/sampling_params.h"
+
+namespace inferd {
+
+// xoshiro256** seeded through splitmix64: small, fast, and reproducible
+// across platforms and library versions (unlike std:: distributions).
+class SamplerRng {
+ public:
+  explicit SamplerRng(uint64_t seed);
+  uint64_t Next();
+  double Uniform();  // in [0, 1), 53 random bits
+
+ private:
+  uint64_t s_[4];
+};
+
+// Per-request sampling state.
+class SamplingState {
+ public:
+  // `eos_token_ids`: the model's EOS ids (masked until min_tokens). An unset
+  // params.seed draws a random one.
+  SamplingState(const SamplingParams& params,
+                absl::Span<const int32_t> prompt_token_ids,
+                absl::Span<const int32_t> eos_token_ids);
+
+  const SamplingParams& params() const { return params_; }
+  uint64_t seed() const { return seed_; }
+  int32_t num_output_tokens() const { return num_output_tokens_; }
+
+  // Records a generated token for the penalties and min_tokens. Sampler
+  // calls it for every token it samples.
+  void Accept(int32_t token_id);
+
+ private:
+  friend class Sampler;
+
+  SamplingParams params_;
+  std::vector<int32_t> eos_token_ids_;
+  uint64_t seed_;
+  SamplerRng rng_;
+  int32_t num_output_tokens_ = 0;
+  // Prompt and output tokens (repetition penalty only).
+  absl::flat_hash_set<int32_t> seen_;
+  // Output token -> occurrences (presence / frequency penalties only).
+  absl::flat_hash_map<int32_t, int32_t> output_counts_;
+};
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  int32_t token_id = -1;
+  // Only when params.logprobs > 0. Log-softmax of the processed logits:
+  // after min_tokens masking, penalties and temperature (greedy: temperature
+  // 1), before top-k / top-p / min-p truncation, so they describe the full
+  // distribution the truncation then cuts.
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top_logprobs;  // best first, params.logprobs
+};
+
+class Sampler {
+ public:
+  explicit Sampler(int32_t vocab_size);
+
+  int32_t vocab_size() const { return vocab_size_; }
+
+  // Samples one token per row of `logits` (row-major [states.size() x
+  // vocab_size]; overwritten with the processed logits) with row i using
+  // states[i], which also records the token. `results` is resized to
+  // states.size(); its elements' buffers are reused across calls.
+  // INVALID_ARGUMENT on a size mismatch or a row without a finite logit.
+  absl::Status Sample(absl::Span<float> logits,
+                      absl::Span<SamplingState* const> states,
+                      std::vector<SampleResult>* results);
+
+  // One row (vocab_size logits, overwritten).
+  absl::Status SampleRow(absl::Span<float> logits, SamplingState* state,
+                         SampleResult* result);
+
+ private:
+  void ApplyPenalties(float* x, const SamplingState& state) const;
+  void FillLogprobs(const float* x, int32_t token, float log_normalizer,
+                    int32_t n, SampleResult* result);
+
+  const int32_t vocab_size_;
+  std::vector<float> probs_;  // unnormalized exp(x - max)
+  std::vector<int32_t> idx_;  // candidate token ids
+  std::vector<int32_t> top_;  // top-n scratch for logprobs
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_GEN_SAMPLER_H_

@@ -1,0 +1,89 @@
+#include "runtime/gen/sampling_params.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace inferd {
+
+absl::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+absl::Status OutOfRange(absl::string_view field, double value,
+                        absl::string_view range) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("sampling.", field, " = ", value, " is outside ", range));
+}
+
+}  // namespace
+
+absl::Status SamplingParams::Validate() const {
+  if (max_tokens < 0) return OutOfRange("max_tokens", max_tokens, "[0, ...)");
+  if (min_tokens < 0) return OutOfRange("min_tokens", min_tokens, "[0, ...)");
+  if (max_tokens > 0 && min_tokens > max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.min_tokens (", min_tokens,
+                     ") must be <= max_tokens (", max_tokens, ")"));
+  }
+  if (!(temperature >= 0.0f && temperature <= 100.0f)) {
+    return OutOfRange("temperature", temperature, "[0, 100]");
+  }
+  if (top_k < -1) return OutOfRange("top_k", top_k, "{-1, 0, 1, ...}");
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    return OutOfRange("top_p", top_p, "(0, 1]");
+  }
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
+    return OutOfRange("min_p", min_p, "[0, 1]");
+  }
+  if (!(repetition_penalty > 0.0f && repetition_penalty <= 10.0f)) {
+    return OutOfRange("repetition_penalty", repetition_penalty, "(0, 10]");
+  }
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+    return OutOfRange("presence_penalty", presence_penalty, "[-2, 2]");
+  }
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+    return OutOfRange("frequency_penalty", frequency_penalty, "[-2, 2]");
+  }
+  if (logprobs < 0 || logprobs > kMaxLogprobs) {
+    return OutOfRange("logprobs", logprobs, "[0, 20]");
+  }
+  if (static_cast<int32_t>(stop.size()) > kMaxStopStrings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.stop has ", stop.size(), " strings; at most ",
+                     kMaxStopStrings, " are allowed"));
+  }
+  for (const std::string& s : stop) {
+    if (s.empty()) {
+      return absl::InvalidArgumentError(
+          "sampling.stop contains an empty string");
+    }
+    if (static_cast<int32_t>(s.size()) > kMaxStopStringBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling.stop string of ", s.size(), " bytes exceeds ",
+                       kMaxStopStringBytes, " bytes"));
+    }
+  }
+  for (int32_t id : stop_token_ids) {
+    if (id < 0) return OutOfRange("stop_token_ids", id, "[0, vocab_size)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace inferd

@@ -1,0 +1,71 @@
+// SamplingParams: the per-request generation parameters of the public API
+// (inferd.v1.SamplingParams) as a plain runtime struct, and FinishReason.
+// Plain value types; no threading concerns.
+#ifndef INFERD_RUNTIME_GEN_SAMPLING_PARAMS_H_
+#define INFERD_RUNTIME_GEN_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace inferd {
+
+// Mirrors inferd.v1.FinishReason.
+enum class FinishReason : uint8_t {
+  kNone,       // not finished
+  kLength,     // max_tokens or the model's context was reached
+  kStop,       // a stop string or stop token matched
+  kEos,        // the model produced EOS
+  kCancelled,  // client cancel, deadline or drain
+  kError,      // the engine failed on this request
+};
+
+absl::string_view FinishReasonName(FinishReason reason);
+
+struct SamplingParams {
+  // 0 = until the context is full.
+  int32_t max_tokens = 0;
+  // EOS and stop_token_ids are masked until this many tokens were generated;
+  // stop strings do not end the generation before it either.
+  int32_t min_tokens = 0;
+  // 0 (below 1e-5) = greedy argmax.
+  float temperature = 1.0f;
+  // 0 or -1 = disabled.
+  int32_t top_k = 0;
+  // 1 = disabled.
+  float top_p = 1.0f;
+  // 0 = disabled.
+  float min_p = 0.0f;
+  // Unset: a random seed drawn when the request's sampling state is made.
+  std::optional<uint64_t> seed;
+  // Over prompt and output tokens; 1 = disabled.
+  float repetition_penalty = 1.0f;
+  // Over output tokens; 0 = disabled.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  // Number of top alternatives to report; 0 = no logprobs at all.
+  int32_t logprobs = 0;
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
+
+  // Checks the ranges documented in inferd/v1/inference.proto.
+  // INVALID_ARGUMENT naming the offending field.
+  absl::Status Validate() const;
+
+  bool greedy() const { return temperature < 1e-5f; }
+};
+
+inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr int32_t kMaxStopStrings = 16;
+inline constexpr int32_t kMaxStopStringBytes = 256;
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_GEN_SAMPLING_PARAMS_H_

@@ -1,0 +1,281 @@
+#include "runtime/gen/scheduler.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace inferd {
+
+ContinuousBatchingScheduler::ContinuousBatchingScheduler(SchedulerConfig config)
+    : config_(std::move(config)), kv_(config_.kv_cache) {}
+
+absl::Status ContinuousBatchingScheduler::Add(
+    int64_t seq_id, std::vector<int32_t> prompt_token_ids,
+    const SamplingParams* sampling, bool disable_prefix_cache) {
+  if (seqs_.contains(seq_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("sequence ", seq_id, " is already scheduled"));
+  }
+  const int32_t prompt_len = static_cast<int32_t>(prompt_token_ids.size());
+  if (prompt_len == 0) {
+    return absl::InvalidArgumentError("the prompt has no tokens");
+  }
+  const int32_t max_tokens = sampling != nullptr ? sampling->max_tokens : 0;
+  if (max_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_tokens (", max_tokens, ") is negative"));
+  }
+  const int32_t max_len = config_.max_model_len;
+  if (prompt_len >= max_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the prompt (", prompt_len,
+                     " tokens) leaves no room to generate "
+                     "within the max model length (",
+                     max_len, " tokens)"));
+  }
+  if (max_tokens > 0 &&
+      static_cast<int64_t>(prompt_len) + max_tokens > max_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", prompt_len, " tokens) + max_tokens (", max_tokens,
+        ") exceeds the max model length (", max_len, " tokens)"));
+  }
+  // The last generated token is never fed back, so a request holds KV for
+  // at most max_total_len - 1 tokens.
+  const int64_t capacity =
+      static_cast<int64_t>(kv_.num_blocks()) * kv_.block_size();
+  int32_t max_total = max_tokens > 0 ? prompt_len + max_tokens : max_len;
+  if (max_tokens == 0) {
+    // "Until the context is full": the cache capacity may be the tighter
+    // limit.
+    max_total =
+        static_cast<int32_t>(std::min<int64_t>(max_total, capacity + 1));
+  }
+  if (max_total - 1 > capacity || prompt_len >= max_total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", prompt_len, " tokens) + max_tokens (", max_tokens,
+        ") can never fit the KV cache capacity (", kv_.num_blocks(),
+        " blocks x ", kv_.block_size(), " = ", capacity, " tokens)"));
+  }
+  if (config_.max_waiting_requests > 0 &&
+      num_waiting() >= config_.max_waiting_requests) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the waiting queue is full (",
+                     config_.max_waiting_requests, " requests)"));
+  }
+  if (config_.max_waiting_tokens > 0 &&
+      waiting_tokens_ + prompt_len > config_.max_waiting_tokens) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the waiting queue is full (", config_.max_waiting_tokens, " tokens)"));
+  }
+
+  auto seq = std::make_unique<SequenceState>();
+  seq->seq_id = seq_id;
+  seq->num_prompt_tokens = prompt_len;
+  seq->token_ids = std::move(prompt_token_ids);
+  seq->token_ids.reserve(static_cast<size_t>(max_total));
+  seq->sampling = sampling;
+  seq->arrival = next_arrival_++;
+  seq->disable_prefix_cache = disable_prefix_cache;
+  seq->max_total_len = max_total;
+  waiting_.push_back(seq.get());
+  waiting_tokens_ += seq->num_tokens();
+  seqs_.emplace(seq_id, std::move(seq));
+  return absl::OkStatus();
+}
+
+void ContinuousBatchingScheduler::Preempt(SequenceState* seq,
+                                          SchedulerOutput* out) {
+  kv_.Free(seq->seq_id);
+  seq->status = SequenceStatus::kPreempted;
+  seq->num_computed_tokens = 0;
+  seq->awaiting_sample = false;
+  ++seq->num_preemptions;
+  waiting_.push_front(seq);
+  waiting_tokens_ += seq->num_tokens();
+  out->preempted_seq_ids.push_back(seq->seq_id);
+}
+
+void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
+                                                int32_t num_new,
+                                                int32_t num_hit,
+                                                SchedulerOutput* out) {
+  const int32_t start = seq->num_computed_tokens;
+  const bool samples = start + num_new == seq->num_tokens();
+  SequencePlan plan;
+  plan.seq_id = seq->seq_id;
+  plan.token_ids.assign(seq->token_ids.begin() + start,
+                        seq->token_ids.begin() + start + num_new);
+  plan.start_pos = start;
+  absl::Span<const int32_t> table = kv_.BlockTable(seq->seq_id);
+  plan.block_table.assign(table.begin(), table.end());
+  plan.output = samples ? StepOutput::kLastLogits : StepOutput::kNone;
+  out->plan.seqs.push_back(std::move(plan));
+
+  ScheduledSequence s;
+  s.seq_id = seq->seq_id;
+  s.start_pos = start;
+  s.num_new_tokens = num_new;
+  s.num_cached_tokens = num_hit;
+  s.samples = samples;
+  out->scheduled.push_back(s);
+  out->num_scheduled_tokens += num_new;
+
+  seq->num_computed_tokens += num_new;
+  seq->awaiting_sample = samples;
+  last_scheduled_.push_back(seq->seq_id);
+}
+
+SchedulerOutput ContinuousBatchingScheduler::Schedule() {
+  SchedulerOutput out;
+  last_scheduled_.clear();
+  int32_t budget = config_.max_batched_tokens;
+  const size_t max_seqs = static_cast<size_t>(std::max(config_.max_seqs, 0));
+  bool preempted_any = false;
+
+  // Running requests first, in admission order: a decode takes one token, a
+  // request in chunked prefill takes what the budget leaves.
+  size_t i = 0;
+  while (i < running_.size() && budget > 0 && out.scheduled.size() < max_seqs) {
+    SequenceState* seq = running_[i];
+    const int32_t num_new =
+        std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
+    if (num_new <= 0) {
+      ++i;
+      continue;
+    }
+    bool preempted_self = false;
+    while (
+        !kv_.AllocateSlots(seq->seq_id, seq->num_computed_tokens + num_new)) {
+      // Out of blocks: the most recently admitted request (never one already
+      // scheduled this step: those sit before `i`) gives its blocks back.
+      SequenceState* victim = running_.back();
+      running_.pop_back();
+      Preempt(victim, &out);
+      preempted_any = true;
+      if (victim == seq) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) break;
+    ScheduleChunk(seq, num_new, 0, &out);
+    budget -= num_new;
+    ++i;
+  }
+
+  // Then waiting requests, first come first served; none after a preemption
+  // (the pool is full, admitting would only thrash).
+  while (!preempted_any && !waiting_.empty() && budget > 0 &&
+         out.scheduled.size() < max_seqs) {
+    SequenceState* seq = waiting_.front();
+    const bool use_cache =
+        config_.kv_cache.enable_prefix_caching && !seq->disable_prefix_cache;
+    PrefixHit hit;
+    if (use_cache) hit = kv_.FindCachedPrefix(seq->token_ids);
+    const int32_t computed = hit.num_tokens;
+    const int32_t num_new = std::min(seq->num_tokens() - computed, budget);
+    if (!kv_.AllocateSlots(seq->seq_id, computed + num_new,
+                           use_cache ? &hit : nullptr)) {
+      break;
+    }
+    waiting_.pop_front();
+    waiting_tokens_ -= seq->num_tokens();
+    seq->status = SequenceStatus::kRunning;
+    seq->num_computed_tokens = computed;
+    if (seq->num_cached_tokens < 0) {
+      seq->num_cached_tokens = std::min(computed, seq->num_prompt_tokens);
+    }
+    running_.push_back(seq);
+    ScheduleChunk(seq, num_new, computed, &out);
+    budget -= num_new;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<FinishedSequence>>
+ContinuousBatchingScheduler::Update(const std::vector<SampledToken>& sampled) {
+  // Validate first so an error applies nothing.
+  absl::flat_hash_set<int64_t> got;
+  for (const SampledToken& t : sampled) {
+    auto it = seqs_.find(t.seq_id);
+    if (it == seqs_.end()) continue;  // aborted since Schedule
+    if (!it->second->awaiting_sample || !got.insert(t.seq_id).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", t.seq_id, " did not expect a sampled token"));
+    }
+  }
+  for (int64_t id : last_scheduled_) {
+    auto it = seqs_.find(id);
+    if (it != seqs_.end() && it->second->awaiting_sample && !got.contains(id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no sampled token for sequence ", id));
+    }
+  }
+
+  // The step ran: blocks fully covered by computed tokens hold valid KV.
+  for (int64_t id : last_scheduled_) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) continue;
+    SequenceState& seq = *it->second;
+    if (!seq.disable_prefix_cache) {
+      kv_.CacheFullBlocks(id, seq.token_ids, seq.num_computed_tokens);
+    }
+  }
+  last_scheduled_.clear();
+
+  std::vector<FinishedSequence> finished;
+  for (const SampledToken& t : sampled) {
+    auto it = seqs_.find(t.seq_id);
+    if (it == seqs_.end()) continue;
+    SequenceState* seq = it->second.get();
+    seq->token_ids.push_back(t.token_id);
+    seq->awaiting_sample = false;
+    FinishReason reason = t.finish_reason;
+    if (reason == FinishReason::kNone &&
+        seq->num_tokens() >= seq->max_total_len) {
+      reason = FinishReason::kLength;
+    }
+    if (reason == FinishReason::kNone) continue;
+    FinishedSequence f;
+    f.seq_id = seq->seq_id;
+    f.reason = reason;
+    f.num_prompt_tokens = seq->num_prompt_tokens;
+    f.num_output_tokens = seq->num_output_tokens();
+    f.num_cached_tokens = std::max(seq->num_cached_tokens, 0);
+    f.num_preemptions = seq->num_preemptions;
+    finished.push_back(f);
+    Remove(seq);
+  }
+  return finished;
+}
+
+void ContinuousBatchingScheduler::Remove(SequenceState* seq) {
+  if (seq->status == SequenceStatus::kRunning) {
+    running_.erase(std::find(running_.begin(), running_.end(), seq));
+  } else {
+    auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    if (it != waiting_.end()) {
+      waiting_.erase(it);
+      waiting_tokens_ -= seq->num_tokens();
+    }
+  }
+  const int64_t id = seq->seq_id;
+  kv_.Free(id);
+  seqs_.erase(id);  // destroys *seq
+}
+
+bool ContinuousBatchingScheduler::Abort(int64_t seq_id) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return false;
+  Remove(it->second.get());
+  return true;
+}
+
+const SequenceState* ContinuousBatchingScheduler::Get(int64_t seq_id) const {
+  auto it = seqs_.find(seq_id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace inferd

@@ -1,0 +1,172 @@
+// ContinuousBatchingScheduler: picks, once per engine step, which generation
+// requests run and how many tokens each computes: a token budget and a
+// sequence cap per step, running requests first (decodes never wait behind
+// a long prompt), chunked prefill, prefix-cache hits, and preemption by
+// recompute when KV blocks run out (the vLLM v1 scheduling scheme).
+// Not thread-safe; owned by the engine loop, which calls Add / Abort /
+// Schedule / Update between steps, never while a step's plan executes.
+#ifndef INFERD_RUNTIME_GEN_SCHEDULER_H_
+#define INFERD_RUNTIME_GEN_SCHEDULER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/gen/kv_cache_manager.h"
+#include "runtime/gen/sampling_params.h"
+#include "runtime/model/batch_plan.h"
+
+namespace inferd {
+
+enum class SequenceStatus : uint8_t {
+  kWaiting,
+  kRunning,
+  kPreempted,
+  kFinished
+};
+
+// One generation request as the scheduler tracks it.
+struct SequenceState {
+  int64_t seq_id = 0;
+  // Prompt followed by the generated tokens.
+  std::vector<int32_t> token_ids;
+  int32_t num_prompt_tokens = 0;
+  // Tokens whose KV is written (or scheduled to be in the current step).
+  int32_t num_computed_tokens = 0;
+  // Prompt tokens served by the prefix cache at first admission; -1 before.
+  int32_t num_cached_tokens = -1;
+  SequenceStatus status = SequenceStatus::kWaiting;
+  const SamplingParams* sampling = nullptr;  // not owned; may be null
+  uint64_t arrival = 0;                      // Add order
+  bool disable_prefix_cache = false;
+  // Prompt + most generated tokens; reaching it finishes with kLength.
+  int32_t max_total_len = 0;
+  int32_t num_preemptions = 0;
+  // Scheduled in the current step with kLastLogits: Update expects a token.
+  bool awaiting_sample = false;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  absl::Span<const int32_t> prompt_token_ids() const {
+    return absl::MakeConstSpan(token_ids).first(num_prompt_tokens);
+  }
+  absl::Span<const int32_t> output_token_ids() const {
+    return absl::MakeConstSpan(token_ids).subspan(num_prompt_tokens);
+  }
+};
+
+struct SchedulerConfig {
+  int32_t max_batched_tokens = 2048;  // token budget of one step
+  int32_t max_seqs = 64;              // sequences in one step
+  int32_t max_model_len = 2048;       // prompt + output limit
+  // Bounds on the waiting queue; 0 = unbounded. Add answers
+  // RESOURCE_EXHAUSTED beyond them.
+  int32_t max_waiting_requests = 0;
+  int64_t max_waiting_tokens = 0;
+  KVCacheConfig kv_cache;
+};
+
+struct ScheduledSequence {
+  int64_t seq_id = 0;
+  int32_t start_pos = 0;          // = num_computed_tokens before this step
+  int32_t num_new_tokens = 0;     // tokens computed this step
+  int32_t num_cached_tokens = 0;  // prefix-cache hit taken at admission
+  bool samples = false;           // the step ends at its last known token
+};
+
+struct SchedulerOutput {
+  BatchPlan plan;
+  std::vector<ScheduledSequence> scheduled;  // parallel to plan.seqs
+  // Sent back to the waiting queue this step (their KV is dropped).
+  std::vector<int64_t> preempted_seq_ids;
+  int32_t num_scheduled_tokens = 0;
+
+  bool empty() const { return plan.seqs.empty(); }
+};
+
+// The token sampled for a sequence, and whether the sampler / stop checker
+// ended it there.
+struct SampledToken {
+  int64_t seq_id = 0;
+  int32_t token_id = 0;
+  FinishReason finish_reason = FinishReason::kNone;
+};
+
+struct FinishedSequence {
+  int64_t seq_id = 0;
+  FinishReason reason = FinishReason::kNone;
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  int32_t num_cached_tokens = 0;
+  int32_t num_preemptions = 0;
+};
+
+class ContinuousBatchingScheduler {
+ public:
+  explicit ContinuousBatchingScheduler(SchedulerConfig config);
+
+  ContinuousBatchingScheduler(const ContinuousBatchingScheduler&) = delete;
+  ContinuousBatchingScheduler& operator=(const ContinuousBatchingScheduler&) =
+      delete;
+
+  // Queues a request. `sampling` (may be null: defaults) must outlive the
+  // request; only max_tokens is read here. INVALID_ARGUMENT when the prompt
+  // is empty or the request can never fit (prompt + max_tokens above the
+  // max model length or the KV cache capacity), ALREADY_EXISTS for a live
+  // seq_id, RESOURCE_EXHAUSTED when the waiting queue is full.
+  absl::Status Add(int64_t seq_id, std::vector<int32_t> prompt_token_ids,
+                   const SamplingParams* sampling,
+                   bool disable_prefix_cache = false);
+
+  // Plans the next step. Advances num_computed_tokens of the scheduled
+  // requests as if the step ran; call Update after it did.
+  SchedulerOutput Schedule();
+
+  // Applies the step's sampled tokens (one per sequence scheduled with
+  // kLastLogits; ids aborted since Schedule are ignored), publishes newly
+  // full blocks to the prefix cache, and finishes the sequences whose token
+  // carries a finish reason or that reached max_total_len (kLength). A
+  // finished request's blocks go back to the pool (cached ones stay
+  // cached) and its state is dropped. INVALID_ARGUMENT, with nothing
+  // applied, when a token is unexpected or an expected one is missing.
+  absl::StatusOr<std::vector<FinishedSequence>> Update(
+      const std::vector<SampledToken>& sampled);
+
+  // Drops a request (cancel, deadline, error) and frees its blocks at once.
+  // Returns false for an unknown or already finished id.
+  bool Abort(int64_t seq_id);
+
+  // The request's state, or null once finished/aborted. Owned by the
+  // scheduler; valid until the next non-const call.
+  const SequenceState* Get(int64_t seq_id) const;
+
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  bool HasUnfinished() const { return !seqs_.empty(); }
+  const SchedulerConfig& config() const { return config_; }
+  const KVCacheManager& kv_cache() const { return kv_; }
+
+ private:
+  void Preempt(SequenceState* seq, SchedulerOutput* out);
+  void ScheduleChunk(SequenceState* seq, int32_t num_new, int32_t num_hit,
+                     SchedulerOutput* out);
+  void Remove(SequenceState* seq);  // from the queues, blocks and map
+
+  const SchedulerConfig config_;
+  KVCacheManager kv_;
+  absl::flat_hash_map<int64_t, std::unique_ptr<SequenceState>> seqs_;
+  std::deque<SequenceState*> waiting_;
+  std::vector<SequenceState*> running_;  // admission order
+  std::vector<int64_t> last_scheduled_;
+  int64_t waiting_tokens_ = 0;
+  uint64_t next_arrival_ = 0;
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_GEN_SCHEDULER_H_

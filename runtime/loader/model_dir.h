@@ -1,0 +1,37 @@
+// ModelDirectory: everything inferd reads from a Hugging Face model
+// directory, bundled: config.json, tokenizer files, sentence-transformers
+// configs and (optionally) the memory-mapped weights. Move-only value;
+// thread-compatible (the WeightStore inside is thread-safe).
+#ifndef INFERD_RUNTIME_LOADER_MODEL_DIR_H_
+#define INFERD_RUNTIME_LOADER_MODEL_DIR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/loader/model_config.h"
+#include "runtime/loader/st_config.h"
+#include "runtime/loader/tokenizer_config.h"
+#include "runtime/loader/weights.h"
+
+namespace inferd {
+
+struct ModelDirectory {
+  std::string path;
+  ModelConfig config;
+  TokenizerConfig tokenizer_config;    // present=false without the file
+  SentenceTransformersConfig st;       // present=false without modules.json
+  std::string tokenizer_json_path;     // always an existing file
+  // Null unless opened with load_weights=true. Owned here.
+  std::unique_ptr<WeightStore> weights;
+};
+
+// Opens `path`: NOT_FOUND when it is not a directory or lacks config.json or
+// tokenizer.json; INVALID_ARGUMENT for malformed files; weight errors as
+// WeightStore::OpenDirectory reports them.
+absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
+                                                  bool load_weights);
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_LOADER_MODEL_DIR_H_

@@ -1,0 +1,36 @@
+// BERT-style encoders: BertModel and XLMRobertaModel (absolute position and
+// token-type embeddings, post-LayerNorm blocks, GELU MLP), with the
+// sequence-classification heads of BertForSequenceClassification (pooler
+// dense + tanh + classifier) and XLMRobertaForSequenceClassification
+// (classifier.dense + tanh + classifier.out_proj), both on the first token.
+// Factories only; see model.h for the threading contract.
+#ifndef INFERD_RUNTIME_MODEL_BERT_H_
+#define INFERD_RUNTIME_MODEL_BERT_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "runtime/loader/model_config.h"
+#include "runtime/loader/weights.h"
+#include "runtime/model/model.h"
+
+namespace inferd {
+
+// The encoder alone (hidden states out); loads the BERT pooler when present.
+absl::StatusOr<std::unique_ptr<Model>> CreateBertModel(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options);
+absl::StatusOr<std::unique_ptr<Model>> CreateBertForSequenceClassification(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options);
+absl::StatusOr<std::unique_ptr<Model>> CreateXlmRobertaModel(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options);
+absl::StatusOr<std::unique_ptr<Model>>
+CreateXlmRobertaForSequenceClassification(const ModelConfig& config,
+                                          const WeightStore& weights,
+                                          const ModelLoadOptions& options);
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_MODEL_BERT_H_

@@ -1,0 +1,45 @@
+// CpuModelRunner: ModelRunnerBase on the host CPU. Adds what only the CPU
+// needs: a private kernel thread pool when a thread count is asked for, and
+// KV-cache sizing that accounts for memory-mapped weights (their page cache
+// counts as "available" in /proc/meminfo until it is touched).
+// Not thread-safe (see ModelRunnerBase).
+#ifndef INFERD_RUNTIME_MODEL_CPU_MODEL_RUNNER_H_
+#define INFERD_RUNTIME_MODEL_CPU_MODEL_RUNNER_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "device/device.h"
+#include "runtime/model/model_runner.h"
+
+namespace inferd {
+
+class CpuModelRunner : public ModelRunnerBase {
+ public:
+  // options.threads > 0: a private CPU device with that many kernel
+  // threads; 0: the shared "cpu" device.
+  static absl::StatusOr<std::unique_ptr<CpuModelRunner>> Create(
+      const ModelRunnerOptions& options);
+
+  ~CpuModelRunner() override;
+
+  absl::StatusOr<int64_t> NumKvBlocksForMemory(
+      double fraction, int64_t bytes, int block_size,
+      int64_t max_batched_tokens) const override;
+
+  // Kernel threads in use.
+  int num_threads() const;
+
+ private:
+  explicit CpuModelRunner(std::unique_ptr<Device> owned_device);
+
+  std::unique_ptr<Device> owned_device_;  // null when using the shared one
+};
+
+// Registered as the "cpu" runner (model_runner.cc).
+absl::StatusOr<std::unique_ptr<ModelRunnerBase>> CreateCpuModelRunner(
+    const ModelRunnerOptions& options);
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_MODEL_CPU_MODEL_RUNNER_H_

@@ -1,0 +1,179 @@
+// Layers: the building blocks of inferd's model definitions, each a thin
+// holder of weight views (see WeightLoader) over the device ops: Linear,
+// Embedding, LayerNorm, RmsNorm, Attention (projections + RoPE + the step's
+// attention backend + output projection) and the two MLP shapes (BERT's GELU
+// MLP, the gated SwiGLU MLP of Llama-style decoders).
+// Immutable after Load(); Forward() is const but writes workspace slots, so
+// one model runs one step at a time.
+#ifndef INFERD_RUNTIME_MODEL_LAYERS_H_
+#define INFERD_RUNTIME_MODEL_LAYERS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/optional.h"
+#include "device/ops.h"
+#include "device/tensor.h"
+#include "runtime/model/model.h"
+#include "runtime/model/weight_loader.h"
+
+namespace inferd {
+
+// Columns [begin, begin + width) of a 2-D view (no copy).
+TensorView ColumnSlice(const TensorView& t, int64_t begin, int64_t width);
+// Rows [begin, begin + count) of a 2-D view (no copy).
+TensorView RowSlice(const TensorView& t, int64_t begin, int64_t count);
+
+// HF `hidden_act` -> Activation. INVALID_ARGUMENT for unsupported names.
+absl::StatusOr<Activation> ParseActivation(absl::string_view hidden_act);
+
+enum class BiasMode { kNone, kIfPresent, kRequired };
+
+class LinearLayer {
+ public:
+  LinearLayer() = default;
+  // Loads `name`.weight [out, in] (and `name`.bias [out] per `bias`).
+  static absl::StatusOr<LinearLayer> Load(WeightLoader& loader,
+                                          absl::string_view name, int64_t out,
+                                          int64_t in, BiasMode bias);
+  // Uses `weight` (and `bias`, possibly empty) as given.
+  static LinearLayer FromViews(const TensorView& weight,
+                               const TensorView& bias);
+
+  // y [T, out] = x [T, in] · W^T + b.
+  absl::Status Forward(const ExecutionContext& ctx, const TensorView& x,
+                       const TensorView& y) const;
+
+  int64_t out_features() const { return weight_.shape[0]; }
+  int64_t in_features() const { return weight_.shape[1]; }
+  const TensorView& weight() const { return weight_; }
+
+ private:
+  TensorView weight_;
+  TensorView bias_;
+};
+
+class EmbeddingLayer {
+ public:
+  EmbeddingLayer() = default;
+  static absl::StatusOr<EmbeddingLayer> Load(
+      WeightLoader& loader, absl::string_view name, int64_t rows, int64_t cols,
+      absl::optional<DType> want = absl::nullopt);
+  // out [T, cols] = table[ids].
+  absl::Status Forward(const ExecutionContext& ctx, const TensorView& ids,
+                       const TensorView& out) const;
+  const TensorView& table() const { return table_; }
+
+ private:
+  TensorView table_;
+};
+
+class LayerNormLayer {
+ public:
+  LayerNormLayer() = default;
+  // `name`.weight and `name`.bias (or the older gamma/beta names).
+  static absl::StatusOr<LayerNormLayer> Load(WeightLoader& loader,
+                                             absl::string_view name,
+                                             int64_t hidden, float eps);
+  absl::Status Forward(const ExecutionContext& ctx, const TensorView& x,
+                       const TensorView& out) const;
+  // residual += x; out = LayerNorm(residual).
+  absl::Status AddForward(const ExecutionContext& ctx, const TensorView& x,
+                          const TensorView& residual,
+                          const TensorView& out) const;
+
+ private:
+  TensorView weight_;
+  TensorView bias_;
+  float eps_ = 0.0f;
+};
+
+class RmsNormLayer {
+ public:
+  RmsNormLayer() = default;
+  static absl::StatusOr<RmsNormLayer> Load(WeightLoader& loader,
+                                           absl::string_view name,
+                                           int64_t hidden, float eps);
+  absl::Status Forward(const ExecutionContext& ctx, const TensorView& x,
+                       const TensorView& out) const;
+  // residual += x; out = RmsNorm(residual).
+  absl::Status AddForward(const ExecutionContext& ctx, const TensorView& x,
+                          const TensorView& residual,
+                          const TensorView& out) const;
+
+ private:
+  TensorView weight_;
+  float eps_ = 0.0f;
+};
+
+// Multi-head (grouped-query) self-attention of one layer.
+class AttentionLayer {
+ public:
+  struct Names {
+    std::string q, k, v, o;  // Linear names (without ".weight")
+  };
+  AttentionLayer() = default;
+  // `params` gives heads, kv heads, head_dim, causal and sliding window.
+  static absl::StatusOr<AttentionLayer> Load(WeightLoader& loader,
+                                             const Names& names,
+                                             int64_t hidden, int layer_index,
+                                             const AttentionParams& params,
+                                             BiasMode qkv_bias,
+                                             BiasMode o_bias);
+
+  // out [T, hidden] = o_proj(attention(q, k, v)) for x [T, hidden]. With a
+  // non-empty cos_sin [T, rotary_dim], q and k are rotated (RoPE) first.
+  // Uses workspace slots kQkv and kAttnOut.
+  absl::Status Forward(const ForwardContext& ctx, const TensorView& x,
+                       const TensorView& cos_sin, RopeStyle rope_style,
+                       const TensorView& out) const;
+
+  const AttentionParams& params() const { return params_; }
+
+ private:
+  LinearLayer q_, k_, v_, o_;
+  AttentionParams params_;
+  int layer_index_ = 0;
+};
+
+// BERT's feed-forward block: down(act(up(x))). Uses workspace slot kFfnA.
+class GeluMlp {
+ public:
+  GeluMlp() = default;
+  static absl::StatusOr<GeluMlp> Load(WeightLoader& loader,
+                                      absl::string_view up_name,
+                                      absl::string_view down_name,
+                                      int64_t hidden, int64_t intermediate,
+                                      Activation act);
+  absl::Status Forward(const ForwardContext& ctx, const TensorView& x,
+                       const TensorView& out) const;
+
+ private:
+  LinearLayer up_, down_;
+  Activation act_ = Activation::kGeluErf;
+};
+
+// Gated MLP: down(act(gate(x)) * up(x)) (SwiGLU when act is SiLU). Uses
+// workspace slots kFfnA and kFfnB.
+class GatedMlp {
+ public:
+  GatedMlp() = default;
+  // `prefix`gate_proj / up_proj / down_proj.
+  static absl::StatusOr<GatedMlp> Load(WeightLoader& loader,
+                                       absl::string_view prefix,
+                                       int64_t hidden, int64_t intermediate,
+                                       Activation act, BiasMode bias);
+  absl::Status Forward(const ForwardContext& ctx, const TensorView& x,
+                       const TensorView& out) const;
+
+ private:
+  LinearLayer gate_, up_, down_;
+  Activation act_ = Activation::kSilu;
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_MODEL_LAYERS_H_

@@ -1,0 +1,231 @@
+#include "runtime/model/llama.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/model/layers.h"
+
+namespace inferd {
+namespace {
+
+class DecoderModel : public Model {
+ public:
+  static absl::StatusOr<std::unique_ptr<Model>> Create(
+      const ModelConfig& config, const WeightStore& weights,
+      const ModelLoadOptions& options, bool lm_head);
+
+  absl::StatusOr<TensorView> Forward(const ForwardContext& ctx) override;
+  absl::Status ComputeLogits(const ForwardContext& ctx, const TensorView& rows,
+                             const TensorView& out) override;
+
+ private:
+  struct Block {
+    RmsNormLayer input_norm;
+    AttentionLayer attention;
+    RmsNormLayer post_attention_norm;
+    GatedMlp mlp;
+  };
+
+  explicit DecoderModel(RopeCache rope) : rope_(std::move(rope)) {}
+  absl::Status Load(const ModelConfig& config, const WeightStore& weights,
+                    const ModelLoadOptions& options, bool lm_head);
+
+  RopeCache rope_;
+  std::vector<float> cos_sin_;  // [T, rotary_dim] of the current step
+  EmbeddingLayer embed_;
+  std::vector<Block> blocks_;
+  RmsNormLayer final_norm_;
+  LinearLayer lm_head_;
+};
+
+absl::StatusOr<std::unique_ptr<Model>> DecoderModel::Create(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options, bool lm_head) {
+  if (!config.IsDecoder()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.architectures[0], " needs a decoder config; ",
+                     "model_type is ", config.model_type));
+  }
+  ASSIGN_OR_RETURN(RopeConfig rope_config, RopeConfigFromModelConfig(config));
+  ASSIGN_OR_RETURN(RopeCache rope, RopeCache::Create(rope_config));
+  std::unique_ptr<DecoderModel> model(new DecoderModel(std::move(rope)));
+  RETURN_IF_ERROR(model->Load(config, weights, options, lm_head));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+absl::Status DecoderModel::Load(const ModelConfig& config,
+                                const WeightStore& weights,
+                                const ModelLoadOptions& options,
+                                bool lm_head) {
+  const int64_t hidden = config.hidden_size;
+  const int64_t vocab = config.vocab_size;
+  const float eps = static_cast<float>(config.rms_norm_eps);
+  ASSIGN_OR_RETURN(Activation act, ParseActivation(config.hidden_act));
+
+  info_.architecture = config.architectures[0];
+  info_.is_encoder = false;
+  info_.causal = !options.bidirectional;
+  info_.has_lm_head = lm_head;
+  info_.hidden_size = hidden;
+  info_.vocab_size = vocab;
+  info_.max_positions = config.max_position_embeddings;
+  info_.num_layers = config.num_hidden_layers;
+  info_.num_heads = config.num_attention_heads;
+  info_.num_kv_heads = config.num_key_value_heads;
+  info_.head_dim = config.head_dim;
+  info_.intermediate_size = config.intermediate_size;
+
+  WeightLoader loader(&weights, options.device, options.compute_dtype,
+                      &weights_);
+  RETURN_IF_ERROR(loader.DetectPrefix("embed_tokens.weight"));
+  const std::string embed_name = loader.Base("embed_tokens.weight");
+  const bool tied = lm_head && !loader.Has("lm_head.weight");
+  // A tied table doubles as the LM head's GEMM weight: load it once in the
+  // GEMM dtype.
+  absl::optional<DType> table_dtype;
+  if (tied) table_dtype = options.compute_dtype;
+  ASSIGN_OR_RETURN(embed_, EmbeddingLayer::Load(loader, embed_name, vocab,
+                                                hidden, table_dtype));
+
+  AttentionParams base;
+  base.num_heads = static_cast<int>(config.num_attention_heads);
+  base.num_kv_heads = static_cast<int>(config.num_key_value_heads);
+  base.head_dim = static_cast<int>(config.head_dim);
+  base.causal = info_.causal;
+  blocks_.resize(static_cast<size_t>(config.num_hidden_layers));
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    Block& b = blocks_[static_cast<size_t>(i)];
+    const std::string p = loader.Base(absl::StrCat("layers.", i, "."));
+    AttentionParams params = base;
+    const absl::optional<int64_t> window = config.SlidingWindowForLayer(i);
+    if (window.has_value() && info_.causal) {
+      params.sliding_window = static_cast<int>(*window);
+    }
+    ASSIGN_OR_RETURN(b.input_norm,
+                     RmsNormLayer::Load(loader, absl::StrCat(p, "input_layernorm"),
+                                        hidden, eps));
+    AttentionLayer::Names names{absl::StrCat(p, "self_attn.q_proj"),
+                                absl::StrCat(p, "self_attn.k_proj"),
+                                absl::StrCat(p, "self_attn.v_proj"),
+                                absl::StrCat(p, "self_attn.o_proj")};
+    ASSIGN_OR_RETURN(b.attention,
+                     AttentionLayer::Load(loader, names, hidden,
+                                          static_cast<int>(i), params,
+                                          BiasMode::kIfPresent,
+                                          BiasMode::kIfPresent));
+    ASSIGN_OR_RETURN(b.post_attention_norm,
+                     RmsNormLayer::Load(
+                         loader, absl::StrCat(p, "post_attention_layernorm"),
+                         hidden, eps));
+    ASSIGN_OR_RETURN(b.mlp, GatedMlp::Load(loader, absl::StrCat(p, "mlp."),
+                                           hidden, config.intermediate_size,
+                                           act, BiasMode::kIfPresent));
+  }
+  ASSIGN_OR_RETURN(final_norm_,
+                   RmsNormLayer::Load(loader, loader.Base("norm"), hidden, eps));
+  if (lm_head) {
+    if (tied) {
+      lm_head_ = LinearLayer::FromViews(embed_.table(), TensorView{});
+    } else {
+      ASSIGN_OR_RETURN(lm_head_, LinearLayer::Load(loader, "lm_head", vocab,
+                                                   hidden, BiasMode::kNone));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
+  const ForwardBatch& batch = *ctx.batch;
+  const int64_t tokens = batch.num_tokens;
+  const int64_t hidden = info_.hidden_size;
+  ASSIGN_OR_RETURN(TensorView residual,
+                   ctx.ws->Get(WsSlot::kResidual, tokens, hidden));
+  ASSIGN_OR_RETURN(TensorView x, ctx.ws->Get(WsSlot::kHidden, tokens, hidden));
+  ASSIGN_OR_RETURN(TensorView tmp, ctx.ws->Get(WsSlot::kProj, tokens, hidden));
+
+  // RoPE angles once per step, shared by every layer. Host memory: the
+  // runner only drives host-accessible devices.
+  RETURN_IF_ERROR(rope_.ComputeCosSin(batch.rope_positions, &cos_sin_));
+  const TensorView cos_sin = TensorView::Contiguous(
+      cos_sin_.data(), DType::kF32, {tokens, rope_.rotary_dim()});
+
+  RETURN_IF_ERROR(embed_.Forward(ctx.exec, batch.token_ids, residual));
+  if (blocks_.empty()) {
+    RETURN_IF_ERROR(final_norm_.Forward(ctx.exec, residual, x));
+    return x;
+  }
+  RETURN_IF_ERROR(blocks_[0].input_norm.Forward(ctx.exec, residual, x));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
+    RETURN_IF_ERROR(b.attention.Forward(ctx, x, cos_sin, RopeStyle::kNeox, tmp));
+    RETURN_IF_ERROR(b.post_attention_norm.AddForward(ctx.exec, tmp, residual, x));
+    RETURN_IF_ERROR(b.mlp.Forward(ctx, x, tmp));
+    const RmsNormLayer& next_norm =
+        i + 1 < blocks_.size() ? blocks_[i + 1].input_norm : final_norm_;
+    RETURN_IF_ERROR(next_norm.AddForward(ctx.exec, tmp, residual, x));
+  }
+  return x;
+}
+
+absl::Status DecoderModel::ComputeLogits(const ForwardContext& ctx,
+                                         const TensorView& rows,
+                                         const TensorView& out) {
+  if (!info_.has_lm_head) return Model::ComputeLogits(ctx, rows, out);
+  return lm_head_.Forward(ctx.exec, rows, out);
+}
+
+}  // namespace
+
+absl::StatusOr<RopeConfig> RopeConfigFromModelConfig(
+    const ModelConfig& config) {
+  RopeConfig rope;
+  rope.head_dim = static_cast<int>(config.head_dim);
+  rope.rotary_dim = static_cast<int>(config.head_dim);
+  rope.theta = config.rope_theta > 0 ? config.rope_theta : 10000.0;
+  rope.max_position_embeddings = config.max_position_embeddings;
+  rope.style = RopeStyle::kNeox;
+  if (!config.rope_scaling.has_value()) return rope;
+  const RopeScalingConfig& in = *config.rope_scaling;
+  RopeScaling& s = rope.scaling;
+  if (in.type == "linear") {
+    s.type = RopeScalingType::kLinear;
+  } else if (in.type == "dynamic") {
+    s.type = RopeScalingType::kDynamicNtk;
+  } else if (in.type == "llama3") {
+    s.type = RopeScalingType::kLlama3;
+  } else if (in.type == "yarn") {
+    s.type = RopeScalingType::kYarn;
+  } else if (in.type.empty() || in.type == "default") {
+    return rope;
+  } else {
+    return absl::UnimplementedError(
+        absl::StrCat("rope_scaling type \"", in.type, "\" is not supported"));
+  }
+  s.factor = in.factor;
+  s.original_max_position_embeddings = in.original_max_position_embeddings;
+  s.low_freq_factor = in.low_freq_factor;
+  s.high_freq_factor = in.high_freq_factor;
+  s.beta_fast = in.beta_fast;
+  s.beta_slow = in.beta_slow;
+  s.mscale = in.mscale.value_or(0.0);
+  s.mscale_all_dim = in.mscale_all_dim.value_or(0.0);
+  s.attention_factor = in.attention_factor.value_or(0.0);
+  return rope;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> CreateDecoderForCausalLM(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options) {
+  return DecoderModel::Create(config, weights, options, /*lm_head=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> CreateDecoderModel(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options) {
+  return DecoderModel::Create(config, weights, options, /*lm_head=*/false);
+}
+
+}  // namespace inferd

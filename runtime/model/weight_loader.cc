@@ -1,0 +1,107 @@
+#include "runtime/model/weight_loader.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "device/ops.h"
+#include "runtime/common/status_macros.h"
+
+namespace inferd {
+
+WeightLoader::WeightLoader(const WeightStore* store, Device* device,
+                           DType linear_dtype, WeightBuffers* out)
+    : store_(store), device_(device), linear_dtype_(linear_dtype), out_(out) {}
+
+absl::Status WeightLoader::DetectPrefix(absl::string_view probe) {
+  ASSIGN_OR_RETURN(std::string found, store_->FindWithPrefixes(probe));
+  prefix_ = found.substr(0, found.size() - probe.size());
+  return absl::OkStatus();
+}
+
+std::string WeightLoader::Base(absl::string_view name) const {
+  return absl::StrCat(prefix_, name);
+}
+
+bool WeightLoader::Has(absl::string_view full_name) const {
+  return store_->Has(full_name);
+}
+
+absl::StatusOr<TensorView> WeightLoader::Stored(
+    absl::string_view full_name, std::initializer_list<int64_t> shape) {
+  ASSIGN_OR_RETURN(TensorView view, store_->Get(full_name));
+  bool ok = view.rank == static_cast<int>(shape.size());
+  int i = 0;
+  for (int64_t d : shape) {
+    if (!ok) break;
+    ok = view.shape[i++] == d;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weight ", full_name, " in ", store_->directory(), " is ",
+        view.DebugString(), "; the config implies [",
+        absl::StrJoin(shape, ", "), "]"));
+  }
+  if (view.dtype != DType::kF32 && view.dtype != DType::kBF16 &&
+      view.dtype != DType::kF16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight ", full_name, " has unsupported dtype ",
+                     DTypeName(view.dtype), " (need F32, BF16 or F16)"));
+  }
+  return view;
+}
+
+absl::StatusOr<TensorView> WeightLoader::As(absl::string_view full_name,
+                                            const TensorView& src,
+                                            DType dtype) {
+  const SafetensorsTensorInfo* info = store_->Info(full_name);
+  const size_t alignment = info != nullptr ? info->alignment : 0;
+  if (src.dtype == dtype && alignment >= DTypeSize(dtype)) {
+    out_->bytes_mapped += static_cast<int64_t>(src.nbytes());
+    return src;
+  }
+  TensorView dst = src;
+  dst.dtype = dtype;
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Create(device_, dst.nbytes(), 64));
+  dst.data = buffer.data();
+  const ExecutionContext ctx{device_, KernelChoice::kOptimized};
+  if (src.dtype == DType::kF16 && dtype == DType::kBF16) {
+    // No direct F16 -> BF16 conversion: widen to F32 first.
+    TensorView wide = src;
+    wide.dtype = DType::kF32;
+    ASSIGN_OR_RETURN(DeviceBuffer tmp,
+                     DeviceBuffer::Create(device_, wide.nbytes(), 64));
+    wide.data = tmp.data();
+    RETURN_IF_ERROR(Convert(ctx, src, wide));
+    RETURN_IF_ERROR(Convert(ctx, wide, dst));
+  } else {
+    RETURN_IF_ERROR(Convert(ctx, src, dst));
+  }
+  out_->bytes_allocated += static_cast<int64_t>(buffer.size());
+  out_->buffers.push_back(std::move(buffer));
+  return dst;
+}
+
+absl::StatusOr<TensorView> WeightLoader::LinearWeight(
+    absl::string_view full_name, int64_t out, int64_t in) {
+  ASSIGN_OR_RETURN(TensorView src, Stored(full_name, {out, in}));
+  return As(full_name, src, linear_dtype_);
+}
+
+absl::StatusOr<TensorView> WeightLoader::F32(
+    absl::string_view full_name, std::initializer_list<int64_t> shape) {
+  ASSIGN_OR_RETURN(TensorView src, Stored(full_name, shape));
+  return As(full_name, src, DType::kF32);
+}
+
+absl::StatusOr<TensorView> WeightLoader::Table(absl::string_view full_name,
+                                               int64_t rows, int64_t cols,
+                                               absl::optional<DType> want) {
+  ASSIGN_OR_RETURN(TensorView src, Stored(full_name, {rows, cols}));
+  DType dtype = src.dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  if (want.has_value()) dtype = *want;
+  return As(full_name, src, dtype);
+}
+
+}  // namespace inferd

@@ -1,0 +1,378 @@
+#include "service/convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace inferd {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status CheckCount(absl::string_view field, size_t n,
+                        const ApiLimits& limits) {
+  if (n == 0) return Invalid(field, "at least one input is required");
+  if (n > static_cast<size_t>(limits.max_inputs_per_request)) {
+    return Invalid(field, absl::StrCat(n, " inputs exceed the limit of ",
+                                       limits.max_inputs_per_request,
+                                       " per request (--max-inputs-per-"
+                                       "request); split the request"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status CheckRange(absl::string_view field, T v, T lo, T hi) {
+  if (!(v >= lo && v <= hi)) {
+    return Invalid(field, absl::StrCat(v, " is outside [", lo, ", ", hi, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EmbedParams> ToEmbedParams(const v1::EmbedRequest& req,
+                                          const ModelInfo& model,
+                                          const ApiLimits& limits,
+                                          absl::Time deadline) {
+  EmbedParams p;
+  if (req.texts_size() > 0 && req.token_ids_size() > 0) {
+    return Invalid("texts/token_ids", "give texts or token_ids, not both");
+  }
+  size_t n = req.texts_size() + req.token_ids_size();
+  if (auto s = CheckCount("texts", n, limits); !s.ok()) return s;
+  p.texts.assign(req.texts().begin(), req.texts().end());
+  for (const v1::TokenIds& t : req.token_ids()) {
+    std::vector<int32_t> ids;
+    for (uint32_t id : t.ids()) {
+      if (static_cast<int64_t>(id) >= model.vocab_size) {
+        return Invalid("token_ids", absl::StrCat("id ", id,
+                                                 " is outside the vocabulary "
+                                                 "[0, ", model.vocab_size, ")"));
+      }
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    if (ids.empty()) return Invalid("token_ids", "an input has no tokens");
+    p.token_ids.push_back(std::move(ids));
+  }
+  if (req.has_normalize()) p.normalize = req.normalize();
+  if (req.dimensions() > 0) {
+    if (model.embedding_dims > 0 &&
+        static_cast<int64_t>(req.dimensions()) > model.embedding_dims) {
+      return Invalid("dimensions",
+                     absl::StrCat(req.dimensions(), " is larger than the "
+                                  "model's embedding size ",
+                                  model.embedding_dims));
+    }
+    p.dimensions = req.dimensions();
+  }
+  p.truncate = req.truncate();
+  p.truncate_left = req.truncation_side() == v1::TRUNCATION_SIDE_LEFT;
+  switch (req.pooling()) {
+    case v1::POOLING_CLS: p.pooling = "cls"; break;
+    case v1::POOLING_MEAN: p.pooling = "mean"; break;
+    case v1::POOLING_LAST: p.pooling = "last"; break;
+    default: break;
+  }
+  if (!req.prompt_name().empty() && !req.prompt().empty()) {
+    return Invalid("prompt_name", "give prompt_name or prompt, not both");
+  }
+  if (!req.prompt_name().empty() &&
+      std::find(model.prompt_names.begin(), model.prompt_names.end(),
+                req.prompt_name()) == model.prompt_names.end()) {
+    return Invalid("prompt_name",
+                   absl::StrCat("'", req.prompt_name(), "' is not a prompt of "
+                                "this model; it has: [",
+                                absl::StrJoin(model.prompt_names, ", "), "]"));
+  }
+  if (!req.prompt().empty() && !req.token_ids().empty()) {
+    return Invalid("prompt", "a prompt prefix needs texts, not token_ids");
+  }
+  p.prompt_name = req.prompt_name();
+  p.prompt = req.prompt();
+  p.want_sparse = req.outputs().sparse();
+  p.want_multi_vector = req.outputs().multi_vector();
+  if (p.want_sparse) {
+    return Invalid("outputs.sparse",
+                   absl::StrCat("model '", model.name,
+                                "' has no sparse (lexical weights) head"));
+  }
+  if (p.want_multi_vector) {
+    return Invalid("outputs.multi_vector",
+                   absl::StrCat("model '", model.name,
+                                "' has no multi-vector (ColBERT) head"));
+  }
+  p.deadline = deadline;
+  return p;
+}
+
+absl::StatusOr<ClassifyParams> ToClassifyParams(const v1::ClassifyRequest& req,
+                                                const ApiLimits& limits,
+                                                absl::Time deadline) {
+  ClassifyParams p;
+  if (req.texts_size() > 0 && req.pairs_size() > 0) {
+    return Invalid("texts/pairs", "give texts or pairs, not both");
+  }
+  if (auto s = CheckCount("texts", req.texts_size() + req.pairs_size(), limits);
+      !s.ok()) {
+    return s;
+  }
+  p.texts.assign(req.texts().begin(), req.texts().end());
+  for (const v1::TextPair& pair : req.pairs()) {
+    p.pairs.emplace_back(pair.first(), pair.second());
+  }
+  p.truncate = req.truncate();
+  p.raw_scores = req.raw_scores();
+  p.deadline = deadline;
+  return p;
+}
+
+absl::StatusOr<RerankParams> ToRerankParams(const v1::RerankRequest& req,
+                                            const ApiLimits& limits,
+                                            absl::Time deadline) {
+  RerankParams p;
+  if (req.query().empty()) return Invalid("query", "must not be empty");
+  if (auto s = CheckCount("documents", req.documents_size(), limits); !s.ok()) {
+    return s;
+  }
+  p.query = req.query();
+  p.documents.assign(req.documents().begin(), req.documents().end());
+  p.truncate = req.has_truncate() ? req.truncate() : true;
+  p.raw_scores = req.raw_scores();
+  p.deadline = deadline;
+  return p;
+}
+
+absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
+                                                const ModelInfo& model,
+                                                absl::Time deadline) {
+  GenerateParams p;
+  p.request_id = req.request_id();
+  switch (req.input_case()) {
+    case v1::GenerateRequest::kPrompt:
+      p.prompt = req.prompt();
+      break;
+    case v1::GenerateRequest::kPromptTokenIds:
+      for (uint32_t id : req.prompt_token_ids().ids()) {
+        if (static_cast<int64_t>(id) >= model.vocab_size) {
+          return Invalid("prompt_token_ids",
+                         absl::StrCat("id ", id, " is outside the vocabulary "
+                                      "[0, ", model.vocab_size, ")"));
+        }
+        p.prompt_token_ids.push_back(static_cast<int32_t>(id));
+      }
+      if (p.prompt_token_ids.empty()) {
+        return Invalid("prompt_token_ids", "must not be empty");
+      }
+      break;
+    default:
+      return Invalid("prompt", "set prompt or prompt_token_ids");
+  }
+  p.add_special_tokens =
+      req.has_add_special_tokens() ? req.add_special_tokens() : true;
+  p.disable_prefix_cache = req.disable_prefix_cache();
+  const v1::SamplingParams& s = req.sampling();
+  SamplingOptions& o = p.sampling;
+  o.max_tokens = s.max_tokens();
+  if (o.max_tokens > model.max_input_tokens && model.max_input_tokens > 0) {
+    return Invalid("sampling.max_tokens",
+                   absl::StrCat(o.max_tokens, " exceeds the model's context "
+                                "of ", model.max_input_tokens, " tokens"));
+  }
+  o.min_tokens = s.min_tokens();
+  if (o.max_tokens > 0 && o.min_tokens > o.max_tokens) {
+    return Invalid("sampling.min_tokens",
+                   absl::StrCat(o.min_tokens, " is larger than max_tokens ",
+                                o.max_tokens));
+  }
+  o.temperature = s.has_temperature() ? s.temperature() : 1.0f;
+  if (auto st = CheckRange("sampling.temperature", o.temperature, 0.0f, 100.0f);
+      !st.ok()) {
+    return st;
+  }
+  o.top_k = s.top_k();
+  if (o.top_k < -1) return Invalid("sampling.top_k", "must be >= -1");
+  if (o.top_k == -1) o.top_k = 0;
+  o.top_p = s.has_top_p() ? s.top_p() : 1.0f;
+  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) {
+    return Invalid("sampling.top_p", absl::StrCat(o.top_p,
+                                                  " is outside (0, 1]"));
+  }
+  o.min_p = s.min_p();
+  if (auto st = CheckRange("sampling.min_p", o.min_p, 0.0f, 1.0f); !st.ok()) {
+    return st;
+  }
+  if (s.has_seed()) o.seed = s.seed();
+  o.repetition_penalty =
+      s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
+  if (!(o.repetition_penalty > 0.0f && o.repetition_penalty <= 10.0f)) {
+    return Invalid("sampling.repetition_penalty",
+                   absl::StrCat(o.repetition_penalty, " is outside (0, 10]"));
+  }
+  o.presence_penalty = s.presence_penalty();
+  o.frequency_penalty = s.frequency_penalty();
+  if (auto st = CheckRange("sampling.presence_penalty", o.presence_penalty,
+                           -2.0f, 2.0f);
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = CheckRange("sampling.frequency_penalty", o.frequency_penalty,
+                           -2.0f, 2.0f);
+      !st.ok()) {
+    return st;
+  }
+  if (s.stop_size() > 16) {
+    return Invalid("sampling.stop", "at most 16 stop strings");
+  }
+  for (const std::string& stop : s.stop()) {
+    if (stop.empty()) return Invalid("sampling.stop", "empty stop string");
+    if (stop.size() > 256) {
+      return Invalid("sampling.stop", "a stop string is longer than 256 bytes");
+    }
+    o.stop.push_back(stop);
+  }
+  for (uint32_t id : s.stop_token_ids()) {
+    if (static_cast<int64_t>(id) >= model.vocab_size) {
+      return Invalid("sampling.stop_token_ids",
+                     absl::StrCat("id ", id, " is outside the vocabulary"));
+    }
+    o.stop_token_ids.push_back(static_cast<int32_t>(id));
+  }
+  o.ignore_eos = s.ignore_eos();
+  if (s.logprobs() > 20) {
+    return Invalid("sampling.logprobs",
+                   absl::StrCat(s.logprobs(), " is outside [0, 20]"));
+  }
+  o.logprobs = s.logprobs();
+  o.skip_special_tokens =
+      s.has_skip_special_tokens() ? s.skip_special_tokens() : true;
+  o.include_stop_str_in_output = s.include_stop_str_in_output();
+  p.deadline = deadline;
+  return p;
+}
+
+void FillEmbedResponse(const EmbedResult& result, const v1::EmbedRequest& req,
+                       v1::EmbedResponse* resp) {
+  resp->set_id(req.id());
+  const bool packed =
+      req.encoding() == v1::EMBEDDING_ENCODING_PACKED_F32;
+  for (size_t i = 0; i < result.embeddings.size(); ++i) {
+    const std::vector<float>& e = result.embeddings[i];
+    v1::Embedding* out = resp->add_embeddings();
+    out->set_dims(static_cast<uint32_t>(e.size()));
+    if (i < result.tokens.size()) out->set_tokens(result.tokens[i]);
+    if (packed) {
+      std::string bytes(e.size() * 4, '\0');
+      for (size_t j = 0; j < e.size(); ++j) {
+        uint32_t bits;
+        std::memcpy(&bits, &e[j], 4);
+        for (int b = 0; b < 4; ++b) {
+          bytes[j * 4 + b] = static_cast<char>((bits >> (8 * b)) & 0xff);
+        }
+      }
+      out->set_packed(std::move(bytes));
+    } else {
+      out->mutable_values()->Assign(e.begin(), e.end());
+    }
+  }
+  resp->mutable_usage()->set_total_tokens(
+      static_cast<uint32_t>(result.total_tokens));
+  resp->mutable_usage()->set_prompt_tokens(
+      static_cast<uint32_t>(result.total_tokens));
+  resp->mutable_timings()->set_queue_seconds(result.timings.queue_seconds);
+  resp->mutable_timings()->set_total_seconds(result.timings.total_seconds);
+}
+
+void FillClassifyResponse(const ClassifyResult& result,
+                          const ModelInfo& model, v1::ClassifyResponse* resp) {
+  for (const std::vector<float>& scores : result.scores) {
+    v1::Classification* c = resp->add_results();
+    std::vector<size_t> order(scores.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+    for (size_t idx : order) {
+      v1::LabelScore* l = c->add_labels();
+      l->set_index(static_cast<uint32_t>(idx));
+      l->set_label(idx < model.labels.size() ? model.labels[idx]
+                                             : absl::StrCat("LABEL_", idx));
+      l->set_score(scores[idx]);
+    }
+  }
+  resp->mutable_usage()->set_total_tokens(
+      static_cast<uint32_t>(result.total_tokens));
+  resp->mutable_usage()->set_prompt_tokens(
+      static_cast<uint32_t>(result.total_tokens));
+}
+
+void FillRerankResponse(const RerankResult& result,
+                        const v1::RerankRequest& req,
+                        v1::RerankResponse* resp) {
+  std::vector<size_t> order(result.scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return result.scores[a] > result.scores[b];
+  });
+  size_t n = order.size();
+  if (req.top_n() > 0) n = std::min<size_t>(n, req.top_n());
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = order[k];
+    v1::RerankResult* r = resp->add_results();
+    r->set_index(static_cast<uint32_t>(i));
+    r->set_score(result.scores[i]);
+    if (req.return_documents()) r->set_document(req.documents(i));
+  }
+  resp->mutable_usage()->set_total_tokens(
+      static_cast<uint32_t>(result.total_tokens));
+  resp->mutable_usage()->set_prompt_tokens(
+      static_cast<uint32_t>(result.total_tokens));
+}
+
+v1::FinishReason ToProtoFinishReason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone: return v1::FINISH_REASON_UNSPECIFIED;
+    case FinishReason::kLength: return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kStop: return v1::FINISH_REASON_STOP;
+    case FinishReason::kEos: return v1::FINISH_REASON_EOS;
+    case FinishReason::kCancelled: return v1::FINISH_REASON_CANCELLED;
+    case FinishReason::kError: return v1::FINISH_REASON_ERROR;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void FillModelInfo(const ModelInfo& info, v1::ModelInfo* out) {
+  out->set_name(info.name);
+  out->set_path(info.path);
+  out->set_architecture(info.architecture);
+  out->set_workflow(info.workflow);
+  for (Task t : info.tasks) {
+    switch (t) {
+      case Task::kGenerate: out->add_tasks(v1::TASK_GENERATE); break;
+      case Task::kEmbed: out->add_tasks(v1::TASK_EMBED); break;
+      case Task::kRerank: out->add_tasks(v1::TASK_RERANK); break;
+      case Task::kClassify: out->add_tasks(v1::TASK_CLASSIFY); break;
+    }
+  }
+  out->set_max_input_tokens(static_cast<uint32_t>(info.max_input_tokens));
+  out->set_hidden_size(static_cast<uint32_t>(info.hidden_size));
+  out->set_embedding_dims(static_cast<uint32_t>(info.embedding_dims));
+  out->set_vocab_size(static_cast<uint32_t>(info.vocab_size));
+  out->set_dtype(info.dtype);
+  out->set_pooling(info.pooling);
+  switch (info.state) {
+    case ModelState::kLoading: out->set_state(v1::MODEL_STATE_LOADING); break;
+    case ModelState::kReady: out->set_state(v1::MODEL_STATE_READY); break;
+    case ModelState::kFailed: out->set_state(v1::MODEL_STATE_FAILED); break;
+  }
+  out->set_error(info.error);
+  for (const std::string& l : info.labels) out->add_labels(l);
+  for (const std::string& p : info.prompt_names) out->add_prompt_names(p);
+}
+
+}  // namespace inferd

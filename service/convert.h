@@ -1,0 +1,45 @@
+// Proto <-> runtime conversion and request validation for the inferd.v1
+// API. Validation errors are INVALID_ARGUMENT naming the field and the limit.
+// Pure functions; thread-safe.
+#ifndef INFERD_SERVICE_CONVERT_H_
+#define INFERD_SERVICE_CONVERT_H_
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "inferd/v1/inference.pb.h"
+#include "inferd/v1/models.pb.h"
+#include "runtime/engine/model_info.h"
+#include "runtime/engine/requests.h"
+
+namespace inferd {
+
+struct ApiLimits {
+  int max_inputs_per_request = 256;
+};
+
+absl::StatusOr<EmbedParams> ToEmbedParams(const v1::EmbedRequest& req,
+                                          const ModelInfo& model,
+                                          const ApiLimits& limits,
+                                          absl::Time deadline);
+absl::StatusOr<ClassifyParams> ToClassifyParams(const v1::ClassifyRequest& req,
+                                                const ApiLimits& limits,
+                                                absl::Time deadline);
+absl::StatusOr<RerankParams> ToRerankParams(const v1::RerankRequest& req,
+                                            const ApiLimits& limits,
+                                            absl::Time deadline);
+absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
+                                                const ModelInfo& model,
+                                                absl::Time deadline);
+
+void FillEmbedResponse(const EmbedResult& result, const v1::EmbedRequest& req,
+                       v1::EmbedResponse* resp);
+void FillClassifyResponse(const ClassifyResult& result,
+                          const ModelInfo& model, v1::ClassifyResponse* resp);
+void FillRerankResponse(const RerankResult& result,
+                        const v1::RerankRequest& req, v1::RerankResponse* resp);
+v1::FinishReason ToProtoFinishReason(FinishReason reason);
+void FillModelInfo(const ModelInfo& info, v1::ModelInfo* out);
+
+}  // namespace inferd
+
+#endif  // INFERD_SERVICE_CONVERT_H_

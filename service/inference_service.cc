@@ -1,0 +1,644 @@
+#include "service/inference_service.h"
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "runtime/engine/engine.h"
+#include "runtime/tokenizer/tokenizer.h"
+#include "service/logging.h"
+#include "service/status.h"
+
+namespace inferd {
+namespace {
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
+  auto tp = ctx->deadline();
+  if (tp >= std::chrono::system_clock::time_point::max() -
+                std::chrono::hours(24 * 365)) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(tp);
+}
+
+// Counts a call as active from construction to OnDone and reports its
+// outcome to the observer.
+class CallStats {
+ public:
+  CallStats(InferenceService* svc, absl::string_view rpc)
+      : svc_(svc), rpc_(rpc), start_(absl::Now()) {
+    svc_->active_counter().fetch_add(1);
+  }
+  ~CallStats() {
+    svc_->active_counter().fetch_sub(1);
+    if (svc_->observer() != nullptr) {
+      svc_->observer()->OnRpcDone(rpc_, model_, status_,
+                                  absl::ToDoubleSeconds(absl::Now() - start_));
+    }
+  }
+  void set_model(absl::string_view m) { model_ = std::string(m); }
+  void set_status(const grpc::Status& s) { status_ = s; }
+
+ private:
+  InferenceService* svc_;
+  std::string rpc_;
+  std::string model_;
+  grpc::Status status_;
+  absl::Time start_;
+};
+
+// Unary call whose work finishes on an engine thread. OnCancel aborts the
+// engine request; the engine then answers (CANCELLED) and the call ends.
+class UnaryCall : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(InferenceService* svc, absl::string_view rpc) : stats_(svc, rpc) {}
+
+  void SetModel(absl::string_view m) { stats_.set_model(m); }
+  void SetHandle(std::shared_ptr<RequestHandle> handle) {
+    absl::MutexLock lock(&mu_);
+    handle_ = std::move(handle);
+    if (cancelled_) handle_->Abort();
+  }
+  void Done(const grpc::Status& status) {
+    stats_.set_status(status);
+    Finish(status);
+  }
+  void Done(const absl::Status& status) { Done(ToGrpcStatus(status)); }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (handle_) handle_->Abort();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  CallStats stats_;
+  absl::Mutex mu_;
+  std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::Status NotAccepting() {
+  return absl::UnavailableError(
+      "the server is shutting down and takes no new requests");
+}
+
+// The model for Tokenize/Detokenize: any task.
+absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
+                                                   const std::string& name) {
+  const ServedModel* model = nullptr;
+  if (name.empty()) {
+    if (models.models().size() != 1) {
+      return absl::InvalidArgumentError(
+          "model: this server has several models; set the request's model "
+          "field (see ListModels)");
+    }
+    model = models.models()[0].get();
+  } else {
+    auto found = models.Find(name);
+    if (!found.ok()) return found.status();
+    model = *found;
+  }
+  if (model->state() != ModelState::kReady) {
+    return absl::UnavailableError(absl::StrCat(
+        "model '", model->name(), "' is ",
+        model->state() == ModelState::kLoading ? "still loading"
+                                               : "not available (failed to load)"));
+  }
+  return model;
+}
+
+// ------------------------------------------------------------- Generate
+
+class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  GenerateCall(InferenceService* svc, std::string request_id)
+      : stats_(svc, "Generate"), request_id_(std::move(request_id)) {}
+
+  void Start(ServedModel* model, const v1::GenerateRequest& req,
+             absl::Time deadline) {
+    stats_.set_model(model->name());
+    auto params = ToGenerateParams(req, model->info(), deadline);
+    if (!params.ok()) {
+      FinishNow(ToGrpcStatus(params.status()));
+      return;
+    }
+    if (params->request_id.empty()) params->request_id = request_id_;
+    // The engine calls OnChunk until a final chunk or an error; only then
+    // does this call finish, so `this` outlives every callback.
+    auto handle = model->engine().SubmitGenerate(
+        std::move(params).value(),
+        [this](const absl::StatusOr<GenerateChunk>& chunk) { OnChunk(chunk); });
+    if (!handle.ok()) {
+      FinishNow(ToGrpcStatus(handle.status()));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    handle_ = std::move(handle).value();
+    if (cancelled_) handle_->Abort();
+  }
+
+  void FinishNow(const grpc::Status& status) {
+    stats_.set_status(status);
+    Finish(status);
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (handle_) handle_->Abort();
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      // The client is gone: stop generating, drop what is queued.
+      write_failed_ = true;
+      queue_.clear();
+      if (handle_) handle_->Abort();
+    } else if (!queue_.empty()) {
+      queue_.pop_front();
+    }
+    PumpLocked();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnChunk(const absl::StatusOr<GenerateChunk>& chunk) {
+    absl::MutexLock lock(&mu_);
+    if (!chunk.ok()) {
+      final_status_ = ToGrpcStatus(chunk.status());
+      ended_ = true;
+      PumpLocked();
+      return;
+    }
+    const GenerateChunk& c = *chunk;
+    if (c.finish == FinishReason::kCancelled && cancelled_) {
+      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED,
+                                   "the client cancelled the call");
+    }
+    if (!write_failed_) {
+      v1::GenerateResponse resp;
+      resp.set_request_id(request_id_);
+      resp.set_text(c.text);
+      for (int32_t id : c.token_ids) resp.add_token_ids(id);
+      for (const TokenLogprobs& lp : c.logprobs) {
+        v1::SampledLogprobs* out = resp.add_logprobs();
+        out->mutable_sampled()->set_token_id(lp.sampled.token_id);
+        out->mutable_sampled()->set_logprob(lp.sampled.logprob);
+        for (const TokenLogprobValue& t : lp.top) {
+          v1::TokenLogprob* o = out->add_top();
+          o->set_token_id(t.token_id);
+          o->set_logprob(t.logprob);
+        }
+      }
+      if (c.finish != FinishReason::kNone) {
+        resp.set_finish_reason(ToProtoFinishReason(c.finish));
+        resp.set_stop_reason(c.stop_reason);
+        v1::Usage* u = resp.mutable_usage();
+        u->set_prompt_tokens(static_cast<uint32_t>(c.prompt_tokens));
+        u->set_completion_tokens(static_cast<uint32_t>(c.completion_tokens));
+        u->set_cached_prompt_tokens(
+            static_cast<uint32_t>(c.cached_prompt_tokens));
+        u->set_total_tokens(
+            static_cast<uint32_t>(c.prompt_tokens + c.completion_tokens));
+        v1::Timings* t = resp.mutable_timings();
+        t->set_queue_seconds(c.timings.queue_seconds);
+        t->set_time_to_first_token_seconds(c.timings.time_to_first_token_seconds);
+        t->set_total_seconds(c.timings.total_seconds);
+      }
+      queue_.push_back(std::move(resp));
+    }
+    if (c.finish != FinishReason::kNone) ended_ = true;
+    PumpLocked();
+  }
+
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!queue_.empty() && !write_failed_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+      return;
+    }
+    if (ended_) {
+      finished_ = true;
+      grpc::Status s = write_failed_ && final_status_.ok()
+                           ? grpc::Status(grpc::StatusCode::CANCELLED,
+                                          "the stream was closed")
+                           : final_status_;
+      stats_.set_status(s);
+      Finish(s);
+    }
+  }
+
+  CallStats stats_;
+  const std::string request_id_;
+  absl::Mutex mu_;
+  std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+// ------------------------------------------------------------ Embed (bidi)
+
+class EmbedStreamCall
+    : public grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse> {
+ public:
+  explicit EmbedStreamCall(InferenceService* svc)
+      : svc_(svc), stats_(svc, "Embed") {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      PumpLocked();
+      return;
+    }
+    absl::Status s = SubmitOne(request_);
+    absl::MutexLock lock(&mu_);
+    if (!s.ok()) {
+      FailLocked(ToGrpcStatus(s));
+      return;
+    }
+    if (!failed_) StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!queue_.empty()) queue_.pop_front();
+    if (!ok) {
+      FailLocked(grpc::Status(grpc::StatusCode::CANCELLED,
+                              "the stream was closed"));
+      return;
+    }
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FailLocked(grpc::Status(grpc::StatusCode::CANCELLED,
+                            "the client cancelled the call"));
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status SubmitOne(const v1::EmbedRequest& req) {
+    if (!svc_->accepting()) return NotAccepting();
+    auto model = svc_->models()->Resolve(req.model(), Task::kEmbed);
+    if (!model.ok()) {
+      return absl::Status(model.status().code(),
+                          absl::StrCat("request id '", req.id(), "': ",
+                                       model.status().message()));
+    }
+    stats_.set_model((*model)->name());
+    ModelInfo info = (*model)->info();
+    auto params = ToEmbedParams(req, info, svc_->limits(),
+                                absl::InfiniteFuture());
+    if (!params.ok()) {
+      return absl::Status(params.status().code(),
+                          absl::StrCat("request id '", req.id(), "': ",
+                                       params.status().message()));
+    }
+    // Only id and encoding are needed to build the answer.
+    auto shape = std::make_shared<v1::EmbedRequest>();
+    shape->set_id(req.id());
+    shape->set_encoding(req.encoding());
+    const int64_t key = next_key_++;
+    {
+      absl::MutexLock lock(&mu_);
+      ++pending_;
+    }
+    auto handle = (*model)->engine().SubmitEmbed(
+        std::move(params).value(),
+        [this, shape, key](absl::StatusOr<EmbedResult> result) {
+          absl::MutexLock lock(&mu_);
+          --pending_;
+          if (handles_.erase(key) == 0) answered_.insert(key);
+          if (!result.ok()) {
+            FailLocked(ToGrpcStatus(absl::Status(
+                result.status().code(),
+                absl::StrCat("request id '", shape->id(), "': ",
+                             result.status().message()))));
+            return;
+          }
+          if (!failed_) {
+            v1::EmbedResponse resp;
+            FillEmbedResponse(*result, *shape, &resp);
+            queue_.push_back(std::move(resp));
+          }
+          PumpLocked();
+        });
+    absl::MutexLock lock(&mu_);
+    if (!handle.ok()) {
+      --pending_;
+      return absl::Status(handle.status().code(),
+                          absl::StrCat("request id '", req.id(), "': ",
+                                       handle.status().message()));
+    }
+    if (answered_.erase(key) == 0) {
+      // Still running: keep the handle so a failure or cancel can abort it.
+      handles_[key] = *handle;
+      if (failed_) (*handle)->Abort();
+    }
+    return absl::OkStatus();
+  }
+
+  void FailLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!failed_) {
+      failed_ = true;
+      final_status_ = status;
+      queue_.clear();
+      for (auto& [k, h] : handles_) h->Abort();
+    }
+    PumpLocked();
+  }
+
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!queue_.empty() && !failed_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+      return;
+    }
+    // Finish once every submitted request has answered (engine callbacks
+    // reference this object) and the client is done or the stream failed.
+    if (pending_ == 0 && (reads_done_ || failed_)) {
+      finished_ = true;
+      stats_.set_status(final_status_);
+      Finish(final_status_);
+    }
+  }
+
+  InferenceService* svc_;
+  CallStats stats_;
+  v1::EmbedRequest request_;
+  int64_t next_key_ = 0;  // reader thread only
+  absl::Mutex mu_;
+  std::map<int64_t, std::shared_ptr<RequestHandle>> handles_ ABSL_GUARDED_BY(mu_);
+  // Requests answered before their handle was stored.
+  std::set<int64_t> answered_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::EmbedResponse> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+InferenceService::InferenceService(ModelManager* models, ApiLimits limits,
+                                   RpcObserver* observer)
+    : models_(models), limits_(limits), observer_(observer) {}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
+    grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
+  auto* call = new GenerateCall(this, request->request_id().empty()
+                                          ? absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()))
+                                          : request->request_id());
+  if (!accepting()) {
+    call->FinishNow(ToGrpcStatus(NotAccepting()));
+    return call;
+  }
+  auto model = models_->Resolve(request->model(), Task::kGenerate);
+  if (!model.ok()) {
+    call->FinishNow(ToGrpcStatus(model.status()));
+    return call;
+  }
+  call->Start(*model, *request, DeadlineOf(ctx));
+  return call;
+}
+
+grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse>*
+InferenceService::Embed(grpc::CallbackServerContext* ctx) {
+  return new EmbedStreamCall(this);
+}
+
+grpc::ServerUnaryReactor* InferenceService::EmbedBatch(
+    grpc::CallbackServerContext* ctx, const v1::EmbedRequest* request,
+    v1::EmbedResponse* response) {
+  auto* call = new UnaryCall(this, "EmbedBatch");
+  if (!accepting()) {
+    call->Done(NotAccepting());
+    return call;
+  }
+  auto model = models_->Resolve(request->model(), Task::kEmbed);
+  if (!model.ok()) {
+    call->Done(model.status());
+    return call;
+  }
+  call->SetModel((*model)->name());
+  auto params =
+      ToEmbedParams(*request, (*model)->info(), limits_, DeadlineOf(ctx));
+  if (!params.ok()) {
+    call->Done(params.status());
+    return call;
+  }
+  auto handle = (*model)->engine().SubmitEmbed(
+      std::move(params).value(),
+      [call, request, response](absl::StatusOr<EmbedResult> result) {
+        if (!result.ok()) {
+          call->Done(result.status());
+          return;
+        }
+        FillEmbedResponse(*result, *request, response);
+        call->Done(grpc::Status::OK);
+      });
+  if (!handle.ok()) {
+    call->Done(handle.status());
+    return call;
+  }
+  call->SetHandle(*handle);
+  return call;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Rerank(
+    grpc::CallbackServerContext* ctx, const v1::RerankRequest* request,
+    v1::RerankResponse* response) {
+  auto* call = new UnaryCall(this, "Rerank");
+  if (!accepting()) {
+    call->Done(NotAccepting());
+    return call;
+  }
+  auto model = models_->Resolve(request->model(), Task::kRerank);
+  if (!model.ok()) {
+    call->Done(model.status());
+    return call;
+  }
+  call->SetModel((*model)->name());
+  auto params = ToRerankParams(*request, limits_, DeadlineOf(ctx));
+  if (!params.ok()) {
+    call->Done(params.status());
+    return call;
+  }
+  auto handle = (*model)->engine().SubmitRerank(
+      std::move(params).value(),
+      [call, request, response](absl::StatusOr<RerankResult> result) {
+        if (!result.ok()) {
+          call->Done(result.status());
+          return;
+        }
+        FillRerankResponse(*result, *request, response);
+        call->Done(grpc::Status::OK);
+      });
+  if (!handle.ok()) {
+    call->Done(handle.status());
+    return call;
+  }
+  call->SetHandle(*handle);
+  return call;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Classify(
+    grpc::CallbackServerContext* ctx, const v1::ClassifyRequest* request,
+    v1::ClassifyResponse* response) {
+  auto* call = new UnaryCall(this, "Classify");
+  if (!accepting()) {
+    call->Done(NotAccepting());
+    return call;
+  }
+  auto model = models_->Resolve(request->model(), Task::kClassify);
+  if (!model.ok()) {
+    call->Done(model.status());
+    return call;
+  }
+  call->SetModel((*model)->name());
+  auto params = ToClassifyParams(*request, limits_, DeadlineOf(ctx));
+  if (!params.ok()) {
+    call->Done(params.status());
+    return call;
+  }
+  ModelInfo info = (*model)->info();
+  auto handle = (*model)->engine().SubmitClassify(
+      std::move(params).value(),
+      [call, info, response](absl::StatusOr<ClassifyResult> result) {
+        if (!result.ok()) {
+          call->Done(result.status());
+          return;
+        }
+        FillClassifyResponse(*result, info, response);
+        call->Done(grpc::Status::OK);
+      });
+  if (!handle.ok()) {
+    call->Done(handle.status());
+    return call;
+  }
+  call->SetHandle(*handle);
+  return call;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Tokenize(
+    grpc::CallbackServerContext* ctx, const v1::TokenizeRequest* request,
+    v1::TokenizeResponse* response) {
+  auto* call = new UnaryCall(this, "Tokenize");
+  auto model = ResolveAnyModel(*models_, request->model());
+  if (!model.ok()) {
+    call->Done(model.status());
+    return call;
+  }
+  call->SetModel((*model)->name());
+  const bool add_special =
+      request->has_add_special_tokens() ? request->add_special_tokens() : true;
+  auto enc = (*model)->tokenizer().Encode(request->text(), add_special);
+  if (!enc.ok()) {
+    call->Done(enc.status());
+    return call;
+  }
+  for (size_t i = 0; i < enc->ids.size(); ++i) {
+    response->add_token_ids(static_cast<uint32_t>(enc->ids[i]));
+    if (i < enc->tokens.size()) response->add_tokens(enc->tokens[i]);
+    if (request->return_offsets() && i < enc->offsets.size()) {
+      v1::Offset* o = response->add_offsets();
+      o->set_start(enc->offsets[i].first);
+      o->set_end(enc->offsets[i].second);
+    }
+  }
+  call->Done(grpc::Status::OK);
+  return call;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Detokenize(
+    grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
+    v1::DetokenizeResponse* response) {
+  auto* call = new UnaryCall(this, "Detokenize");
+  auto model = ResolveAnyModel(*models_, request->model());
+  if (!model.ok()) {
+    call->Done(model.status());
+    return call;
+  }
+  call->SetModel((*model)->name());
+  const Tokenizer& tok = (*model)->tokenizer();
+  std::vector<int32_t> ids;
+  ids.reserve(request->token_ids_size());
+  for (uint32_t id : request->token_ids()) {
+    if (id >= tok.vocab_size()) {
+      call->Done(absl::InvalidArgumentError(
+          absl::StrCat("token_ids: id ", id, " is outside the vocabulary [0, ",
+                       tok.vocab_size(), ")")));
+      return call;
+    }
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  const bool skip = request->has_skip_special_tokens()
+                        ? request->skip_special_tokens()
+                        : true;
+  auto text = tok.Decode(ids, skip);
+  if (!text.ok()) {
+    call->Done(text.status());
+    return call;
+  }
+  response->set_text(*text);
+  call->Done(grpc::Status::OK);
+  return call;
+}
+
+grpc::ServerUnaryReactor* ModelsService::ListModels(
+    grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
+    v1::ListModelsResponse* response) {
+  for (const ModelInfo& info : models_->List()) {
+    FillModelInfo(info, response->add_models());
+  }
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelsService::GetModel(
+    grpc::CallbackServerContext* ctx, const v1::GetModelRequest* request,
+    v1::ModelInfo* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (request->name().empty()) {
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+        "name: set the model name (see ListModels)")));
+    return reactor;
+  }
+  auto model = models_->Find(request->name());
+  if (!model.ok()) {
+    reactor->Finish(ToGrpcStatus(model.status()));
+    return reactor;
+  }
+  FillModelInfo((*model)->info(), response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace inferd

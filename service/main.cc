@@ -1,0 +1,53 @@
+// inferd: serve Hugging Face model directories over gRPC.
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "service/flags.h"
+#include "service/logging.h"
+#include "service/server.h"
+
+int main(int argc, char** argv) {
+  auto options = inferd::ParseFlags(argc, argv);
+  if (!options.ok()) {
+    std::fprintf(stderr, "inferd: %s\n",
+                 std::string(options.status().message()).c_str());
+    return 2;
+  }
+  if (options->help) {
+    std::cout << inferd::HelpText();
+    return 0;
+  }
+  if (options->version) {
+    std::cout << "inferd 0.1.0\n";
+    return 0;
+  }
+  auto log = inferd::InitLogging(options->log_format == "json"
+                                     ? inferd::LogFormat::kJson
+                                     : inferd::LogFormat::kText,
+                                 options->log_level);
+  if (!log.ok()) {
+    std::fprintf(stderr, "inferd: %s\n", std::string(log.message()).c_str());
+    return 2;
+  }
+
+  // Block SIGTERM/SIGINT in every thread; this thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = inferd::Server::Start(*options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "inferd: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 2;
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  LOG_INFO("received {}, shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(absl::Seconds(options->drain_timeout_seconds));
+  return 0;
+}

@@ -1,0 +1,57 @@
+// Server: the inferd gRPC server (Inference, Models, grpc.health.v1 and
+// reflection) over a ModelManager, with load-then-serve readiness and a
+// graceful drain. Thread-safe.
+#ifndef INFERD_SERVICE_SERVER_H_
+#define INFERD_SERVICE_SERVER_H_
+
+#include <memory>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "runtime/engine/model_manager.h"
+#include "service/flags.h"
+#include "service/health.h"
+#include "service/inference_service.h"
+
+namespace inferd {
+
+class Server {
+ public:
+  // Checks the model directories, binds the listen address and starts
+  // serving (health NOT_SERVING). Models load on a background thread;
+  // health turns SERVING when all finished. Errors say what to fix.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(
+      const ServerOptions& options);
+  ~Server();
+
+  // The port actually bound (useful with --listen 127.0.0.1:0).
+  int port() const { return port_; }
+
+  // Blocks until every model finished loading.
+  void WaitForModels();
+
+  // Graceful stop: health NOT_SERVING, new calls refused, in-flight calls
+  // get up to `drain_timeout` to finish, then are cancelled (UNAVAILABLE),
+  // engines stop. Idempotent.
+  void Shutdown(absl::Duration drain_timeout);
+
+  ModelManager& models() { return *models_; }
+
+ private:
+  Server() = default;
+
+  ServerOptions options_;
+  std::unique_ptr<ModelManager> models_;
+  std::unique_ptr<HealthService> health_;
+  std::unique_ptr<InferenceService> inference_;
+  std::unique_ptr<ModelsService> models_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread loader_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_SERVICE_SERVER_H_

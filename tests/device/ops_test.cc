@@ -1,0 +1,381 @@
+// Optimized CPU ops vs the reference kernels and vs direct formulas, for every
+// ISA level the machine supports (capped via SetCpuIsaCap).
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "device/ops.h"
+#include "gtest/gtest.h"
+#include "tests/device/test_util.h"
+
+namespace inferd {
+namespace {
+
+using testing_util::IsaCapTest;
+using testing_util::RandomVector;
+using testing_util::ToBf16;
+using testing_util::View2;
+
+const ExecutionContext kOpt{nullptr, KernelChoice::kOptimized};
+const ExecutionContext kRef{nullptr, KernelChoice::kReference};
+
+class LinearTest : public IsaCapTest {};
+
+// Linear vs reference over odd shapes; tolerance scales with sum |x||w|:
+// F32 accumulation 1e-5 relative; the vdpbf16ps path rounds activations to
+// BF16 (2^-8 relative per product).
+TEST_P(LinearTest, MatchesReferenceForF32AndBf16Weights) {
+  uint32_t seed = 1;
+  for (int64_t m : {1, 7, 64, 130}) {
+    for (int64_t n : {1, 3, 17, 33, 129}) {
+      for (int64_t k : {1, 3, 17, 33, 129, 1000}) {
+        for (bool bf16 : {false, true}) {
+          const int64_t ldx = k + (m % 2);  // odd M: padded rows
+          std::vector<float> x = RandomVector(m * ldx, seed++);
+          std::vector<float> w = RandomVector(n * k, seed++);
+          std::vector<float> bias = RandomVector(n, seed++);
+          std::vector<uint16_t> w16 = ToBf16(w);
+          if (bf16) {
+            for (int64_t i = 0; i < n * k; ++i) w[i] = Bf16ToFloat(w16[i]);
+          }
+          TensorView wv = bf16 ? TensorView::Contiguous(w16.data(), DType::kBF16, {n, k})
+                               : TensorView::Contiguous(w.data(), DType::kF32, {n, k});
+          TensorView bv = TensorView::Contiguous(bias.data(), DType::kF32, {n});
+          const bool use_bias = (n + k) % 2 == 0;
+          std::vector<float> y(m * n), y_ref(m * n);
+          ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k, ldx), wv,
+                             use_bias ? bv : TensorView{}, View2(y.data(), m, n))
+                          .ok());
+          ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k, ldx), wv,
+                             use_bias ? bv : TensorView{}, View2(y_ref.data(), m, n))
+                          .ok());
+          const double rel = (bf16 && Bf16DotActive()) ? 8e-3 : 1e-5;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double mag = 0;
+              for (int64_t p = 0; p < k; ++p) mag += std::fabs(x[i * ldx + p] * w[j * k + p]);
+              ASSERT_NEAR(y[i * n + j], y_ref[i * n + j], rel * mag + 1e-6)
+                  << "m=" << m << " n=" << n << " k=" << k << " bf16=" << bf16
+                  << " at (" << i << "," << j << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(LinearTest, MatMulMatchesDirectProduct) {
+  for (bool transpose_b : {false, true}) {
+    const int64_t m = 37, k = 45, n = 70;
+    std::vector<float> a = RandomVector(m * k, 3), b = RandomVector(k * n, 4);
+    std::vector<float> c(m * n);
+    TensorView bv = transpose_b ? View2(b.data(), n, k) : View2(b.data(), k, n);
+    ASSERT_TRUE(MatMul(kOpt, View2(a.data(), m, k), bv, transpose_b, View2(c.data(), m, n)).ok());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          s += a[i * k + p] * (transpose_b ? b[j * k + p] : b[p * n + j]);
+        }
+        ASSERT_NEAR(c[i * n + j], s, 1e-4);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, LinearTest, INFERD_ALL_ISAS, testing_util::IsaParamName);
+
+class ElementwiseTest : public IsaCapTest {};
+
+double GeluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+
+TEST_P(ElementwiseTest, ActivationsMatchFormulas) {
+  for (int64_t cols : {1, 3, 17, 129, 1000}) {
+    const int64_t rows = 5;
+    std::vector<float> x = RandomVector(rows * cols, cols, -6.0f, 6.0f);
+    std::vector<float> out(rows * cols);
+    for (Activation act : {Activation::kSilu, Activation::kGeluErf, Activation::kGeluTanh,
+                           Activation::kRelu, Activation::kTanh}) {
+      ASSERT_TRUE(Activate(kOpt, act, View2(x.data(), rows, cols), View2(out.data(), rows, cols)).ok());
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        const double v = x[i];
+        double want = 0;
+        switch (act) {
+          case Activation::kSilu: want = v / (1 + std::exp(-v)); break;
+          case Activation::kGeluErf: want = GeluErf(v); break;
+          case Activation::kGeluTanh:
+            want = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+            break;
+          case Activation::kRelu: want = v > 0 ? v : 0; break;
+          case Activation::kTanh: want = std::tanh(v); break;
+        }
+        // Fast exp/erf/tanh: <= 1e-6 absolute + 1e-5 relative.
+        ASSERT_NEAR(out[i], want, 1e-6 + 1e-5 * std::fabs(want)) << "act " << static_cast<int>(act) << " x=" << v;
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, GatedActivationFusedAndSeparateLayoutsAgree) {
+  const int64_t rows = 7, inter = 33;
+  std::vector<float> gate_up = RandomVector(rows * 2 * inter, 11, -4, 4);
+  std::vector<float> fused(rows * inter), separate(rows * inter);
+  ASSERT_TRUE(SwiGlu(kOpt, View2(gate_up.data(), rows, 2 * inter), View2(fused.data(), rows, inter)).ok());
+  TensorView gate = View2(gate_up.data(), rows, inter, 2 * inter);
+  TensorView up = View2(gate_up.data() + inter, rows, inter, 2 * inter);
+  ASSERT_TRUE(SwiGlu(kOpt, gate, up, View2(separate.data(), rows, inter)).ok());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < inter; ++j) {
+      const double g = gate_up[r * 2 * inter + j], u = gate_up[r * 2 * inter + inter + j];
+      const double want = g / (1 + std::exp(-g)) * u;
+      EXPECT_NEAR(fused[r * inter + j], want, 1e-5 * (1 + std::fabs(want)));
+      EXPECT_EQ(fused[r * inter + j], separate[r * inter + j]);
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, SoftmaxAndAddMatchReference) {
+  for (int64_t cols : {1, 17, 1000}) {
+    const int64_t rows = 9;
+    std::vector<float> x = RandomVector(rows * cols, 5, -20, 20), y = RandomVector(rows * cols, 6);
+    std::vector<float> a(rows * cols), b(rows * cols);
+    ASSERT_TRUE(Softmax(kOpt, View2(x.data(), rows, cols), View2(a.data(), rows, cols)).ok());
+    ASSERT_TRUE(Softmax(kRef, View2(x.data(), rows, cols), View2(b.data(), rows, cols)).ok());
+    for (int64_t i = 0; i < rows * cols; ++i) ASSERT_NEAR(a[i], b[i], 1e-6 + 1e-5 * b[i]);
+    ASSERT_TRUE(Add(kOpt, View2(x.data(), rows, cols), View2(y.data(), rows, cols), View2(a.data(), rows, cols)).ok());
+    for (int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(a[i], x[i] + y[i]);
+  }
+}
+
+TEST_P(ElementwiseTest, NormsMatchDirectFormulas) {
+  for (int64_t h : {1, 3, 17, 129, 1000}) {
+    const int64_t rows = 6;
+    std::vector<float> x = RandomVector(rows * h, h, -3, 3), w = RandomVector(h, 2), b = RandomVector(h, 3);
+    std::vector<float> res = RandomVector(rows * h, 4);
+    std::vector<float> ln(rows * h), rms(rows * h);
+    const float eps = 1e-5f;
+    ASSERT_TRUE(LayerNorm(kOpt, View2(x.data(), rows, h), TensorView::Contiguous(w.data(), DType::kF32, {h}),
+                          TensorView::Contiguous(b.data(), DType::kF32, {h}), eps, View2(ln.data(), rows, h)).ok());
+    std::vector<float> res_after = res;
+    ASSERT_TRUE(AddRmsNorm(kOpt, View2(x.data(), rows, h), View2(res_after.data(), rows, h),
+                           TensorView::Contiguous(w.data(), DType::kF32, {h}), eps, View2(rms.data(), rows, h)).ok());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0, ss = 0;
+      for (int64_t j = 0; j < h; ++j) mean += x[r * h + j];
+      mean /= h;
+      for (int64_t j = 0; j < h; ++j) var += std::pow(x[r * h + j] - mean, 2);
+      var /= h;
+      for (int64_t j = 0; j < h; ++j) {
+        const double s = static_cast<double>(x[r * h + j]) + res[r * h + j];
+        ASSERT_NEAR(res_after[r * h + j], s, 1e-6);
+        ss += s * s;
+      }
+      for (int64_t j = 0; j < h; ++j) {
+        const double want_ln = (x[r * h + j] - mean) / std::sqrt(var + eps) * w[j] + b[j];
+        ASSERT_NEAR(ln[r * h + j], want_ln, 1e-4 * (1 + std::fabs(want_ln))) << "h=" << h;
+        const double s = static_cast<double>(x[r * h + j]) + res[r * h + j];
+        const double want_rms = s / std::sqrt(ss / h + eps) * w[j];
+        ASSERT_NEAR(rms[r * h + j], want_rms, 1e-4 * (1 + std::fabs(want_rms)));
+      }
+    }
+  }
+}
+
+TEST_P(ElementwiseTest, EmbeddingGathersF32AndBf16Rows) {
+  const int64_t vocab = 50, h = 33;
+  std::vector<float> table = RandomVector(vocab * h, 8);
+  std::vector<uint16_t> table16 = ToBf16(table);
+  std::vector<int32_t> ids = {3, 0, 49, 3, 17};
+  TensorView idv = TensorView::Contiguous(ids.data(), DType::kI32, {5});
+  std::vector<float> out(5 * h), out16(5 * h);
+  ASSERT_TRUE(Embedding(kOpt, TensorView::Contiguous(table.data(), DType::kF32, {vocab, h}), idv,
+                        View2(out.data(), 5, h)).ok());
+  ASSERT_TRUE(Embedding(kOpt, TensorView::Contiguous(table16.data(), DType::kBF16, {vocab, h}), idv,
+                        View2(out16.data(), 5, h)).ok());
+  for (int t = 0; t < 5; ++t) {
+    for (int64_t j = 0; j < h; ++j) {
+      EXPECT_EQ(out[t * h + j], table[ids[t] * h + j]);
+      EXPECT_EQ(out16[t * h + j], Bf16ToFloat(table16[ids[t] * h + j]));
+    }
+  }
+  ids[1] = 50;
+  EXPECT_EQ(Embedding(kOpt, TensorView::Contiguous(table.data(), DType::kF32, {vocab, h}), idv,
+                      View2(out.data(), 5, h)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, ElementwiseTest, INFERD_ALL_ISAS, testing_util::IsaParamName);
+
+TEST(ConvertTest, RoundTripsThroughBf16AndF16) {
+  std::vector<float> src = {0.0f, 1.0f, -2.5f, 3.14159f, 65504.0f, 1e-6f, -1e-8f, 70000.0f};
+  std::vector<uint16_t> half(src.size());
+  std::vector<float> back(src.size());
+  const int64_t n = src.size();
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    ASSERT_TRUE(Convert(kOpt, TensorView::Contiguous(src.data(), DType::kF32, {n}),
+                        TensorView::Contiguous(half.data(), d, {n})).ok());
+    ASSERT_TRUE(Convert(kOpt, TensorView::Contiguous(half.data(), d, {n}),
+                        TensorView::Contiguous(back.data(), DType::kF32, {n})).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      if (d == DType::kF16 && std::fabs(src[i]) > 65504.0f) {
+        EXPECT_TRUE(std::isinf(back[i]));
+      } else if (d == DType::kF16 && std::fabs(src[i]) < 6e-5f) {
+        EXPECT_NEAR(back[i], src[i], 6e-8);  // subnormal spacing
+      } else {
+        EXPECT_NEAR(back[i], src[i], std::fabs(src[i]) * (d == DType::kBF16 ? 4e-3 : 5e-4));
+      }
+    }
+  }
+}
+
+// ---- RoPE -------------------------------------------------------------
+
+std::vector<double> DefaultInvFreq(double theta, int dim) {
+  std::vector<double> f;
+  for (int i = 0; i < dim; i += 2) f.push_back(std::pow(theta, -static_cast<double>(i) / dim));
+  return f;
+}
+
+TEST(RopeTest, InvFreqFollowsScalingFormulas) {
+  const int dim = 64;
+  const double theta = 500000.0;
+  RopeConfig base;
+  base.head_dim = dim;
+  base.theta = theta;
+  base.max_position_embeddings = 8192;
+  const std::vector<double> f0 = DefaultInvFreq(theta, dim);
+  {
+    auto rope = RopeCache::Create(base);
+    ASSERT_TRUE(rope.ok());
+    std::vector<float> f = rope->InvFreq();
+    for (int i = 0; i < dim / 2; ++i) EXPECT_NEAR(f[i], f0[i], 1e-7 * f0[i] + 1e-30);
+  }
+  {  // linear
+    RopeConfig c = base;
+    c.scaling.type = RopeScalingType::kLinear;
+    c.scaling.factor = 4;
+    std::vector<float> f = RopeCache::Create(c)->InvFreq();
+    for (int i = 0; i < dim / 2; ++i) EXPECT_NEAR(f[i], f0[i] / 4, 1e-7 * f0[i]);
+  }
+  {  // dynamic NTK: unchanged up to max_pos, base rescaled beyond
+    RopeConfig c = base;
+    c.scaling.type = RopeScalingType::kDynamicNtk;
+    c.scaling.factor = 2;
+    auto rope = RopeCache::Create(c);
+    std::vector<float> short_f = rope->InvFreq(100), long_f = rope->InvFreq(16384);
+    const double new_base = theta * std::pow(2.0 * 16384 / 8192 - 1, dim / (dim - 2.0));
+    const std::vector<double> fl = DefaultInvFreq(new_base, dim);
+    for (int i = 0; i < dim / 2; ++i) {
+      EXPECT_NEAR(short_f[i], f0[i], 1e-7 * f0[i]);
+      EXPECT_NEAR(long_f[i], fl[i], 1e-6 * fl[i]);
+    }
+  }
+  {  // llama3 (Llama 3.1 parameters)
+    RopeConfig c = base;
+    c.scaling.type = RopeScalingType::kLlama3;
+    c.scaling.factor = 8;
+    c.scaling.low_freq_factor = 1;
+    c.scaling.high_freq_factor = 4;
+    c.scaling.original_max_position_embeddings = 8192;
+    std::vector<float> f = RopeCache::Create(c)->InvFreq();
+    for (int i = 0; i < dim / 2; ++i) {
+      const double wavelen = 2 * M_PI / f0[i];
+      double want;
+      if (wavelen < 8192.0 / 4) {
+        want = f0[i];
+      } else if (wavelen > 8192.0 / 1) {
+        want = f0[i] / 8;
+      } else {
+        const double smooth = (8192.0 / wavelen - 1) / (4 - 1);
+        want = (1 - smooth) * f0[i] / 8 + smooth * f0[i];
+      }
+      EXPECT_NEAR(f[i], want, 1e-6 * want) << i;
+    }
+  }
+  {  // yarn
+    RopeConfig c = base;
+    c.theta = 10000;
+    c.scaling.type = RopeScalingType::kYarn;
+    c.scaling.factor = 4;
+    c.scaling.original_max_position_embeddings = 4096;
+    auto rope = RopeCache::Create(c);
+    EXPECT_NEAR(rope->attention_factor(), 0.1 * std::log(4.0) + 1, 1e-6);
+    const std::vector<double> g0 = DefaultInvFreq(10000, dim);
+    auto corr = [&](double rot) {
+      return dim * std::log(4096 / (rot * 2 * M_PI)) / (2 * std::log(10000.0));
+    };
+    const double low = std::max(0.0, std::floor(corr(32))), high = std::min(dim - 1.0, std::ceil(corr(1)));
+    std::vector<float> f = rope->InvFreq();
+    for (int i = 0; i < dim / 2; ++i) {
+      const double ramp = std::min(1.0, std::max(0.0, (i - low) / (high - low)));
+      const double want = g0[i] / 4 * ramp + g0[i] * (1 - ramp);
+      EXPECT_NEAR(f[i], want, 1e-6 * want) << i;
+    }
+    c.scaling.mscale = 1;
+    c.scaling.mscale_all_dim = 0.5;
+    EXPECT_NEAR(RopeCache::Create(c)->attention_factor(),
+                (0.1 * std::log(4.0) + 1) / (0.05 * std::log(4.0) + 1), 1e-6);
+  }
+}
+
+class RopeApplyTest : public IsaCapTest {};
+
+TEST_P(RopeApplyTest, RotatesPairsByPositionTimesFrequency) {
+  for (RopeStyle style : {RopeStyle::kNeox, RopeStyle::kGptJ}) {
+    for (int rotary_dim : {64, 32}) {  // full and partial rotary
+      const int d = 64, hq = 4, hk = 2;
+      RopeConfig c;
+      c.head_dim = d;
+      c.rotary_dim = rotary_dim;
+      c.style = style;
+      auto rope = RopeCache::Create(c);
+      ASSERT_TRUE(rope.ok());
+      std::vector<int32_t> pos = {0, 5, 1000, 3};
+      const int64_t t = pos.size();
+      std::vector<float> q = RandomVector(t * hq * d, 1), k = RandomVector(t * hk * d, 2);
+      std::vector<float> q0 = q, k0 = k;
+      ASSERT_TRUE(ApplyRope(kOpt, *rope, TensorView::Contiguous(pos.data(), DType::kI32, {t}),
+                            View2(q.data(), t, hq * d), View2(k.data(), t, hk * d)).ok());
+      const std::vector<double> f = DefaultInvFreq(10000, rotary_dim);
+      auto check = [&](const std::vector<float>& before, const std::vector<float>& after, int heads) {
+        for (int64_t r = 0; r < t; ++r) {
+          for (int h = 0; h < heads; ++h) {
+            const float* b = &before[(r * heads + h) * d];
+            const float* a = &after[(r * heads + h) * d];
+            for (int i = 0; i < rotary_dim / 2; ++i) {
+              const int ia = style == RopeStyle::kNeox ? i : 2 * i;
+              const int ib = style == RopeStyle::kNeox ? i + rotary_dim / 2 : 2 * i + 1;
+              const double ang = pos[r] * f[i];
+              ASSERT_NEAR(a[ia], b[ia] * std::cos(ang) - b[ib] * std::sin(ang), 2e-4);
+              ASSERT_NEAR(a[ib], b[ib] * std::cos(ang) + b[ia] * std::sin(ang), 2e-4);
+            }
+            for (int e = rotary_dim; e < d; ++e) ASSERT_EQ(a[e], b[e]);
+          }
+        }
+      };
+      check(q0, q, hq);
+      check(k0, k, hk);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, RopeApplyTest, INFERD_ALL_ISAS, testing_util::IsaParamName);
+
+TEST(OpsValidationTest, RejectsMismatchedShapes) {
+  std::vector<float> x(12), w(12), y(12);
+  EXPECT_EQ(Linear(kOpt, View2(x.data(), 3, 4), View2(w.data(), 4, 3), TensorView{},
+                   View2(y.data(), 3, 4)).code(),
+            absl::StatusCode::kInvalidArgument);
+  AttentionParams p;
+  p.num_heads = 3;
+  p.num_kv_heads = 2;
+  p.head_dim = 4;
+  std::vector<int32_t> cu = {0, 1};
+  EXPECT_EQ(VarlenAttention(kOpt, View2(x.data(), 1, 12), View2(w.data(), 1, 8), View2(w.data(), 1, 8),
+                            TensorView::Contiguous(cu.data(), DType::kI32, {2}), p, View2(y.data(), 1, 12)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace inferd

@@ -1,0 +1,492 @@
+#!/usr/bin/python3
+"""Independent NumPy (float64) forward passes for the model families inferd
+serves, written from the published model definitions, to check inferd's
+numerics against.
+
+Families: BERT and XLM-RoBERTa encoders (post-LN, exact erf GELU, absolute
+positions, token types, sequence-classification heads) and Llama / Mistral /
+Qwen2 decoders (RMSNorm, rotary embeddings in the rotate-half layout with
+linear / dynamic / llama3 / yarn scaling, grouped-query attention, causal or
+bidirectional masks, Mistral/Qwen2 sliding windows, SwiGLU MLP, tied or
+untied LM head). Sentence-transformers pooling (CLS / MEAN / MAX / LAST) and
+normalization follow the model directory's modules.json.
+
+CLI:
+  reference.py --model DIR --ids 1,2,3 [--type-ids 0,0,1] [--bidirectional]
+               [--greedy N] [--logits all|last|none] [--out out.json]
+Writes JSON with "hidden_states" ([tokens][hidden], the model's last hidden
+state), "logits" ([tokens][vocab] for causal LMs, or [num_labels] for
+sequence classifiers), "embedding" (when the directory is a
+sentence-transformers model) and "greedy" (N greedily decoded ids).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+# --------------------------------------------------------------------------
+# Loading
+
+_NP_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8",
+              "I32": "<i4", "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "u1"}
+
+
+def read_safetensors(path):
+    """name -> numpy array (float tensors as float64)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        raw = data[base + b:base + e]
+        shape = tuple(info["shape"])
+        if info["dtype"] == "BF16":
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            arr = bits.view(np.float32).astype(np.float64)
+        else:
+            arr = np.frombuffer(raw, dtype=_NP_DTYPES[info["dtype"]])
+            if arr.dtype.kind == "f":
+                arr = arr.astype(np.float64)
+        out[name] = arr.reshape(shape)
+    return out
+
+
+def load_weights(model_dir):
+    single = os.path.join(model_dir, "model.safetensors")
+    if os.path.isfile(single):
+        return read_safetensors(single)
+    with open(os.path.join(model_dir, "model.safetensors.index.json")) as f:
+        index = json.load(f)
+    out = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        out.update(read_safetensors(os.path.join(model_dir, shard)))
+    return out
+
+
+class Weights:
+    """Tensor lookup tolerant of the base-model prefixes HF checkpoints use."""
+
+    PREFIXES = ("", "bert.", "roberta.", "model.")
+
+    def __init__(self, tensors):
+        self.t = tensors
+
+    def __call__(self, name):
+        for p in self.PREFIXES:
+            if p + name in self.t:
+                return self.t[p + name]
+        raise KeyError("tensor %s not found" % name)
+
+    def has(self, name):
+        return any(p + name in self.t for p in self.PREFIXES)
+
+
+def load_json(path, default=None):
+    if not os.path.isfile(path):
+        return default
+    with open(path) as f:
+        return json.load(f)
+
+
+# --------------------------------------------------------------------------
+# Building blocks
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def activation(name):
+    if name == "gelu":  # exact
+        return lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return lambda x: 0.5 * x * (1.0 + np.tanh(
+            math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+    if name in ("silu", "swish"):
+        return lambda x: x / (1.0 + np.exp(-x))
+    if name == "relu":
+        return lambda x: np.maximum(x, 0.0)
+    raise ValueError("unsupported activation %s" % name)
+
+
+def linear(x, w, b=None):
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(-1, keepdims=True)
+
+
+def attention(q, k, v, mask):
+    """q: [heads, T, D]; k, v: [kv_heads, T, D]; mask: [T, T] bool (allowed)."""
+    heads, kv = q.shape[0], k.shape[0]
+    group = heads // kv
+    k = np.repeat(k, group, axis=0)
+    v = np.repeat(v, group, axis=0)
+    scores = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
+    scores = np.where(mask[None], scores, -np.inf)
+    return softmax(scores) @ v  # [heads, T, D]
+
+
+# --------------------------------------------------------------------------
+# Encoders (BERT, XLM-RoBERTa)
+
+
+def encoder_position_ids(cfg, ids):
+    if cfg["model_type"] in ("xlm-roberta", "roberta"):
+        # Positions count non-padding tokens from padding_idx + 1; padding
+        # tokens sit at padding_idx.
+        pad = cfg.get("pad_token_id", 1)
+        mask = (ids != pad).astype(np.int64)
+        return np.cumsum(mask) * mask + pad
+    return np.arange(len(ids))
+
+
+def encoder_forward(cfg, w, ids, type_ids=None):
+    ids = np.asarray(ids, dtype=np.int64)
+    T = len(ids)
+    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    D = H // heads
+    eps = cfg.get("layer_norm_eps", 1e-12)
+    act = activation(cfg.get("hidden_act", "gelu"))
+    if type_ids is None:
+        type_ids = np.zeros(T, dtype=np.int64)
+    x = (w("embeddings.word_embeddings.weight")[ids] +
+         w("embeddings.position_embeddings.weight")[encoder_position_ids(cfg, ids)])
+    if w.has("embeddings.token_type_embeddings.weight"):
+        x = x + w("embeddings.token_type_embeddings.weight")[np.asarray(type_ids)]
+    x = layer_norm(x, w("embeddings.LayerNorm.weight"), w("embeddings.LayerNorm.bias"), eps)
+    mask = np.ones((T, T), dtype=bool)
+    for i in range(cfg["num_hidden_layers"]):
+        p = "encoder.layer.%d." % i
+
+        def proj(name, inp):
+            return linear(inp, w(p + name + ".weight"), w(p + name + ".bias"))
+
+        q = proj("attention.self.query", x).reshape(T, heads, D).transpose(1, 0, 2)
+        k = proj("attention.self.key", x).reshape(T, heads, D).transpose(1, 0, 2)
+        v = proj("attention.self.value", x).reshape(T, heads, D).transpose(1, 0, 2)
+        ctx = attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, H)
+        x = layer_norm(proj("attention.output.dense", ctx) + x,
+                       w(p + "attention.output.LayerNorm.weight"),
+                       w(p + "attention.output.LayerNorm.bias"), eps)
+        h = act(proj("intermediate.dense", x))
+        x = layer_norm(proj("output.dense", h) + x, w(p + "output.LayerNorm.weight"),
+                       w(p + "output.LayerNorm.bias"), eps)
+    return x
+
+
+def encoder_classify(cfg, w, hidden):
+    """Sequence-classification logits [num_labels] from the first token."""
+    first = hidden[0]
+    if cfg["model_type"] in ("xlm-roberta", "roberta"):
+        h = np.tanh(linear(first, w("classifier.dense.weight"), w("classifier.dense.bias")))
+        return linear(h, w("classifier.out_proj.weight"), w("classifier.out_proj.bias"))
+    pooled = np.tanh(linear(first, w("pooler.dense.weight"), w("pooler.dense.bias")))
+    return linear(pooled, w("classifier.weight"), w("classifier.bias"))
+
+
+# --------------------------------------------------------------------------
+# Decoders (Llama, Mistral, Qwen2)
+
+
+def rope_parameters(cfg):
+    """(theta, rope_scaling dict or None), also from newer rope_parameters."""
+    theta = cfg.get("rope_theta", 10000.0)
+    scaling = cfg.get("rope_scaling")
+    params = cfg.get("rope_parameters")
+    if params:
+        theta = params.get("rope_theta", theta)
+        scaling = scaling or params
+    if scaling:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if kind in (None, "default"):
+            scaling = None
+    return theta, scaling
+
+
+def _yarn_mscale(scale, mscale=1.0):
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def rope_inv_freq(cfg, head_dim, seq_len):
+    """(inv_freq [head_dim/2], attention scale applied to cos/sin)."""
+    theta, s = rope_parameters(cfg)
+    dim = head_dim
+    inv = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    if s is None:
+        return inv, 1.0
+    kind = s.get("rope_type", s.get("type"))
+    factor = float(s.get("factor", 1.0))
+    max_pos = cfg.get("max_position_embeddings", 2048)
+    if kind == "linear":
+        return inv / factor, 1.0
+    if kind == "dynamic":
+        orig = s.get("original_max_position_embeddings") or max_pos
+        if seq_len > orig:
+            base = theta * ((factor * seq_len / orig) - (factor - 1)) ** (dim / (dim - 2))
+            inv = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+        return inv, 1.0
+    if kind == "llama3":
+        orig = s["original_max_position_embeddings"]
+        low, high = s["low_freq_factor"], s["high_freq_factor"]
+        low_wavelen, high_wavelen = orig / low, orig / high
+        wavelen = 2 * math.pi / inv
+        scaled = np.where(wavelen > low_wavelen, inv / factor, inv)
+        smooth = (orig / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+        return np.where(medium, smoothed, scaled), 1.0
+    if kind == "yarn":
+        orig = s.get("original_max_position_embeddings") or max_pos
+        beta_fast, beta_slow = s.get("beta_fast", 32), s.get("beta_slow", 1)
+        att = s.get("attention_factor")
+        if att is None:
+            if s.get("mscale") and s.get("mscale_all_dim"):
+                att = (_yarn_mscale(factor, s["mscale"]) /
+                       _yarn_mscale(factor, s["mscale_all_dim"]))
+            else:
+                att = _yarn_mscale(factor)
+
+        def correction_dim(rot):
+            return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(theta))
+
+        lo = max(math.floor(correction_dim(beta_fast)), 0)
+        hi = min(math.ceil(correction_dim(beta_slow)), dim - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - lo) / (hi - lo), 0, 1)
+        extrapolation = 1.0 - ramp
+        pos_freqs = theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+        inv = (1.0 / (factor * pos_freqs)) * (1 - extrapolation) + (1.0 / pos_freqs) * extrapolation
+        return inv, att
+    raise ValueError("unsupported rope scaling %s" % kind)
+
+
+def apply_rope(x, positions, inv_freq, scale):
+    """x: [heads, T, D]; rotate-half layout (first half pairs with second)."""
+    freqs = np.outer(positions, inv_freq)  # [T, D/2]
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos, sin = np.cos(emb) * scale, np.sin(emb) * scale
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos[None] + rotated * sin[None]
+
+
+def sliding_window_for_layer(cfg, layer):
+    window = cfg.get("sliding_window")
+    if window is None:
+        return None
+    if cfg.get("layer_types"):
+        return window if cfg["layer_types"][layer] == "sliding_attention" else None
+    if cfg["model_type"] == "mistral":
+        return window
+    if cfg["model_type"] == "qwen2":
+        if cfg.get("use_sliding_window", False) and layer >= cfg.get("max_window_layers", 28):
+            return window
+    return None
+
+
+def decoder_mask(T, window, bidirectional):
+    i = np.arange(T)[:, None]
+    j = np.arange(T)[None, :]
+    allowed = np.ones((T, T), dtype=bool) if bidirectional else j <= i
+    if window is not None and not bidirectional:
+        # A query attends to the `window` most recent positions, itself
+        # included (i - j < window).
+        allowed &= (i - j) < window
+    return allowed
+
+
+def decoder_forward(cfg, w, ids, bidirectional=False):
+    """(final-norm hidden states [T, H], logits [T, V] or None)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = len(ids)
+    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or heads
+    D = cfg.get("head_dim") or H // heads
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    act = activation(cfg.get("hidden_act", "silu"))
+    positions = np.arange(T, dtype=np.float64)
+    inv_freq, rope_scale = rope_inv_freq(cfg, D, T)
+    x = w("embed_tokens.weight")[ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = "layers.%d." % layer
+
+        def proj(name, inp):
+            bias = w(p + name + ".bias") if w.has(p + name + ".bias") else None
+            return linear(inp, w(p + name + ".weight"), bias)
+
+        h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
+        q = proj("self_attn.q_proj", h).reshape(T, heads, D).transpose(1, 0, 2)
+        k = proj("self_attn.k_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
+        v = proj("self_attn.v_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
+        q = apply_rope(q, positions, inv_freq, rope_scale)
+        k = apply_rope(k, positions, inv_freq, rope_scale)
+        mask = decoder_mask(T, sliding_window_for_layer(cfg, layer), bidirectional)
+        ctx = attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, heads * D)
+        x = x + proj("self_attn.o_proj", ctx)
+        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
+        x = x + proj("mlp.down_proj", act(proj("mlp.gate_proj", h)) * proj("mlp.up_proj", h))
+    x = rms_norm(x, w("norm.weight"), eps)
+    if not cfg["architectures"][0].endswith("ForCausalLM"):
+        return x, None
+    if "lm_head.weight" in w.t:
+        head = w.t["lm_head.weight"]
+    elif cfg.get("tie_word_embeddings", False):
+        head = w("embed_tokens.weight")
+    else:
+        raise KeyError("lm_head.weight missing and tie_word_embeddings is false")
+    return x, x @ head.T
+
+
+# --------------------------------------------------------------------------
+# Pooling
+
+
+def pool(hidden, mode, attention_mask=None):
+    mask = np.ones(len(hidden)) if attention_mask is None else np.asarray(attention_mask, float)
+    if mode == "cls":
+        return hidden[0]
+    if mode == "mean":
+        return (hidden * mask[:, None]).sum(0) / max(mask.sum(), 1e-9)
+    if mode == "max":
+        return np.where(mask[:, None] > 0, hidden, -np.inf).max(0)
+    if mode == "lasttoken":
+        return hidden[int(np.nonzero(mask)[0][-1])]
+    raise ValueError("unsupported pooling %s" % mode)
+
+
+def normalize(v):
+    return v / max(np.linalg.norm(v), 1e-12)
+
+
+def st_embedding(model_dir, hidden):
+    """Embedding per the directory's sentence-transformers modules, or None."""
+    modules = load_json(os.path.join(model_dir, "modules.json"))
+    if not modules:
+        return None
+    out = hidden
+    for m in sorted(modules, key=lambda m: m.get("idx", 0)):
+        kind = m["type"].rsplit(".", 1)[-1]
+        if kind == "Pooling":
+            pc = load_json(os.path.join(model_dir, m["path"], "config.json"))
+            mode = next(mode for key, mode in (
+                ("pooling_mode_cls_token", "cls"), ("pooling_mode_mean_tokens", "mean"),
+                ("pooling_mode_max_tokens", "max"), ("pooling_mode_lasttoken", "lasttoken"))
+                if pc.get(key))
+            out = pool(out, mode)
+        elif kind == "Normalize":
+            out = normalize(out)
+        elif kind == "Dense":
+            dc = load_json(os.path.join(model_dir, m["path"], "config.json"))
+            dw = read_safetensors(os.path.join(model_dir, m["path"], "model.safetensors"))
+            out = linear(out, dw["linear.weight"], dw.get("linear.bias"))
+            act = dc.get("activation_function", "torch.nn.modules.activation.Tanh")
+            if act.endswith("Tanh"):
+                out = np.tanh(out)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Model wrapper
+
+
+class Model:
+    def __init__(self, model_dir):
+        self.dir = model_dir
+        self.cfg = load_json(os.path.join(model_dir, "config.json"))
+        self.w = Weights(load_weights(model_dir))
+        self.encoder = self.cfg["model_type"] in ("bert", "xlm-roberta", "roberta")
+        self.arch = self.cfg["architectures"][0]
+
+    def forward(self, ids, type_ids=None, bidirectional=False):
+        """(hidden [T, H], logits or None)."""
+        if self.encoder:
+            hidden = encoder_forward(self.cfg, self.w, ids, type_ids)
+            logits = (encoder_classify(self.cfg, self.w, hidden)
+                      if self.arch.endswith("ForSequenceClassification") else None)
+            return hidden, logits
+        return decoder_forward(self.cfg, self.w, ids, bidirectional)
+
+    def greedy(self, ids, n, eos_ids=()):
+        """Greedily appends up to n tokens (stops after an EOS id)."""
+        seq = list(ids)
+        out = []
+        for _ in range(n):
+            _, logits = self.forward(seq)
+            nxt = int(np.argmax(logits[-1]))
+            out.append(nxt)
+            seq.append(nxt)
+            if nxt in eos_ids:
+                break
+        return out
+
+
+def parse_ids(text):
+    return [int(t) for t in text.replace(" ", "").split(",") if t != ""]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--ids", required=True, help="comma-separated token ids")
+    ap.add_argument("--type-ids", "--pair-type-ids", dest="type_ids", default=None)
+    ap.add_argument("--bidirectional", action="store_true")
+    ap.add_argument("--greedy", type=int, default=0)
+    ap.add_argument("--logits", choices=["all", "last", "none"], default="all")
+    ap.add_argument("--out", default=None, help="JSON output (default stdout)")
+    args = ap.parse_args()
+
+    model = Model(args.model)
+    ids = parse_ids(args.ids)
+    type_ids = parse_ids(args.type_ids) if args.type_ids else None
+    if type_ids is not None and len(type_ids) != len(ids):
+        sys.exit("--type-ids must have one entry per id")
+    hidden, logits = model.forward(ids, type_ids, args.bidirectional)
+    result = {"model": os.path.abspath(args.model), "ids": ids,
+              "hidden_states": hidden.tolist()}
+    if logits is not None and args.logits != "none":
+        if logits.ndim == 2 and args.logits == "last":
+            logits = logits[-1:]
+        result["logits"] = logits.tolist()
+    emb = st_embedding(args.model, hidden)
+    if emb is not None:
+        result["embedding"] = emb.tolist()
+    if args.greedy:
+        if logits is None:
+            sys.exit("--greedy needs a causal LM")
+        eos = model.cfg.get("eos_token_id")
+        eos = eos if isinstance(eos, list) else ([] if eos is None else [eos])
+        result["greedy"] = model.greedy(ids, args.greedy, eos)
+    text = json.dumps(result)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+#include "runtime/loader/model_config.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace inferd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+nlohmann::json Minimal(const std::string& arch, const std::string& type) {
+  return {{"architectures", {arch}}, {"model_type", type},
+          {"vocab_size", 100},       {"hidden_size", 64},
+          {"num_hidden_layers", 2},  {"num_attention_heads", 4}};
+}
+
+ModelConfig MustParse(const nlohmann::json& j) {
+  auto c = ParseModelConfig(j.dump(), "test/config.json");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : ModelConfig{};
+}
+
+TEST(ModelConfigTest, BertDefaults) {
+  ModelConfig c = MustParse(Minimal("BertModel", "bert"));
+  EXPECT_EQ(c.family, ModelFamily::kBert);
+  EXPECT_TRUE(c.IsEncoder());
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-12);
+  EXPECT_EQ(c.hidden_act, "gelu");
+  EXPECT_EQ(c.type_vocab_size, 2);
+  EXPECT_EQ(c.max_position_embeddings, 512);
+  EXPECT_EQ(c.position_embedding_type, "absolute");
+  EXPECT_EQ(c.pad_token_id, 0);
+  EXPECT_EQ(c.intermediate_size, 3072);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_EQ(c.position_id_offset(), 0);
+  EXPECT_EQ(c.num_labels, 2);
+  EXPECT_FALSE(c.IsCausalLM());
+}
+
+TEST(ModelConfigTest, XlmRobertaDefaultsAndPositionOffset) {
+  ModelConfig c = MustParse(Minimal("XLMRobertaModel", "xlm-roberta"));
+  EXPECT_EQ(c.family, ModelFamily::kXlmRoberta);
+  EXPECT_EQ(c.pad_token_id, 1);
+  EXPECT_EQ(c.bos_token_id, 0);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(2));
+  // XLMRobertaConfig's class defaults (real checkpoints set 1e-5/514/1).
+  EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-12);
+  EXPECT_EQ(c.max_position_embeddings, 512);
+  EXPECT_EQ(c.position_id_offset(), 2);
+
+  nlohmann::json j = Minimal("XLMRobertaForSequenceClassification", "xlm-roberta");
+  j["pad_token_id"] = 3;
+  j["layer_norm_eps"] = 1e-5;
+  j["type_vocab_size"] = 1;
+  j["max_position_embeddings"] = 514;
+  ModelConfig r = MustParse(j);
+  EXPECT_EQ(r.position_id_offset(), 4);
+  EXPECT_DOUBLE_EQ(r.layer_norm_eps, 1e-5);
+  EXPECT_EQ(r.type_vocab_size, 1);
+  EXPECT_TRUE(r.IsSequenceClassification());
+}
+
+TEST(ModelConfigTest, LlamaDefaults) {
+  ModelConfig c = MustParse(Minimal("LlamaForCausalLM", "llama"));
+  EXPECT_EQ(c.family, ModelFamily::kLlama);
+  EXPECT_TRUE(c.IsCausalLM());
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.max_position_embeddings, 2048);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_FALSE(c.mlp_bias);
+  EXPECT_EQ(c.hidden_act, "silu");
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_THAT(c.eos_token_ids, ElementsAre(2));
+  EXPECT_FALSE(c.pad_token_id.has_value());
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_FALSE(c.SlidingWindowForLayer(0).has_value());
+}
+
+TEST(ModelConfigTest, ExplicitHeadDimAndGqa) {
+  nlohmann::json j = Minimal("LlamaForCausalLM", "llama");
+  j["head_dim"] = 32;
+  j["num_key_value_heads"] = 2;
+  ModelConfig c = MustParse(j);
+  EXPECT_EQ(c.head_dim, 32);
+  EXPECT_EQ(c.num_key_value_heads, 2);
+}
+
+TEST(ModelConfigTest, MistralDefaultsAndSlidingWindow) {
+  nlohmann::json j = Minimal("MistralForCausalLM", "mistral");
+  j["num_attention_heads"] = 16;
+  ModelConfig c = MustParse(j);
+  EXPECT_EQ(c.family, ModelFamily::kMistral);
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.SlidingWindowForLayer(1), 4096);
+  EXPECT_EQ(c.max_position_embeddings, 4096 * 32);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.num_key_value_heads, 8);  // MistralConfig's default
+
+  j["sliding_window"] = nullptr;  // Mistral v0.2+: full attention
+  ModelConfig full = MustParse(j);
+  EXPECT_FALSE(full.sliding_window.has_value());
+  EXPECT_FALSE(full.SlidingWindowForLayer(0).has_value());
+}
+
+TEST(ModelConfigTest, Qwen2DefaultsAndPerLayerWindow) {
+  nlohmann::json j = Minimal("Qwen2ForCausalLM", "qwen2");
+  j["num_key_value_heads"] = 2;
+  ModelConfig c = MustParse(j);
+  EXPECT_EQ(c.family, ModelFamily::kQwen2);
+  EXPECT_TRUE(c.attention_bias);
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.use_sliding_window);
+  EXPECT_FALSE(c.SlidingWindowForLayer(40).has_value());
+  EXPECT_EQ(c.max_window_layers, 28);
+
+  j["use_sliding_window"] = true;
+  j["sliding_window"] = 128;
+  j["max_window_layers"] = 1;
+  j["attention_bias"] = false;  // ignored: Qwen2 always has q/k/v bias
+  ModelConfig w = MustParse(j);
+  EXPECT_TRUE(w.attention_bias);
+  EXPECT_FALSE(w.SlidingWindowForLayer(0).has_value());
+  EXPECT_EQ(w.SlidingWindowForLayer(1), 128);
+
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  ModelConfig lt = MustParse(j);
+  EXPECT_EQ(lt.SlidingWindowForLayer(0), 128);
+  EXPECT_FALSE(lt.SlidingWindowForLayer(1).has_value());
+}
+
+TEST(ModelConfigTest, MissingRequiredFieldNamesFieldAndFile) {
+  for (const char* field : {"architectures", "vocab_size", "hidden_size",
+                            "num_hidden_layers", "num_attention_heads"}) {
+    nlohmann::json j = Minimal("LlamaForCausalLM", "llama");
+    j.erase(field);
+    auto c = ParseModelConfig(j.dump(), "dir/config.json");
+    ASSERT_FALSE(c.ok()) << field;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(c.status().message(), HasSubstr(field));
+    EXPECT_THAT(c.status().message(), HasSubstr("dir/config.json"));
+  }
+}
+
+TEST(ModelConfigTest, RejectsWrongTypesAndInconsistentShapes) {
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+  };
+  const Case cases[] = {
+      {"hidden_size", "64"},
+      {"hidden_size", 0},
+      {"hidden_size", 66},  // not a multiple of 4 heads
+      {"num_key_value_heads", 3},
+      {"rms_norm_eps", "tiny"},
+      {"tie_word_embeddings", 1},
+      {"eos_token_id", "</s>"},
+      {"rope_scaling", 2.0},
+      {"architectures", nlohmann::json::array()},
+      {"id2label", {{"x", "LABEL"}}},
+      {"problem_type", "ranking"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = Minimal("LlamaForCausalLM", "llama");
+    j[c.field] = c.value;
+    auto parsed = ParseModelConfig(j.dump());
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.field << "=" << c.value.dump();
+    EXPECT_THAT(parsed.status().message(), HasSubstr(c.field))
+        << parsed.status();
+  }
+}
+
+TEST(ModelConfigTest, RejectsBadJsonAndUnknownFamily) {
+  auto bad = ParseModelConfig("{\"architectures\": [", "x/config.json");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("x/config.json"));
+  auto arr = ParseModelConfig("[]");
+  EXPECT_EQ(arr.status().code(), absl::StatusCode::kInvalidArgument);
+  auto gpt = ParseModelConfig(Minimal("GPT2LMHeadModel", "gpt2").dump());
+  EXPECT_EQ(gpt.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(gpt.status().message(), HasSubstr("gpt2"));
+}
+
+TEST(ModelConfigTest, InfersFamilyFromArchitectureWithoutModelType) {
+  nlohmann::json j = Minimal("Qwen2Model", "");
+  j.erase("model_type");
+  j["num_key_value_heads"] = 4;
+  EXPECT_EQ(MustParse(j).family, ModelFamily::kQwen2);
+  j["architectures"] = {"Qwen2MoeForCausalLM"};
+  EXPECT_FALSE(ParseModelConfig(j.dump()).ok());
+}
+
+TEST(ModelConfigTest, RopeScalingVariants) {
+  nlohmann::json j = Minimal("LlamaForCausalLM", "llama");
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  ModelConfig linear = MustParse(j);
+  ASSERT_TRUE(linear.rope_scaling.has_value());
+  EXPECT_EQ(linear.rope_scaling->type, "linear");
+  EXPECT_DOUBLE_EQ(linear.rope_scaling->factor, 2.0);
+
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
+  EXPECT_EQ(MustParse(j).rope_scaling->type, "dynamic");
+
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0},
+                       {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  ModelConfig l3 = MustParse(j);
+  EXPECT_EQ(l3.rope_scaling->type, "llama3");
+  EXPECT_EQ(l3.rope_scaling->original_max_position_embeddings, 8192);
+  EXPECT_DOUBLE_EQ(l3.rope_scaling->high_freq_factor, 4.0);
+
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0},
+                       {"original_max_position_embeddings", 32768},
+                       {"beta_fast", 16}, {"attention_factor", 1.2}};
+  ModelConfig yarn = MustParse(j);
+  EXPECT_EQ(yarn.rope_scaling->type, "yarn");
+  EXPECT_DOUBLE_EQ(yarn.rope_scaling->beta_fast, 16.0);
+  EXPECT_DOUBLE_EQ(yarn.rope_scaling->beta_slow, 1.0);
+  EXPECT_EQ(yarn.rope_scaling->attention_factor, 1.2);
+
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  EXPECT_FALSE(MustParse(j).rope_scaling.has_value());
+  j["rope_scaling"] = nullptr;
+  EXPECT_FALSE(MustParse(j).rope_scaling.has_value());
+
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  auto incomplete = ParseModelConfig(j.dump());
+  EXPECT_THAT(incomplete.status().message(),
+              HasSubstr("original_max_position_embeddings"));
+  j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 2.0}};
+  EXPECT_THAT(ParseModelConfig(j.dump()).status().message(),
+              HasSubstr("ntk-by-parts"));
+  j["rope_scaling"] = {{"type", "linear"}};
+  EXPECT_THAT(ParseModelConfig(j.dump()).status().message(), HasSubstr("factor"));
+
+  nlohmann::json v5 = Minimal("LlamaForCausalLM", "llama");
+  v5["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "linear"},
+                           {"factor", 2.0}};
+  ModelConfig p = MustParse(v5);
+  EXPECT_DOUBLE_EQ(p.rope_theta, 500000.0);
+  EXPECT_EQ(p.rope_scaling->type, "linear");
+}
+
+TEST(ModelConfigTest, LabelsTokensAndHints) {
+  nlohmann::json j = Minimal("BertForSequenceClassification", "bert");
+  j["id2label"] = {{"0", "neg"}, {"1", "neu"}, {"2", "pos"}};
+  j["label2id"] = {{"neg", 0}, {"neu", 1}, {"pos", 2}};
+  j["problem_type"] = "single_label_classification";
+  j["classifier_dropout"] = nullptr;
+  j["torch_dtype"] = "bfloat16";
+  ModelConfig c = MustParse(j);
+  EXPECT_EQ(c.num_labels, 3);
+  EXPECT_EQ(c.id2label.at(2), "pos");
+  EXPECT_EQ(c.label2id.at("neu"), 1);
+  EXPECT_EQ(c.problem_type, "single_label_classification");
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+
+  nlohmann::json r = Minimal("XLMRobertaForSequenceClassification", "xlm-roberta");
+  r["num_labels"] = 1;
+  EXPECT_EQ(MustParse(r).num_labels, 1);
+
+  nlohmann::json d = Minimal("LlamaForCausalLM", "llama");
+  d["eos_token_id"] = {128001, 128008, 128009};
+  d["bos_token_id"] = 128000;
+  d["pad_token_id"] = nullptr;
+  d["is_causal"] = false;
+  d["max_position_embeddings"] = 131072.0;  // integral floats are accepted
+  ModelConfig l = MustParse(d);
+  EXPECT_THAT(l.eos_token_ids, ElementsAre(128001, 128008, 128009));
+  EXPECT_EQ(l.bos_token_id, 128000);
+  EXPECT_FALSE(l.pad_token_id.has_value());
+  EXPECT_EQ(l.is_causal, false);
+  EXPECT_EQ(l.max_position_embeddings, 131072);
+}
+
+TEST(ModelConfigTest, LoadsConfigFromSharedStories260K) {
+  const std::string dir = absl::StrCat(INFERD_SHARED_DIR, "/models/stories260K");
+  auto c = LoadModelConfig(dir);
+  if (absl::IsNotFound(c.status())) {
+    GTEST_SKIP() << "shared model absent: " << dir;
+  }
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_hidden_layers, 5);
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-5);
+}
+
+}  // namespace
+}  // namespace inferd

@@ -1,0 +1,582 @@
+// Model runner tests: the C++ forward pass of every generated tiny model
+// against tests/reference/reference.py (NumPy, float64), batched.
+#include "runtime/model/model_runner.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "runtime/model/model_registry.h"
+#include "tests/runtime/model/model_test_util.h"
+
+namespace inferd {
+namespace {
+
+using testing_util::BlockLayout;
+using testing_util::Compare;
+using testing_util::ErrorStats;
+using testing_util::Flatten;
+using testing_util::MakeRunner;
+using testing_util::RandomIds;
+using testing_util::RunReference;
+using testing_util::TestModelDir;
+
+// F32 tolerance: inferd computes in float32 against a float64 reference;
+// 2-layer tiny models accumulate a few ulps per op, far below 1e-4.
+constexpr double kF32Tol = 1e-4;
+
+// Sequences of different lengths for batched runs.
+std::vector<std::vector<int32_t>> TestPrompts(int64_t vocab) {
+  const int32_t hi = static_cast<int32_t>(std::min<int64_t>(vocab, 2000));
+  return {RandomIds(9, 5, hi, 1), RandomIds(3, 5, hi, 2),
+          RandomIds(17, 5, hi, 3), RandomIds(1, 5, hi, 4)};
+}
+
+std::unique_ptr<ModelRunnerBase> Runner(const std::string& name,
+                                        DType dtype = DType::kF32,
+                                        bool bidirectional = false) {
+  auto runner = MakeRunner(TestModelDir(name), dtype, bidirectional);
+  EXPECT_TRUE(runner.ok()) << name << ": " << runner.status();
+  return runner.ok() ? std::move(*runner) : nullptr;
+}
+
+// Expects `actual` (rows x cols) to match `ref` within tol * max|ref|.
+void ExpectClose(const std::vector<float>& actual, const nlohmann::json& ref,
+                 int64_t cols, double tol, const std::string& what) {
+  const std::vector<float> expected = Flatten(ref);
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  const ErrorStats s = Compare(actual, expected, cols);
+  EXPECT_LE(s.max_abs_err, tol * s.max_abs_ref)
+      << what << ": max abs err " << s.max_abs_err << ", max |ref| "
+      << s.max_abs_ref;
+}
+
+// ---------------------------------------------------------------------------
+// Encoders and decoder embedders: hidden states of a batch of sequences.
+
+struct HiddenCase {
+  std::string model;
+  bool bidirectional;
+};
+
+class HiddenStatesTest : public ::testing::TestWithParam<HiddenCase> {};
+
+TEST_P(HiddenStatesTest, BatchedHiddenStatesMatchReference) {
+  const HiddenCase& c = GetParam();
+  auto runner = Runner(c.model, DType::kF32, c.bidirectional);
+  ASSERT_NE(runner, nullptr);
+  EXPECT_EQ(runner->attention_backend(),
+            AttentionBackendKind::kBidirectionalPrefill);
+  const auto prompts = TestPrompts(runner->vocab_size());
+  BatchPlan plan;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequencePlan s;
+    s.seq_id = static_cast<int64_t>(i);
+    s.token_ids = prompts[i];
+    s.output = StepOutput::kHiddenStates;
+    plan.seqs.push_back(s);
+  }
+  auto result = runner->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->seqs.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const SequenceResult& r = result->seqs[i];
+    EXPECT_EQ(r.seq_id, static_cast<int64_t>(i));
+    EXPECT_EQ(r.rows, static_cast<int32_t>(prompts[i].size()));
+    EXPECT_EQ(r.cols, runner->hidden_size());
+    auto ref = RunReference(TestModelDir(c.model), prompts[i],
+                            c.bidirectional ? "--bidirectional" : "");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ExpectClose(r.values, (*ref)["hidden_states"], r.cols, kF32Tol,
+                absl::StrCat(c.model, " seq ", i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TinyModels, HiddenStatesTest,
+    ::testing::Values(HiddenCase{"bert-embed", false},
+                      HiddenCase{"bert-mean", false},
+                      HiddenCase{"xlmr-embed", false},
+                      HiddenCase{"qwen2-embed", false},
+                      HiddenCase{"mistral-embed", false},
+                      HiddenCase{"qwen2-embed", true},
+                      HiddenCase{"mistral-embed", true},
+                      HiddenCase{"llama-tiny", true}),
+    [](const ::testing::TestParamInfo<HiddenCase>& info) {
+      std::string name = info.param.model;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name + (info.param.bidirectional ? "_bidirectional" : "");
+    });
+
+TEST(ModelRunnerTest, TokenTypeIdsChangeBertOutputsLikeReference) {
+  auto runner = Runner("bert-embed");
+  ASSERT_NE(runner, nullptr);
+  const std::vector<int32_t> ids = RandomIds(10, 5, 2000, 7);
+  const std::vector<int32_t> types = {0, 0, 0, 0, 0, 1, 1, 1, 1, 1};
+  BatchPlan plan;
+  SequencePlan s;
+  s.token_ids = ids;
+  s.token_type_ids = types;
+  s.output = StepOutput::kHiddenStates;
+  plan.seqs.push_back(s);
+  auto result = runner->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  auto ref = RunReference(TestModelDir("bert-embed"), ids,
+                          "--type-ids " + absl::StrJoin(types, ","));
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ExpectClose(result->seqs[0].values, (*ref)["hidden_states"],
+              runner->hidden_size(), kF32Tol, "bert-embed with token types");
+}
+
+// ---------------------------------------------------------------------------
+// Classification heads.
+
+class ClassifierTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ClassifierTest, BatchedClassifierLogitsMatchReference) {
+  auto runner = Runner(GetParam());
+  ASSERT_NE(runner, nullptr);
+  ASSERT_GT(runner->num_labels(), 0);
+  const auto prompts = TestPrompts(runner->vocab_size());
+  BatchPlan plan;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequencePlan s;
+    s.seq_id = static_cast<int64_t>(10 + i);
+    s.token_ids = prompts[i];
+    s.output = i == 1 ? StepOutput::kLastHiddenState
+                      : StepOutput::kClassifierLogits;
+    plan.seqs.push_back(s);
+  }
+  auto result = runner->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto ref = RunReference(TestModelDir(GetParam()), prompts[i]);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const SequenceResult& r = result->seqs[i];
+    if (i == 1) {
+      ASSERT_EQ(r.rows, 1);
+      ExpectClose(r.values, (*ref)["hidden_states"].back(), r.cols, kF32Tol,
+                  "last hidden state");
+      continue;
+    }
+    EXPECT_EQ(r.output, StepOutput::kClassifierLogits);
+    EXPECT_EQ(r.cols, runner->num_labels());
+    ExpectClose(r.values, (*ref)["logits"], r.cols, kF32Tol,
+                absl::StrCat(GetParam(), " seq ", i));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, ClassifierTest,
+                         ::testing::Values("bert-classifier", "bert-multilabel",
+                                           "xlmr-reranker"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// ---------------------------------------------------------------------------
+// Causal LMs over the paged KV cache.
+
+// Greedy decoding of several prompts at once: one prefill step for all, then
+// one decode step per token for all. Returns the generated ids per prompt
+// and (optionally) the prefill's last-token logits.
+std::vector<std::vector<int32_t>> GreedyBatch(
+    ModelRunnerBase* runner, const std::vector<std::vector<int32_t>>& prompts,
+    int steps, const BlockLayout& layout,
+    std::vector<std::vector<float>>* prefill_logits = nullptr) {
+  std::vector<std::vector<int32_t>> seqs = prompts;
+  std::vector<std::vector<int32_t>> generated(prompts.size());
+  for (int step = 0; step < steps; ++step) {
+    BatchPlan plan;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      SequencePlan s;
+      s.seq_id = static_cast<int64_t>(i);
+      if (step == 0) {
+        s.token_ids = seqs[i];
+        s.start_pos = 0;
+      } else {
+        s.token_ids = {seqs[i].back()};
+        s.start_pos = static_cast<int32_t>(seqs[i].size() - 1);
+      }
+      s.block_table = layout.Table(static_cast<int>(i),
+                                   static_cast<int64_t>(seqs[i].size()));
+      s.output = StepOutput::kLastLogits;
+      plan.seqs.push_back(s);
+    }
+    auto result = runner->Execute(plan);
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return generated;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const std::vector<float>& logits = result->seqs[i].values;
+      if (step == 0 && prefill_logits != nullptr) {
+        prefill_logits->push_back(logits);
+      }
+      const int32_t next = static_cast<int32_t>(
+          std::max_element(logits.begin(), logits.end()) - logits.begin());
+      generated[i].push_back(next);
+      seqs[i].push_back(next);
+    }
+  }
+  return generated;
+}
+
+class CausalLmTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CausalLmTest, PrefillLogitsAndGreedyTokensMatchReference) {
+  auto runner = Runner(GetParam());
+  ASSERT_NE(runner, nullptr);
+  EXPECT_EQ(runner->attention_backend(), AttentionBackendKind::kCausalPaged);
+  const BlockLayout layout;
+  ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+  // The 17- and 24-token prompts exceed mistral-tiny's 16-token window.
+  auto prompts = TestPrompts(runner->vocab_size());
+  prompts.push_back(RandomIds(24, 5, 2000, 9));
+  constexpr int kSteps = 10;
+  std::vector<std::vector<float>> prefill_logits;
+  const auto generated =
+      GreedyBatch(runner.get(), prompts, kSteps, layout, &prefill_logits);
+  ASSERT_EQ(prefill_logits.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto ref = RunReference(TestModelDir(GetParam()), prompts[i],
+                            absl::StrCat("--logits last --greedy ", kSteps));
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ExpectClose(prefill_logits[i], (*ref)["logits"], runner->vocab_size(),
+                kF32Tol, absl::StrCat(GetParam(), " prefill logits ", i));
+    std::vector<int32_t> expected = (*ref)["greedy"].get<std::vector<int32_t>>();
+    std::vector<int32_t> actual = generated[i];
+    actual.resize(std::min(actual.size(), expected.size()));
+    EXPECT_EQ(actual, expected) << GetParam() << " prompt " << i;
+  }
+}
+
+TEST_P(CausalLmTest, PrefillHiddenStatesMatchReference) {
+  auto runner = Runner(GetParam());
+  ASSERT_NE(runner, nullptr);
+  const BlockLayout layout;
+  ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+  const auto prompts = TestPrompts(runner->vocab_size());
+  BatchPlan plan;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequencePlan s;
+    s.seq_id = static_cast<int64_t>(i);
+    s.token_ids = prompts[i];
+    s.block_table = layout.Table(static_cast<int>(i),
+                                 static_cast<int64_t>(prompts[i].size()));
+    s.output = StepOutput::kHiddenStates;
+    plan.seqs.push_back(s);
+  }
+  auto result = runner->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto ref = RunReference(TestModelDir(GetParam()), prompts[i], "--logits none");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ExpectClose(result->seqs[i].values, (*ref)["hidden_states"],
+                runner->hidden_size(), kF32Tol, absl::StrCat("seq ", i));
+  }
+}
+
+// Feeding a prompt in chunks of 7 tokens across steps (the scheduler's
+// chunked prefill) must give the logits of a one-shot prefill.
+TEST_P(CausalLmTest, ChunkedPrefillMatchesOneShotPrefill) {
+  auto runner = Runner(GetParam());
+  ASSERT_NE(runner, nullptr);
+  const BlockLayout layout;
+  ASSERT_TRUE(runner->AllocateKvCache(4 * layout.per_seq, layout.block_size).ok());
+  const std::vector<int32_t> prompt = RandomIds(30, 5, 2000, 11);
+
+  BatchPlan one;
+  SequencePlan s;
+  s.token_ids = prompt;
+  s.block_table = layout.Table(0, 30);
+  s.output = StepOutput::kLastLogits;
+  one.seqs.push_back(s);
+  auto whole = runner->Execute(one);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+
+  std::vector<float> chunked;
+  for (int start = 0; start < 30; start += 7) {
+    const int end = std::min(30, start + 7);
+    BatchPlan plan;
+    SequencePlan c;
+    c.token_ids.assign(prompt.begin() + start, prompt.begin() + end);
+    c.start_pos = start;
+    c.block_table = layout.Table(1, end);
+    c.output = end == 30 ? StepOutput::kLastLogits : StepOutput::kNone;
+    plan.seqs.push_back(c);
+    auto r = runner->Execute(plan);
+    ASSERT_TRUE(r.ok()) << r.status();
+    if (end < 30) {
+      EXPECT_TRUE(r->seqs[0].values.empty());
+    } else {
+      chunked = r->seqs[0].values;
+    }
+  }
+  const ErrorStats e = Compare(chunked, whole->seqs[0].values,
+                               runner->vocab_size());
+  EXPECT_LE(e.max_abs_err, 1e-5 * e.max_abs_ref)
+      << "max abs err " << e.max_abs_err;
+}
+
+// A sequence's outputs do not depend on what else is in its batch (prefill
+// chunks and decodes mixed).
+TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
+  auto runner = Runner(GetParam());
+  ASSERT_NE(runner, nullptr);
+  const BlockLayout layout;
+  ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+  const std::vector<int32_t> prompt = RandomIds(13, 5, 2000, 21);
+  const std::vector<int32_t> other = RandomIds(20, 5, 2000, 22);
+
+  auto step = [&](int slot, const std::vector<int32_t>& ids, int start,
+                  bool with_others) -> std::vector<float> {
+    BatchPlan plan;
+    if (with_others) {
+      // Another sequence's prefill and a third one's first tokens.
+      SequencePlan o;
+      o.seq_id = 100;
+      o.token_ids = other;
+      o.block_table = layout.Table(slot + 1, 20);
+      o.output = StepOutput::kLastLogits;
+      plan.seqs.push_back(o);
+    }
+    SequencePlan s;
+    s.seq_id = 1;
+    s.token_ids = ids;
+    s.start_pos = start;
+    s.block_table = layout.Table(slot, start + static_cast<int64_t>(ids.size()));
+    s.output = StepOutput::kLastLogits;
+    plan.seqs.push_back(s);
+    if (with_others) {
+      SequencePlan o;
+      o.seq_id = 101;
+      o.token_ids = {other[0], other[1]};
+      o.block_table = layout.Table(slot + 2, 2);
+      o.output = StepOutput::kHiddenStates;
+      plan.seqs.push_back(o);
+    }
+    auto r = runner->Execute(plan);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->seqs[with_others ? 1 : 0].values : std::vector<float>();
+  };
+  // Alone: slot 0; in a batch: slot 3 (others in slots 4, 5).
+  const std::vector<float> alone_prefill = step(0, prompt, 0, false);
+  const std::vector<float> mixed_prefill = step(3, prompt, 0, true);
+  const std::vector<float> alone_decode = step(0, {prompt[0]}, 13, false);
+  const std::vector<float> mixed_decode = step(3, {prompt[0]}, 13, true);
+  for (const auto& [a, b] : {std::make_pair(alone_prefill, mixed_prefill),
+                             std::make_pair(alone_decode, mixed_decode)}) {
+    const ErrorStats e = Compare(b, a, runner->vocab_size());
+    EXPECT_LE(e.max_abs_err, 1e-5 * e.max_abs_ref);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
+                         ::testing::Values("llama-tiny", "mistral-tiny",
+                                           "qwen2-tiny"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
+  auto runner = Runner("xlmr-embed");
+  ASSERT_NE(runner, nullptr);
+  const auto prompts = TestPrompts(runner->vocab_size());
+  BatchPlan alone;
+  SequencePlan s;
+  s.token_ids = prompts[0];
+  s.output = StepOutput::kHiddenStates;
+  alone.seqs.push_back(s);
+  BatchPlan mixed;
+  for (const auto& p : prompts) {
+    SequencePlan o;
+    o.token_ids = p;
+    o.output = StepOutput::kHiddenStates;
+    mixed.seqs.push_back(o);
+  }
+  std::swap(mixed.seqs[0], mixed.seqs[2]);  // prompts[0] in the middle
+  auto a = runner->Execute(alone);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::vector<float> alone_values = a->seqs[0].values;
+  auto b = runner->Execute(mixed);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const ErrorStats e =
+      Compare(b->seqs[2].values, alone_values, runner->hidden_size());
+  EXPECT_LE(e.max_abs_err, 1e-5 * e.max_abs_ref);
+}
+
+// ---------------------------------------------------------------------------
+// BF16 compute. BF16 keeps 8 significant bits (relative rounding error
+// 2^-9 ~ 2e-3 per weight); through two layers of GEMMs, norms and attention
+// the errors add up to ~1e-2 relative on hidden states, so the bounds are a
+// cosine similarity >= 0.999 per token and max abs err <= 3e-2 * max|ref|.
+
+class Bf16Test : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Bf16Test, Bf16HiddenStatesStayCloseToReference) {
+  auto runner = Runner(GetParam(), DType::kBF16);
+  ASSERT_NE(runner, nullptr);
+  EXPECT_EQ(runner->compute_dtype(), DType::kBF16);
+  EXPECT_GT(runner->weight_bytes_allocated(), 0);  // GEMM weights converted
+  const BlockLayout layout;
+  if (runner->uses_kv_cache()) {
+    ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+  }
+  const auto prompts = TestPrompts(runner->vocab_size());
+  BatchPlan plan;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequencePlan s;
+    s.token_ids = prompts[i];
+    if (runner->uses_kv_cache()) {
+      s.block_table = layout.Table(static_cast<int>(i),
+                                   static_cast<int64_t>(prompts[i].size()));
+    }
+    s.output = StepOutput::kHiddenStates;
+    plan.seqs.push_back(s);
+  }
+  auto result = runner->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto ref = RunReference(TestModelDir(GetParam()), prompts[i],
+                            runner->uses_kv_cache() ? "--logits none" : "");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    const ErrorStats e = Compare(result->seqs[i].values,
+                                 Flatten((*ref)["hidden_states"]),
+                                 runner->hidden_size());
+    EXPECT_GE(e.min_row_cosine, 0.999) << "seq " << i;
+    EXPECT_LE(e.max_abs_err, 3e-2 * e.max_abs_ref) << "seq " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, Bf16Test,
+                         ::testing::Values("bert-embed", "xlmr-reranker",
+                                           "llama-tiny", "qwen2-tiny"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// ---------------------------------------------------------------------------
+// Loading, metadata and errors.
+
+TEST(ModelRunnerTest, F32WeightsAreUsedInPlaceFromTheMapping) {
+  auto runner = Runner("llama-tiny");
+  ASSERT_NE(runner, nullptr);
+  EXPECT_EQ(runner->weight_bytes_allocated(), 0);
+  EXPECT_GT(runner->weight_bytes_mapped(), 0);
+}
+
+TEST(ModelRunnerTest, ReportsModelMetadataAndKvBlockSize) {
+  auto runner = Runner("mistral-tiny");
+  ASSERT_NE(runner, nullptr);
+  EXPECT_EQ(runner->hidden_size(), 64);
+  EXPECT_EQ(runner->vocab_size(), 32000);
+  EXPECT_EQ(runner->max_positions(), 4096);
+  EXPECT_EQ(runner->num_labels(), 0);
+  // 2 layers x (K + V) x 16 tokens x 2 kv heads x 16 dims x 4 bytes.
+  EXPECT_EQ(runner->KvCacheBytesPerBlock(16), 2 * 2 * 16 * 2 * 16 * 4);
+  ASSERT_TRUE(runner->AllocateKvCache(10, 16).ok());
+  EXPECT_EQ(runner->kv_cache_bytes(), 10 * runner->KvCacheBytesPerBlock(16));
+  auto blocks = runner->NumKvBlocksForMemory(0.0, 1 << 20, 16, 256);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_EQ(*blocks, (1 << 20) / runner->KvCacheBytesPerBlock(16));
+
+  auto classifier = Runner("bert-classifier");
+  ASSERT_NE(classifier, nullptr);
+  EXPECT_EQ(classifier->num_labels(), 3);
+  EXPECT_EQ(classifier->KvCacheBytesPerBlock(16), 0);
+}
+
+TEST(ModelRunnerTest, PagedAttentionWithoutKvCacheFailsPrecondition) {
+  auto runner = Runner("llama-tiny");
+  ASSERT_NE(runner, nullptr);
+  BatchPlan plan;
+  SequencePlan s;
+  s.token_ids = {5, 6, 7};
+  s.block_table = {0};
+  s.output = StepOutput::kLastLogits;
+  plan.seqs.push_back(s);
+  EXPECT_EQ(runner->Execute(plan).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ModelRunnerTest, RejectsPlansTheModelCannotRun) {
+  auto encoder = Runner("bert-embed");
+  ASSERT_NE(encoder, nullptr);
+  auto run = [&](ModelRunnerBase* r, SequencePlan s) {
+    BatchPlan plan;
+    plan.seqs.push_back(std::move(s));
+    return r->Execute(plan).status().code();
+  };
+  SequencePlan logits;  // an encoder has no LM head
+  logits.token_ids = {5, 6};
+  logits.output = StepOutput::kLastLogits;
+  EXPECT_EQ(run(encoder.get(), logits), absl::StatusCode::kInvalidArgument);
+  SequencePlan bad_id;
+  bad_id.token_ids = {5, static_cast<int32_t>(encoder->vocab_size())};
+  bad_id.output = StepOutput::kHiddenStates;
+  EXPECT_EQ(run(encoder.get(), bad_id), absl::StatusCode::kInvalidArgument);
+  SequencePlan too_long;
+  too_long.token_ids.assign(encoder->max_positions() + 1, 5);
+  too_long.output = StepOutput::kHiddenStates;
+  EXPECT_EQ(run(encoder.get(), too_long), absl::StatusCode::kInvalidArgument);
+  SequencePlan empty;
+  EXPECT_EQ(run(encoder.get(), empty), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(encoder->Execute(BatchPlan()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto lm = Runner("qwen2-tiny");
+  ASSERT_NE(lm, nullptr);
+  ASSERT_TRUE(lm->AllocateKvCache(4, 4).ok());
+  SequencePlan short_table;  // 9 tokens need 3 blocks of 4
+  short_table.token_ids.assign(9, 5);
+  short_table.block_table = {0, 1};
+  short_table.output = StepOutput::kLastLogits;
+  EXPECT_EQ(run(lm.get(), short_table), absl::StatusCode::kInvalidArgument);
+  SequencePlan bad_block;
+  bad_block.token_ids = {5};
+  bad_block.block_table = {4};
+  EXPECT_EQ(run(lm.get(), bad_block), absl::StatusCode::kInvalidArgument);
+  SequencePlan classify;
+  classify.token_ids = {5};
+  classify.block_table = {0};
+  classify.output = StepOutput::kClassifierLogits;
+  EXPECT_EQ(run(lm.get(), classify), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModelRunnerTest, CausalPagedBackendRejectsBidirectionalModels) {
+  auto runner = MakeRunner(TestModelDir("llama-tiny"), DType::kF32,
+                           /*bidirectional=*/true,
+                           AttentionBackendKind::kCausalPaged);
+  EXPECT_EQ(runner.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ModelRunnerTest, UnknownArchitectureIsNotFound) {
+  EXPECT_EQ(FindModelFactory("GPT2LMHeadModel").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(FindModelFactory("Qwen2ForCausalLM").ok());
+  ModelRunnerOptions options;
+  options.model_dir = TestModelDir("bert-embed");
+  options.device = "tpu";
+  EXPECT_EQ(CreateModelRunner(options).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ModelRunnerTest, ParsesComputeDTypes) {
+  EXPECT_EQ(*ParseComputeDType("bfloat16"), DType::kBF16);
+  EXPECT_EQ(*ParseComputeDType("float32"), DType::kF32);
+  EXPECT_FALSE(ParseComputeDType("float16").ok());
+  EXPECT_EQ(*ParseAttentionBackend("causal_paged"),
+            AttentionBackendKind::kCausalPaged);
+  EXPECT_FALSE(ParseAttentionBackend("flash").ok());
+}
+
+}  // namespace
+}  // namespace inferd

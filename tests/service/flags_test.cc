@@ -1,0 +1,97 @@
+#include "service/flags.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace inferd {
+namespace {
+
+absl::StatusOr<ServerOptions> Parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "inferd");
+  return ParseFlags(static_cast<int>(args.size()), args.data());
+}
+
+TEST(FlagsTest, ParsesModelsAndEngineDefaults) {
+  auto o = Parse({"--model", "a=/m/a", "--model=b=/m/b,replicas=2,pooling=mean",
+                  "--max-batched-tokens", "512", "--listen=0.0.0.0:9000"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->models.size(), 2u);
+  EXPECT_EQ(o->models[0].name, "a");
+  EXPECT_EQ(o->models[0].path, "/m/a");
+  EXPECT_EQ(o->models[1].path, "/m/b");
+  EXPECT_EQ(o->models[1].engine.replicas, 2);
+  EXPECT_EQ(o->models[1].overrides.pooling.value_or(""), "mean");
+  // A global flag after --model still reaches every model.
+  EXPECT_EQ(o->models[0].engine.max_batched_tokens, 512);
+  EXPECT_EQ(o->models[1].engine.max_batched_tokens, 512);
+  EXPECT_EQ(o->listen, "0.0.0.0:9000");
+}
+
+TEST(FlagsTest, KvCacheMemoryAcceptsFractionAndSize) {
+  auto f = Parse({"--model", "a=/x", "--kv-cache-memory", "0.5"});
+  ASSERT_TRUE(f.ok());
+  EXPECT_DOUBLE_EQ(f->engine.kv_cache_fraction, 0.5);
+  EXPECT_EQ(f->engine.kv_cache_bytes, 0);
+  auto g = Parse({"--model", "a=/x", "--kv-cache-memory=2GiB"});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->engine.kv_cache_bytes, 2LL << 30);
+}
+
+TEST(FlagsTest, RejectsUnknownFlagWithItsName) {
+  auto o = Parse({"--model", "a=/x", "--no-such-flag", "1"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(o.status().message().find("--no-such-flag"), std::string::npos);
+}
+
+TEST(FlagsTest, RejectsBadValuesSayingWhatToFix) {
+  auto o = Parse({"--model", "a=/x", "--max-seqs", "zero"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("max-seqs"), std::string::npos);
+  auto d = Parse({"--model", "a=/x", "--dtype", "int4"});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("float32 or bfloat16"), std::string::npos);
+  auto l = Parse({"--model", "a=/x", "--log-format", "xml"});
+  ASSERT_FALSE(l.ok());
+  auto m = Parse({"--model", "nopath"});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("NAME=PATH"), std::string::npos);
+  auto opt = Parse({"--model", "a=/x,colour=red"});
+  ASSERT_FALSE(opt.ok());
+  EXPECT_NE(opt.status().message().find("colour"), std::string::npos);
+}
+
+TEST(FlagsTest, RequiresAModelUnlessHelp) {
+  EXPECT_FALSE(Parse({}).ok());
+  auto h = Parse({"--help"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+}
+
+TEST(FlagsTest, RejectsDuplicateModelNamesAndHalfTls) {
+  EXPECT_FALSE(Parse({"--model", "a=/x", "--model", "a=/y"}).ok());
+  EXPECT_FALSE(Parse({"--model", "a=/x", "--tls-cert", "c.pem"}).ok());
+  EXPECT_FALSE(
+      Parse({"--model", "a=/x", "--api-key", "k", "--api-key-file", "f"}).ok());
+}
+
+TEST(FlagsTest, HelpListsEveryFlagItAccepts) {
+  std::string help = HelpText();
+  for (const char* flag :
+       {"--listen", "--model", "--threads", "--max-batched-tokens",
+        "--max-queue-requests", "--log-format", "--log-level",
+        "--drain-timeout", "--tls-cert", "--api-key-file", "--dtype"}) {
+    EXPECT_NE(help.find(flag), std::string::npos) << flag;
+    // And the parser knows it (value flags need a value).
+    std::vector<const char*> args = {"inferd", flag, "x"};
+    auto o = ParseFlags(3, args.data());
+    if (!o.ok()) {
+      EXPECT_EQ(o.status().message().find("unknown flag"), std::string::npos)
+          << flag;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace inferd

@@ -1,0 +1,689 @@
+#!/usr/bin/python3
+"""Generates deterministic random-weight Hugging Face model directories.
+
+Every architecture inferd serves gets a tiny model (hidden 32-64, 2 layers)
+with config.json as transformers writes it, model.safetensors (written here
+with numpy), tokenizer files and, for embedders, the sentence-transformers
+files. Larger "bench" shapes (MiniLM-L6, BERT-base, TinyLlama) are available
+with --shape for benchmarks.
+
+Usage:
+  /usr/bin/python3 tools/make_test_models.py --out DIR [--only a,b]
+      [--dtype f32|bf16] [--shape tiny|minilm-l6|bert-base|tinyllama]
+
+Tokenizers are copied from ../shared/tokenizers/<name> when present (the
+vocabulary size then matches the real model); otherwise a small WordPiece
+(encoders) or byte-level BPE (decoders) tokenizer is generated, so the script
+also works on a machine without the shared material. Idempotent: a model
+directory whose stamp matches the script and arguments is left alone.
+"""
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import zlib
+
+import numpy as np
+
+SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_SHARED = os.path.normpath(os.path.join(SCRIPT_DIR, "..", "..", "shared"))
+STAMP = ".inferd_stamp"
+TRANSFORMERS_VERSION = "4.44.2"
+
+# --------------------------------------------------------------------------
+# safetensors writer
+
+
+def f32_to_bf16_bits(a):
+    """Round-to-nearest-even float32 -> bfloat16 bit patterns (uint16)."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounding = ((bits >> 16) & 1) + np.uint32(0x7FFF)
+    out = ((bits + rounding) >> 16).astype(np.uint16)
+    nan = np.isnan(a)
+    if nan.any():
+        out[nan] = 0x7FC0
+    return out
+
+
+_ST_DTYPES = {"f32": ("F32", 4), "bf16": ("BF16", 2), "i64": ("I64", 8)}
+
+
+def write_safetensors(path, specs, make, metadata=None):
+    """Writes a safetensors file.
+
+    specs: list of (name, shape, dtype) with dtype in f32 | bf16 | i64.
+    make(name) -> numpy array of that shape (float or int), produced one
+    tensor at a time so large models never sit in memory whole.
+    """
+    header = {}
+    offset = 0
+    for name, shape, dtype in specs:
+        st_dtype, size = _ST_DTYPES[dtype]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * size
+        header[name] = {"dtype": st_dtype, "shape": list(shape),
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    header["__metadata__"] = metadata or {"format": "pt"}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)  # data starts 8-byte aligned
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for name, shape, dtype in specs:
+            a = np.asarray(make(name))
+            assert tuple(a.shape) == tuple(shape), (name, a.shape, shape)
+            if dtype == "f32":
+                f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
+            elif dtype == "bf16":
+                f.write(f32_to_bf16_bits(a.astype(np.float32)).astype("<u2").tobytes())
+            else:
+                f.write(np.ascontiguousarray(a, dtype="<i8").tobytes())
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------
+# Fallback tokenizers (used when ../shared/tokenizers is absent)
+
+_CORPUS = (
+    "Once upon a time there was a little girl named Lily. She liked to play "
+    "outside in the park with her friends. The quick brown fox jumps over the "
+    "lazy dog. What is the capital of France? Paris is the capital and most "
+    "populous city of France. Machine learning models turn text into numbers "
+    "and numbers into text. Hello world! This is a test of the tokenizer, "
+    "with punctuation, numbers like 12345 and 2024, and some longer words "
+    "such as information, retrieval, embedding, ranking and generation. "
+    "query: passage: the weather today is sunny and warm. "
+)
+
+
+def _added(i, content, special=True):
+    return {"id": i, "content": content, "single_word": False, "lstrip": False,
+            "rstrip": False, "normalized": False, "special": special}
+
+
+def make_wordpiece_tokenizer(style):
+    """A small WordPiece tokenizer. style: 'bert' ([CLS] x [SEP]) or
+    'roberta' (<s> x </s>, pad id 1)."""
+    if style == "bert":
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        cls, sep, unk = "[CLS]", "[SEP]", "[UNK]"
+    else:
+        specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        cls, sep, unk = "<s>", "</s>", "<unk>"
+    words = sorted(set(re.findall(r"[a-z]+", _CORPUS.lower())))
+    chars = sorted(set("abcdefghijklmnopqrstuvwxyz0123456789.,!?'\"-:;()"))
+    vocab = list(specials) + chars + ["##" + c for c in chars if c.isalnum()]
+    vocab += [w for w in words if w not in vocab]
+    ids = {t: i for i, t in enumerate(vocab)}
+    if style == "bert":
+        post = {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": cls, "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": sep, "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": cls, "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": sep, "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 1}},
+                     {"SpecialToken": {"id": sep, "type_id": 1}}],
+            "special_tokens": {t: {"id": t, "ids": [ids[t]], "tokens": [t]}
+                               for t in (cls, sep)},
+        }
+    else:
+        post = {"type": "RobertaProcessing", "sep": [sep, ids[sep]],
+                "cls": [cls, ids[cls]], "trim_offsets": True,
+                "add_prefix_space": True}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [_added(ids[t], t) for t in specials],
+        "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                       "handle_chinese_chars": True, "strip_accents": None,
+                       "lowercase": style == "bert"},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": post,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": unk,
+                  "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": ids},
+    }
+
+
+def _bytes_to_unicode():
+    """GPT-2's reversible byte -> printable character table."""
+    keep = (list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) +
+            list(range(0xAE, 0x100)))
+    table, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+def make_bytelevel_bpe_tokenizer(style, num_merges=200):
+    """A small byte-level BPE trained on a fixed corpus. style 'llama':
+    <unk>,<s>,</s> at 0..2 and BOS added; style 'qwen': bytes first, then
+    <|endoftext|>, <|im_start|>, <|im_end|>; nothing added."""
+    b2u = _bytes_to_unicode()
+    words = collections.Counter(
+        "".join(b2u[b] for b in w.encode())
+        for w in re.findall(r" ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]+|\s+", _CORPUS))
+    seqs = {w: list(w) for w in words}
+    merges = []
+    for _ in range(num_merges):
+        pairs = collections.Counter()
+        for w, n in words.items():
+            s = seqs[w]
+            for a, b in zip(s, s[1:]):
+                pairs[(a, b)] += n
+        if not pairs:
+            break
+        best = min(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        merges.append(best)
+        for w in seqs:
+            s, out, i = seqs[w], [], 0
+            while i < len(s):
+                if i + 1 < len(s) and (s[i], s[i + 1]) == best:
+                    out.append(s[i] + s[i + 1])
+                    i += 2
+                else:
+                    out.append(s[i])
+                    i += 1
+            seqs[w] = out
+    specials = (["<unk>", "<s>", "</s>"] if style == "llama" else [])
+    vocab = list(specials) + [b2u[b] for b in range(256)]
+    vocab += [a + b for a, b in merges if a + b not in vocab]
+    trailing = (["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+                if style == "qwen" else [])
+    ids = {t: i for i, t in enumerate(vocab)}
+    added = [_added(ids[t], t) for t in specials]
+    for t in trailing:
+        added.append(_added(len(ids), t))
+        ids[t] = len(ids)
+    if style == "llama":
+        post = {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}},
+        }
+    else:
+        post = {"type": "ByteLevel", "add_prefix_space": False,
+                "trim_offsets": False, "use_regex": False}
+    model_vocab = {t: i for t, i in ids.items() if t not in trailing}
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
+                          "trim_offsets": True, "use_regex": True},
+        "post_processor": post,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True,
+                    "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False,
+                  "vocab": model_vocab,
+                  "merges": ["%s %s" % m for m in merges]},
+    }
+
+
+def tokenizer_vocab_size(tok):
+    vocab = tok["model"]["vocab"]
+    ids = list(vocab.values()) if isinstance(vocab, dict) else [len(vocab) - 1]
+    ids += [a["id"] for a in tok.get("added_tokens", [])]
+    return max(ids) + 1
+
+
+def token_id(tok, content):
+    for a in tok.get("added_tokens", []):
+        if a["content"] == content:
+            return a["id"]
+    vocab = tok["model"]["vocab"]
+    if isinstance(vocab, dict):
+        return vocab.get(content)
+    for i, entry in enumerate(vocab):
+        if entry[0] == content:
+            return i
+    return None
+
+
+# Shared tokenizer folder, fallback generator, tokenizer_config defaults.
+TOKENIZERS = {
+    "bert": ("bert-base-uncased", lambda: make_wordpiece_tokenizer("bert"), {
+        "tokenizer_class": "BertTokenizer", "do_lower_case": True,
+        "cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+        "unk_token": "[UNK]", "mask_token": "[MASK]", "model_max_length": 512,
+        "clean_up_tokenization_spaces": True, "tokenize_chinese_chars": True,
+        "strip_accents": None}),
+    "xlmr": ("xlm-roberta", lambda: make_wordpiece_tokenizer("roberta"), {
+        "tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>",
+        "eos_token": "</s>", "cls_token": "<s>", "sep_token": "</s>",
+        "pad_token": "<pad>", "unk_token": "<unk>",
+        "mask_token": {"content": "<mask>", "lstrip": True, "normalized": False,
+                       "rstrip": False, "single_word": False, "special": True},
+        "model_max_length": 512, "clean_up_tokenization_spaces": True}),
+    "llama": ("llama2", lambda: make_bytelevel_bpe_tokenizer("llama"), {
+        "tokenizer_class": "LlamaTokenizer", "add_bos_token": True,
+        "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+        "unk_token": "<unk>", "pad_token": None, "legacy": False,
+        "model_max_length": 1000000000000000019884624838656,
+        "clean_up_tokenization_spaces": False}),
+    "mistral": ("mistral", lambda: make_bytelevel_bpe_tokenizer("llama"), {
+        "tokenizer_class": "LlamaTokenizer", "add_bos_token": True,
+        "add_eos_token": False, "bos_token": "<s>", "eos_token": "</s>",
+        "unk_token": "<unk>", "pad_token": None, "legacy": True,
+        "model_max_length": 1000000000000000019884624838656,
+        "clean_up_tokenization_spaces": False}),
+    "qwen2": ("qwen3", lambda: make_bytelevel_bpe_tokenizer("qwen"), {
+        "tokenizer_class": "Qwen2Tokenizer", "add_bos_token": False,
+        "bos_token": None, "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>", "unk_token": None,
+        "model_max_length": 131072, "clean_up_tokenization_spaces": False,
+        "chat_template": (
+            "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+            "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+            "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+            "{% endif %}")}),
+}
+
+
+def install_tokenizer(out_dir, kind, shared_dir):
+    """Copies or generates tokenizer.json + tokenizer_config.json; returns
+    (parsed tokenizer.json, source description)."""
+    folder, fallback, config = TOKENIZERS[kind]
+    src = os.path.join(shared_dir, "tokenizers", folder) if shared_dir else None
+    if src and os.path.isfile(os.path.join(src, "tokenizer.json")):
+        shutil.copyfile(os.path.join(src, "tokenizer.json"),
+                        os.path.join(out_dir, "tokenizer.json"))
+        with open(os.path.join(src, "tokenizer.json"), encoding="utf-8") as f:
+            tok = json.load(f)
+        src_config = os.path.join(src, "tokenizer_config.json")
+        if os.path.isfile(src_config):
+            shutil.copyfile(src_config, os.path.join(out_dir, "tokenizer_config.json"))
+        else:
+            with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+                json.dump(config, f, indent=2)
+        return tok, "shared:" + folder
+    tok = fallback()
+    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
+        json.dump(tok, f, ensure_ascii=False)
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    return tok, "generated"
+
+
+# --------------------------------------------------------------------------
+# Model definitions
+
+
+def encoder_config(arch, family, vocab, s, extra):
+    xlmr = family == "xlmr"
+    cfg = {
+        "architectures": [arch],
+        "attention_probs_dropout_prob": 0.1,
+        "classifier_dropout": None,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": s["hidden"],
+        "initializer_range": 0.02,
+        "intermediate_size": s["ffn"],
+        "layer_norm_eps": 1e-05 if xlmr else 1e-12,
+        "max_position_embeddings": 514 if xlmr else 512,
+        "model_type": "xlm-roberta" if xlmr else "bert",
+        "num_attention_heads": s["heads"],
+        "num_hidden_layers": s["layers"],
+        "pad_token_id": 1 if xlmr else 0,
+        "position_embedding_type": "absolute",
+        "transformers_version": TRANSFORMERS_VERSION,
+        "type_vocab_size": 1 if xlmr else 2,
+        "use_cache": True,
+        "vocab_size": vocab,
+    }
+    if xlmr:
+        cfg.update({"bos_token_id": 0, "eos_token_id": 2})
+    cfg.update(extra)
+    return dict(sorted(cfg.items()))
+
+
+def encoder_specs(cfg, prefix, pooler, head):
+    """(name, shape) list in HF naming for BERT / XLM-R models."""
+    H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    P, T = cfg["max_position_embeddings"], cfg["type_vocab_size"]
+    p = prefix
+    specs = [(p + "embeddings.word_embeddings.weight", (V, H)),
+             (p + "embeddings.position_embeddings.weight", (P, H)),
+             (p + "embeddings.token_type_embeddings.weight", (T, H)),
+             (p + "embeddings.LayerNorm.weight", (H,)),
+             (p + "embeddings.LayerNorm.bias", (H,))]
+    for i in range(cfg["num_hidden_layers"]):
+        L = "%sencoder.layer.%d." % (p, i)
+        for m in ("query", "key", "value"):
+            specs += [(L + "attention.self.%s.weight" % m, (H, H)),
+                      (L + "attention.self.%s.bias" % m, (H,))]
+        specs += [(L + "attention.output.dense.weight", (H, H)),
+                  (L + "attention.output.dense.bias", (H,)),
+                  (L + "attention.output.LayerNorm.weight", (H,)),
+                  (L + "attention.output.LayerNorm.bias", (H,)),
+                  (L + "intermediate.dense.weight", (I, H)),
+                  (L + "intermediate.dense.bias", (I,)),
+                  (L + "output.dense.weight", (H, I)),
+                  (L + "output.dense.bias", (H,)),
+                  (L + "output.LayerNorm.weight", (H,)),
+                  (L + "output.LayerNorm.bias", (H,))]
+    if pooler:
+        specs += [(p + "pooler.dense.weight", (H, H)), (p + "pooler.dense.bias", (H,))]
+    n = cfg.get("num_labels", len(cfg.get("id2label", {})) or 2)
+    if head == "bert":
+        specs += [("classifier.weight", (n, H)), ("classifier.bias", (n,))]
+    elif head == "xlmr":
+        specs += [("classifier.dense.weight", (H, H)), ("classifier.dense.bias", (H,)),
+                  ("classifier.out_proj.weight", (n, H)), ("classifier.out_proj.bias", (n,))]
+    return specs
+
+
+def decoder_config(arch, family, vocab, s, extra):
+    cfg = {
+        "architectures": [arch],
+        "attention_dropout": 0.0,
+        "hidden_act": "silu",
+        "hidden_size": s["hidden"],
+        "initializer_range": 0.02,
+        "intermediate_size": s["ffn"],
+        "max_position_embeddings": s.get("max_pos", 2048),
+        "model_type": family,
+        "num_attention_heads": s["heads"],
+        "num_hidden_layers": s["layers"],
+        "num_key_value_heads": s["kv_heads"],
+        "rms_norm_eps": s.get("rms_eps", 1e-06),
+        "rope_theta": s.get("rope_theta", 10000.0),
+        "tie_word_embeddings": False,
+        "transformers_version": TRANSFORMERS_VERSION,
+        "use_cache": True,
+        "vocab_size": vocab,
+    }
+    if family == "llama":
+        cfg.update({"attention_bias": False, "mlp_bias": False,
+                    "pretraining_tp": 1, "rope_scaling": None,
+                    "head_dim": s["hidden"] // s["heads"]})
+    elif family == "mistral":
+        cfg.update({"sliding_window": 4096, "head_dim": s["hidden"] // s["heads"]})
+    elif family == "qwen2":
+        cfg.update({"use_sliding_window": False, "sliding_window": None,
+                    "max_window_layers": s["layers"]})
+    cfg.update(extra)
+    return dict(sorted(cfg.items()))
+
+
+def decoder_specs(cfg, family, causal_lm):
+    H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = cfg.get("head_dim") or H // heads
+    p = "model." if causal_lm else ""
+    specs = [(p + "embed_tokens.weight", (V, H))]
+    qkv_bias = family == "qwen2" or cfg.get("attention_bias", False)
+    for i in range(cfg["num_hidden_layers"]):
+        L = "%slayers.%d." % (p, i)
+        specs += [(L + "input_layernorm.weight", (H,)),
+                  (L + "self_attn.q_proj.weight", (heads * D, H)),
+                  (L + "self_attn.k_proj.weight", (kv * D, H)),
+                  (L + "self_attn.v_proj.weight", (kv * D, H))]
+        if qkv_bias:
+            specs += [(L + "self_attn.q_proj.bias", (heads * D,)),
+                      (L + "self_attn.k_proj.bias", (kv * D,)),
+                      (L + "self_attn.v_proj.bias", (kv * D,))]
+        specs += [(L + "self_attn.o_proj.weight", (H, heads * D)),
+                  (L + "post_attention_layernorm.weight", (H,)),
+                  (L + "mlp.gate_proj.weight", (I, H)),
+                  (L + "mlp.up_proj.weight", (I, H)),
+                  (L + "mlp.down_proj.weight", (H, I))]
+    specs.append((p + "norm.weight", (H,)))
+    if causal_lm and not cfg["tie_word_embeddings"]:
+        specs.append(("lm_head.weight", (V, H)))
+    return specs
+
+
+def init_tensor(rng, name, shape, encoder):
+    """Scaled random values: projections keep activations near unit size,
+    norms near 1, biases small, so outputs vary without blowing up."""
+    if name.endswith("position_ids"):
+        return np.arange(shape[-1], dtype=np.int64).reshape(shape)
+    if "LayerNorm" in name or "layernorm" in name or name.endswith("norm.weight"):
+        if name.endswith("bias"):
+            return 0.05 * rng.standard_normal(shape, dtype=np.float32)
+        return 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+    if name.endswith("bias"):
+        return 0.1 * rng.standard_normal(shape, dtype=np.float32)
+    if "embeddings" in name or "embed_tokens" in name:
+        scale = 0.5 if encoder else 1.0
+        return scale * rng.standard_normal(shape, dtype=np.float32)
+    fan_in = shape[-1]
+    return rng.standard_normal(shape, dtype=np.float32) / np.float32(np.sqrt(fan_in))
+
+
+TINY_ENC = {"hidden": 32, "layers": 2, "heads": 4, "ffn": 64}
+TINY_DEC = {"hidden": 64, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 128}
+TINY_QWEN = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 64,
+             "rope_theta": 1000000.0, "max_pos": 32768}
+
+ST_QUERY_PROMPTS = {"query": "query: ", "passage": "passage: "}
+QWEN_PROMPTS = {"query": "Instruct: Given a web search query, retrieve relevant "
+                         "passages that answer the query\nQuery: "}
+E5_PROMPTS = {"query": "Instruct: Given a web search query, retrieve relevant "
+                       "passages that answer the query\nQuery: "}
+
+# name -> definition. kind: encoder | decoder.
+MODELS = {
+    "bert-embed": dict(kind="encoder", family="bert", arch="BertModel", tok="bert",
+                       shape=TINY_ENC, pooling="cls", normalize=True,
+                       prompts=ST_QUERY_PROMPTS),
+    "bert-mean": dict(kind="encoder", family="bert", arch="BertModel", tok="bert",
+                      shape=TINY_ENC, pooling="mean", normalize=False,
+                      position_ids_buffer=True),
+    "xlmr-embed": dict(kind="encoder", family="xlmr", arch="XLMRobertaModel",
+                       tok="xlmr", shape=TINY_ENC, pooling="cls", normalize=True),
+    "bert-classifier": dict(
+        kind="encoder", family="bert", arch="BertForSequenceClassification",
+        tok="bert", shape=TINY_ENC, head="bert",
+        extra={"id2label": {"0": "negative", "1": "neutral", "2": "positive"},
+               "label2id": {"negative": 0, "neutral": 1, "positive": 2},
+               "problem_type": "single_label_classification"}),
+    "bert-multilabel": dict(
+        kind="encoder", family="bert", arch="BertForSequenceClassification",
+        tok="bert", shape=TINY_ENC, head="bert",
+        extra={"id2label": {"0": "sports", "1": "politics", "2": "science",
+                            "3": "arts"},
+               "label2id": {"sports": 0, "politics": 1, "science": 2, "arts": 3},
+               "problem_type": "multi_label_classification"}),
+    "xlmr-reranker": dict(
+        kind="encoder", family="xlmr", arch="XLMRobertaForSequenceClassification",
+        tok="xlmr", shape=TINY_ENC, head="xlmr",
+        extra={"id2label": {"0": "LABEL_0"}, "label2id": {"LABEL_0": 0}}),
+    "llama-tiny": dict(
+        kind="decoder", family="llama", arch="LlamaForCausalLM", tok="llama",
+        shape=dict(TINY_DEC, rope_theta=500000.0, max_pos=2048),
+        extra={"rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0,
+                                "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 8192,
+                                "rope_type": "llama3"}}),
+    "mistral-tiny": dict(
+        kind="decoder", family="mistral", arch="MistralForCausalLM",
+        tok="mistral", shape=dict(TINY_DEC, max_pos=4096),
+        extra={"sliding_window": 16}),
+    "qwen2-tiny": dict(
+        kind="decoder", family="qwen2", arch="Qwen2ForCausalLM", tok="qwen2",
+        shape=TINY_QWEN, extra={"tie_word_embeddings": True}),
+    "qwen2-embed": dict(
+        kind="decoder", family="qwen2", arch="Qwen2Model", tok="qwen2",
+        shape=TINY_QWEN, pooling="lasttoken", normalize=True,
+        prompts=QWEN_PROMPTS, extra={"tie_word_embeddings": False}),
+    "mistral-embed": dict(
+        kind="decoder", family="mistral", arch="MistralModel", tok="mistral",
+        shape=dict(TINY_DEC, max_pos=4096), pooling="lasttoken", normalize=True,
+        prompts=E5_PROMPTS, extra={"sliding_window": 4096}),
+}
+
+BENCH_SHAPES = {
+    "minilm-l6": dict(kind="encoder", family="bert", arch="BertModel", tok="bert",
+                      shape={"hidden": 384, "layers": 6, "heads": 12, "ffn": 1536},
+                      pooling="mean", normalize=True, vocab=30522),
+    "bert-base": dict(kind="encoder", family="bert", arch="BertModel", tok="bert",
+                      shape={"hidden": 768, "layers": 12, "heads": 12, "ffn": 3072},
+                      pooling="cls", normalize=True, vocab=30522),
+    "tinyllama": dict(kind="decoder", family="llama", arch="LlamaForCausalLM",
+                      tok="llama", default_dtype="bf16", vocab=32000,
+                      shape={"hidden": 2048, "layers": 22, "heads": 32,
+                             "kv_heads": 4, "ffn": 5632, "rms_eps": 1e-05,
+                             "max_pos": 2048}),
+}
+
+
+def write_st_files(out_dir, spec, hidden):
+    modules = [{"idx": 0, "name": "0", "path": "",
+                "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    if spec.get("normalize"):
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+        os.makedirs(os.path.join(out_dir, "2_Normalize"), exist_ok=True)
+    with open(os.path.join(out_dir, "modules.json"), "w") as f:
+        json.dump(modules, f, indent=2)
+    os.makedirs(os.path.join(out_dir, "1_Pooling"), exist_ok=True)
+    mode = spec["pooling"]
+    pooling = {"word_embedding_dimension": hidden,
+               "pooling_mode_cls_token": mode == "cls",
+               "pooling_mode_mean_tokens": mode == "mean",
+               "pooling_mode_max_tokens": False,
+               "pooling_mode_mean_sqrt_len_tokens": False,
+               "pooling_mode_weightedmean_tokens": False,
+               "pooling_mode_lasttoken": mode == "lasttoken",
+               "include_prompt": True}
+    with open(os.path.join(out_dir, "1_Pooling", "config.json"), "w") as f:
+        json.dump(pooling, f, indent=2)
+    st = {"__version__": {"sentence_transformers": "3.0.1",
+                          "transformers": TRANSFORMERS_VERSION,
+                          "pytorch": "2.3.1"},
+          "prompts": spec.get("prompts", {}), "default_prompt_name": None,
+          "similarity_fn_name": "cosine"}
+    with open(os.path.join(out_dir, "config_sentence_transformers.json"), "w") as f:
+        json.dump(st, f, indent=2)
+    max_len = 512 if spec["kind"] == "encoder" else 4096
+    with open(os.path.join(out_dir, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": max_len,
+                   "do_lower_case": False}, f, indent=2)
+
+
+def build_model(name, spec, out_dir, dtype, shared_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    tok, tok_source = install_tokenizer(out_dir, spec["tok"], shared_dir)
+    vocab = spec.get("vocab") or tokenizer_vocab_size(tok)
+    if spec["family"] == "qwen2" and tok_source.startswith("shared"):
+        vocab = max(vocab, 151936)  # Qwen2 checkpoints pad the embedding table
+    extra = dict(spec.get("extra", {}))
+    if spec["kind"] == "encoder":
+        cfg = encoder_config(spec["arch"], spec["family"], vocab, spec["shape"], extra)
+        head = spec.get("head")
+        pooler = head != "xlmr"
+        prefix = {"bert": "bert.", "xlmr": "roberta."}.get(head, "")
+        specs = encoder_specs(cfg, prefix, pooler, head)
+        if spec.get("position_ids_buffer"):
+            specs.insert(1, (prefix + "embeddings.position_ids",
+                             (1, cfg["max_position_embeddings"])))
+    else:
+        fam = spec["family"]
+        ids = {}
+        if fam == "qwen2":
+            ids["bos_token_id"] = token_id(tok, "<|endoftext|>")
+            ids["eos_token_id"] = token_id(tok, "<|endoftext|>" if spec["arch"].endswith("Model")
+                                           else "<|im_end|>")
+        else:
+            ids["bos_token_id"] = token_id(tok, "<s>")
+            ids["eos_token_id"] = token_id(tok, "</s>")
+        extra = dict(ids, **extra)
+        cfg = decoder_config(spec["arch"], fam, vocab, spec["shape"], extra)
+        specs = decoder_specs(cfg, fam, spec["arch"].endswith("ForCausalLM"))
+    cfg["torch_dtype"] = "bfloat16" if dtype == "bf16" else "float32"
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    dtypes = [(n, s, "i64" if n.endswith("position_ids") else dtype) for n, s in specs]
+    shapes = dict(specs)
+    encoder = spec["kind"] == "encoder"
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), dtypes,
+                      lambda n: init_tensor(rng, n, shapes[n], encoder))
+    if "pooling" in spec:
+        write_st_files(out_dir, spec, cfg["hidden_size"])
+    return tok_source
+
+
+def stamp_for(name, spec, dtype, shared_dir):
+    h = hashlib.sha256()
+    with open(os.path.abspath(__file__), "rb") as f:
+        h.update(f.read())
+    folder = TOKENIZERS[spec["tok"]][0]
+    has_shared = bool(shared_dir) and os.path.isfile(
+        os.path.join(shared_dir, "tokenizers", folder, "tokenizer.json"))
+    h.update(json.dumps([name, dtype, has_shared]).encode())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--only", default="", help="comma-separated model names")
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default=None,
+                    help="weight dtype (default f32; tinyllama bf16)")
+    ap.add_argument("--shape", choices=["tiny"] + sorted(BENCH_SHAPES), default="tiny")
+    ap.add_argument("--shared", default=DEFAULT_SHARED,
+                    help="shared material (tokenizers); may be absent")
+    ap.add_argument("--force", action="store_true", help="regenerate everything")
+    args = ap.parse_args()
+
+    models = MODELS if args.shape == "tiny" else {args.shape: BENCH_SHAPES[args.shape]}
+    names = list(models)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in models]
+        if unknown:
+            sys.exit("unknown model(s) %s; known: %s" % (unknown, ", ".join(models)))
+    shared = args.shared if os.path.isdir(args.shared) else None
+    os.makedirs(args.out, exist_ok=True)
+    for name in names:
+        spec = models[name]
+        dtype = args.dtype or spec.get("default_dtype", "f32")
+        out_dir = os.path.join(args.out, name)
+        stamp = stamp_for(name, spec, dtype, shared)
+        stamp_path = os.path.join(out_dir, STAMP)
+        if not args.force and os.path.isfile(stamp_path):
+            with open(stamp_path) as f:
+                if f.read().strip() == stamp:
+                    print("%-16s up to date" % name)
+                    continue
+        if os.path.isdir(out_dir):
+            shutil.rmtree(out_dir)
+        t0 = time.time()
+        source = build_model(name, spec, out_dir, dtype, shared)
+        with open(stamp_path, "w") as f:
+            f.write(stamp + "\n")
+        print("%-16s written (%s, tokenizer %s, %.1fs)" % (name, dtype, source,
+                                                         time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()
