@@ -82,11 +82,13 @@ void BM_MemoryBandwidth(benchmark::State& state) {
   benchmark::DoNotOptimize(total);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(words * sizeof(uint64_t)));
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(words * sizeof(uint64_t)) * 1e-9,
-      benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(words * sizeof(uint64_t)) * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_MemoryBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime()
+BENCHMARK(BM_MemoryBandwidth)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->MinTime(1.0);
 
 void BM_EncoderMiniLm(benchmark::State& state) {
@@ -117,7 +119,10 @@ void BM_EncoderMiniLm(benchmark::State& state) {
       kSeqs * kLen, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(dtype == DType::kF32 ? "f32" : "bf16");
 }
-BENCHMARK(BM_EncoderMiniLm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_EncoderMiniLm)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
@@ -163,15 +168,17 @@ void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
   // one row, so GB/s slightly overstates the traffic by its 131 MB).
   const double weight_bytes = static_cast<double>(
       runner->weight_bytes_mapped() + runner->weight_bytes_allocated());
-  state.counters["ms/step"] = benchmark::Counter(
-      1e-3, benchmark::Counter::kIsIterationInvariantRate |
-                benchmark::Counter::kInvert);
+  state.counters["ms/step"] =
+      benchmark::Counter(1e-3, benchmark::Counter::kIsIterationInvariantRate |
+                                   benchmark::Counter::kInvert);
   state.counters["GB/s"] = benchmark::Counter(
       weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weight_GB"] = weight_bytes * 1e-9;
 }
-BENCHMARK(BM_DecoderTinyLlamaDecode)->Unit(benchmark::kMillisecond)
-    ->UseRealTime()->MinTime(3.0);
+BENCHMARK(BM_DecoderTinyLlamaDecode)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(3.0);
 
 }  // namespace
 }  // namespace inferd

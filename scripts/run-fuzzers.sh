@@ -4,17 +4,20 @@
 #
 #   scripts/run-fuzzers.sh [BUILD_DIR] [RUNS]
 #
-# BUILD_DIR defaults to build/fuzz, RUNS (inputs per fuzzer) to 20000.
+# BUILD_DIR defaults to build/fuzz, RUNS (inputs per fuzzer) to 20000;
+# FUZZ_MAX_SECONDS (default 45) caps each fuzzer's run time so a slow target
+# cannot stretch the smoke run.
 # Seeds come from the generated tiny test models ($INFERD_TEST_MODELS_DIR or
 # BUILD_DIR/../test_models) and ../shared when present. Exits non-zero when a
 # fuzzer finds a crash (the reproducer is left in BUILD_DIR/<name>/).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 out="$(mkdir -p "${1:-$root/build/fuzz}" && cd "${1:-$root/build/fuzz}" && pwd)"
 runs="${2:-20000}"
 shared="${INFERD_SHARED_DIR:-$root/../shared}"
 models="${INFERD_TEST_MODELS_DIR:-$out/../test_models}"
 python="${INFERD_PYTHON:-/usr/bin/python3}"
+max_seconds="${FUZZ_MAX_SECONDS:-45}"
 
 cxx="${FUZZ_CXX:-}"
 if [[ -z "$cxx" ]]; then
@@ -152,9 +155,9 @@ for src in "$root"/tests/fuzz/*_fuzz.cc; do
     tokenizer_fuzz) seed_tokenizer ;;
     *) seed_dir "$name" >/dev/null ;;
   esac
-  echo "run-fuzzers: running $name for $runs inputs"
+  echo "run-fuzzers: running $name for $runs inputs (at most ${max_seconds}s)"
   if ! (cd "$out/$name" && "$bin" -runs="$runs" -max_len="$(max_len_for "$name")" \
-          -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+          -max_total_time="$max_seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
           corpus > run.log 2>&1); then
     echo "run-fuzzers: $name FAILED; log and reproducer in $out/$name" >&2
     tail -n 40 "$out/$name/run.log" >&2

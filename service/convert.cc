@@ -38,7 +38,7 @@ absl::Status CheckRange(absl::string_view field, T v, T lo, T hi) {
 }  // namespace
 
 absl::StatusOr<EmbedParams> ToEmbedParams(const v1::EmbedRequest& req,
-                                          const ModelInfo& model,
+                                          const ServedModelInfo& model,
                                           const ApiLimits& limits,
                                           absl::Time deadline) {
   EmbedParams p;
@@ -150,7 +150,7 @@ absl::StatusOr<RerankParams> ToRerankParams(const v1::RerankRequest& req,
 }
 
 absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
-                                                const ModelInfo& model,
+                                                const ServedModelInfo& model,
                                                 absl::Time deadline) {
   GenerateParams p;
   p.request_id = req.request_id();
@@ -178,14 +178,14 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
       req.has_add_special_tokens() ? req.add_special_tokens() : true;
   p.disable_prefix_cache = req.disable_prefix_cache();
   const v1::SamplingParams& s = req.sampling();
-  SamplingOptions& o = p.sampling;
-  o.max_tokens = s.max_tokens();
+  SamplingParams& o = p.sampling;
+  o.max_tokens = static_cast<int32_t>(s.max_tokens());
   if (o.max_tokens > model.max_input_tokens && model.max_input_tokens > 0) {
     return Invalid("sampling.max_tokens",
                    absl::StrCat(o.max_tokens, " exceeds the model's context "
                                 "of ", model.max_input_tokens, " tokens"));
   }
-  o.min_tokens = s.min_tokens();
+  o.min_tokens = static_cast<int32_t>(s.min_tokens());
   if (o.max_tokens > 0 && o.min_tokens > o.max_tokens) {
     return Invalid("sampling.min_tokens",
                    absl::StrCat(o.min_tokens, " is larger than max_tokens ",
@@ -249,7 +249,7 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
     return Invalid("sampling.logprobs",
                    absl::StrCat(s.logprobs(), " is outside [0, 20]"));
   }
-  o.logprobs = s.logprobs();
+  o.logprobs = static_cast<int32_t>(s.logprobs());
   o.skip_special_tokens =
       s.has_skip_special_tokens() ? s.skip_special_tokens() : true;
   o.include_stop_str_in_output = s.include_stop_str_in_output();
@@ -290,7 +290,7 @@ void FillEmbedResponse(const EmbedResult& result, const v1::EmbedRequest& req,
 }
 
 void FillClassifyResponse(const ClassifyResult& result,
-                          const ModelInfo& model, v1::ClassifyResponse* resp) {
+                          const ServedModelInfo& model, v1::ClassifyResponse* resp) {
   for (const std::vector<float>& scores : result.scores) {
     v1::Classification* c = resp->add_results();
     std::vector<size_t> order(scores.size());
@@ -346,7 +346,7 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
-void FillModelInfo(const ModelInfo& info, v1::ModelInfo* out) {
+void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
   out->set_name(info.name);
   out->set_path(info.path);
   out->set_architecture(info.architecture);

@@ -18,7 +18,7 @@ struct ApiLimits {
 };
 
 absl::StatusOr<EmbedParams> ToEmbedParams(const v1::EmbedRequest& req,
-                                          const ModelInfo& model,
+                                          const ServedModelInfo& model,
                                           const ApiLimits& limits,
                                           absl::Time deadline);
 absl::StatusOr<ClassifyParams> ToClassifyParams(const v1::ClassifyRequest& req,
@@ -28,17 +28,17 @@ absl::StatusOr<RerankParams> ToRerankParams(const v1::RerankRequest& req,
                                             const ApiLimits& limits,
                                             absl::Time deadline);
 absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
-                                                const ModelInfo& model,
+                                                const ServedModelInfo& model,
                                                 absl::Time deadline);
 
 void FillEmbedResponse(const EmbedResult& result, const v1::EmbedRequest& req,
                        v1::EmbedResponse* resp);
 void FillClassifyResponse(const ClassifyResult& result,
-                          const ModelInfo& model, v1::ClassifyResponse* resp);
+                          const ServedModelInfo& model, v1::ClassifyResponse* resp);
 void FillRerankResponse(const RerankResult& result,
                         const v1::RerankRequest& req, v1::RerankResponse* resp);
 v1::FinishReason ToProtoFinishReason(FinishReason reason);
-void FillModelInfo(const ModelInfo& info, v1::ModelInfo* out);
+void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out);
 
 }  // namespace inferd
 

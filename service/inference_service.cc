@@ -309,7 +309,7 @@ class EmbedStreamCall
                                        model.status().message()));
     }
     stats_.set_model((*model)->name());
-    ModelInfo info = (*model)->info();
+    ServedModelInfo info = (*model)->info();
     auto params = ToEmbedParams(req, info, svc_->limits(),
                                 absl::InfiniteFuture());
     if (!params.ok()) {
@@ -527,7 +527,7 @@ grpc::ServerUnaryReactor* InferenceService::Classify(
     call->Done(params.status());
     return call;
   }
-  ModelInfo info = (*model)->info();
+  ServedModelInfo info = (*model)->info();
   auto handle = (*model)->engine().SubmitClassify(
       std::move(params).value(),
       [call, info, response](absl::StatusOr<ClassifyResult> result) {
@@ -614,7 +614,7 @@ grpc::ServerUnaryReactor* InferenceService::Detokenize(
 grpc::ServerUnaryReactor* ModelsService::ListModels(
     grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
     v1::ListModelsResponse* response) {
-  for (const ModelInfo& info : models_->List()) {
+  for (const ServedModelInfo& info : models_->List()) {
     FillModelInfo(info, response->add_models());
   }
   auto* reactor = ctx->DefaultReactor();

@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     raw->models_->LoadAll();
     int ready = 0;
     for (const auto& m : raw->models_->models()) {
-      ModelInfo info = m->info();
+      ServedModelInfo info = m->info();
       if (info.state == ModelState::kReady) {
         ++ready;
         LOG_INFO("model '{}' ready", info.name);

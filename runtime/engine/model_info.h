@@ -1,4 +1,4 @@
-// ModelInfo: what the server reports about one model (GetModel/ListModels).
+// ServedModelInfo: what the server reports about one model (GetModel/ListModels).
 // Plain value type.
 #ifndef INFERD_RUNTIME_ENGINE_MODEL_INFO_H_
 #define INFERD_RUNTIME_ENGINE_MODEL_INFO_H_
@@ -13,7 +13,7 @@ namespace inferd {
 
 enum class ModelState { kLoading, kReady, kFailed };
 
-struct ModelInfo {
+struct ServedModelInfo {
   std::string name;
   std::string path;
   std::string architecture;

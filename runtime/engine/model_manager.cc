@@ -44,7 +44,7 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
       st_(std::move(st)),
       tok_config_(std::move(tok_config)),
       workflow_(std::move(workflow)) {
-  ModelInfo& i = info_;
+  ServedModelInfo& i = info_;
   i.name = spec_.name;
   i.path = spec_.path;
   i.architecture = config_.architectures[0];
@@ -89,9 +89,9 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
 
 ServedModel::~ServedModel() { Shutdown(); }
 
-ModelInfo ServedModel::info() const {
+ServedModelInfo ServedModel::info() const {
   absl::MutexLock lock(&mu_);
-  ModelInfo i = info_;
+  ServedModelInfo i = info_;
   i.state = state();
   return i;
 }
@@ -213,8 +213,8 @@ absl::StatusOr<ServedModel*> ModelManager::Resolve(const std::string& name,
   return model;
 }
 
-std::vector<ModelInfo> ModelManager::List() const {
-  std::vector<ModelInfo> out;
+std::vector<ServedModelInfo> ModelManager::List() const {
+  std::vector<ServedModelInfo> out;
   for (const auto& m : models_) out.push_back(m->info());
   return out;
 }

@@ -43,14 +43,14 @@ class ServedModel {
   const Workflow& workflow() const { return workflow_; }
 
   ModelState state() const { return state_.load(std::memory_order_acquire); }
-  ModelInfo info() const;
+  ServedModelInfo info() const;
 
   // Valid once state() == kReady; owned by this object.
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Engine& engine() const { return *engine_; }
 
   // Loads tokenizer, weights and engine. Sets READY or FAILED (with the
-  // error kept for ModelInfo.error) and returns the status.
+  // error kept for ServedModelInfo.error) and returns the status.
   absl::Status Load();
   // Stops the engine (pending requests finish with CANCELLED/UNAVAILABLE).
   void Shutdown();
@@ -68,7 +68,7 @@ class ServedModel {
   std::unique_ptr<Engine> engine_;
   std::atomic<ModelState> state_{ModelState::kLoading};
   mutable absl::Mutex mu_;
-  ModelInfo info_ ABSL_GUARDED_BY(mu_);
+  ServedModelInfo info_ ABSL_GUARDED_BY(mu_);
 };
 
 class ModelManager {
@@ -94,7 +94,7 @@ class ModelManager {
   // NOT_FOUND for an unknown name; any state.
   absl::StatusOr<const ServedModel*> Find(const std::string& name) const;
 
-  std::vector<ModelInfo> List() const;
+  std::vector<ServedModelInfo> List() const;
   const std::vector<std::unique_ptr<ServedModel>>& models() const {
     return models_;
   }

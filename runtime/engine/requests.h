@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/gen/sampling_params.h"
 
 namespace inferd {
 
@@ -79,36 +80,15 @@ struct RerankResult {
 
 // --------------------------------------------------------------- generate
 
-struct SamplingOptions {
-  int64_t max_tokens = 0;  // 0: until the context is full
-  int64_t min_tokens = 0;
-  float temperature = 1.0f;
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  std::optional<uint64_t> seed;
-  float repetition_penalty = 1.0f;
-  float presence_penalty = 0.0f;
-  float frequency_penalty = 0.0f;
-  std::vector<std::string> stop;
-  std::vector<int32_t> stop_token_ids;
-  bool ignore_eos = false;
-  int32_t logprobs = 0;
-  bool skip_special_tokens = true;
-  bool include_stop_str_in_output = false;
-};
-
 struct GenerateParams {
   std::string request_id;
   std::optional<std::string> prompt;   // or
   std::vector<int32_t> prompt_token_ids;
   bool add_special_tokens = true;
-  SamplingOptions sampling;
+  SamplingParams sampling;
   bool disable_prefix_cache = false;
   absl::Time deadline = absl::InfiniteFuture();
 };
-
-enum class FinishReason { kNone, kLength, kStop, kEos, kCancelled, kError };
 
 struct TokenLogprobValue {
   int32_t token_id = 0;

@@ -102,7 +102,7 @@ bool Workflow::Supports(Task task) const {
   return std::find(tasks.begin(), tasks.end(), task) != tasks.end();
 }
 
-std::vector<std::string> SupportedArchitectures() {
+std::vector<std::string> WorkflowArchitectures() {
   std::vector<std::string> out;
   for (const ArchitectureEntry& e : kArchitectures) out.push_back(e.architecture);
   std::sort(out.begin(), out.end());
@@ -115,7 +115,7 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
   if (config.architectures.empty()) {
     return absl::InvalidArgumentError(
         "config.json has no architectures; supported: " +
-        absl::StrJoin(SupportedArchitectures(), ", "));
+        absl::StrJoin(WorkflowArchitectures(), ", "));
   }
   const std::string& arch = config.architectures[0];
   const ArchitectureEntry* entry = nullptr;
@@ -125,7 +125,7 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
   if (entry == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported architecture '", arch, "' in config.json; supported: ",
-        absl::StrJoin(SupportedArchitectures(), ", ")));
+        absl::StrJoin(WorkflowArchitectures(), ", ")));
   }
   const std::string task = overrides.task.value_or("");
   bool bidirectional = overrides.bidirectional.value_or(

@@ -29,7 +29,7 @@ enum class WorkflowKind {
 
 struct Workflow {
   WorkflowKind kind;
-  std::string name;  // reported in ModelInfo.workflow
+  std::string name;  // reported in ServedModelInfo.workflow
   std::vector<Task> tasks;
   std::string input_processor;
   std::string scheduler;
@@ -49,7 +49,7 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
                                         const ModelOverrides& overrides);
 
 // Every architecture string the registry knows, sorted.
-std::vector<std::string> SupportedArchitectures();
+std::vector<std::string> WorkflowArchitectures();
 
 }  // namespace inferd
 

@@ -32,9 +32,9 @@ class PagedAttentionBackend : public AttentionBackend {
                        const TensorView& v, const AttentionParams& params,
                        const TensorView& out) override {
     if (layer < 0 || layer >= static_cast<int>(cache_->k.size())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "causal_paged attention: no KV cache for layer ", layer,
-          " (AllocateKvCache not called?)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("causal_paged attention: no KV cache for layer ", layer,
+                       " (AllocateKvCache not called?)"));
     }
     if (!params.causal) {
       return absl::InvalidArgumentError(
@@ -66,9 +66,9 @@ absl::string_view AttentionBackendName(AttentionBackendKind kind) {
 
 absl::StatusOr<AttentionBackendKind> ParseAttentionBackend(
     absl::string_view name) {
-  for (AttentionBackendKind kind :
-       {AttentionBackendKind::kAuto, AttentionBackendKind::kBidirectionalPrefill,
-        AttentionBackendKind::kCausalPaged}) {
+  for (AttentionBackendKind kind : {AttentionBackendKind::kAuto,
+                                    AttentionBackendKind::kBidirectionalPrefill,
+                                    AttentionBackendKind::kCausalPaged}) {
     if (name == AttentionBackendName(kind)) return kind;
   }
   return absl::InvalidArgumentError(absl::StrCat(

@@ -63,8 +63,7 @@ absl::StatusOr<std::unique_ptr<Model>> BertEncoder::Create(
 
 absl::Status BertEncoder::Load(const ModelConfig& config,
                                const WeightStore& weights,
-                               const ModelLoadOptions& options,
-                               BertHead head) {
+                               const ModelLoadOptions& options, BertHead head) {
   head_ = head;
   const int64_t hidden = config.hidden_size;
   const int64_t heads = config.num_attention_heads;
@@ -94,10 +93,10 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
   WeightLoader loader(&weights, options.device, options.compute_dtype,
                       &weights_);
   RETURN_IF_ERROR(loader.DetectPrefix("embeddings.word_embeddings.weight"));
-  ASSIGN_OR_RETURN(word_, EmbeddingLayer::Load(
-                              loader,
-                              loader.Base("embeddings.word_embeddings.weight"),
-                              config.vocab_size, hidden));
+  ASSIGN_OR_RETURN(word_,
+                   EmbeddingLayer::Load(
+                       loader, loader.Base("embeddings.word_embeddings.weight"),
+                       config.vocab_size, hidden));
   ASSIGN_OR_RETURN(
       position_,
       EmbeddingLayer::Load(loader,
@@ -111,10 +110,10 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
                      EmbeddingLayer::Load(loader, type_name,
                                           config.type_vocab_size, hidden));
   }
-  ASSIGN_OR_RETURN(embedding_norm_,
-                   LayerNormLayer::Load(loader,
-                                        loader.Base("embeddings.LayerNorm"),
-                                        hidden, eps));
+  ASSIGN_OR_RETURN(
+      embedding_norm_,
+      LayerNormLayer::Load(loader, loader.Base("embeddings.LayerNorm"), hidden,
+                           eps));
 
   AttentionParams params;
   params.num_heads = static_cast<int>(heads);
@@ -129,24 +128,22 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
                                 absl::StrCat(p, "attention.self.key"),
                                 absl::StrCat(p, "attention.self.value"),
                                 absl::StrCat(p, "attention.output.dense")};
-    ASSIGN_OR_RETURN(b.attention,
-                     AttentionLayer::Load(loader, names, hidden,
-                                          static_cast<int>(i), params,
-                                          BiasMode::kIfPresent,
-                                          BiasMode::kIfPresent));
+    ASSIGN_OR_RETURN(
+        b.attention,
+        AttentionLayer::Load(loader, names, hidden, static_cast<int>(i), params,
+                             BiasMode::kIfPresent, BiasMode::kIfPresent));
     ASSIGN_OR_RETURN(b.attention_norm,
                      LayerNormLayer::Load(
                          loader, absl::StrCat(p, "attention.output.LayerNorm"),
                          hidden, eps));
-    ASSIGN_OR_RETURN(b.mlp, GeluMlp::Load(loader,
-                                          absl::StrCat(p, "intermediate.dense"),
-                                          absl::StrCat(p, "output.dense"),
-                                          hidden, config.intermediate_size,
-                                          act));
-    ASSIGN_OR_RETURN(b.output_norm,
-                     LayerNormLayer::Load(loader,
-                                          absl::StrCat(p, "output.LayerNorm"),
-                                          hidden, eps));
+    ASSIGN_OR_RETURN(
+        b.mlp, GeluMlp::Load(loader, absl::StrCat(p, "intermediate.dense"),
+                             absl::StrCat(p, "output.dense"), hidden,
+                             config.intermediate_size, act));
+    ASSIGN_OR_RETURN(
+        b.output_norm,
+        LayerNormLayer::Load(loader, absl::StrCat(p, "output.LayerNorm"),
+                             hidden, eps));
   }
 
   const int64_t labels = config.num_labels;
@@ -197,7 +194,8 @@ absl::StatusOr<TensorView> BertEncoder::Forward(const ForwardContext& ctx) {
 
   const TensorView no_rope;
   for (const Block& b : blocks_) {
-    RETURN_IF_ERROR(b.attention.Forward(ctx, h, no_rope, RopeStyle::kNeox, tmp));
+    RETURN_IF_ERROR(
+        b.attention.Forward(ctx, h, no_rope, RopeStyle::kNeox, tmp));
     RETURN_IF_ERROR(b.attention_norm.AddForward(ctx.exec, tmp, h, h));
     RETURN_IF_ERROR(b.mlp.Forward(ctx, h, tmp));
     RETURN_IF_ERROR(b.output_norm.AddForward(ctx.exec, tmp, h, h));
@@ -235,16 +233,15 @@ absl::StatusOr<std::unique_ptr<Model>> CreateBertForSequenceClassification(
 absl::StatusOr<std::unique_ptr<Model>> CreateXlmRobertaModel(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options) {
-  return BertEncoder::Create(config, weights, options,
-                             ModelFamily::kXlmRoberta, BertHead::kNone);
+  return BertEncoder::Create(config, weights, options, ModelFamily::kXlmRoberta,
+                             BertHead::kNone);
 }
 
 absl::StatusOr<std::unique_ptr<Model>>
 CreateXlmRobertaForSequenceClassification(const ModelConfig& config,
                                           const WeightStore& weights,
                                           const ModelLoadOptions& options) {
-  return BertEncoder::Create(config, weights, options,
-                             ModelFamily::kXlmRoberta,
+  return BertEncoder::Create(config, weights, options, ModelFamily::kXlmRoberta,
                              BertHead::kRobertaClassifier);
 }
 

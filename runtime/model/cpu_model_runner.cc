@@ -62,10 +62,10 @@ absl::StatusOr<int64_t> CpuModelRunner::NumKvBlocksForMemory(
       static_cast<int64_t>(static_cast<double>(free_bytes) * fraction);
   const int64_t blocks = budget / per_block;
   if (blocks <= 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "no room for a KV cache block (", per_block, " bytes): ",
-        mem.free_bytes, " bytes available, ", reserved,
-        " reserved for weights and activations"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no room for a KV cache block (", per_block,
+                     " bytes): ", mem.free_bytes, " bytes available, ",
+                     reserved, " reserved for weights and activations"));
   }
   return blocks;
 }

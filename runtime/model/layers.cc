@@ -82,8 +82,7 @@ absl::Status EmbeddingLayer::Forward(const ExecutionContext& ctx,
 
 absl::StatusOr<LayerNormLayer> LayerNormLayer::Load(WeightLoader& loader,
                                                     absl::string_view name,
-                                                    int64_t hidden,
-                                                    float eps) {
+                                                    int64_t hidden, float eps) {
   LayerNormLayer layer;
   layer.eps_ = eps;
   std::string weight = absl::StrCat(name, ".weight");
@@ -147,10 +146,10 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(
   const int64_t kv_dim = int64_t{params.num_kv_heads} * params.head_dim;
   ASSIGN_OR_RETURN(layer.q_,
                    LinearLayer::Load(loader, names.q, q_dim, hidden, qkv_bias));
-  ASSIGN_OR_RETURN(layer.k_, LinearLayer::Load(loader, names.k, kv_dim, hidden,
-                                               qkv_bias));
-  ASSIGN_OR_RETURN(layer.v_, LinearLayer::Load(loader, names.v, kv_dim, hidden,
-                                               qkv_bias));
+  ASSIGN_OR_RETURN(
+      layer.k_, LinearLayer::Load(loader, names.k, kv_dim, hidden, qkv_bias));
+  ASSIGN_OR_RETURN(
+      layer.v_, LinearLayer::Load(loader, names.v, kv_dim, hidden, qkv_bias));
   ASSIGN_OR_RETURN(layer.o_,
                    LinearLayer::Load(loader, names.o, hidden, q_dim, o_bias));
   return layer;
@@ -176,7 +175,8 @@ absl::Status AttentionLayer::Forward(const ForwardContext& ctx,
     RETURN_IF_ERROR(
         ApplyRotary(ctx.exec, q, k, cos_sin, params_.head_dim, rope_style));
   }
-  ASSIGN_OR_RETURN(TensorView attn, ctx.ws->Get(WsSlot::kAttnOut, tokens, q_dim));
+  ASSIGN_OR_RETURN(TensorView attn,
+                   ctx.ws->Get(WsSlot::kAttnOut, tokens, q_dim));
   RETURN_IF_ERROR(ctx.attention->Forward(ctx.exec, *ctx.batch, layer_index_, q,
                                          k, v, params_, attn));
   return o_.Forward(ctx.exec, attn, out);
@@ -193,16 +193,16 @@ absl::StatusOr<GeluMlp> GeluMlp::Load(WeightLoader& loader,
   mlp.act_ = act;
   ASSIGN_OR_RETURN(mlp.up_, LinearLayer::Load(loader, up_name, intermediate,
                                               hidden, BiasMode::kIfPresent));
-  ASSIGN_OR_RETURN(mlp.down_, LinearLayer::Load(loader, down_name, hidden,
-                                                intermediate,
-                                                BiasMode::kIfPresent));
+  ASSIGN_OR_RETURN(mlp.down_,
+                   LinearLayer::Load(loader, down_name, hidden, intermediate,
+                                     BiasMode::kIfPresent));
   return mlp;
 }
 
 absl::Status GeluMlp::Forward(const ForwardContext& ctx, const TensorView& x,
                               const TensorView& out) const {
-  ASSIGN_OR_RETURN(TensorView inter, ctx.ws->Get(WsSlot::kFfnA, x.shape[0],
-                                                 up_.out_features()));
+  ASSIGN_OR_RETURN(TensorView inter,
+                   ctx.ws->Get(WsSlot::kFfnA, x.shape[0], up_.out_features()));
   RETURN_IF_ERROR(up_.Forward(ctx.exec, x, inter));
   RETURN_IF_ERROR(Activate(ctx.exec, act_, inter, inter));
   return down_.Forward(ctx.exec, inter, out);

@@ -117,12 +117,9 @@ class AttentionLayer {
   };
   AttentionLayer() = default;
   // `params` gives heads, kv heads, head_dim, causal and sliding window.
-  static absl::StatusOr<AttentionLayer> Load(WeightLoader& loader,
-                                             const Names& names,
-                                             int64_t hidden, int layer_index,
-                                             const AttentionParams& params,
-                                             BiasMode qkv_bias,
-                                             BiasMode o_bias);
+  static absl::StatusOr<AttentionLayer> Load(
+      WeightLoader& loader, const Names& names, int64_t hidden, int layer_index,
+      const AttentionParams& params, BiasMode qkv_bias, BiasMode o_bias);
 
   // out [T, hidden] = o_proj(attention(q, k, v)) for x [T, hidden]. With a
   // non-empty cos_sin [T, rotary_dim], q and k are rotated (RoPE) first.
@@ -163,9 +160,9 @@ class GatedMlp {
   GatedMlp() = default;
   // `prefix`gate_proj / up_proj / down_proj.
   static absl::StatusOr<GatedMlp> Load(WeightLoader& loader,
-                                       absl::string_view prefix,
-                                       int64_t hidden, int64_t intermediate,
-                                       Activation act, BiasMode bias);
+                                       absl::string_view prefix, int64_t hidden,
+                                       int64_t intermediate, Activation act,
+                                       BiasMode bias);
   absl::Status Forward(const ForwardContext& ctx, const TensorView& x,
                        const TensorView& out) const;
 

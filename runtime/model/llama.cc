@@ -58,8 +58,7 @@ absl::StatusOr<std::unique_ptr<Model>> DecoderModel::Create(
 
 absl::Status DecoderModel::Load(const ModelConfig& config,
                                 const WeightStore& weights,
-                                const ModelLoadOptions& options,
-                                bool lm_head) {
+                                const ModelLoadOptions& options, bool lm_head) {
   const int64_t hidden = config.hidden_size;
   const int64_t vocab = config.vocab_size;
   const float eps = static_cast<float>(config.rms_norm_eps);
@@ -104,28 +103,28 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
     if (window.has_value() && info_.causal) {
       params.sliding_window = static_cast<int>(*window);
     }
-    ASSIGN_OR_RETURN(b.input_norm,
-                     RmsNormLayer::Load(loader, absl::StrCat(p, "input_layernorm"),
-                                        hidden, eps));
+    ASSIGN_OR_RETURN(
+        b.input_norm,
+        RmsNormLayer::Load(loader, absl::StrCat(p, "input_layernorm"), hidden,
+                           eps));
     AttentionLayer::Names names{absl::StrCat(p, "self_attn.q_proj"),
                                 absl::StrCat(p, "self_attn.k_proj"),
                                 absl::StrCat(p, "self_attn.v_proj"),
                                 absl::StrCat(p, "self_attn.o_proj")};
-    ASSIGN_OR_RETURN(b.attention,
-                     AttentionLayer::Load(loader, names, hidden,
-                                          static_cast<int>(i), params,
-                                          BiasMode::kIfPresent,
-                                          BiasMode::kIfPresent));
-    ASSIGN_OR_RETURN(b.post_attention_norm,
-                     RmsNormLayer::Load(
-                         loader, absl::StrCat(p, "post_attention_layernorm"),
-                         hidden, eps));
+    ASSIGN_OR_RETURN(
+        b.attention,
+        AttentionLayer::Load(loader, names, hidden, static_cast<int>(i), params,
+                             BiasMode::kIfPresent, BiasMode::kIfPresent));
+    ASSIGN_OR_RETURN(
+        b.post_attention_norm,
+        RmsNormLayer::Load(loader, absl::StrCat(p, "post_attention_layernorm"),
+                           hidden, eps));
     ASSIGN_OR_RETURN(b.mlp, GatedMlp::Load(loader, absl::StrCat(p, "mlp."),
                                            hidden, config.intermediate_size,
                                            act, BiasMode::kIfPresent));
   }
-  ASSIGN_OR_RETURN(final_norm_,
-                   RmsNormLayer::Load(loader, loader.Base("norm"), hidden, eps));
+  ASSIGN_OR_RETURN(final_norm_, RmsNormLayer::Load(loader, loader.Base("norm"),
+                                                   hidden, eps));
   if (lm_head) {
     if (tied) {
       lm_head_ = LinearLayer::FromViews(embed_.table(), TensorView{});
@@ -160,8 +159,10 @@ absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
   RETURN_IF_ERROR(blocks_[0].input_norm.Forward(ctx.exec, residual, x));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
-    RETURN_IF_ERROR(b.attention.Forward(ctx, x, cos_sin, RopeStyle::kNeox, tmp));
-    RETURN_IF_ERROR(b.post_attention_norm.AddForward(ctx.exec, tmp, residual, x));
+    RETURN_IF_ERROR(
+        b.attention.Forward(ctx, x, cos_sin, RopeStyle::kNeox, tmp));
+    RETURN_IF_ERROR(
+        b.post_attention_norm.AddForward(ctx.exec, tmp, residual, x));
     RETURN_IF_ERROR(b.mlp.Forward(ctx, x, tmp));
     const RmsNormLayer& next_norm =
         i + 1 < blocks_.size() ? blocks_[i + 1].input_norm : final_norm_;

@@ -11,8 +11,8 @@ absl::Status Model::ComputeLogits(const ForwardContext& ctx,
       "model ", info_.architecture, " has no language-model head"));
 }
 
-absl::Status Model::Classify(const ForwardContext& ctx,
-                             const TensorView& rows, const TensorView& out) {
+absl::Status Model::Classify(const ForwardContext& ctx, const TensorView& rows,
+                             const TensorView& out) {
   return absl::FailedPreconditionError(absl::StrCat(
       "model ", info_.architecture, " has no classification head"));
 }

@@ -37,10 +37,9 @@ absl::StatusOr<ModelFactory> FindModelFactory(absl::string_view architecture) {
   for (const Registration& r : kModels) {
     if (r.architecture == architecture) return r.factory;
   }
-  return absl::NotFoundError(
-      absl::StrCat("unsupported architecture \"", architecture,
-                   "\"; supported: ",
-                   absl::StrJoin(SupportedArchitectures(), ", ")));
+  return absl::NotFoundError(absl::StrCat(
+      "unsupported architecture \"", architecture,
+      "\"; supported: ", absl::StrJoin(SupportedArchitectures(), ", ")));
 }
 
 std::vector<std::string> SupportedArchitectures() {

@@ -44,9 +44,9 @@ absl::Status ModelRunnerBase::Init(Device* device,
   if (!device->host_accessible()) {
     // Step metadata and results are exchanged through host memory; a device
     // without host-addressable memory needs copy support first.
-    return absl::UnimplementedError(absl::StrCat(
-        "model runner needs a host-accessible device; ", device->name(),
-        " is not"));
+    return absl::UnimplementedError(
+        absl::StrCat("model runner needs a host-accessible device; ",
+                     device->name(), " is not"));
   }
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16) {
     return absl::InvalidArgumentError(
@@ -85,9 +85,8 @@ absl::Status ModelRunnerBase::Init(Device* device,
   ModelLoadOptions load;
   load.device = device;
   load.compute_dtype = compute_dtype_;
-  load.bidirectional =
-      options.bidirectional.value_or(config.is_causal.has_value() &&
-                                     !*config.is_causal);
+  load.bidirectional = options.bidirectional.value_or(
+      config.is_causal.has_value() && !*config.is_causal);
   if (config.IsEncoder()) load.bidirectional = true;
   ASSIGN_OR_RETURN(model_, CreateModel(config, *weights_, load));
 
@@ -118,7 +117,8 @@ int64_t ModelRunnerBase::KvCacheBytesPerBlock(int block_size) const {
 
 int64_t ModelRunnerBase::kv_cache_bytes() const {
   int64_t total = 0;
-  for (const DeviceBuffer& b : kv_buffers_) total += static_cast<int64_t>(b.size());
+  for (const DeviceBuffer& b : kv_buffers_)
+    total += static_cast<int64_t>(b.size());
   return total;
 }
 
@@ -185,15 +185,15 @@ absl::StatusOr<int64_t> ModelRunnerBase::NumKvBlocksForMemory(
     ASSIGN_OR_RETURN(MemoryInfo mem, device_->GetMemoryInfo());
     const int64_t activations =
         EstimateActivationBytes(max_batched_tokens, max_batched_tokens);
-    budget = static_cast<int64_t>(
-        static_cast<double>(std::max<int64_t>(mem.free_bytes - activations, 0)) *
-        fraction);
+    budget = static_cast<int64_t>(static_cast<double>(std::max<int64_t>(
+                                      mem.free_bytes - activations, 0)) *
+                                  fraction);
   }
   const int64_t blocks = budget / per_block;
   if (blocks <= 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "no room for a KV cache block (", per_block, " bytes) in ", budget,
-        " bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no room for a KV cache block (", per_block, " bytes) in ",
+                     budget, " bytes"));
   }
   return blocks;
 }
@@ -232,9 +232,9 @@ absl::Status ModelRunnerBase::BuildBatch(const BatchPlan& plan) {
     }
     if (!s.token_type_ids.empty() &&
         static_cast<int64_t>(s.token_type_ids.size()) != n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", s.seq_id, ": ", s.token_type_ids.size(),
-          " token type ids for ", n, " tokens"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", s.seq_id, ": ", s.token_type_ids.size(),
+                       " token type ids for ", n, " tokens"));
     }
     if (s.start_pos < 0 || (!paged && s.start_pos != 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -244,16 +244,16 @@ absl::Status ModelRunnerBase::BuildBatch(const BatchPlan& plan) {
     }
     const int64_t end = s.start_pos + n;
     if (m.is_encoder && end > m.max_positions) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sequence ", s.seq_id, " has ", end,
-          " tokens; the model takes at most ", m.max_positions));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sequence ", s.seq_id, " has ", end,
+                       " tokens; the model takes at most ", m.max_positions));
     }
     switch (s.output) {
       case StepOutput::kLastLogits:
         if (!m.has_lm_head) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "sequence ", s.seq_id, " asks for logits; ", m.architecture,
-              " has no language-model head"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("sequence ", s.seq_id, " asks for logits; ",
+                           m.architecture, " has no language-model head"));
         }
         break;
       case StepOutput::kClassifierLogits:
@@ -292,12 +292,14 @@ absl::Status ModelRunnerBase::BuildBatch(const BatchPlan& plan) {
       ids_.push_back(id);
       rope_positions_.push_back(pos);
       positions_.push_back(static_cast<int32_t>(pos + m.position_offset));
-      const int32_t type =
-          s.token_type_ids.empty() ? 0 : s.token_type_ids[static_cast<size_t>(i)];
-      if (m.is_encoder && (type < 0 || type >= std::max<int64_t>(m.type_vocab_size, 1))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sequence ", s.seq_id, ": token type id ", type, " outside [0, ",
-            m.type_vocab_size, ")"));
+      const int32_t type = s.token_type_ids.empty()
+                               ? 0
+                               : s.token_type_ids[static_cast<size_t>(i)];
+      if (m.is_encoder &&
+          (type < 0 || type >= std::max<int64_t>(m.type_vocab_size, 1))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("sequence ", s.seq_id, ": token type id ", type,
+                         " outside [0, ", m.type_vocab_size, ")"));
       }
       token_types_.push_back(type);
       if (paged) {
@@ -311,7 +313,8 @@ absl::Status ModelRunnerBase::BuildBatch(const BatchPlan& plan) {
     if (paged) {
       seq_lens_.push_back(static_cast<int32_t>(end));
       for (size_t b = 0; b < max_blocks; ++b) {
-        block_tables_.push_back(b < s.block_table.size() ? s.block_table[b] : 0);
+        block_tables_.push_back(b < s.block_table.size() ? s.block_table[b]
+                                                         : 0);
       }
     }
   }
@@ -342,10 +345,10 @@ absl::StatusOr<TensorView> ModelRunnerBase::GatherRows(
     const ExecutionContext& ctx, const TensorView& hidden,
     const std::vector<int32_t>& rows) {
   gather_ids_ = rows;
-  ASSIGN_OR_RETURN(TensorView out,
-                   workspace_->Get(WsSlot::kGather,
-                                   static_cast<int64_t>(rows.size()),
-                                   hidden.shape[1]));
+  ASSIGN_OR_RETURN(
+      TensorView out,
+      workspace_->Get(WsSlot::kGather, static_cast<int64_t>(rows.size()),
+                      hidden.shape[1]));
   RETURN_IF_ERROR(Embedding(ctx, hidden, I32View(gather_ids_), out));
   return out;
 }
@@ -375,7 +378,8 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
   };
 
   // Heads run on the gathered rows of the sequences that asked for them.
-  for (StepOutput head : {StepOutput::kLastLogits, StepOutput::kClassifierLogits}) {
+  for (StepOutput head :
+       {StepOutput::kLastLogits, StepOutput::kClassifierLogits}) {
     gather_rows_.clear();
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
       if (plan.seqs[i].output != head) continue;
@@ -384,7 +388,8 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
       gather_rows_.push_back(first ? cu_seqlens_[i] : cu_seqlens_[i + 1] - 1);
     }
     if (gather_rows_.empty()) continue;
-    ASSIGN_OR_RETURN(TensorView rows, GatherRows(ctx.exec, hidden, gather_rows_));
+    ASSIGN_OR_RETURN(TensorView rows,
+                     GatherRows(ctx.exec, hidden, gather_rows_));
     const int64_t cols =
         head == StepOutput::kLastLogits ? m.vocab_size : m.num_labels;
     ASSIGN_OR_RETURN(TensorView out,

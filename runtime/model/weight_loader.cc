@@ -37,10 +37,10 @@ absl::StatusOr<TensorView> WeightLoader::Stored(
     ok = view.shape[i++] == d;
   }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "weight ", full_name, " in ", store_->directory(), " is ",
-        view.DebugString(), "; the config implies [",
-        absl::StrJoin(shape, ", "), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weight ", full_name, " in ", store_->directory(), " is ",
+                     view.DebugString(), "; the config implies [",
+                     absl::StrJoin(shape, ", "), "]"));
   }
   if (view.dtype != DType::kF32 && view.dtype != DType::kBF16 &&
       view.dtype != DType::kF16) {

@@ -17,16 +17,16 @@ namespace inferd {
 // Buffers of one forward pass. A view obtained for a slot stays valid until
 // the next Get() of the same slot (which may grow and move it).
 enum class WsSlot : int {
-  kHidden,     // [T, H] running hidden states
-  kResidual,   // [T, H] residual stream (pre-norm decoders)
-  kQkv,        // [T, q + 2 kv] fused projections
-  kAttnOut,    // [T, heads * head_dim]
-  kProj,       // [T, H] output projections, embedding scratch
-  kFfnA,       // [T, I] MLP intermediate (gate / GELU input)
-  kFfnB,       // [T, I] MLP up projection
-  kGather,     // [S, H] selected rows (last tokens, first tokens)
-  kHeadTmp,    // [S, H] classifier intermediate
-  kHeadOut,    // [S, V or labels] head outputs
+  kHidden,    // [T, H] running hidden states
+  kResidual,  // [T, H] residual stream (pre-norm decoders)
+  kQkv,       // [T, q + 2 kv] fused projections
+  kAttnOut,   // [T, heads * head_dim]
+  kProj,      // [T, H] output projections, embedding scratch
+  kFfnA,      // [T, I] MLP intermediate (gate / GELU input)
+  kFfnB,      // [T, I] MLP up projection
+  kGather,    // [S, H] selected rows (last tokens, first tokens)
+  kHeadTmp,   // [S, H] classifier intermediate
+  kHeadOut,   // [S, V or labels] head outputs
   kCount,
 };
 

@@ -94,7 +94,7 @@ TEST(WorkflowTest, UnknownArchitectureListsSupportedOnes) {
   ASSERT_FALSE(w.ok());
   std::string msg(w.status().message());
   EXPECT_NE(msg.find("GPTNeoXForCausalLM"), std::string::npos);
-  for (const std::string& arch : SupportedArchitectures()) {
+  for (const std::string& arch : WorkflowArchitectures()) {
     EXPECT_NE(msg.find(arch), std::string::npos) << arch;
   }
 }

@@ -3,6 +3,7 @@
 #include "runtime/model/model_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,14 +99,11 @@ TEST_P(HiddenStatesTest, BatchedHiddenStatesMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, HiddenStatesTest,
-    ::testing::Values(HiddenCase{"bert-embed", false},
-                      HiddenCase{"bert-mean", false},
-                      HiddenCase{"xlmr-embed", false},
-                      HiddenCase{"qwen2-embed", false},
-                      HiddenCase{"mistral-embed", false},
-                      HiddenCase{"qwen2-embed", true},
-                      HiddenCase{"mistral-embed", true},
-                      HiddenCase{"llama-tiny", true}),
+    ::testing::Values(
+        HiddenCase{"bert-embed", false}, HiddenCase{"bert-mean", false},
+        HiddenCase{"xlmr-embed", false}, HiddenCase{"qwen2-embed", false},
+        HiddenCase{"mistral-embed", false}, HiddenCase{"qwen2-embed", true},
+        HiddenCase{"mistral-embed", true}, HiddenCase{"llama-tiny", true}),
     [](const ::testing::TestParamInfo<HiddenCase>& info) {
       std::string name = info.param.model;
       std::replace(name.begin(), name.end(), '-', '_');
@@ -147,8 +145,8 @@ TEST_P(ClassifierTest, BatchedClassifierLogitsMatchReference) {
     SequencePlan s;
     s.seq_id = static_cast<int64_t>(10 + i);
     s.token_ids = prompts[i];
-    s.output = i == 1 ? StepOutput::kLastHiddenState
-                      : StepOutput::kClassifierLogits;
+    s.output =
+        i == 1 ? StepOutput::kLastHiddenState : StepOutput::kClassifierLogits;
     plan.seqs.push_back(s);
   }
   auto result = runner->Execute(plan);
@@ -232,7 +230,8 @@ TEST_P(CausalLmTest, PrefillLogitsAndGreedyTokensMatchReference) {
   ASSERT_NE(runner, nullptr);
   EXPECT_EQ(runner->attention_backend(), AttentionBackendKind::kCausalPaged);
   const BlockLayout layout;
-  ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+  ASSERT_TRUE(
+      runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
   // The 17- and 24-token prompts exceed mistral-tiny's 16-token window.
   auto prompts = TestPrompts(runner->vocab_size());
   prompts.push_back(RandomIds(24, 5, 2000, 9));
@@ -247,7 +246,8 @@ TEST_P(CausalLmTest, PrefillLogitsAndGreedyTokensMatchReference) {
     ASSERT_TRUE(ref.ok()) << ref.status();
     ExpectClose(prefill_logits[i], (*ref)["logits"], runner->vocab_size(),
                 kF32Tol, absl::StrCat(GetParam(), " prefill logits ", i));
-    std::vector<int32_t> expected = (*ref)["greedy"].get<std::vector<int32_t>>();
+    std::vector<int32_t> expected =
+        (*ref)["greedy"].get<std::vector<int32_t>>();
     std::vector<int32_t> actual = generated[i];
     actual.resize(std::min(actual.size(), expected.size()));
     EXPECT_EQ(actual, expected) << GetParam() << " prompt " << i;
@@ -258,7 +258,8 @@ TEST_P(CausalLmTest, PrefillHiddenStatesMatchReference) {
   auto runner = Runner(GetParam());
   ASSERT_NE(runner, nullptr);
   const BlockLayout layout;
-  ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+  ASSERT_TRUE(
+      runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
   const auto prompts = TestPrompts(runner->vocab_size());
   BatchPlan plan;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -273,7 +274,8 @@ TEST_P(CausalLmTest, PrefillHiddenStatesMatchReference) {
   auto result = runner->Execute(plan);
   ASSERT_TRUE(result.ok()) << result.status();
   for (size_t i = 0; i < prompts.size(); ++i) {
-    auto ref = RunReference(TestModelDir(GetParam()), prompts[i], "--logits none");
+    auto ref =
+        RunReference(TestModelDir(GetParam()), prompts[i], "--logits none");
     ASSERT_TRUE(ref.ok()) << ref.status();
     ExpectClose(result->seqs[i].values, (*ref)["hidden_states"],
                 runner->hidden_size(), kF32Tol, absl::StrCat("seq ", i));
@@ -286,7 +288,8 @@ TEST_P(CausalLmTest, ChunkedPrefillMatchesOneShotPrefill) {
   auto runner = Runner(GetParam());
   ASSERT_NE(runner, nullptr);
   const BlockLayout layout;
-  ASSERT_TRUE(runner->AllocateKvCache(4 * layout.per_seq, layout.block_size).ok());
+  ASSERT_TRUE(
+      runner->AllocateKvCache(4 * layout.per_seq, layout.block_size).ok());
   const std::vector<int32_t> prompt = RandomIds(30, 5, 2000, 11);
 
   BatchPlan one;
@@ -316,8 +319,8 @@ TEST_P(CausalLmTest, ChunkedPrefillMatchesOneShotPrefill) {
       chunked = r->seqs[0].values;
     }
   }
-  const ErrorStats e = Compare(chunked, whole->seqs[0].values,
-                               runner->vocab_size());
+  const ErrorStats e =
+      Compare(chunked, whole->seqs[0].values, runner->vocab_size());
   EXPECT_LE(e.max_abs_err, 1e-5 * e.max_abs_ref)
       << "max abs err " << e.max_abs_err;
 }
@@ -328,7 +331,8 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
   auto runner = Runner(GetParam());
   ASSERT_NE(runner, nullptr);
   const BlockLayout layout;
-  ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+  ASSERT_TRUE(
+      runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
   const std::vector<int32_t> prompt = RandomIds(13, 5, 2000, 21);
   const std::vector<int32_t> other = RandomIds(20, 5, 2000, 22);
 
@@ -348,7 +352,8 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
     s.seq_id = 1;
     s.token_ids = ids;
     s.start_pos = start;
-    s.block_table = layout.Table(slot, start + static_cast<int64_t>(ids.size()));
+    s.block_table =
+        layout.Table(slot, start + static_cast<int64_t>(ids.size()));
     s.output = StepOutput::kLastLogits;
     plan.seqs.push_back(s);
     if (with_others) {
@@ -426,7 +431,8 @@ TEST_P(Bf16Test, Bf16HiddenStatesStayCloseToReference) {
   EXPECT_GT(runner->weight_bytes_allocated(), 0);  // GEMM weights converted
   const BlockLayout layout;
   if (runner->uses_kv_cache()) {
-    ASSERT_TRUE(runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
+    ASSERT_TRUE(
+        runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
   }
   const auto prompts = TestPrompts(runner->vocab_size());
   BatchPlan plan;
@@ -446,9 +452,9 @@ TEST_P(Bf16Test, Bf16HiddenStatesStayCloseToReference) {
     auto ref = RunReference(TestModelDir(GetParam()), prompts[i],
                             runner->uses_kv_cache() ? "--logits none" : "");
     ASSERT_TRUE(ref.ok()) << ref.status();
-    const ErrorStats e = Compare(result->seqs[i].values,
-                                 Flatten((*ref)["hidden_states"]),
-                                 runner->hidden_size());
+    const ErrorStats e =
+        Compare(result->seqs[i].values, Flatten((*ref)["hidden_states"]),
+                runner->hidden_size());
     EXPECT_GE(e.min_row_cosine, 0.999) << "seq " << i;
     EXPECT_LE(e.max_abs_err, 3e-2 * e.max_abs_ref) << "seq " << i;
   }
@@ -471,6 +477,43 @@ TEST(ModelRunnerTest, F32WeightsAreUsedInPlaceFromTheMapping) {
   ASSERT_NE(runner, nullptr);
   EXPECT_EQ(runner->weight_bytes_allocated(), 0);
   EXPECT_GT(runner->weight_bytes_mapped(), 0);
+}
+
+// BF16 checkpoints: with BF16 compute the GEMM weights and the embedding
+// table are used in place (only the small norm vectors become F32); with F32
+// compute they are widened once, exactly, so the F32 tolerance still holds.
+TEST(ModelRunnerTest, Bf16CheckpointsLoadInPlaceOrWidened) {
+  const std::string dir = absl::StrCat(INFERD_BINARY_DIR, "/model_test_bf16");
+  const std::string cmd =
+      absl::StrCat("/usr/bin/python3 ", INFERD_SOURCE_DIR,
+                   "/tools/make_test_models.py --out ", dir,
+                   " --only llama-tiny --dtype bf16 > /dev/null");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string model = dir + "/llama-tiny";
+
+  auto bf16 = MakeRunner(model, DType::kBF16);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_GT((*bf16)->weight_bytes_mapped(), 0);
+  EXPECT_LT((*bf16)->weight_bytes_allocated(),
+            (*bf16)->weight_bytes_mapped() / 20);
+
+  auto f32 = MakeRunner(model, DType::kF32);
+  ASSERT_TRUE(f32.ok()) << f32.status();
+  const BlockLayout layout;
+  ASSERT_TRUE((*f32)->AllocateKvCache(layout.per_seq, layout.block_size).ok());
+  const std::vector<int32_t> ids = RandomIds(12, 5, 2000, 31);
+  BatchPlan plan;
+  SequencePlan s;
+  s.token_ids = ids;
+  s.block_table = layout.Table(0, 12);
+  s.output = StepOutput::kHiddenStates;
+  plan.seqs.push_back(s);
+  auto result = (*f32)->Execute(plan);
+  ASSERT_TRUE(result.ok()) << result.status();
+  auto ref = RunReference(model, ids, "--logits none");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ExpectClose(result->seqs[0].values, (*ref)["hidden_states"],
+              (*f32)->hidden_size(), kF32Tol, "bf16 checkpoint, f32 compute");
 }
 
 TEST(ModelRunnerTest, ReportsModelMetadataAndKvBlockSize) {
@@ -552,9 +595,9 @@ TEST(ModelRunnerTest, RejectsPlansTheModelCannotRun) {
 }
 
 TEST(ModelRunnerTest, CausalPagedBackendRejectsBidirectionalModels) {
-  auto runner = MakeRunner(TestModelDir("llama-tiny"), DType::kF32,
-                           /*bidirectional=*/true,
-                           AttentionBackendKind::kCausalPaged);
+  auto runner =
+      MakeRunner(TestModelDir("llama-tiny"), DType::kF32,
+                 /*bidirectional=*/true, AttentionBackendKind::kCausalPaged);
   EXPECT_EQ(runner.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -26,9 +26,8 @@ absl::StatusOr<nlohmann::json> RunReference(const std::string& model_dir,
       absl::StrCat(model_dir, "|", absl::StrJoin(ids, ","), "|", flags);
   auto it = cache->find(key);
   if (it != cache->end()) return it->second;
-  const std::string out = absl::StrCat(
-      INFERD_BINARY_DIR, "/model_test_ref_",
-      std::hash<std::string>()(key), ".json");
+  const std::string out = absl::StrCat(INFERD_BINARY_DIR, "/model_test_ref_",
+                                       std::hash<std::string>()(key), ".json");
   const std::string cmd = absl::StrCat(
       "/usr/bin/python3 ", INFERD_SOURCE_DIR, "/tests/reference/reference.py",
       " --model ", model_dir, " --ids ", absl::StrJoin(ids, ","), " ", flags,

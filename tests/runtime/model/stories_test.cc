@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -45,7 +45,8 @@ std::string ExpectedText() {
   std::string out;
   bool in_block = false;
   for (absl::string_view line : absl::StrSplit(readme, '\n')) {
-    if (absl::StartsWith(line, "    ") && !absl::StripAsciiWhitespace(line).empty()) {
+    if (absl::StartsWith(line, "    ") &&
+        !absl::StripAsciiWhitespace(line).empty()) {
       in_block = true;
       absl::StrAppend(&out, line, " ");
     } else if (in_block) {

@@ -1,0 +1,368 @@
+#include "runtime/engine/generate_engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/status_macros.h"
+
+namespace inferd {
+
+struct GenerateEngine::Request {
+  int64_t id = 0;
+  GenerateParams params;
+  GenerateCallback on_chunk;
+  std::shared_ptr<RequestHandle> handle;
+  std::vector<int32_t> prompt;
+  std::unique_ptr<SamplingState> sampling;
+  std::unique_ptr<IncrementalDecoder> decoder;
+  std::unique_ptr<StopChecker> stop;
+  absl::Time arrival;
+  absl::Time first_scheduled = absl::InfiniteFuture();
+  absl::Time first_token = absl::InfiniteFuture();
+  int32_t cached_tokens = 0;
+  int32_t completion_tokens = 0;
+  bool admitted = false;
+};
+
+GenerateEngine::GenerateEngine(GenerateEngineOptions options,
+                               const Tokenizer* tokenizer,
+                               std::unique_ptr<StepRunner> runner)
+    : options_(std::move(options)),
+      tokenizer_(tokenizer),
+      runner_(std::move(runner)),
+      scheduler_(options_.scheduler),
+      sampler_(options_.vocab_size) {
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.kv_blocks_total = options_.scheduler.kv_cache.num_blocks;
+    stats_.kv_blocks_free = options_.scheduler.kv_cache.num_blocks;
+  }
+  loop_ = std::thread([this] { Loop(); });
+}
+
+GenerateEngine::~GenerateEngine() { Stop(); }
+
+void GenerateEngine::Stop() {
+  if (stopped_.exchange(true)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (loop_.joinable()) loop_.join();
+}
+
+EngineStats GenerateEngine::Stats() const {
+  absl::MutexLock lock(&mu_);
+  EngineStats s = stats_;
+  s.waiting_requests += static_cast<int64_t>(incoming_.size());
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
+    GenerateParams params, GenerateCallback on_chunk) {
+  auto r = std::make_unique<Request>();
+  r->arrival = absl::Now();
+  if (params.prompt.has_value()) {
+    ASSIGN_OR_RETURN(Encoding enc,
+                     tokenizer_->Encode(*params.prompt, params.add_special_tokens));
+    r->prompt = std::move(enc.ids);
+  } else {
+    r->prompt = params.prompt_token_ids;
+  }
+  if (r->prompt.empty()) {
+    return absl::InvalidArgumentError("prompt: it has no tokens");
+  }
+  for (int32_t id : r->prompt) {
+    if (id < 0 || id >= options_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "prompt_token_ids: id ", id, " is outside the vocabulary [0, ",
+          options_.vocab_size, ")"));
+    }
+  }
+  const int32_t max_len = options_.scheduler.max_model_len;
+  const int32_t prompt_len = static_cast<int32_t>(r->prompt.size());
+  if (prompt_len >= max_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt has ", prompt_len, " tokens; the model's context is ",
+        max_len, " tokens, which must also hold at least one generated token"));
+  }
+  if (params.sampling.max_tokens > 0 &&
+      prompt_len + params.sampling.max_tokens > max_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", prompt_len, " tokens) + max_tokens (",
+        params.sampling.max_tokens, ") exceed the model's context of ",
+        max_len, " tokens"));
+  }
+  RETURN_IF_ERROR(params.sampling.Validate());
+  const int32_t max_new = params.sampling.max_tokens > 0
+                              ? params.sampling.max_tokens
+                              : max_len - prompt_len;
+  r->params = std::move(params);
+  r->on_chunk = std::move(on_chunk);
+  r->handle = std::make_shared<RequestHandle>();
+  r->sampling = std::make_unique<SamplingState>(r->params.sampling, r->prompt,
+                                                options_.eos_token_ids);
+  r->decoder = std::make_unique<IncrementalDecoder>(
+      *tokenizer_, r->params.sampling.skip_special_tokens, r->prompt);
+  r->stop = std::make_unique<StopChecker>(r->params.sampling,
+                                          options_.eos_token_ids, max_new);
+  std::shared_ptr<RequestHandle> handle = r->handle;
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the model is shutting down");
+  const int64_t waiting =
+      static_cast<int64_t>(incoming_.size()) + stats_.waiting_requests;
+  if (waiting >= options_.max_queue_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the model's queue is full (", waiting,
+        " requests waiting, --max-queue-requests=",
+        options_.max_queue_requests, "); retry later"));
+  }
+  r->id = next_id_++;
+  incoming_.push_back(std::move(r));
+  return handle;
+}
+
+void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
+                                   const absl::Status& error) {
+  if (!error.ok()) {
+    r->on_chunk(error);
+    return;
+  }
+  StopCheckResult res = r->stop->finished()
+                            ? StopCheckResult{}
+                            : r->stop->Finish(reason, r->decoder->Flush());
+  GenerateChunk c;
+  c.text = std::move(res.text);
+  c.finish = reason;
+  c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+  c.completion_tokens = r->completion_tokens;
+  c.cached_prompt_tokens = r->cached_tokens;
+  const absl::Time now = absl::Now();
+  if (r->first_scheduled != absl::InfiniteFuture()) {
+    c.timings.queue_seconds =
+        absl::ToDoubleSeconds(r->first_scheduled - r->arrival);
+  }
+  if (r->first_token != absl::InfiniteFuture()) {
+    c.timings.time_to_first_token_seconds =
+        absl::ToDoubleSeconds(r->first_token - r->arrival);
+  }
+  c.timings.total_seconds = absl::ToDoubleSeconds(now - r->arrival);
+  r->on_chunk(c);
+}
+
+void GenerateEngine::AdmitIncoming() {
+  std::deque<std::unique_ptr<Request>> batch;
+  {
+    absl::MutexLock lock(&mu_);
+    batch.swap(incoming_);
+  }
+  for (auto& r : batch) {
+    absl::Status s = scheduler_.Add(r->id, r->prompt, &r->params.sampling,
+                                    r->params.disable_prefix_cache);
+    if (!s.ok()) {
+      FinishRequest(r.get(), FinishReason::kError, s);
+      continue;
+    }
+    r->admitted = true;
+    active_[r->id] = std::move(r);
+  }
+}
+
+void GenerateEngine::ReapAborted() {
+  const absl::Time now = absl::Now();
+  std::vector<int64_t> drop;
+  for (auto& [id, r] : active_) {
+    if (r->handle->aborted() || now > r->params.deadline) drop.push_back(id);
+  }
+  for (int64_t id : drop) {
+    std::unique_ptr<Request> r = std::move(active_[id]);
+    active_.erase(id);
+    scheduler_.Abort(id);  // frees its KV blocks now
+    if (r->handle->aborted()) {
+      FinishRequest(r.get(), FinishReason::kCancelled);
+    } else {
+      FinishRequest(r.get(), FinishReason::kCancelled,
+                    absl::DeadlineExceededError(
+                        "the deadline passed before the generation finished"));
+    }
+  }
+}
+
+void GenerateEngine::UpdateStats() {
+  absl::MutexLock lock(&mu_);
+  stats_.waiting_requests = scheduler_.num_waiting();
+  stats_.running_requests = scheduler_.num_running();
+  stats_.kv_blocks_free = scheduler_.kv_cache().num_free_blocks();
+  stats_.prefix_cache_queries = scheduler_.kv_cache().prefix_query_tokens();
+  stats_.prefix_cache_hits = scheduler_.kv_cache().prefix_hit_tokens();
+}
+
+void GenerateEngine::RunStep() {
+  SchedulerOutput out = scheduler_.Schedule();
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.preemptions += static_cast<int64_t>(out.preempted_seq_ids.size());
+  }
+  if (out.empty()) return;
+  const absl::Time now = absl::Now();
+  for (const ScheduledSequence& s : out.scheduled) {
+    Request* r = active_[s.seq_id].get();
+    if (r->first_scheduled == absl::InfiniteFuture()) {
+      r->first_scheduled = now;
+      r->cached_tokens = s.num_cached_tokens;
+    }
+  }
+  absl::StatusOr<BatchResult> result = runner_->Execute(out.plan);
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.model_calls += 1;
+    stats_.batched_tokens += out.num_scheduled_tokens;
+  }
+  if (!result.ok()) {
+    // The step failed: every scheduled request ends with the error; the
+    // others keep going.
+    for (const ScheduledSequence& s : out.scheduled) {
+      auto it = active_.find(s.seq_id);
+      if (it == active_.end()) continue;
+      std::unique_ptr<Request> r = std::move(it->second);
+      active_.erase(it);
+      scheduler_.Abort(s.seq_id);
+      FinishRequest(r.get(), FinishReason::kError, result.status());
+    }
+    return;
+  }
+  // Gather the rows that sample.
+  states_.clear();
+  const int32_t v = options_.vocab_size;
+  size_t rows = 0;
+  for (const SequenceResult& sr : result->seqs) {
+    if (sr.output == StepOutput::kLastLogits) ++rows;
+  }
+  logits_.resize(rows * static_cast<size_t>(v));
+  std::vector<int64_t> row_ids;
+  row_ids.reserve(rows);
+  size_t row = 0;
+  for (const SequenceResult& sr : result->seqs) {
+    if (sr.output != StepOutput::kLastLogits) continue;
+    std::memcpy(logits_.data() + row * v, sr.values.data(),
+                sizeof(float) * std::min<size_t>(v, sr.values.size()));
+    states_.push_back(active_[sr.seq_id]->sampling.get());
+    row_ids.push_back(sr.seq_id);
+    ++row;
+  }
+  sampled_.clear();
+  std::vector<StopCheckResult> checks(rows);
+  if (rows > 0) {
+    absl::Status s = sampler_.Sample(absl::MakeSpan(logits_), states_, &samples_);
+    if (!s.ok()) {
+      for (int64_t id : row_ids) {
+        std::unique_ptr<Request> r = std::move(active_[id]);
+        active_.erase(id);
+        scheduler_.Abort(id);
+        FinishRequest(r.get(), FinishReason::kError, s);
+      }
+      return;
+    }
+    for (size_t i = 0; i < rows; ++i) {
+      Request* r = active_[row_ids[i]].get();
+      const int32_t token = samples_[i].token_id;
+      std::string delta = r->decoder->Push(token);
+      checks[i] = r->stop->Append(token, delta);
+      sampled_.push_back({row_ids[i], token, checks[i].finish_reason});
+    }
+  }
+  absl::StatusOr<std::vector<FinishedSequence>> finished =
+      scheduler_.Update(sampled_);
+  const absl::Time token_time = absl::Now();
+  // Stream this step's chunk to every sequence that sampled.
+  for (size_t i = 0; i < rows; ++i) {
+    Request* r = active_[row_ids[i]].get();
+    if (r->first_token == absl::InfiniteFuture()) r->first_token = token_time;
+    r->completion_tokens += 1;
+    GenerateChunk c;
+    c.text = std::move(checks[i].text);
+    c.token_ids.push_back(samples_[i].token_id);
+    if (r->params.sampling.logprobs > 0) {
+      TokenLogprobs lp;
+      lp.sampled = {samples_[i].token_id, samples_[i].logprob};
+      for (const TokenLogprob& t : samples_[i].top_logprobs) {
+        lp.top.push_back({t.token_id, t.logprob});
+      }
+      c.logprobs.push_back(std::move(lp));
+    }
+    if (checks[i].finished()) {
+      c.finish = checks[i].finish_reason;
+      c.stop_reason = checks[i].stop_token_id
+                          ? absl::StrCat(*checks[i].stop_token_id)
+                          : checks[i].stop_string;
+      c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+      c.completion_tokens = r->completion_tokens;
+      c.cached_prompt_tokens = r->cached_tokens;
+      c.timings.queue_seconds =
+          absl::ToDoubleSeconds(r->first_scheduled - r->arrival);
+      c.timings.time_to_first_token_seconds =
+          absl::ToDoubleSeconds(r->first_token - r->arrival);
+      c.timings.total_seconds = absl::ToDoubleSeconds(token_time - r->arrival);
+    }
+    r->on_chunk(c);
+  }
+  if (!finished.ok()) {
+    // Inconsistent bookkeeping: fail the sequences of this step loudly
+    // rather than stream wrong tokens.
+    for (int64_t id : row_ids) {
+      auto it = active_.find(id);
+      if (it == active_.end()) continue;
+      std::unique_ptr<Request> r = std::move(it->second);
+      active_.erase(it);
+      scheduler_.Abort(id);
+      FinishRequest(r.get(), FinishReason::kError,
+                    absl::InternalError(finished.status().message()));
+    }
+    return;
+  }
+  for (const FinishedSequence& f : *finished) {
+    auto it = active_.find(f.seq_id);
+    if (it == active_.end()) continue;
+    std::unique_ptr<Request> r = std::move(it->second);
+    active_.erase(it);
+    if (!r->stop->finished()) {
+      // The scheduler ended it (context or max_tokens): final chunk.
+      FinishRequest(r.get(), f.reason == FinishReason::kNone
+                                 ? FinishReason::kLength
+                                 : f.reason);
+    }
+  }
+}
+
+void GenerateEngine::Loop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (active_.empty()) {
+        mu_.Await(absl::Condition(
+            +[](GenerateEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+              return e->stopping_ || !e->incoming_.empty();
+            },
+            this));
+      }
+      if (stopping_) break;
+    }
+    AdmitIncoming();
+    ReapAborted();
+    RunStep();
+    UpdateStats();
+  }
+  // Shutdown: answer everything still pending.
+  AdmitIncoming();
+  for (auto& [id, r] : active_) {
+    scheduler_.Abort(id);
+    FinishRequest(r.get(), FinishReason::kCancelled,
+                  absl::UnavailableError("the model is shutting down"));
+  }
+  active_.clear();
+  UpdateStats();
+}
+
+}  // namespace inferd

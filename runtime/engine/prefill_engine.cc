@@ -1,0 +1,262 @@
+#include "runtime/engine/prefill_engine.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "runtime/common/status_macros.h"
+
+namespace inferd {
+namespace {
+
+bool IsEmbed(WorkflowKind k) {
+  return k == WorkflowKind::kEncoderEmbed || k == WorkflowKind::kDecoderEmbed;
+}
+
+absl::Status Unsupported(WorkflowKind k, absl::string_view task) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this model (", IsEmbed(k) ? "an embedder" : "a classification head",
+      ") cannot ", task));
+}
+
+}  // namespace
+
+PrefillEngine::PrefillEngine(PrefillEngineOptions options, InputProcessor input)
+    : options_(std::move(options)),
+      input_(std::move(input)),
+      scheduler_(options_.scheduler) {}
+
+absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
+    PrefillEngineOptions options, InputProcessor input,
+    const std::function<absl::StatusOr<std::unique_ptr<StepRunner>>(int)>&
+        make_runner) {
+  if (options.replicas < 1) options.replicas = 1;
+  std::unique_ptr<PrefillEngine> e(
+      new PrefillEngine(std::move(options), std::move(input)));
+  for (int i = 0; i < e->options_.replicas; ++i) {
+    ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> r, make_runner(i));
+    e->runners_.push_back(std::move(r));
+  }
+  for (auto& r : e->runners_) {
+    StepRunner* runner = r.get();
+    PrefillEngine* self = e.get();
+    e->loops_.emplace_back([self, runner] { self->Loop(runner); });
+  }
+  return e;
+}
+
+PrefillEngine::~PrefillEngine() { Stop(); }
+
+void PrefillEngine::Stop() {
+  if (stopped_.exchange(true)) return;
+  scheduler_.Close();
+  for (std::thread& t : loops_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+EngineStats PrefillEngine::Stats() const {
+  EngineStats s;
+  s.waiting_requests = scheduler_.waiting_requests();
+  s.running_requests = running_.load();
+  s.model_calls = model_calls_.load();
+  s.batched_tokens = batched_tokens_.load();
+  return s;
+}
+
+void PrefillEngine::Loop(StepRunner* runner) {
+  BatchPlan plan;
+  while (true) {
+    std::vector<PrefillBatchItem> batch = scheduler_.NextBatch();
+    if (batch.empty()) return;  // closed
+    plan.seqs.resize(batch.size());
+    int64_t tokens = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const PrefillSequence& s = batch[i].work->seqs[batch[i].seq_index];
+      SequencePlan& p = plan.seqs[i];
+      p.seq_id = static_cast<int64_t>(i);
+      p.token_ids = s.ids;
+      p.token_type_ids = s.type_ids;
+      p.start_pos = 0;
+      p.block_table.clear();
+      p.output = batch[i].work->output;
+      tokens += static_cast<int64_t>(s.ids.size());
+    }
+    running_.fetch_add(1);
+    absl::StatusOr<BatchResult> result = runner->Execute(plan);
+    model_calls_.fetch_add(1);
+    batched_tokens_.fetch_add(tokens);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      PrefillWork& w = *batch[i].work;
+      bool complete = false;
+      {
+        absl::MutexLock lock(&w.mu);
+        if (!result.ok()) {
+          w.failed = true;
+        } else {
+          w.results[batch[i].seq_index] = std::move(result->seqs[i]);
+        }
+        complete = ++w.finished_seqs == w.seqs.size();
+      }
+      if (complete) {
+        absl::StatusOr<std::vector<SequenceResult>> out;
+        if (!result.ok()) {
+          out = result.status();
+        } else if (w.failed) {
+          out = absl::UnavailableError("the model is shutting down");
+        } else {
+          absl::MutexLock lock(&w.mu);
+          out = std::move(w.results);
+        }
+        w.done(std::move(out));
+      }
+    }
+    running_.fetch_sub(1);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
+    std::vector<PrefillSequence> seqs, StepOutput output, absl::Time deadline,
+    std::function<void(absl::StatusOr<std::vector<SequenceResult>>,
+                       const RequestTimings&, int64_t)>
+        finish) {
+  if (stopped_.load()) return absl::UnavailableError("the model is shutting down");
+  auto work = std::make_shared<PrefillWork>();
+  work->seqs = std::move(seqs);
+  work->output = output;
+  work->handle = std::make_shared<RequestHandle>();
+  work->arrival = absl::Now();
+  work->deadline = deadline;
+  {
+    absl::MutexLock lock(&work->mu);
+    work->results.resize(work->seqs.size());
+  }
+  const int64_t tokens = work->num_tokens();
+  PrefillWork* raw = work.get();
+  work->done = [raw, finish = std::move(finish),
+                tokens](absl::StatusOr<std::vector<SequenceResult>> r) {
+    RequestTimings t;
+    const absl::Time now = absl::Now();
+    if (raw->first_scheduled != absl::InfiniteFuture()) {
+      t.queue_seconds = absl::ToDoubleSeconds(raw->first_scheduled - raw->arrival);
+    }
+    t.total_seconds = absl::ToDoubleSeconds(now - raw->arrival);
+    finish(std::move(r), t, tokens);
+  };
+  std::shared_ptr<RequestHandle> handle = work->handle;
+  RETURN_IF_ERROR(scheduler_.Submit(std::move(work)));
+  return handle;
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
+    EmbedParams params, ResultCallback<EmbedResult> done) {
+  if (!IsEmbed(options_.workflow)) return Unsupported(options_.workflow, "embed");
+  if (params.dimensions > 0 && options_.embedding_dims > 0 &&
+      params.dimensions > options_.embedding_dims) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dimensions: ", params.dimensions, " is larger than the model's ",
+        options_.embedding_dims));
+  }
+  EmbedOutputOptions o;
+  o.pooling = options_.default_pooling;
+  if (!params.pooling.empty()) {
+    ASSIGN_OR_RETURN(o.pooling, ParsePooling(params.pooling));
+  }
+  o.normalize = params.normalize.value_or(options_.default_normalize);
+  o.dimensions = params.dimensions;
+  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs, input_.ProcessEmbed(params));
+  std::vector<int32_t> pool_starts;
+  std::vector<int32_t> lengths;
+  for (const PrefillSequence& s : seqs) {
+    pool_starts.push_back(s.pool_start);
+    lengths.push_back(static_cast<int32_t>(s.ids.size()));
+  }
+  const StepOutput out = o.pooling == Pooling::kLast ? StepOutput::kLastHiddenState
+                                                     : StepOutput::kHiddenStates;
+  return Enqueue(
+      std::move(seqs), out, params.deadline,
+      [o, pool_starts, lengths, done = std::move(done)](
+          absl::StatusOr<std::vector<SequenceResult>> r,
+          const RequestTimings& t, int64_t tokens) {
+        if (!r.ok()) {
+          done(r.status());
+          return;
+        }
+        EmbedResult result;
+        result.total_tokens = tokens;
+        result.tokens = lengths;
+        result.timings = t;
+        for (size_t i = 0; i < r->size(); ++i) {
+          auto e = PoolEmbedding((*r)[i], pool_starts[i], o);
+          if (!e.ok()) {
+            done(e.status());
+            return;
+          }
+          result.embeddings.push_back(std::move(e).value());
+        }
+        done(std::move(result));
+      });
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
+    ClassifyParams params, ResultCallback<ClassifyResult> done) {
+  if (IsEmbed(options_.workflow)) {
+    return Unsupported(options_.workflow, "classify");
+  }
+  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
+                   input_.ProcessClassify(params));
+  const ScoreFunction fn =
+      params.raw_scores ? ScoreFunction::kRaw
+                        : (options_.workflow == WorkflowKind::kCrossEncoderRerank
+                               ? ScoreFunction::kSigmoid
+                               : options_.classify_scores);
+  return Enqueue(std::move(seqs), StepOutput::kClassifierLogits,
+                 params.deadline,
+                 [fn, done = std::move(done)](
+                     absl::StatusOr<std::vector<SequenceResult>> r,
+                     const RequestTimings& t, int64_t tokens) {
+                   if (!r.ok()) {
+                     done(r.status());
+                     return;
+                   }
+                   ClassifyResult result;
+                   result.total_tokens = tokens;
+                   result.timings = t;
+                   for (const SequenceResult& s : *r) {
+                     result.scores.push_back(ScoreLogits(s.values, fn));
+                   }
+                   done(std::move(result));
+                 });
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
+    RerankParams params, ResultCallback<RerankResult> done) {
+  if (options_.workflow != WorkflowKind::kCrossEncoderRerank) {
+    return Unsupported(options_.workflow, "rerank");
+  }
+  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
+                   input_.ProcessRerank(params));
+  const ScoreFunction fn =
+      params.raw_scores ? ScoreFunction::kRaw : ScoreFunction::kSigmoid;
+  return Enqueue(std::move(seqs), StepOutput::kClassifierLogits,
+                 params.deadline,
+                 [fn, done = std::move(done)](
+                     absl::StatusOr<std::vector<SequenceResult>> r,
+                     const RequestTimings& t, int64_t tokens) {
+                   if (!r.ok()) {
+                     done(r.status());
+                     return;
+                   }
+                   RerankResult result;
+                   result.total_tokens = tokens;
+                   result.timings = t;
+                   for (const SequenceResult& s : *r) {
+                     if (s.values.empty()) {
+                       done(absl::InternalError("the model returned no score"));
+                       return;
+                     }
+                     result.scores.push_back(ScoreLogits({s.values[0]}, fn)[0]);
+                   }
+                   done(std::move(result));
+                 });
+}
+
+}  // namespace inferd
