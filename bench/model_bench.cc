@@ -174,6 +174,9 @@ void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(
       weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weight_GB"] = weight_bytes * 1e-9;
+  // Converted copies (BF16 checkpoint + BF16 compute: only the norms).
+  state.counters["alloc_MB"] =
+      static_cast<double>(runner->weight_bytes_allocated()) * 1e-6;
 }
 BENCHMARK(BM_DecoderTinyLlamaDecode)
     ->Unit(benchmark::kMillisecond)

@@ -136,7 +136,8 @@ for src in "$root"/tests/fuzz/*_fuzz.cc; do
   else
     while IFS= read -r f; do
       [[ "$f" -nt "$bin" ]] && { newer=1; break; }
-    done < <(printf '%s\n' "$src" "${srcs[@]}"; find "$root/runtime" "$root/device" -name '*.h')
+    done < <(printf '%s\n' "$src" "${srcs[@]}" "$root/device/tensor.h" \
+               "$root"/runtime/common/*.h "$(dirname "${srcs[0]}")"/*.h)
   fi
   if ((newer)); then
     echo "run-fuzzers: building $name"

@@ -119,6 +119,7 @@ void Server::Shutdown(absl::Duration drain_timeout) {
   if (shut_down_) return;
   shut_down_ = true;
   if (loader_.joinable()) loader_.join();
+  if (server_ == nullptr) return;  // Start() failed before serving
   health_->SetServing(false);
   health_->Shutdown();
   inference_->StopAccepting();

@@ -31,6 +31,31 @@ def parse_args():
     return args, rest
 
 
+def load_health_pb2():
+    """The generated grpc/health/v1/health_pb2.py, loaded by path: the
+    system `grpc` package would shadow a `grpc.health` namespace."""
+    import importlib.util
+    path = os.path.join(ARGS.stubs, "grpc", "health", "v1", "health_pb2.py")
+    spec = importlib.util.spec_from_file_location("inferd_health_pb2", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class HealthClient:
+    """grpc.health.v1.Health client over generic method handles."""
+
+    def __init__(self, channel, pb):
+        self.Check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=pb.HealthCheckResponse.FromString)
+        self.Watch = channel.unary_stream(
+            "/grpc.health.v1.Health/Watch",
+            request_serializer=pb.HealthCheckRequest.SerializeToString,
+            response_deserializer=pb.HealthCheckResponse.FromString)
+
+
 class InferdProcess:
     """An inferd child process on an ephemeral loopback port."""
 
@@ -91,7 +116,7 @@ class ServerTest(unittest.TestCase):
         import grpc
         from inferd.v1 import inference_pb2, inference_pb2_grpc
         from inferd.v1 import models_pb2, models_pb2_grpc
-        from grpc.health.v1 import health_pb2, health_pb2_grpc
+        health_pb2 = load_health_pb2()
         cls.grpc = grpc
         cls.ipb = inference_pb2
         cls.mpb = models_pb2
@@ -101,7 +126,7 @@ class ServerTest(unittest.TestCase):
         cls.channel = grpc.insecure_channel(cls.server.address)
         cls.inference = inference_pb2_grpc.InferenceStub(cls.channel)
         cls.models_stub = models_pb2_grpc.ModelsStub(cls.channel)
-        cls.health = health_pb2_grpc.HealthStub(cls.channel)
+        cls.health = HealthClient(cls.channel, health_pb2)
         cls.wait_serving()
 
     @classmethod

@@ -10,7 +10,7 @@ ModelConfig Config(const std::string& arch, const std::string& model_type,
                    int num_labels = 2) {
   std::string json = R"({"architectures": [")" + arch + R"("], "model_type": ")" +
                      model_type + R"(", "vocab_size": 100, "hidden_size": 16,
-      "num_hidden_layers": 1, "num_attention_heads": 2,
+      "num_hidden_layers": 1, "num_attention_heads": 8, "num_key_value_heads": 2,
       "intermediate_size": 32, "num_labels": )" +
                      std::to_string(num_labels) + "}";
   auto c = ParseModelConfig(json);

@@ -1,5 +1,7 @@
 #include "tests/runtime/model/model_test_util.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +23,7 @@ std::string TestModelDir(const std::string& name) {
 absl::StatusOr<nlohmann::json> RunReference(const std::string& model_dir,
                                             const std::vector<int32_t>& ids,
                                             const std::string& flags) {
+  // Tests run in parallel processes: the output file is per process.
   static auto* cache = new std::map<std::string, nlohmann::json>();
   const std::string key =
       absl::StrCat(model_dir, "|", absl::StrJoin(ids, ","), "|", flags);
