@@ -8,7 +8,8 @@ add_executable(inferd_model_bench ${CMAKE_CURRENT_LIST_DIR}/model_bench.cc)
 target_link_libraries(inferd_model_bench PRIVATE inferd_model
                       benchmark::benchmark)
 target_compile_definitions(inferd_model_bench PRIVATE
-  INFERD_BENCH_MODELS_DIR="${INFERD_BENCH_MODELS_DIR}")
+  INFERD_BENCH_MODELS_DIR="${INFERD_BENCH_MODELS_DIR}"
+  INFERD_SHARED_MODELS_DIR="${PROJECT_SOURCE_DIR}/../shared/models")
 inferd_warnings(inferd_model_bench)
 add_custom_target(inferd_model_bench_models
   COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tools/make_test_models.py

@@ -7,6 +7,9 @@
 //   per step / step time); compare GB/s with BM_MemoryBandwidth's
 //   (the memory-bound optimum).
 // - BM_MemoryBandwidth: read bandwidth of a 1 GiB buffer on the same threads.
+// - BM_DecoderStoriesDecode: the real 260K-parameter stories260K Llama (from
+//   the shared models folder), one decode step at batch 1: the fixed
+//   per-step cost of the runner and kernels (thread wakeups, bookkeeping).
 // Models come from tools/make_test_models.py --shape (target
 // inferd_model_bench_models); a missing one skips its benchmark.
 #include <benchmark/benchmark.h>
@@ -182,6 +185,53 @@ BENCHMARK(BM_DecoderTinyLlamaDecode)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(3.0);
+
+void BM_DecoderStoriesDecode(benchmark::State& state) {
+  const std::string dir = INFERD_SHARED_MODELS_DIR "/stories260K";
+  if (!Exists(dir)) {
+    state.SkipWithError(absl::StrCat(dir, " missing").c_str());
+    return;
+  }
+  ModelRunnerOptions options;
+  options.model_dir = dir;
+  options.threads = Threads();
+  auto created = CreateModelRunner(options);
+  if (!created.ok()) {
+    state.SkipWithError(created.status().ToString().c_str());
+    return;
+  }
+  std::unique_ptr<ModelRunnerBase> runner = std::move(*created);
+  constexpr int kBlockSize = 16;
+  constexpr int kMaxLen = 256;
+  if (!runner->AllocateKvCache(kMaxLen / kBlockSize, kBlockSize).ok()) {
+    state.SkipWithError("KV cache allocation failed");
+    return;
+  }
+  BatchPlan decode;
+  SequencePlan d;
+  d.token_ids = {42};
+  for (int b = 0; b < kMaxLen / kBlockSize; ++b) d.block_table.push_back(b);
+  d.output = StepOutput::kLastLogits;
+  decode.seqs.push_back(d);
+  int pos = 0;
+  for (auto _ : state) {
+    decode.seqs[0].start_pos = pos;
+    auto result = runner->Execute(decode);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(result->seqs[0].values.data());
+    if (++pos >= kMaxLen) pos = 0;
+  }
+  state.counters["us/step"] =
+      benchmark::Counter(1e-6, benchmark::Counter::kIsIterationInvariantRate |
+                                   benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_DecoderStoriesDecode)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 
 }  // namespace
 }  // namespace inferd

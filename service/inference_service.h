@@ -6,26 +6,50 @@
 #define INFERD_SERVICE_INFERENCE_SERVICE_H_
 
 #include <atomic>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
 
 #include "inferd/v1/inference.grpc.pb.h"
 #include "inferd/v1/models.grpc.pb.h"
 #include "runtime/engine/model_manager.h"
+#include "service/auth.h"
 #include "service/convert.h"
 
 namespace inferd {
 
-// Observes RPC outcomes (the metrics hook). Thread-safe implementations.
+// Observes RPC outcomes (the metrics hook). Implementations must be
+// thread-safe and quick: OnGenerateDone and OnPrefillDone run on engine
+// threads.
 class RpcObserver {
  public:
   virtual ~RpcObserver() = default;
+  // Every inferd.v1 call when it ends; `model` is empty when the call ended
+  // before a model was resolved (auth, unknown model, ...).
   virtual void OnRpcDone(absl::string_view rpc, absl::string_view model,
                          const grpc::Status& status, double seconds) {}
+  // A generation that reached its final chunk. `inter_token_seconds` holds
+  // the time between consecutive output tokens.
+  virtual void OnGenerateDone(absl::string_view model,
+                              const GenerateChunk& final_chunk,
+                              absl::Span<const double> inter_token_seconds) {}
+  // A prefill request (task "embed", "rerank" or "classify") that the engine
+  // answered successfully.
+  virtual void OnPrefillDone(absl::string_view task, absl::string_view model,
+                             int64_t inputs, int64_t tokens,
+                             const RequestTimings& timings) {}
 };
 
 class InferenceService final : public v1::Inference::CallbackService {
  public:
+  // `auth` and `observer` are not owned and may be null (no API key, no
+  // metrics); they must outlive the service.
   InferenceService(ModelManager* models, ApiLimits limits,
-                   RpcObserver* observer);
+                   RpcObserver* observer, const ApiKeyAuth* auth = nullptr);
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* ctx,
@@ -51,6 +75,23 @@ class InferenceService final : public v1::Inference::CallbackService {
   // Draining: new calls get UNAVAILABLE.
   void StopAccepting() { accepting_.store(false); }
   int64_t active_calls() const { return active_.load(); }
+  // End of a drain: every open Embed stream ends with UNAVAILABLE (their
+  // pending engine requests are aborted). Generate and unary calls end
+  // through their engines (Engine::Stop answers UNAVAILABLE).
+  void CancelStreams();
+
+  // A client-streaming call that CancelStreams can end.
+  class OpenStream {
+   public:
+    virtual ~OpenStream() = default;
+    virtual void EndWith(const grpc::Status& status) = 0;
+  };
+  void RegisterStream(OpenStream* s);
+  void UnregisterStream(OpenStream* s);
+
+  // OK when the call may proceed: its API key checks out (UNAUTHENTICATED)
+  // and the server is not draining (UNAVAILABLE).
+  absl::Status Admit(const grpc::CallbackServerContext& ctx) const;
 
   ModelManager* models() const { return models_; }
   const ApiLimits& limits() const { return limits_; }
@@ -62,13 +103,21 @@ class InferenceService final : public v1::Inference::CallbackService {
   ModelManager* models_;
   ApiLimits limits_;
   RpcObserver* observer_;
+  const ApiKeyAuth* auth_;
   std::atomic<bool> accepting_{true};
   std::atomic<int64_t> active_{0};
+  absl::Mutex streams_mu_;
+  // Open client-streaming calls; a call unregisters itself in OnDone, under
+  // streams_mu_, before it is deleted.
+  absl::flat_hash_set<OpenStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 class ModelsService final : public v1::Models::CallbackService {
  public:
-  explicit ModelsService(ModelManager* models) : models_(models) {}
+  // `auth` and `observer` as for InferenceService.
+  explicit ModelsService(ModelManager* models, RpcObserver* observer = nullptr,
+                         const ApiKeyAuth* auth = nullptr)
+      : models_(models), observer_(observer), auth_(auth) {}
   grpc::ServerUnaryReactor* ListModels(
       grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
       v1::ListModelsResponse* response) override;
@@ -77,7 +126,16 @@ class ModelsService final : public v1::Models::CallbackService {
                                      v1::ModelInfo* response) override;
 
  private:
+  // Checks the API key and reports the outcome; true when the call may
+  // proceed (else it was finished on `reactor`).
+  bool Admit(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
+             absl::string_view rpc);
+  void Report(absl::string_view rpc, absl::string_view model,
+              const grpc::Status& status, absl::Time start);
+
   ModelManager* models_;
+  RpcObserver* observer_;
+  const ApiKeyAuth* auth_;
 };
 
 }  // namespace inferd

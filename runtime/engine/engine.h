@@ -16,6 +16,7 @@
 namespace inferd {
 
 class ServedModel;
+class WeightStore;
 
 // Shared between the caller and the engine. Abort() is idempotent and
 // thread-safe; after it the callback fires at most once more (with
@@ -43,6 +44,20 @@ struct EngineStats {
   int64_t preemptions = 0;
 };
 
+// One engine step (one forward pass), as reported to a StepObserver.
+struct StepInfo {
+  int64_t num_seqs = 0;    // sequences in the batch
+  int64_t num_tokens = 0;  // tokens the forward pass ran
+};
+
+// Told about every engine step (the metrics hook for batch sizes). Called on
+// an engine loop thread, so it must be quick and thread-safe.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void OnStep(const StepInfo& step) = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -64,11 +79,28 @@ class Engine {
   // Stops the loop threads; requests not finished get UNAVAILABLE.
   // Idempotent.
   virtual void Stop() = 0;
+
+  // Sets the observer told about every step; null for none. Not owned; it
+  // must outlive the engine. Thread-safe.
+  void set_step_observer(StepObserver* observer) {
+    step_observer_.store(observer, std::memory_order_release);
+  }
+
+ protected:
+  void NotifyStep(const StepInfo& step) const {
+    StepObserver* o = step_observer_.load(std::memory_order_acquire);
+    if (o != nullptr) o->OnStep(step);
+  }
+
+ private:
+  std::atomic<StepObserver*> step_observer_{nullptr};
 };
 
 // Builds the engine the model's workflow names (model runner, scheduler,
-// input/output processors). Called by ServedModel::Load.
-absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const ServedModel& model);
+// input/output processors). Called by ServedModel::Load. `weights`, when
+// not null, is the model's opened weight store, shared by every replica.
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(
+    const ServedModel& model, std::shared_ptr<const WeightStore> weights);
 
 }  // namespace inferd
 

@@ -49,10 +49,12 @@ std::vector<int32_t> EosIds(const ServedModel& model) {
   return ids;
 }
 
-absl::StatusOr<ModelRunnerOptions> RunnerOptions(const ServedModel& model,
-                                                 int threads) {
+absl::StatusOr<ModelRunnerOptions> RunnerOptions(
+    const ServedModel& model, int threads,
+    std::shared_ptr<const WeightStore> weights) {
   ModelRunnerOptions ro;
   ro.model_dir = model.spec().path;
+  ro.weights = std::move(weights);
   ro.threads = threads;
   ASSIGN_OR_RETURN(ro.dtype, ParseComputeDType(model.spec().engine.dtype));
   const Workflow& w = model.workflow();
@@ -67,7 +69,7 @@ absl::StatusOr<ModelRunnerOptions> RunnerOptions(const ServedModel& model,
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreatePrefillEngine(
-    const ServedModel& model) {
+    const ServedModel& model, std::shared_ptr<const WeightStore> weights) {
   const EngineOptions& eo = model.spec().engine;
   const Workflow& w = model.workflow();
   const ServedModelInfo info = model.info();
@@ -110,7 +112,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreatePrefillEngine(
     std::vector<int32_t> eos = EosIds(model);
     if (!eos.empty()) io.append_eos = eos[0];
   }
-  ASSIGN_OR_RETURN(ModelRunnerOptions ro, RunnerOptions(model, threads));
+  ASSIGN_OR_RETURN(ModelRunnerOptions ro,
+                   RunnerOptions(model, threads, std::move(weights)));
   auto make_runner = [&ro](int) -> absl::StatusOr<std::unique_ptr<StepRunner>> {
     ASSIGN_OR_RETURN(std::unique_ptr<ModelRunnerBase> r, CreateModelRunner(ro));
     return std::unique_ptr<StepRunner>(new ModelStepRunner(std::move(r)));
@@ -123,10 +126,11 @@ absl::StatusOr<std::unique_ptr<Engine>> CreatePrefillEngine(
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateGenerateEngine(
-    const ServedModel& model) {
+    const ServedModel& model, std::shared_ptr<const WeightStore> weights) {
   const EngineOptions& eo = model.spec().engine;
   const int threads = eo.threads > 0 ? eo.threads : 0;
-  ASSIGN_OR_RETURN(ModelRunnerOptions ro, RunnerOptions(model, threads));
+  ASSIGN_OR_RETURN(ModelRunnerOptions ro,
+                   RunnerOptions(model, threads, std::move(weights)));
   ASSIGN_OR_RETURN(std::unique_ptr<ModelRunnerBase> runner,
                    CreateModelRunner(ro));
   const int block_size = eo.block_size;
@@ -173,11 +177,12 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateGenerateEngine(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const ServedModel& model) {
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(
+    const ServedModel& model, std::shared_ptr<const WeightStore> weights) {
   if (model.workflow().kind == WorkflowKind::kCausalGenerate) {
-    return CreateGenerateEngine(model);
+    return CreateGenerateEngine(model, std::move(weights));
   }
-  return CreatePrefillEngine(model);
+  return CreatePrefillEngine(model, std::move(weights));
 }
 
 }  // namespace inferd

@@ -220,6 +220,8 @@ void GenerateEngine::RunStep() {
     stats_.model_calls += 1;
     stats_.batched_tokens += out.num_scheduled_tokens;
   }
+  NotifyStep({static_cast<int64_t>(out.scheduled.size()),
+              static_cast<int64_t>(out.num_scheduled_tokens)});
   if (!result.ok()) {
     // The step failed: every scheduled request ends with the error; the
     // others keep going.

@@ -27,6 +27,11 @@ struct ServedModelInfo {
   std::string pooling;
   ModelState state = ModelState::kLoading;
   std::string error;
+  // Filled by a successful load: weight tensors and their bytes on disk
+  // (memory-mapped), and the load's wall time (tokenizer, weights, engine).
+  int64_t weight_tensors = 0;
+  int64_t weight_bytes = 0;
+  double load_seconds = 0;
   std::vector<std::string> labels;
   std::vector<std::string> prompt_names;
 };

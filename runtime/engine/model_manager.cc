@@ -6,7 +6,9 @@
 #include "absl/strings/str_join.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/engine/engine.h"
+#include "absl/time/clock.h"
 #include "runtime/loader/model_dir.h"
+#include "runtime/loader/weights.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace inferd {
@@ -105,6 +107,7 @@ void ServedModel::SetFailed(const absl::Status& status) {
 }
 
 absl::Status ServedModel::Load() {
+  const absl::Time start = absl::Now();
   auto tok = Tokenizer::FromFile(spec_.path + "/tokenizer.json");
   if (!tok.ok()) {
     absl::Status s = Annotate(tok.status(), spec_.name);
@@ -117,13 +120,29 @@ absl::Status ServedModel::Load() {
     info_.vocab_size = std::max<int64_t>(
         config_.vocab_size, static_cast<int64_t>(tokenizer_->vocab_size()));
   }
-  auto engine = CreateEngine(*this);
+  // Opened once here and shared by every replica's runner; a corrupt or
+  // truncated weights file fails this model only.
+  auto weights = WeightStore::OpenDirectory(spec_.path);
+  if (!weights.ok()) {
+    absl::Status s = Annotate(weights.status(), spec_.name);
+    SetFailed(s);
+    return s;
+  }
+  std::shared_ptr<const WeightStore> store = std::move(weights).value();
+  auto engine = CreateEngine(*this, store);
   if (!engine.ok()) {
     absl::Status s = Annotate(engine.status(), spec_.name);
     SetFailed(s);
     return s;
   }
   engine_ = std::move(engine).value();
+  engine_->set_step_observer(step_observer_);
+  {
+    absl::MutexLock lock(&mu_);
+    info_.weight_tensors = static_cast<int64_t>(store->tensor_count());
+    info_.weight_bytes = static_cast<int64_t>(store->total_bytes());
+    info_.load_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  }
   state_.store(ModelState::kReady, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -149,9 +168,11 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(
 
 ModelManager::~ModelManager() { Shutdown(); }
 
-void ModelManager::LoadAll() {
+void ModelManager::LoadAll(
+    const std::function<void(const ServedModel&)>& on_loaded) {
   for (auto& model : models_) {
     (void)model->Load();  // the status is kept in the model's info
+    if (on_loaded) on_loaded(*model);
   }
   loaded_.store(true, std::memory_order_release);
 }

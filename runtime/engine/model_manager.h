@@ -26,6 +26,7 @@ namespace inferd {
 
 class Tokenizer;
 class Engine;
+class StepObserver;
 
 // One served model. Immutable after it becomes READY, except state.
 class ServedModel {
@@ -52,6 +53,9 @@ class ServedModel {
   // Loads tokenizer, weights and engine. Sets READY or FAILED (with the
   // error kept for ServedModelInfo.error) and returns the status.
   absl::Status Load();
+  // The engine's step observer, applied when Load creates the engine (call
+  // before Load). Not owned; must outlive this model.
+  void set_step_observer(StepObserver* observer) { step_observer_ = observer; }
   // Stops the engine (pending requests finish with CANCELLED/UNAVAILABLE).
   void Shutdown();
 
@@ -66,6 +70,7 @@ class ServedModel {
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;
+  StepObserver* step_observer_ = nullptr;
   std::atomic<ModelState> state_{ModelState::kLoading};
   mutable absl::Mutex mu_;
   ServedModelInfo info_ ABSL_GUARDED_BY(mu_);
@@ -80,7 +85,10 @@ class ModelManager {
   ~ModelManager();
 
   // Loads every model, in order. Blocking; call from a loader thread.
-  void LoadAll();
+  // `on_loaded`, when set, is called after each model's load (READY or
+  // FAILED), on the loading thread.
+  void LoadAll(
+      const std::function<void(const ServedModel&)>& on_loaded = nullptr);
   // True once every model finished loading (READY or FAILED).
   bool AllLoaded() const { return loaded_.load(std::memory_order_acquire); }
 

@@ -84,6 +84,7 @@ void PrefillEngine::Loop(StepRunner* runner) {
     absl::StatusOr<BatchResult> result = runner->Execute(plan);
     model_calls_.fetch_add(1);
     batched_tokens_.fetch_add(tokens);
+    NotifyStep({static_cast<int64_t>(batch.size()), tokens});
     for (size_t i = 0; i < batch.size(); ++i) {
       PrefillWork& w = *batch[i].work;
       bool complete = false;
@@ -115,6 +116,7 @@ void PrefillEngine::Loop(StepRunner* runner) {
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
     std::vector<PrefillSequence> seqs, StepOutput output, absl::Time deadline,
+    double tokenization_seconds,
     std::function<void(absl::StatusOr<std::vector<SequenceResult>>,
                        const RequestTimings&, int64_t)>
         finish) {
@@ -131,12 +133,15 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
   }
   const int64_t tokens = work->num_tokens();
   PrefillWork* raw = work.get();
-  work->done = [raw, finish = std::move(finish),
-                tokens](absl::StatusOr<std::vector<SequenceResult>> r) {
+  work->done = [raw, finish = std::move(finish), tokens,
+                tokenization_seconds](
+                   absl::StatusOr<std::vector<SequenceResult>> r) {
     RequestTimings t;
+    t.tokenization_seconds = tokenization_seconds;
     const absl::Time now = absl::Now();
     if (raw->first_scheduled != absl::InfiniteFuture()) {
       t.queue_seconds = absl::ToDoubleSeconds(raw->first_scheduled - raw->arrival);
+      t.inference_seconds = absl::ToDoubleSeconds(now - raw->first_scheduled);
     }
     t.total_seconds = absl::ToDoubleSeconds(now - raw->arrival);
     finish(std::move(r), t, tokens);
@@ -162,7 +167,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
   }
   o.normalize = params.normalize.value_or(options_.default_normalize);
   o.dimensions = params.dimensions;
+  const absl::Time tokenize_start = absl::Now();
   ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs, input_.ProcessEmbed(params));
+  const double tokenization_seconds =
+      absl::ToDoubleSeconds(absl::Now() - tokenize_start);
   std::vector<int32_t> pool_starts;
   std::vector<int32_t> lengths;
   for (const PrefillSequence& s : seqs) {
@@ -172,7 +180,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
   const StepOutput out = o.pooling == Pooling::kLast ? StepOutput::kLastHiddenState
                                                      : StepOutput::kHiddenStates;
   return Enqueue(
-      std::move(seqs), out, params.deadline,
+      std::move(seqs), out, params.deadline, tokenization_seconds,
       [o, pool_starts, lengths, done = std::move(done)](
           absl::StatusOr<std::vector<SequenceResult>> r,
           const RequestTimings& t, int64_t tokens) {
@@ -201,15 +209,18 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
   if (IsEmbed(options_.workflow)) {
     return Unsupported(options_.workflow, "classify");
   }
+  const absl::Time tokenize_start = absl::Now();
   ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
                    input_.ProcessClassify(params));
+  const double tokenization_seconds =
+      absl::ToDoubleSeconds(absl::Now() - tokenize_start);
   const ScoreFunction fn =
       params.raw_scores ? ScoreFunction::kRaw
                         : (options_.workflow == WorkflowKind::kCrossEncoderRerank
                                ? ScoreFunction::kSigmoid
                                : options_.classify_scores);
   return Enqueue(std::move(seqs), StepOutput::kClassifierLogits,
-                 params.deadline,
+                 params.deadline, tokenization_seconds,
                  [fn, done = std::move(done)](
                      absl::StatusOr<std::vector<SequenceResult>> r,
                      const RequestTimings& t, int64_t tokens) {
@@ -232,12 +243,15 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
   if (options_.workflow != WorkflowKind::kCrossEncoderRerank) {
     return Unsupported(options_.workflow, "rerank");
   }
+  const absl::Time tokenize_start = absl::Now();
   ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
                    input_.ProcessRerank(params));
+  const double tokenization_seconds =
+      absl::ToDoubleSeconds(absl::Now() - tokenize_start);
   const ScoreFunction fn =
       params.raw_scores ? ScoreFunction::kRaw : ScoreFunction::kSigmoid;
   return Enqueue(std::move(seqs), StepOutput::kClassifierLogits,
-                 params.deadline,
+                 params.deadline, tokenization_seconds,
                  [fn, done = std::move(done)](
                      absl::StatusOr<std::vector<SequenceResult>> r,
                      const RequestTimings& t, int64_t tokens) {

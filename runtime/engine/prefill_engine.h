@@ -66,8 +66,10 @@ class PrefillEngine : public Engine {
   PrefillEngine(PrefillEngineOptions options, InputProcessor input);
   void Loop(StepRunner* runner);
   // Queues `seqs` with `output`; `finish` converts the per-sequence results.
+  // `tokenization_seconds` is reported in the request's timings.
   absl::StatusOr<std::shared_ptr<RequestHandle>> Enqueue(
       std::vector<PrefillSequence> seqs, StepOutput output, absl::Time deadline,
+      double tokenization_seconds,
       std::function<void(absl::StatusOr<std::vector<SequenceResult>>,
                          const RequestTimings&, int64_t tokens)>
           finish);

@@ -17,7 +17,11 @@
 namespace inferd {
 
 struct RequestTimings {
-  double queue_seconds = 0;
+  double queue_seconds = 0;          // arrival -> first scheduled
+  // Prefill workflows: text -> token ids on the submitting thread, and the
+  // first scheduled -> results time (model forward passes and pooling).
+  double tokenization_seconds = 0;
+  double inference_seconds = 0;
   double time_to_first_token_seconds = 0;
   double total_seconds = 0;
 };

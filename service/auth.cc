@@ -1,0 +1,82 @@
+#include "service/auth.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace inferd {
+namespace {
+
+absl::string_view ToView(const grpc::string_ref& s) {
+  return absl::string_view(s.data(), s.size());
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ApiKeyAuth::LoadKey(
+    const std::string& api_key, const std::string& api_key_file) {
+  if (api_key_file.empty()) return api_key;
+  std::ifstream in(api_key_file, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--api-key-file=", api_key_file, ": cannot read the file"));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string key(absl::StripAsciiWhitespace(ss.str()));
+  if (key.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--api-key-file=", api_key_file, ": the file holds no key"));
+  }
+  return key;
+}
+
+std::string ApiKeyAuth::PresentedKey(const grpc::ServerContextBase& ctx) {
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  if (it != md.end()) {
+    absl::string_view v = absl::StripAsciiWhitespace(ToView(it->second));
+    if (v.size() > 7 && absl::StartsWithIgnoreCase(v, "bearer ")) {
+      return std::string(absl::StripAsciiWhitespace(v.substr(7)));
+    }
+  }
+  it = md.find("x-api-key");
+  if (it != md.end()) {
+    return std::string(absl::StripAsciiWhitespace(ToView(it->second)));
+  }
+  return "";
+}
+
+bool ApiKeyAuth::KeysEqual(absl::string_view expected,
+                           absl::string_view given) {
+  // Every byte of `expected` is compared against the same position of
+  // `given` (wrapping), and the length difference is folded in, so neither
+  // an early mismatch nor a short key ends the loop sooner.
+  volatile unsigned char diff = expected.size() == given.size() ? 0 : 1;
+  if (expected.empty()) return given.empty();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char g =
+        given.empty() ? 0 : static_cast<unsigned char>(given[i % given.size()]);
+    diff = diff | (static_cast<unsigned char>(expected[i]) ^ g);
+  }
+  return diff == 0;
+}
+
+absl::Status ApiKeyAuth::Check(const grpc::ServerContextBase& ctx) const {
+  if (key_.empty()) return absl::OkStatus();
+  const std::string given = PresentedKey(ctx);
+  if (given.empty()) {
+    return absl::UnauthenticatedError(
+        "missing API key: send metadata 'authorization: Bearer <key>' or "
+        "'x-api-key: <key>'");
+  }
+  if (!KeysEqual(key_, given)) {
+    return absl::UnauthenticatedError("invalid API key");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace inferd

@@ -1,0 +1,342 @@
+#include "runtime/engine/prefill_engine.h"
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "runtime/engine/prefill_scheduler.h"
+
+namespace inferd {
+namespace {
+
+std::shared_ptr<PrefillWork> Work(std::vector<int> lengths,
+                                  std::vector<absl::Status>* answers = nullptr) {
+  auto w = std::make_shared<PrefillWork>();
+  for (int len : lengths) {
+    PrefillSequence s;
+    s.ids.assign(len, 7);
+    w->seqs.push_back(s);
+  }
+  w->handle = std::make_shared<RequestHandle>();
+  w->arrival = absl::Now();
+  {
+    absl::MutexLock lock(&w->mu);
+    w->results.resize(w->seqs.size());
+  }
+  w->done = [answers](absl::StatusOr<std::vector<SequenceResult>> r) {
+    if (answers) answers->push_back(r.status());
+  };
+  return w;
+}
+
+TEST(PrefillOnlySchedulerTest, PacksWithinTokenBudgetAndSeqCap) {
+  PrefillSchedulerOptions o;
+  o.max_batched_tokens = 100;
+  o.max_seqs = 3;
+  PrefillOnlyScheduler s(o);
+  ASSERT_TRUE(s.Submit(Work({40, 40})).ok());
+  ASSERT_TRUE(s.Submit(Work({30, 10, 10, 10})).ok());
+  std::vector<std::vector<int>> batches;
+  int total_seqs = 0;
+  while (total_seqs < 6) {
+    auto batch = s.NextBatch();
+    ASSERT_FALSE(batch.empty());
+    int tokens = 0;
+    std::vector<int> lens;
+    for (const auto& item : batch) {
+      int len = static_cast<int>(item.work->seqs[item.seq_index].ids.size());
+      tokens += len;
+      lens.push_back(len);
+    }
+    EXPECT_LE(tokens, o.max_batched_tokens);
+    EXPECT_LE(static_cast<int>(batch.size()), o.max_seqs);
+    total_seqs += static_cast<int>(batch.size());
+    batches.push_back(lens);
+  }
+  // Arrival order is kept: 40+40 fill the first batch (the 30 does not fit),
+  // then 30, 10, 10 (cap 3), then the last 10.
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0], (std::vector<int>{40, 40}));
+  EXPECT_EQ(batches[1], (std::vector<int>{30, 10, 10}));
+  EXPECT_EQ(batches[2], (std::vector<int>{10}));
+  EXPECT_EQ(s.waiting_requests(), 0);
+  EXPECT_EQ(s.waiting_tokens(), 0);
+}
+
+TEST(PrefillOnlySchedulerTest, SequenceLongerThanBudgetRunsAlone) {
+  PrefillSchedulerOptions o;
+  o.max_batched_tokens = 16;
+  PrefillOnlyScheduler s(o);
+  ASSERT_TRUE(s.Submit(Work({64, 4})).ok());
+  auto first = s.NextBatch();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].work->seqs[first[0].seq_index].ids.size(), 64u);
+  auto second = s.NextBatch();
+  ASSERT_EQ(second.size(), 1u);
+}
+
+TEST(PrefillOnlySchedulerTest, RejectsWhenQueueFull) {
+  PrefillSchedulerOptions o;
+  o.max_queue_requests = 2;
+  o.max_queue_tokens = 100;
+  PrefillOnlyScheduler s(o);
+  ASSERT_TRUE(s.Submit(Work({10})).ok());
+  ASSERT_TRUE(s.Submit(Work({10})).ok());
+  absl::Status full = s.Submit(Work({10}));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("max-queue-requests"), std::string::npos);
+
+  PrefillOnlyScheduler t(o);
+  ASSERT_TRUE(t.Submit(Work({90})).ok());
+  absl::Status tokens = t.Submit(Work({20}));
+  EXPECT_EQ(tokens.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(tokens.message().find("max-queue-tokens"), std::string::npos);
+}
+
+TEST(PrefillOnlySchedulerTest, DropsAbortedAndExpiredBeforeScheduling) {
+  PrefillOnlyScheduler s(PrefillSchedulerOptions{});
+  std::vector<absl::Status> answers;
+  auto aborted = Work({5}, &answers);
+  auto expired = Work({5}, &answers);
+  expired->deadline = absl::Now() - absl::Seconds(1);
+  auto live = Work({5}, &answers);
+  ASSERT_TRUE(s.Submit(aborted).ok());
+  ASSERT_TRUE(s.Submit(expired).ok());
+  ASSERT_TRUE(s.Submit(live).ok());
+  aborted->handle->Abort();
+  std::vector<PrefillBatchItem> batch;
+  while (batch.empty()) batch = s.NextBatch();
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].work.get(), live.get());
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[0].code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(answers[1].code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+// A fake model: hidden state row i of a sequence = [sum of ids, i, len];
+// classifier logits = [len, -len]. Counts calls; can block until released.
+class FakeRunner : public StepRunner {
+ public:
+  FakeRunner(std::atomic<int>* calls, absl::Notification* gate)
+      : calls_(calls), gate_(gate) {}
+  absl::StatusOr<BatchResult> Execute(const BatchPlan& plan) override {
+    if (gate_ != nullptr) gate_->WaitForNotification();
+    calls_->fetch_add(1);
+    BatchResult r;
+    for (const SequencePlan& s : plan.seqs) {
+      SequenceResult out;
+      out.seq_id = s.seq_id;
+      out.output = s.output;
+      const float len = static_cast<float>(s.token_ids.size());
+      float sum = 0;
+      for (int32_t id : s.token_ids) sum += static_cast<float>(id);
+      if (s.output == StepOutput::kClassifierLogits) {
+        out.rows = 1;
+        out.cols = 2;
+        out.values = {len, -len};
+      } else if (s.output == StepOutput::kLastHiddenState) {
+        out.rows = 1;
+        out.cols = 3;
+        out.values = {sum, len - 1, len};
+      } else {
+        out.rows = static_cast<int32_t>(s.token_ids.size());
+        out.cols = 3;
+        for (int32_t i = 0; i < out.rows; ++i) {
+          out.values.insert(out.values.end(), {sum, float(i), len});
+        }
+      }
+      r.seqs.push_back(std::move(out));
+    }
+    return r;
+  }
+
+ private:
+  std::atomic<int>* calls_;
+  absl::Notification* gate_;
+};
+
+// A whitespace tokenizer is not available without files, so these engine
+// tests feed token ids directly.
+std::unique_ptr<PrefillEngine> MakeEngine(WorkflowKind kind,
+                                          std::atomic<int>* calls,
+                                          absl::Notification* gate,
+                                          int replicas = 1,
+                                          int max_queue_requests = 1024) {
+  PrefillEngineOptions o;
+  o.workflow = kind;
+  o.replicas = replicas;
+  o.default_pooling = Pooling::kMean;
+  o.default_normalize = false;
+  o.scheduler.max_queue_requests = max_queue_requests;
+  InputProcessorOptions io;
+  io.max_input_tokens = 8;
+  auto e = PrefillEngine::Create(
+      o, InputProcessor(nullptr, io),
+      [&](int) -> absl::StatusOr<std::unique_ptr<StepRunner>> {
+        return std::unique_ptr<StepRunner>(new FakeRunner(calls, gate));
+      });
+  EXPECT_TRUE(e.ok()) << e.status();
+  return std::move(e).value();
+}
+
+EmbedParams Ids(std::vector<std::vector<int32_t>> ids) {
+  EmbedParams p;
+  p.token_ids = std::move(ids);
+  return p;
+}
+
+TEST(PrefillEngineTest, EmbedsPoolsAndAnswersInInputOrder) {
+  std::atomic<int> calls{0};
+  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, nullptr);
+  absl::Notification done;
+  absl::StatusOr<EmbedResult> got;
+  auto h = engine->SubmitEmbed(Ids({{1, 2, 3}, {5}}), [&](absl::StatusOr<EmbedResult> r) {
+    got = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(h.ok());
+  done.WaitForNotification();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->embeddings.size(), 2u);
+  // Mean over rows [sum, i, len]: [6, 1, 3] and [5, 0, 1].
+  EXPECT_EQ(got->embeddings[0], (std::vector<float>{6, 1, 3}));
+  EXPECT_EQ(got->embeddings[1], (std::vector<float>{5, 0, 1}));
+  EXPECT_EQ(got->total_tokens, 4);
+  EXPECT_EQ(got->tokens, (std::vector<int32_t>{3, 1}));
+}
+
+TEST(PrefillEngineTest, NormalizesAndCutsDimensionsOnRequest) {
+  std::atomic<int> calls{0};
+  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, nullptr);
+  EmbedParams p = Ids({{3, 4}});
+  p.pooling = "cls";
+  p.normalize = true;
+  p.dimensions = 2;
+  absl::Notification done;
+  absl::StatusOr<EmbedResult> got;
+  ASSERT_TRUE(engine->SubmitEmbed(p, [&](absl::StatusOr<EmbedResult> r) {
+    got = std::move(r);
+    done.Notify();
+  }).ok());
+  done.WaitForNotification();
+  ASSERT_TRUE(got.ok());
+  // CLS row = [7, 0, 2] -> cut to [7, 0] -> normalized [1, 0].
+  ASSERT_EQ(got->embeddings[0].size(), 2u);
+  EXPECT_FLOAT_EQ(got->embeddings[0][0], 1.0f);
+  EXPECT_FLOAT_EQ(got->embeddings[0][1], 0.0f);
+}
+
+TEST(PrefillEngineTest, TooLongInputIsInvalidUnlessTruncated) {
+  std::atomic<int> calls{0};
+  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, nullptr);
+  auto bad = engine->SubmitEmbed(Ids({std::vector<int32_t>(9, 1)}),
+                                 [](absl::StatusOr<EmbedResult>) {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("9 tokens"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("at most 8"), std::string::npos);
+
+  EmbedParams p = Ids({std::vector<int32_t>(9, 1)});
+  p.truncate = true;
+  absl::Notification done;
+  absl::StatusOr<EmbedResult> got;
+  ASSERT_TRUE(engine->SubmitEmbed(p, [&](absl::StatusOr<EmbedResult> r) {
+    got = std::move(r);
+    done.Notify();
+  }).ok());
+  done.WaitForNotification();
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->tokens[0], 8);
+}
+
+TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
+  std::atomic<int> calls{0};
+  absl::Notification gate;
+  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate);
+  // The first request occupies the (blocked) replica; the second waits in
+  // the queue and is aborted there.
+  absl::Notification first_done, second_done;
+  absl::Status second_status;
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), [&](absl::StatusOr<EmbedResult>) {
+    first_done.Notify();
+  }).ok());
+  absl::SleepFor(absl::Milliseconds(50));  // let the replica take it
+  auto h = engine->SubmitEmbed(Ids({{2}}), [&](absl::StatusOr<EmbedResult> r) {
+    second_status = r.status();
+    second_done.Notify();
+  });
+  ASSERT_TRUE(h.ok());
+  (*h)->Abort();
+  gate.Notify();
+  first_done.WaitForNotification();
+  second_done.WaitForNotification();
+  EXPECT_EQ(second_status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(calls.load(), 1);  // only the first request ran
+  EXPECT_EQ(engine->Stats().model_calls, 1);
+}
+
+TEST(PrefillEngineTest, QueueOverflowIsResourceExhaustedAtOnce) {
+  std::atomic<int> calls{0};
+  absl::Notification gate;
+  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate, 1,
+                           /*max_queue_requests=*/2);
+  std::atomic<int> answered{0};
+  auto cb = [&](absl::StatusOr<EmbedResult>) { answered.fetch_add(1); };
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
+  absl::SleepFor(absl::Milliseconds(50));  // taken by the blocked replica
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
+  auto over = engine->SubmitEmbed(Ids({{1}}), cb);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  gate.Notify();
+  while (answered.load() < 3) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(answered.load(), 3);
+}
+
+TEST(PrefillEngineTest, RejectsTasksOutsideItsWorkflow) {
+  std::atomic<int> calls{0};
+  auto engine = MakeEngine(WorkflowKind::kEncoderClassify, &calls, nullptr);
+  // Embedding is not this workflow's task.
+  auto embed = engine->SubmitEmbed(Ids({{1}}), [](absl::StatusOr<EmbedResult>) {});
+  EXPECT_EQ(embed.status().code(), absl::StatusCode::kFailedPrecondition);
+  auto rerank = engine->SubmitRerank(RerankParams{}, [](absl::StatusOr<RerankResult>) {});
+  EXPECT_EQ(rerank.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(PrefillEngineTest, StopAnswersQueuedRequestsUnavailable) {
+  std::atomic<int> calls{0};
+  absl::Notification gate;
+  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate);
+  std::vector<absl::Status> answers;
+  absl::Mutex mu;
+  auto cb = [&](absl::StatusOr<EmbedResult> r) {
+    absl::MutexLock lock(&mu);
+    answers.push_back(r.status());
+  };
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
+  std::thread stopper([&] { engine->Stop(); });
+  absl::SleepFor(absl::Milliseconds(50));
+  gate.Notify();
+  stopper.join();
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(answers.size(), 2u);
+  int unavailable = 0;
+  for (const absl::Status& s : answers) {
+    unavailable += s.code() == absl::StatusCode::kUnavailable;
+  }
+  EXPECT_EQ(unavailable, 1);
+  auto after = engine->SubmitEmbed(Ids({{1}}), cb);
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace inferd
