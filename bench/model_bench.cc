@@ -10,6 +10,9 @@
 // - BM_DecoderStoriesDecode: the real 260K-parameter stories260K Llama (from
 //   the shared models folder), one decode step at batch 1: the fixed
 //   per-step cost of the runner and kernels (thread wakeups, bookkeeping).
+// The CPU column is the whole process's CPU time (all threads): on a shared,
+// busy machine wall time overstates the cost; CPU time / threads is the
+// uncontended estimate.
 // Models come from tools/make_test_models.py --shape (target
 // inferd_model_bench_models); a missing one skips its benchmark.
 #include <benchmark/benchmark.h>
@@ -91,6 +94,7 @@ void BM_MemoryBandwidth(benchmark::State& state) {
 }
 BENCHMARK(BM_MemoryBandwidth)
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->MinTime(1.0);
 
@@ -110,6 +114,10 @@ void BM_EncoderMiniLm(benchmark::State& state) {
     s.output = StepOutput::kHiddenStates;
     plan.seqs.push_back(s);
   }
+  if (!runner->Execute(plan).ok()) {  // warm-up: sizes the workspace
+    state.SkipWithError("warm-up step failed");
+    return;
+  }
   for (auto _ : state) {
     auto result = runner->Execute(plan);
     if (!result.ok()) {
@@ -126,7 +134,9 @@ BENCHMARK(BM_EncoderMiniLm)
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->MinTime(2.0);
 
 void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
   auto runner = MakeRunner(state, "tinyllama", DType::kBF16);
@@ -183,6 +193,7 @@ void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_DecoderTinyLlamaDecode)
     ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->MinTime(3.0);
 
@@ -230,6 +241,7 @@ void BM_DecoderStoriesDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_DecoderStoriesDecode)
     ->Unit(benchmark::kMicrosecond)
+    ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->MinTime(1.0);
 

@@ -190,6 +190,10 @@ const FlagDoc kFlags[] = {
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
     {"metrics-listen", "HOST:PORT", "(off)",
      "Serve Prometheus metrics over HTTP at /metrics on this address."},
+    {"health-listen", "HOST:PORT", "(off)",
+     "Also serve grpc.health.v1 alone, in plaintext, on this address (for "
+     "Kubernetes gRPC probes when --tls-cert is on). Health is always served "
+     "on --listen too."},
     {"threads", "N", "0 (cores / replicas)",
      "Kernel threads per model replica."},
     {"replicas-per-model", "N", "0 (workflow default)",
@@ -227,9 +231,11 @@ const FlagDoc kFlags[] = {
     {"tls-client-ca", "PATH", "",
      "PEM CA bundle; clients must present a certificate it signed (mTLS)."},
     {"api-key", "KEY", "",
-     "Require 'authorization: Bearer KEY' (or x-api-key) on every RPC "
-     "except health."},
-    {"api-key-file", "PATH", "", "Read the API key from a file."},
+     "Require metadata 'authorization: Bearer KEY' or 'x-api-key: KEY' on "
+     "every inferd.v1 RPC (UNAUTHENTICATED otherwise). grpc.health.v1 and "
+     "server reflection stay open."},
+    {"api-key-file", "PATH", "",
+     "Read the API key from a file (surrounding whitespace is trimmed)."},
     {"help", "", "", "Print this help and exit."},
     {"version", "", "", "Print the version and exit."},
 };
@@ -316,6 +322,11 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
         return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:9090");
       }
       o.metrics_listen = value;
+    } else if (name == "health-listen") {
+      if (!value.empty() && !absl::StrContains(value, ':')) {
+        return Bad(name, value, "expected HOST:PORT, e.g. 0.0.0.0:8081");
+      }
+      o.health_listen = value;
     } else if (name == "model") {
       model_values.push_back(value);
     } else if (name == "max-inputs-per-request") {

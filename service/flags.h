@@ -15,6 +15,7 @@ namespace inferd {
 struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen;  // empty: no metrics endpoint
+  std::string health_listen;   // empty: health only on --listen
   std::vector<ModelSpec> models;
   EngineOptions engine;  // defaults every model starts from
   int max_inputs_per_request = 256;

@@ -90,6 +90,24 @@ absl::Status NotAccepting() {
       "the server is shutting down and takes no new requests");
 }
 
+int64_t NumOutputs(const EmbedResult& r) {
+  return static_cast<int64_t>(r.embeddings.size());
+}
+int64_t NumOutputs(const RerankResult& r) {
+  return static_cast<int64_t>(r.scores.size());
+}
+int64_t NumOutputs(const ClassifyResult& r) {
+  return static_cast<int64_t>(r.scores.size());
+}
+
+void ReportPrefill(const InferenceService* svc, absl::string_view task,
+                   absl::string_view model, int64_t inputs, int64_t tokens,
+                   const RequestTimings& timings) {
+  if (svc->observer() != nullptr) {
+    svc->observer()->OnPrefillDone(task, model, inputs, tokens, timings);
+  }
+}
+
 // The model for Tokenize/Detokenize: any task.
 absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
                                                    const std::string& name) {
@@ -120,11 +138,12 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
 class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   GenerateCall(InferenceService* svc, std::string request_id)
-      : stats_(svc, "Generate"), request_id_(std::move(request_id)) {}
+      : svc_(svc), stats_(svc, "Generate"), request_id_(std::move(request_id)) {}
 
   void Start(ServedModel* model, const v1::GenerateRequest& req,
              absl::Time deadline) {
     stats_.set_model(model->name());
+    model_ = model->name();
     auto params = ToGenerateParams(req, model->info(), deadline);
     if (!params.ok()) {
       FinishNow(ToGrpcStatus(params.status()));
@@ -182,6 +201,23 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       return;
     }
     const GenerateChunk& c = *chunk;
+    if (!c.token_ids.empty() && svc_->observer() != nullptr) {
+      const absl::Time now = absl::Now();
+      if (last_token_ != absl::InfinitePast()) {
+        const double gap = absl::ToDoubleSeconds(now - last_token_) /
+                           static_cast<double>(c.token_ids.size());
+        for (size_t i = 0; i < c.token_ids.size(); ++i) {
+          inter_token_seconds_.push_back(gap);
+        }
+      } else if (c.token_ids.size() > 1) {
+        inter_token_seconds_.insert(inter_token_seconds_.end(),
+                                    c.token_ids.size() - 1, 0.0);
+      }
+      last_token_ = now;
+    }
+    if (c.finish != FinishReason::kNone && svc_->observer() != nullptr) {
+      svc_->observer()->OnGenerateDone(model_, c, inter_token_seconds_);
+    }
     if (c.finish == FinishReason::kCancelled && cancelled_) {
       final_status_ = grpc::Status(grpc::StatusCode::CANCELLED,
                                    "the client cancelled the call");
@@ -240,10 +276,14 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     }
   }
 
+  InferenceService* svc_;
   CallStats stats_;
   const std::string request_id_;
+  std::string model_;  // set by Start, before any chunk
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_token_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::vector<double> inter_token_seconds_ ABSL_GUARDED_BY(mu_);
   std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
@@ -256,11 +296,26 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 // ------------------------------------------------------------ Embed (bidi)
 
 class EmbedStreamCall
-    : public grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse> {
+    : public grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse>,
+      public InferenceService::OpenStream {
  public:
-  explicit EmbedStreamCall(InferenceService* svc)
+  // `admit` not OK: the call ends at once with it.
+  EmbedStreamCall(InferenceService* svc, const absl::Status& admit)
       : svc_(svc), stats_(svc, "Embed") {
+    if (!admit.ok()) {
+      absl::MutexLock lock(&mu_);
+      reads_done_ = true;
+      FailLocked(ToGrpcStatus(admit));
+      return;
+    }
+    svc_->RegisterStream(this);
+    registered_ = true;
     StartRead(&request_);
+  }
+
+  void EndWith(const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    FailLocked(status);
   }
 
   void OnReadDone(bool ok) override {
@@ -297,7 +352,10 @@ class EmbedStreamCall
                             "the client cancelled the call"));
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    if (registered_) svc_->UnregisterStream(this);
+    delete this;
+  }
 
  private:
   absl::Status SubmitOne(const v1::EmbedRequest& req) {
@@ -321,6 +379,7 @@ class EmbedStreamCall
     auto shape = std::make_shared<v1::EmbedRequest>();
     shape->set_id(req.id());
     shape->set_encoding(req.encoding());
+    const std::string model_name = (*model)->name();
     const int64_t key = next_key_++;
     {
       absl::MutexLock lock(&mu_);
@@ -328,7 +387,12 @@ class EmbedStreamCall
     }
     auto handle = (*model)->engine().SubmitEmbed(
         std::move(params).value(),
-        [this, shape, key](absl::StatusOr<EmbedResult> result) {
+        [this, shape, key, model_name](absl::StatusOr<EmbedResult> result) {
+          if (result.ok()) {
+            ReportPrefill(svc_, "embed", model_name,
+                          static_cast<int64_t>(result->embeddings.size()),
+                          result->total_tokens, result->timings);
+          }
           absl::MutexLock lock(&mu_);
           --pending_;
           if (handles_.erase(key) == 0) answered_.insert(key);
@@ -389,6 +453,7 @@ class EmbedStreamCall
 
   InferenceService* svc_;
   CallStats stats_;
+  bool registered_ = false;  // set in the constructor only
   v1::EmbedRequest request_;
   int64_t next_key_ = 0;  // reader thread only
   absl::Mutex mu_;
@@ -407,16 +472,48 @@ class EmbedStreamCall
 }  // namespace
 
 InferenceService::InferenceService(ModelManager* models, ApiLimits limits,
-                                   RpcObserver* observer)
-    : models_(models), limits_(limits), observer_(observer) {}
+                                   RpcObserver* observer,
+                                   const ApiKeyAuth* auth)
+    : models_(models), limits_(limits), observer_(observer), auth_(auth) {}
+
+absl::Status InferenceService::Admit(
+    const grpc::CallbackServerContext& ctx) const {
+  if (auth_ != nullptr) {
+    absl::Status s = auth_->Check(ctx);
+    if (!s.ok()) return s;
+  }
+  if (!accepting()) return NotAccepting();
+  return absl::OkStatus();
+}
+
+void InferenceService::RegisterStream(OpenStream* s) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.insert(s);
+}
+
+void InferenceService::UnregisterStream(OpenStream* s) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.erase(s);
+}
+
+void InferenceService::CancelStreams() {
+  // Held while ending each stream: a stream cannot be deleted meanwhile
+  // (OnDone unregisters under this mutex first).
+  absl::MutexLock lock(&streams_mu_);
+  for (OpenStream* s : streams_) {
+    s->EndWith(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            "the server is shutting down (drain timeout)"));
+  }
+}
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
     grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
   auto* call = new GenerateCall(this, request->request_id().empty()
                                           ? absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()))
                                           : request->request_id());
-  if (!accepting()) {
-    call->FinishNow(ToGrpcStatus(NotAccepting()));
+  absl::Status admit = Admit(*ctx);
+  if (!admit.ok()) {
+    call->FinishNow(ToGrpcStatus(admit));
     return call;
   }
   auto model = models_->Resolve(request->model(), Task::kGenerate);
@@ -430,126 +527,118 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
 
 grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse>*
 InferenceService::Embed(grpc::CallbackServerContext* ctx) {
-  return new EmbedStreamCall(this);
+  return new EmbedStreamCall(this, Admit(*ctx));
+}
+
+// The unary prefill RPCs (EmbedBatch, Rerank, Classify) share one flow:
+// admission, model resolution, conversion, submission, and the answer on the
+// engine's thread. `submit` converts the request and calls the engine with
+// the callback it is given; `fill` writes the response from the result.
+template <typename Result>
+grpc::ServerUnaryReactor* InferenceService::RunPrefillCall(
+    grpc::CallbackServerContext* ctx, absl::string_view rpc,
+    absl::string_view task_name, const std::string& model_name, Task task,
+    const std::function<absl::StatusOr<std::shared_ptr<RequestHandle>>(
+        ServedModel&, absl::Time, ResultCallback<Result>)>& submit,
+    std::function<void(const ServedModelInfo&, const Result&)> fill) {
+  auto* call = new UnaryCall(this, rpc);
+  absl::Status admit = Admit(*ctx);
+  if (!admit.ok()) {
+    call->Done(admit);
+    return call;
+  }
+  auto model = models_->Resolve(model_name, task);
+  if (!model.ok()) {
+    call->Done(model.status());
+    return call;
+  }
+  call->SetModel((*model)->name());
+  ServedModelInfo info = (*model)->info();
+  std::string task_label(task_name);
+  auto handle = submit(
+      **model, DeadlineOf(ctx),
+      [this, call, info, task_label,
+       fill = std::move(fill)](absl::StatusOr<Result> result) {
+        if (!result.ok()) {
+          call->Done(result.status());
+          return;
+        }
+        ReportPrefill(this, task_label, info.name, NumOutputs(*result),
+                      result->total_tokens, result->timings);
+        fill(info, *result);
+        call->Done(grpc::Status::OK);
+      });
+  if (!handle.ok()) {
+    call->Done(handle.status());
+    return call;
+  }
+  call->SetHandle(*handle);
+  return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::EmbedBatch(
     grpc::CallbackServerContext* ctx, const v1::EmbedRequest* request,
     v1::EmbedResponse* response) {
-  auto* call = new UnaryCall(this, "EmbedBatch");
-  if (!accepting()) {
-    call->Done(NotAccepting());
-    return call;
-  }
-  auto model = models_->Resolve(request->model(), Task::kEmbed);
-  if (!model.ok()) {
-    call->Done(model.status());
-    return call;
-  }
-  call->SetModel((*model)->name());
-  auto params =
-      ToEmbedParams(*request, (*model)->info(), limits_, DeadlineOf(ctx));
-  if (!params.ok()) {
-    call->Done(params.status());
-    return call;
-  }
-  auto handle = (*model)->engine().SubmitEmbed(
-      std::move(params).value(),
-      [call, request, response](absl::StatusOr<EmbedResult> result) {
-        if (!result.ok()) {
-          call->Done(result.status());
-          return;
-        }
-        FillEmbedResponse(*result, *request, response);
-        call->Done(grpc::Status::OK);
+  return RunPrefillCall<EmbedResult>(
+      ctx, "EmbedBatch", "embed", request->model(), Task::kEmbed,
+      [this, request](ServedModel& model, absl::Time deadline,
+                      ResultCallback<EmbedResult> done)
+          -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
+        auto params = ToEmbedParams(*request, model.info(), limits_, deadline);
+        if (!params.ok()) return params.status();
+        return model.engine().SubmitEmbed(std::move(params).value(),
+                                          std::move(done));
+      },
+      [request, response](const ServedModelInfo&, const EmbedResult& r) {
+        FillEmbedResponse(r, *request, response);
       });
-  if (!handle.ok()) {
-    call->Done(handle.status());
-    return call;
-  }
-  call->SetHandle(*handle);
-  return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::Rerank(
     grpc::CallbackServerContext* ctx, const v1::RerankRequest* request,
     v1::RerankResponse* response) {
-  auto* call = new UnaryCall(this, "Rerank");
-  if (!accepting()) {
-    call->Done(NotAccepting());
-    return call;
-  }
-  auto model = models_->Resolve(request->model(), Task::kRerank);
-  if (!model.ok()) {
-    call->Done(model.status());
-    return call;
-  }
-  call->SetModel((*model)->name());
-  auto params = ToRerankParams(*request, limits_, DeadlineOf(ctx));
-  if (!params.ok()) {
-    call->Done(params.status());
-    return call;
-  }
-  auto handle = (*model)->engine().SubmitRerank(
-      std::move(params).value(),
-      [call, request, response](absl::StatusOr<RerankResult> result) {
-        if (!result.ok()) {
-          call->Done(result.status());
-          return;
-        }
-        FillRerankResponse(*result, *request, response);
-        call->Done(grpc::Status::OK);
+  return RunPrefillCall<RerankResult>(
+      ctx, "Rerank", "rerank", request->model(), Task::kRerank,
+      [this, request](ServedModel& model, absl::Time deadline,
+                      ResultCallback<RerankResult> done)
+          -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
+        auto params = ToRerankParams(*request, limits_, deadline);
+        if (!params.ok()) return params.status();
+        return model.engine().SubmitRerank(std::move(params).value(),
+                                           std::move(done));
+      },
+      [request, response](const ServedModelInfo&, const RerankResult& r) {
+        FillRerankResponse(r, *request, response);
       });
-  if (!handle.ok()) {
-    call->Done(handle.status());
-    return call;
-  }
-  call->SetHandle(*handle);
-  return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::Classify(
     grpc::CallbackServerContext* ctx, const v1::ClassifyRequest* request,
     v1::ClassifyResponse* response) {
-  auto* call = new UnaryCall(this, "Classify");
-  if (!accepting()) {
-    call->Done(NotAccepting());
-    return call;
-  }
-  auto model = models_->Resolve(request->model(), Task::kClassify);
-  if (!model.ok()) {
-    call->Done(model.status());
-    return call;
-  }
-  call->SetModel((*model)->name());
-  auto params = ToClassifyParams(*request, limits_, DeadlineOf(ctx));
-  if (!params.ok()) {
-    call->Done(params.status());
-    return call;
-  }
-  ServedModelInfo info = (*model)->info();
-  auto handle = (*model)->engine().SubmitClassify(
-      std::move(params).value(),
-      [call, info, response](absl::StatusOr<ClassifyResult> result) {
-        if (!result.ok()) {
-          call->Done(result.status());
-          return;
-        }
-        FillClassifyResponse(*result, info, response);
-        call->Done(grpc::Status::OK);
+  return RunPrefillCall<ClassifyResult>(
+      ctx, "Classify", "classify", request->model(), Task::kClassify,
+      [this, request](ServedModel& model, absl::Time deadline,
+                      ResultCallback<ClassifyResult> done)
+          -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
+        auto params = ToClassifyParams(*request, limits_, deadline);
+        if (!params.ok()) return params.status();
+        return model.engine().SubmitClassify(std::move(params).value(),
+                                             std::move(done));
+      },
+      [response](const ServedModelInfo& info, const ClassifyResult& r) {
+        FillClassifyResponse(r, info, response);
       });
-  if (!handle.ok()) {
-    call->Done(handle.status());
-    return call;
-  }
-  call->SetHandle(*handle);
-  return call;
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* ctx, const v1::TokenizeRequest* request,
     v1::TokenizeResponse* response) {
   auto* call = new UnaryCall(this, "Tokenize");
+  absl::Status admit = Admit(*ctx);
+  if (!admit.ok()) {
+    call->Done(admit);
+    return call;
+  }
   auto model = ResolveAnyModel(*models_, request->model());
   if (!model.ok()) {
     call->Done(model.status());
@@ -580,6 +669,11 @@ grpc::ServerUnaryReactor* InferenceService::Detokenize(
     grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
     v1::DetokenizeResponse* response) {
   auto* call = new UnaryCall(this, "Detokenize");
+  absl::Status admit = Admit(*ctx);
+  if (!admit.ok()) {
+    call->Done(admit);
+    return call;
+  }
   auto model = ResolveAnyModel(*models_, request->model());
   if (!model.ok()) {
     call->Done(model.status());
@@ -611,13 +705,36 @@ grpc::ServerUnaryReactor* InferenceService::Detokenize(
   return call;
 }
 
+bool ModelsService::Admit(grpc::CallbackServerContext* ctx,
+                          grpc::ServerUnaryReactor* reactor,
+                          absl::string_view rpc) {
+  if (auth_ == nullptr) return true;
+  absl::Status s = auth_->Check(*ctx);
+  if (s.ok()) return true;
+  grpc::Status status = ToGrpcStatus(s);
+  Report(rpc, "", status, absl::Now());
+  reactor->Finish(status);
+  return false;
+}
+
+void ModelsService::Report(absl::string_view rpc, absl::string_view model,
+                           const grpc::Status& status, absl::Time start) {
+  if (observer_ != nullptr) {
+    observer_->OnRpcDone(rpc, model, status,
+                         absl::ToDoubleSeconds(absl::Now() - start));
+  }
+}
+
 grpc::ServerUnaryReactor* ModelsService::ListModels(
     grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
     v1::ListModelsResponse* response) {
+  const absl::Time start = absl::Now();
+  auto* reactor = ctx->DefaultReactor();
+  if (!Admit(ctx, reactor, "ListModels")) return reactor;
   for (const ServedModelInfo& info : models_->List()) {
     FillModelInfo(info, response->add_models());
   }
-  auto* reactor = ctx->DefaultReactor();
+  Report("ListModels", "", grpc::Status::OK, start);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -625,19 +742,25 @@ grpc::ServerUnaryReactor* ModelsService::ListModels(
 grpc::ServerUnaryReactor* ModelsService::GetModel(
     grpc::CallbackServerContext* ctx, const v1::GetModelRequest* request,
     v1::ModelInfo* response) {
+  const absl::Time start = absl::Now();
   auto* reactor = ctx->DefaultReactor();
+  if (!Admit(ctx, reactor, "GetModel")) return reactor;
+  grpc::Status status = grpc::Status::OK;
+  std::string model_name;
   if (request->name().empty()) {
-    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
-        "name: set the model name (see ListModels)")));
-    return reactor;
+    status = ToGrpcStatus(absl::InvalidArgumentError(
+        "name: set the model name (see ListModels)"));
+  } else {
+    auto model = models_->Find(request->name());
+    if (!model.ok()) {
+      status = ToGrpcStatus(model.status());
+    } else {
+      model_name = (*model)->name();
+      FillModelInfo((*model)->info(), response);
+    }
   }
-  auto model = models_->Find(request->name());
-  if (!model.ok()) {
-    reactor->Finish(ToGrpcStatus(model.status()));
-    return reactor;
-  }
-  FillModelInfo((*model)->info(), response);
-  reactor->Finish(grpc::Status::OK);
+  Report("GetModel", model_name, status, start);
+  reactor->Finish(status);
   return reactor;
 }
 

@@ -6,6 +6,7 @@
 #define INFERD_SERVICE_INFERENCE_SERVICE_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -16,6 +17,7 @@
 
 #include "inferd/v1/inference.grpc.pb.h"
 #include "inferd/v1/models.grpc.pb.h"
+#include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
 #include "service/auth.h"
 #include "service/convert.h"
@@ -100,6 +102,14 @@ class InferenceService final : public v1::Inference::CallbackService {
   std::atomic<int64_t>& active_counter() { return active_; }
 
  private:
+  template <typename Result>
+  grpc::ServerUnaryReactor* RunPrefillCall(
+      grpc::CallbackServerContext* ctx, absl::string_view rpc,
+      absl::string_view task_name, const std::string& model_name, Task task,
+      const std::function<absl::StatusOr<std::shared_ptr<RequestHandle>>(
+          ServedModel&, absl::Time, ResultCallback<Result>)>& submit,
+      std::function<void(const ServedModelInfo&, const Result&)> fill);
+
   ModelManager* models_;
   ApiLimits limits_;
   RpcObserver* observer_;

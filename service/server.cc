@@ -61,14 +61,27 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 
   auto creds = MakeCredentials(options);
   if (!creds.ok()) return creds.status();
+  auto key = ApiKeyAuth::LoadKey(options.api_key, options.api_key_file);
+  if (!key.ok()) return key.status();
+  s->auth_ = std::make_unique<ApiKeyAuth>(std::move(key).value());
 
   ApiLimits limits;
   limits.max_inputs_per_request = options.max_inputs_per_request;
-  s->inference_ =
-      std::make_unique<InferenceService>(s->models_.get(), limits, nullptr);
-  s->models_service_ = std::make_unique<ModelsService>(s->models_.get());
-  s->health_ = std::make_unique<HealthService>(std::vector<std::string>{
-      "inferd.v1.Inference", "inferd.v1.Models"});
+  Server* raw = s.get();
+  if (!options.metrics_listen.empty()) {
+    s->metrics_ = std::make_unique<Metrics>(
+        s->models_.get(), [raw] { return raw->inference_->active_calls(); });
+    for (const auto& m : s->models_->models()) {
+      m->set_step_observer(s->metrics_->StepObserverFor(m->name()));
+    }
+  }
+  s->inference_ = std::make_unique<InferenceService>(
+      s->models_.get(), limits, s->metrics_.get(), s->auth_.get());
+  s->models_service_ = std::make_unique<ModelsService>(
+      s->models_.get(), s->metrics_.get(), s->auth_.get());
+  const std::vector<std::string> services = {"inferd.v1.Inference",
+                                             "inferd.v1.Models"};
+  s->health_ = std::make_unique<HealthService>(services);
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -86,29 +99,75 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
         "--listen=", options.listen,
         ": cannot bind (address in use or not local?)"));
   }
-  LOG_INFO("inferd listening on {} (port {}), {} model(s) loading",
-           options.listen, s->port_, s->models_->models().size());
+  LOG_INFO("inferd listening on {} (port {}), {}{}; {} model(s) loading",
+           options.listen, s->port_,
+           options.tls_cert.empty()
+               ? "plaintext"
+               : (options.tls_client_ca.empty() ? "TLS" : "mTLS"),
+           s->auth_->enabled() ? ", API key required" : "",
+           s->models_->models().size());
 
-  Server* raw = s.get();
+  if (!options.health_listen.empty()) {
+    // Health only, plaintext: probes need no client certificate or key,
+    // and nothing else is reachable on this port.
+    s->plain_health_ = std::make_unique<HealthService>(services);
+    grpc::ServerBuilder hb;
+    hb.AddListeningPort(options.health_listen,
+                        grpc::InsecureServerCredentials(), &s->health_port_);
+    hb.RegisterService(s->plain_health_.get());
+    s->health_server_ = hb.BuildAndStart();
+    if (s->health_server_ == nullptr || s->health_port_ == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "--health-listen=", options.health_listen,
+          ": cannot bind (address in use or not local?)"));
+    }
+    LOG_INFO("health (plaintext) on {} (health port {})",
+             options.health_listen, s->health_port_);
+  }
+  if (s->metrics_ != nullptr) {
+    absl::Status st = s->metrics_->Serve(options.metrics_listen);
+    if (!st.ok()) return st;
+    LOG_INFO("metrics on http://{}/metrics (metrics port {})",
+             options.metrics_listen, s->metrics_->port());
+  }
+
   s->loader_ = std::thread([raw] {
     absl::Time start = absl::Now();
-    raw->models_->LoadAll();
+    const size_t total = raw->models_->models().size();
+    size_t done = 0;
+    raw->models_->LoadAll([&](const ServedModel& m) {
+      ++done;
+      ServedModelInfo info = m.info();
+      if (info.state == ModelState::kReady) {
+        LOG_INFO(
+            "model '{}' ready ({}/{}): {} tensors, {:.1f} MiB of weights, "
+            "loaded in {:.2f}s",
+            info.name, done, total, info.weight_tensors,
+            static_cast<double>(info.weight_bytes) / (1 << 20),
+            info.load_seconds);
+      } else {
+        LOG_ERROR("model '{}' failed to load ({}/{}): {}", info.name, done,
+                  total, info.error);
+      }
+    });
     int ready = 0;
     for (const auto& m : raw->models_->models()) {
-      ServedModelInfo info = m->info();
-      if (info.state == ModelState::kReady) {
-        ++ready;
-        LOG_INFO("model '{}' ready", info.name);
-      } else {
-        LOG_ERROR("model '{}' failed to load: {}", info.name, info.error);
-      }
+      if (m->state() == ModelState::kReady) ++ready;
     }
-    LOG_INFO("{} of {} model(s) ready after {:.2f}s; serving", ready,
-             raw->models_->models().size(),
+    LOG_INFO("{} of {} model(s) ready after {:.2f}s; serving", ready, total,
              absl::ToDoubleSeconds(absl::Now() - start));
-    raw->health_->SetServing(true);
+    raw->SetServing(true);
   });
   return s;
+}
+
+int Server::metrics_port() const {
+  return metrics_ == nullptr ? 0 : metrics_->port();
+}
+
+void Server::SetServing(bool serving) {
+  health_->SetServing(serving);
+  if (plain_health_ != nullptr) plain_health_->SetServing(serving);
 }
 
 void Server::WaitForModels() {
@@ -120,25 +179,38 @@ void Server::Shutdown(absl::Duration drain_timeout) {
   shut_down_ = true;
   if (loader_.joinable()) loader_.join();
   if (server_ == nullptr) return;  // Start() failed before serving
-  health_->SetServing(false);
+  // Readiness first, so load balancers stop sending; then refuse new calls.
+  SetServing(false);
   health_->Shutdown();
+  if (plain_health_ != nullptr) plain_health_->Shutdown();
   inference_->StopAccepting();
   LOG_INFO("draining: {} call(s) in flight, up to {:.1f}s",
            inference_->active_calls(), absl::ToDoubleSeconds(drain_timeout));
-  // Wait for in-flight calls, then let gRPC cancel whatever is left.
   absl::Time deadline = absl::Now() + drain_timeout;
   while (inference_->active_calls() > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  if (inference_->active_calls() > 0) {
-    LOG_WARN("drain timeout: cancelling {} call(s)", inference_->active_calls());
+  const int64_t left = inference_->active_calls();
+  if (left > 0) {
+    LOG_WARN("drain timeout: cancelling {} call(s) with UNAVAILABLE", left);
+  } else {
+    LOG_INFO("drained: every call finished");
   }
-  // Engines answer their pending requests with UNAVAILABLE, which ends the
-  // remaining calls; then gRPC stops.
+  // Open Embed streams end with UNAVAILABLE; the engines answer their
+  // pending requests with UNAVAILABLE, which ends the remaining Generate
+  // and unary calls; then gRPC stops. Its deadline bounds the wait for
+  // clients to close their connections after GOAWAY and cancels anything
+  // still open (a stream whose client stopped reading).
+  inference_->CancelStreams();
   models_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::seconds(2));
   server_->Wait();
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(std::chrono::system_clock::now());
+    health_server_->Wait();
+  }
+  if (metrics_ != nullptr) metrics_->StopServing();
   LOG_INFO("inferd stopped");
 }
 

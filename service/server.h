@@ -1,6 +1,8 @@
 // Server: the inferd gRPC server (Inference, Models, grpc.health.v1 and
-// reflection) over a ModelManager, with load-then-serve readiness and a
-// graceful drain. Thread-safe.
+// reflection) over a ModelManager, with load-then-serve readiness, API key
+// auth, TLS/mTLS, Prometheus metrics (--metrics-listen), an optional
+// plaintext health port (--health-listen) and a graceful drain.
+// Thread-safe.
 #ifndef INFERD_SERVICE_SERVER_H_
 #define INFERD_SERVICE_SERVER_H_
 
@@ -10,9 +12,11 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
 #include "runtime/engine/model_manager.h"
+#include "service/auth.h"
 #include "service/flags.h"
 #include "service/health.h"
 #include "service/inference_service.h"
+#include "service/metrics.h"
 
 namespace inferd {
 
@@ -27,6 +31,9 @@ class Server {
 
   // The port actually bound (useful with --listen 127.0.0.1:0).
   int port() const { return port_; }
+  // The bound ports of --metrics-listen and --health-listen; 0 when off.
+  int metrics_port() const;
+  int health_port() const { return health_port_; }
 
   // Blocks until every model finished loading.
   void WaitForModels();
@@ -37,18 +44,26 @@ class Server {
   void Shutdown(absl::Duration drain_timeout);
 
   ModelManager& models() { return *models_; }
+  // Null without --metrics-listen.
+  Metrics* metrics() { return metrics_.get(); }
 
  private:
   Server() = default;
+  void SetServing(bool serving);
 
   ServerOptions options_;
   std::unique_ptr<ModelManager> models_;
+  std::unique_ptr<ApiKeyAuth> auth_;
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<HealthService> health_;
+  std::unique_ptr<HealthService> plain_health_;  // --health-listen
   std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<ModelsService> models_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;
   std::thread loader_;
   int port_ = 0;
+  int health_port_ = 0;
   bool shut_down_ = false;
 };
 

@@ -12,9 +12,9 @@ namespace inferd::bench {
 namespace {
 
 absl::Status Malformed(absl::string_view spec, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "length distribution '", spec, "': ", why,
-      " (use fixed:N, uniform:MIN:MAX or normal:MEAN:STDDEV)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("length distribution '", spec, "': ", why,
+                   " (use fixed:N, uniform:MIN:MAX or normal:MEAN:STDDEV)"));
 }
 
 }  // namespace
@@ -68,7 +68,8 @@ int64_t LengthDistribution::Sample(std::mt19937_64& rng) const {
           static_cast<int64_t>(a_), static_cast<int64_t>(b_))(rng);
     case Kind::kNormal: {
       double v = std::round(std::normal_distribution<double>(a_, b_)(rng));
-      return static_cast<int64_t>(std::clamp(v, 1.0, static_cast<double>(Max())));
+      return static_cast<int64_t>(
+          std::clamp(v, 1.0, static_cast<double>(Max())));
     }
   }
   return 1;

@@ -38,6 +38,8 @@ struct AttnJob {
 };
 
 namespace cpu_avx512 {
+// Head dims the AVX-512 kernel handles (multiples of 16 up to 256).
+bool AttendTileSupported(int head_dim);
 int64_t AttendScratchFloatsIsa(int64_t rows, int head_dim);
 void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
                    float* scratch);

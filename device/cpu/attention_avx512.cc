@@ -1,25 +1,351 @@
-// AVX-512 build of the tiled attention kernel (attention_impl.h); called only
-// when the CPU supports AVX-512 (attention_cpu.cc checks).
+// AVX-512 tiled attention with online softmax (FlashAttention-style): one
+// call handles a tile of queries of one sequence and all query heads sharing
+// one kv head. Per key tile of kKeyTile keys, S = Q K^T and acc += P V run
+// as register-blocked GEMM micro-kernels (K tile packed transposed, query
+// rows broadcast), softmax and masks vectorized over the tile. Head dims
+// that are not a multiple of 16 run zero padded. Called only when the CPU
+// supports AVX-512 and head_dim <= 256 (attention_cpu.cc checks).
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "device/cpu/attention.h"
-#include "device/cpu/fast_math.h"
+#include "device/ops.h"
 
 namespace inferd {
 namespace cpu_avx512 {
 namespace {
-#include "device/cpu/attention_impl.h"
+
+#include "device/cpu/vec_avx512_impl.h"
+#include "device/cpu/vec_math_impl.h"
+
+constexpr int kKeyTile = 64;  // keys per tile (4 vectors)
+constexpr int kKeyVecs = kKeyTile / 16;
+constexpr int kQkRows = 6;  // QK^T register block: 6 x 64
+
+// s[r][0..64) = sum_{e < d} q[r][e] * kt[e][0..64) for R rows of q (row
+// stride ldq).
+template <int R>
+inline void QkBlock(const float* q, int ldq, int d, const float* kt, float* s) {
+  __m512 acc[R][kKeyVecs];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kKeyVecs; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int e = 0; e < d; ++e) {
+    __m512 b[kKeyVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kKeyVecs; ++v)
+      b[v] = _mm512_load_ps(kt + e * kKeyTile + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_set1_ps(q[r * ldq + e]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kKeyVecs; ++v)
+        acc[r][v] = _mm512_fmadd_ps(a, b[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kKeyVecs; ++v)
+      _mm512_store_ps(s + r * kKeyTile + 16 * v, acc[r][v]);
+}
+
+template <int R>
+inline void QkRows(int rows, const float* q, int ldq, int d, const float* kt,
+                   float* s) {
+  int r = 0;
+  for (; r + R <= rows; r += R) {
+    QkBlock<R>(q + r * ldq, ldq, d, kt, s + r * kKeyTile);
+  }
+  if constexpr (R > 1) {
+    if (r < rows) {
+      QkRows<R - 1>(rows - r, q + r * ldq, ldq, d, kt, s + r * kKeyTile);
+    }
+  }
+}
+
+// acc[r][0..16*DV) += sum_j p[r][j] * v_j[0..16*DV) for R rows, nk keys.
+template <int R, int DV>
+inline void PvBlock(const float* p, const float* const* vrows, int nk,
+                    float* acc, int d) {
+  __m512 a[R][DV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < DV; ++v)
+      a[r][v] = _mm512_loadu_ps(acc + r * d + 16 * v);
+  for (int j = 0; j < nk; ++j) {
+    __m512 b[DV];
+#pragma GCC unroll 8
+    for (int v = 0; v < DV; ++v) b[v] = _mm512_loadu_ps(vrows[j] + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512 pv = _mm512_set1_ps(p[r * kKeyTile + j]);
+#pragma GCC unroll 8
+      for (int v = 0; v < DV; ++v) a[r][v] = _mm512_fmadd_ps(pv, b[v], a[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < DV; ++v)
+      _mm512_storeu_ps(acc + r * d + 16 * v, a[r][v]);
+}
+
+template <int R, int DV>
+inline void PvRows(int rows, const float* p, const float* const* vrows, int nk,
+                   float* acc, int d) {
+  int r = 0;
+  for (; r + R <= rows; r += R) {
+    PvBlock<R, DV>(p + r * kKeyTile, vrows, nk, acc + r * d, d);
+  }
+  if constexpr (R > 1) {
+    if (r < rows) {
+      PvRows<R - 1, DV>(rows - r, p + r * kKeyTile, vrows, nk, acc + r * d, d);
+    }
+  }
+}
+
+// Head dims up to 256 in column blocks of at most 8 vectors.
+template <int DV>
+inline void PvCols(int rows, const float* p, const float* const* vrows, int nk,
+                   float* acc, int d, int col) {
+  constexpr int R = 16 / DV > 0 ? 16 / DV : 1;
+  const float* shifted[kKeyTile];
+  for (int j = 0; j < nk; ++j) shifted[j] = vrows[j] + col;
+  PvRows<R, DV>(rows, p, shifted, nk, acc + col, d);
+}
+
+inline void Pv(int rows, const float* p, const float* const* vrows, int nk,
+               float* acc, int d) {
+  for (int col = 0; col < d; col += 128) {
+    switch ((d - col >= 128 ? 128 : d - col) / 16) {
+      case 1:
+        PvCols<1>(rows, p, vrows, nk, acc, d, col);
+        break;
+      case 2:
+        PvCols<2>(rows, p, vrows, nk, acc, d, col);
+        break;
+      case 3:
+        PvCols<3>(rows, p, vrows, nk, acc, d, col);
+        break;
+      case 4:
+        PvCols<4>(rows, p, vrows, nk, acc, d, col);
+        break;
+      case 5:
+        PvCols<5>(rows, p, vrows, nk, acc, d, col);
+        break;
+      case 6:
+        PvCols<6>(rows, p, vrows, nk, acc, d, col);
+        break;
+      case 7:
+        PvCols<7>(rows, p, vrows, nk, acc, d, col);
+        break;
+      default:
+        PvCols<8>(rows, p, vrows, nk, acc, d, col);
+        break;
+    }
+  }
+}
+
+inline __mmask16 TailMask(int valid) {
+  return valid >= 16 ? static_cast<__mmask16>(0xffff)
+                     : static_cast<__mmask16>((1u << valid) - 1);
+}
+
+// d elements -> dst, zero padded to a multiple of 16.
+inline void RowToF32(const void* src, bool bf16, float* dst, int d) {
+  for (int e = 0; e < d; e += 16) {
+    const __mmask16 mk = TailMask(d - e);
+    __m512 v;
+    if (bf16) {
+      const __m256i raw =
+          _mm256_maskz_loadu_epi16(mk, static_cast<const uint16_t*>(src) + e);
+      v = _mm512_castsi512_ps(
+          _mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+    } else {
+      v = _mm512_maskz_loadu_ps(mk, static_cast<const float*>(src) + e);
+    }
+    _mm512_storeu_ps(dst + e, v);
+  }
+}
+
+// Keys/values of position `pos`: F32 rows are used in place.
+inline void KvRow(const AttnJob& job, int64_t pos, const void** k,
+                  const void** v) {
+  if (job.k != nullptr) {
+    *k = job.k + pos * job.ldk;
+    *v = job.v + pos * job.ldv;
+    return;
+  }
+  const int64_t slot =
+      int64_t{job.block_table[pos / job.block_size]} * job.block_size +
+      pos % job.block_size;
+  const int64_t off =
+      slot * job.slot_stride + int64_t{job.kv_head} * job.head_dim;
+  const size_t esize = job.cache_bf16 ? 2 : 4;
+  *k = static_cast<const char*>(job.k_cache) + off * esize;
+  *v = static_cast<const char*>(job.v_cache) + off * esize;
+}
+
+inline uint64_t RangeMask(int64_t lo, int64_t hi) {
+  const uint64_t below_hi = hi >= 64 ? ~uint64_t{0} : (uint64_t{1} << hi) - 1;
+  const uint64_t below_lo = lo >= 64 ? ~uint64_t{0} : (uint64_t{1} << lo) - 1;
+  return below_hi & ~below_lo;
+}
+
 }  // namespace
 
+bool AttendTileSupported(int head_dim) {
+  return head_dim > 0 && head_dim <= 256;
+}
+
 int64_t AttendScratchFloatsIsa(int64_t rows, int head_dim) {
-  return AttendScratchFloats(rows, head_dim);
+  const int64_t d = (head_dim + 15) / 16 * 16;
+  // q, acc, s, m, l, kt, vt (+ alignment slack).
+  return rows * d * 2 + rows * kKeyTile + 2 * rows + 2 * kKeyTile * d + 64;
 }
 
 void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
                    float* scratch) {
-  AttendTile(job, q_begin, q_end, scratch);
+  const int d = job.head_dim;
+  const int dp = (d + 15) / 16 * 16;  // padded row length
+  const bool copy_v = job.cache_bf16 || dp != d;
+  const int group = job.group;
+  const int rows = static_cast<int>((q_end - q_begin) * group);
+  float* base = reinterpret_cast<float*>(
+      (reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  float* kt = base;                 // [dp][kKeyTile], 64-byte aligned
+  float* vt = kt + kKeyTile * dp;   // [kKeyTile][dp] converted values
+  float* s = vt + kKeyTile * dp;    // [rows][kKeyTile]
+  float* qs = s + rows * kKeyTile;  // [rows][dp] scaled queries
+  float* acc = qs + rows * dp;      // [rows][dp]
+  float* m = acc + rows * dp;
+  float* l = m + rows;
+
+  const __m512 scale = _mm512_set1_ps(job.scale);
+  for (int64_t qi = q_begin; qi < q_end; ++qi) {
+    for (int g = 0; g < group; ++g) {
+      const int r = static_cast<int>((qi - q_begin) * group + g);
+      const float* src = job.q + qi * job.ldq + int64_t{g} * d;
+      for (int e = 0; e < dp; e += 16) {
+        const __m512 x = _mm512_maskz_loadu_ps(TailMask(d - e), src + e);
+        _mm512_storeu_ps(qs + r * dp + e, _mm512_mul_ps(x, scale));
+        _mm512_storeu_ps(acc + r * dp + e, _mm512_setzero_ps());
+      }
+      m[r] = -INFINITY;
+      l[r] = 0.0f;
+    }
+  }
+
+  const int64_t last_pos = job.first_pos + q_end - 1;
+  const int64_t key_end = job.causal ? last_pos + 1 : job.kv_len;
+  int64_t key_begin = 0;
+  if (job.window > 0) {
+    key_begin = job.first_pos + q_begin - job.window + 1;
+    if (key_begin < 0) key_begin = 0;
+  }
+  const float* vrows[kKeyTile];
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  for (int64_t k0 = key_begin; k0 < key_end; k0 += kKeyTile) {
+    const int nk =
+        static_cast<int>(key_end - k0 < kKeyTile ? key_end - k0 : kKeyTile);
+    // Pack K^T (zero padded to the full tile) and collect V rows.
+    for (int j = 0; j < nk; ++j) {
+      const void* kr;
+      const void* vr;
+      KvRow(job, k0 + j, &kr, &vr);
+      const bool bf16 = job.k == nullptr && job.cache_bf16;
+      if (copy_v) {
+        float* kf = vt + j * dp;  // staging; overwritten by V below
+        RowToF32(kr, bf16, kf, d);
+        for (int e = 0; e < d; ++e) kt[e * kKeyTile + j] = kf[e];
+        RowToF32(vr, bf16, vt + j * dp, d);
+        vrows[j] = vt + j * dp;
+      } else {
+        const float* kf = static_cast<const float*>(kr);
+        for (int e = 0; e < d; ++e) kt[e * kKeyTile + j] = kf[e];
+        vrows[j] = static_cast<const float*>(vr);
+      }
+    }
+    for (int j = nk; j < kKeyTile; ++j) {
+      for (int e = 0; e < d; ++e) kt[e * kKeyTile + j] = 0.0f;
+    }
+
+    QkRows<kQkRows>(rows, qs, dp, d, kt, s);
+
+    for (int r = 0; r < rows; ++r) {
+      const int64_t pos = job.first_pos + q_begin + r / group;
+      int64_t lo = 0, hi = nk;
+      if (job.causal && pos + 1 - k0 < hi) hi = pos + 1 - k0;
+      if (job.window > 0 && pos - job.window + 1 - k0 > lo) {
+        lo = pos - job.window + 1 - k0;
+      }
+      float* sr = s + r * kKeyTile;
+      if (hi <= lo) {
+        for (int v = 0; v < kKeyVecs; ++v)
+          _mm512_store_ps(sr + 16 * v, _mm512_setzero_ps());
+        continue;
+      }
+      const uint64_t mask = RangeMask(lo, hi);
+      __m512 x[kKeyVecs];
+      __m512 vmax = neg_inf;
+      for (int v = 0; v < kKeyVecs; ++v) {
+        __m512 t = _mm512_load_ps(sr + 16 * v);
+        if (job.softcap > 0.0f) {
+          const __m512 cap = _mm512_set1_ps(job.softcap);
+          t = _mm512_mul_ps(cap, VTanh(_mm512_div_ps(t, cap)));
+        }
+        x[v] = _mm512_mask_blend_ps(static_cast<__mmask16>(mask >> (16 * v)),
+                                    neg_inf, t);
+        vmax = _mm512_max_ps(vmax, x[v]);
+      }
+      const float tile_max = _mm512_reduce_max_ps(vmax);
+      const float m_new = m[r] > tile_max ? m[r] : tile_max;
+      const __m512 vm = _mm512_set1_ps(m_new);
+      __m512 vsum = _mm512_setzero_ps();
+      for (int v = 0; v < kKeyVecs; ++v) {
+        const __mmask16 mk = static_cast<__mmask16>(mask >> (16 * v));
+        const __m512 p = _mm512_maskz_mov_ps(mk, VExp(_mm512_sub_ps(x[v], vm)));
+        _mm512_store_ps(sr + 16 * v, p);
+        vsum = _mm512_add_ps(vsum, p);
+      }
+      const float sum = _mm512_reduce_add_ps(vsum);
+      if (m[r] != m_new) {
+        const float corr =
+            m[r] == -INFINITY
+                ? 0.0f
+                : _mm512_cvtss_f32(VExp(_mm512_set1_ps(m[r] - m_new)));
+        l[r] *= corr;
+        const __m512 vc = _mm512_set1_ps(corr);
+        float* a = acc + r * dp;
+        for (int e = 0; e < dp; e += 16) {
+          _mm512_storeu_ps(a + e, _mm512_mul_ps(_mm512_loadu_ps(a + e), vc));
+        }
+        m[r] = m_new;
+      }
+      l[r] += sum;
+    }
+
+    Pv(rows, s, vrows, nk, acc, dp);
+  }
+
+  for (int64_t qi = q_begin; qi < q_end; ++qi) {
+    for (int g = 0; g < group; ++g) {
+      const int r = static_cast<int>((qi - q_begin) * group + g);
+      const __m512 inv = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
+      float* o = job.out + qi * job.ldo + int64_t{g} * d;
+      for (int e = 0; e < dp; e += 16) {
+        _mm512_mask_storeu_ps(
+            o + e, TailMask(d - e),
+            _mm512_mul_ps(_mm512_loadu_ps(acc + r * dp + e), inv));
+      }
+    }
+  }
 }
 
 }  // namespace cpu_avx512

@@ -29,7 +29,7 @@ namespace {
 
 using device_internal::Row;
 
-constexpr int64_t kQueryTile = 16;
+constexpr int64_t kQueryTile = 64;
 
 float* Scratch(int64_t floats) {
   static thread_local std::vector<float> buf;
@@ -59,16 +59,24 @@ void RunJobs(ThreadPool* pool, const std::vector<AttnJob>& jobs) {
       const WorkItem& w = items[i];
       const AttnJob& job = jobs[w.job];
       const int64_t rows = (w.q_end - w.q_begin) * job.group;
-      if (avx512) {
-        float* s = Scratch(cpu_avx512::AttendScratchFloatsIsa(rows, job.head_dim));
+      if (avx512 && cpu_avx512::AttendTileSupported(job.head_dim)) {
+        float* s =
+            Scratch(cpu_avx512::AttendScratchFloatsIsa(rows, job.head_dim));
         cpu_avx512::AttendTileIsa(job, w.q_begin, w.q_end, s);
       } else {
-        float* s = Scratch(cpu_portable::AttendScratchFloats(rows, job.head_dim));
+        float* s =
+            Scratch(cpu_portable::AttendScratchFloats(rows, job.head_dim));
         cpu_portable::AttendTile(job, w.q_begin, w.q_end, s);
       }
     }
   };
-  if (pool == nullptr || items.size() <= 1) {
+  // Small steps (decode of a small model) are not worth a thread wakeup.
+  int64_t macs = 0;
+  for (const WorkItem& w : items) {
+    const AttnJob& job = jobs[w.job];
+    macs += 2 * (w.q_end - w.q_begin) * job.group * job.kv_len * job.head_dim;
+  }
+  if (pool == nullptr || items.size() <= 1 || macs < 128 * 1024) {
     body(0, static_cast<int64_t>(items.size()));
   } else {
     pool->ParallelFor(static_cast<int64_t>(items.size()), body, 1);
@@ -134,9 +142,9 @@ absl::Status ReshapeAndCache(const KernelContext& ctx, const TensorView& k,
   const int32_t* slots = slot_mapping.as<const int32_t>();
   for (int64_t t = 0; t < k.shape[0]; ++t) {
     if (slots[t] >= num_slots) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ReshapeAndCache: slot ", slots[t], " outside the cache (",
-          num_slots, " slots)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("ReshapeAndCache: slot ", slots[t],
+                       " outside the cache (", num_slots, " slots)"));
     }
   }
   const bool bf16 = k_cache.dtype == DType::kBF16;
@@ -153,8 +161,10 @@ absl::Status ReshapeAndCache(const KernelContext& ctx, const TensorView& k,
         vd[j] = FloatToBf16(vr[j]);
       }
     } else {
-      std::memcpy(k_cache.as<float>() + slot * width, kr, width * sizeof(float));
-      std::memcpy(v_cache.as<float>() + slot * width, vr, width * sizeof(float));
+      std::memcpy(k_cache.as<float>() + slot * width, kr,
+                  width * sizeof(float));
+      std::memcpy(v_cache.as<float>() + slot * width, vr,
+                  width * sizeof(float));
     }
   }
   return absl::OkStatus();
@@ -190,7 +200,8 @@ absl::Status PagedAttention(const KernelContext& ctx, const TensorView& q,
       job.k_cache = k_cache.data;
       job.v_cache = v_cache.data;
       job.cache_bf16 = k_cache.dtype == DType::kBF16;
-      job.block_table = md.block_tables.as<const int32_t>() + s * md.block_tables.shape[1];
+      job.block_table =
+          md.block_tables.as<const int32_t>() + s * md.block_tables.shape[1];
       job.block_size = k_cache.shape[1];
       job.slot_stride = k_cache.shape[2] * k_cache.shape[3];
       job.kv_head = kvh;

@@ -1,12 +1,15 @@
 // Elementwise CPU kernels (embedding gather, conversion, add, activations,
 // gated activations, softmax): rows split over the thread pool, inner loops
-// vectorizable (fast_math.h).
+// vectorizable (fast_math.h); activations and softmax use the AVX-512 /
+// AVX2 row kernels (elementwise.h) when the CPU has them.
 #include <algorithm>
 #include <cstring>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "device/bf16.h"
+#include "device/cpu/cpu_features.h"
+#include "device/cpu/elementwise.h"
 #include "device/cpu/fast_math.h"
 #include "device/cpu/kernels.h"
 #include "device/internal/check.h"
@@ -21,7 +24,8 @@ using device_internal::Row;
 // of roughly 16K elements.
 void ForRows(ThreadPool* pool, int64_t rows, int64_t width,
              const std::function<void(int64_t, int64_t)>& fn) {
-  const int64_t min_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width));
+  const int64_t min_rows =
+      std::max<int64_t>(1, 16384 / std::max<int64_t>(1, width));
   if (pool == nullptr || rows <= min_rows) {
     fn(0, rows);
     return;
@@ -39,7 +43,8 @@ inline float Act(float x) {
   } else if constexpr (kAct == Activation::kGeluErf) {
     return 0.5f * x * (1.0f + FastErf(x * kInvSqrt2));
   } else if constexpr (kAct == Activation::kGeluTanh) {
-    return 0.5f * x * (1.0f + FastTanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+    return 0.5f * x *
+           (1.0f + FastTanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
   } else if constexpr (kAct == Activation::kRelu) {
     return x > 0.0f ? x : 0.0f;
   } else {
@@ -60,24 +65,67 @@ void GatedRow(const float* gate, const float* up, float* out, int64_t n) {
 using ActRowFn = void (*)(const float*, float*, int64_t);
 using GatedRowFn = void (*)(const float*, const float*, float*, int64_t);
 
+// The widest row-kernel table the active ISA allows; nullptr = portable.
+const VecRowKernels* VecKernels() {
+  const CpuIsa isa = ActiveCpuIsa();
+  if (isa >= CpuIsa::kAvx512) return &cpu_avx512::RowKernels();
+  if (isa >= CpuIsa::kAvx2) return &cpu_avx2::RowKernels();
+  return nullptr;
+}
+
+bool ValidActivation(Activation act) {
+  const int i = static_cast<int>(act);
+  return i >= 0 && i < VecRowKernels::kNumActivations;
+}
+
+void SoftmaxRow(const float* xr, float* o, int64_t w) {
+  float mx = xr[0];
+  for (int64_t j = 1; j < w; ++j) mx = std::max(mx, xr[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < w; ++j) {
+    o[j] = FastExp(xr[j] - mx);
+    sum += o[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < w; ++j) o[j] *= inv;
+}
+
 ActRowFn PickAct(Activation act) {
+  const VecRowKernels* vec = VecKernels();
+  if (vec != nullptr && ValidActivation(act)) {
+    return vec->act[static_cast<int>(act)];
+  }
   switch (act) {
-    case Activation::kSilu: return &ActRow<Activation::kSilu>;
-    case Activation::kGeluErf: return &ActRow<Activation::kGeluErf>;
-    case Activation::kGeluTanh: return &ActRow<Activation::kGeluTanh>;
-    case Activation::kRelu: return &ActRow<Activation::kRelu>;
-    case Activation::kTanh: return &ActRow<Activation::kTanh>;
+    case Activation::kSilu:
+      return &ActRow<Activation::kSilu>;
+    case Activation::kGeluErf:
+      return &ActRow<Activation::kGeluErf>;
+    case Activation::kGeluTanh:
+      return &ActRow<Activation::kGeluTanh>;
+    case Activation::kRelu:
+      return &ActRow<Activation::kRelu>;
+    case Activation::kTanh:
+      return &ActRow<Activation::kTanh>;
   }
   return nullptr;
 }
 
 GatedRowFn PickGated(Activation act) {
+  const VecRowKernels* vec = VecKernels();
+  if (vec != nullptr && ValidActivation(act)) {
+    return vec->gated[static_cast<int>(act)];
+  }
   switch (act) {
-    case Activation::kSilu: return &GatedRow<Activation::kSilu>;
-    case Activation::kGeluErf: return &GatedRow<Activation::kGeluErf>;
-    case Activation::kGeluTanh: return &GatedRow<Activation::kGeluTanh>;
-    case Activation::kRelu: return &GatedRow<Activation::kRelu>;
-    case Activation::kTanh: return &GatedRow<Activation::kTanh>;
+    case Activation::kSilu:
+      return &GatedRow<Activation::kSilu>;
+    case Activation::kGeluErf:
+      return &GatedRow<Activation::kGeluErf>;
+    case Activation::kGeluTanh:
+      return &GatedRow<Activation::kGeluTanh>;
+    case Activation::kRelu:
+      return &GatedRow<Activation::kRelu>;
+    case Activation::kTanh:
+      return &GatedRow<Activation::kTanh>;
   }
   return nullptr;
 }
@@ -105,7 +153,8 @@ absl::Status Embedding(const KernelContext& ctx, const TensorView& table,
     for (int64_t t = begin; t < end; ++t) {
       float* dst = Row<float>(out, t);
       if (table.dtype == DType::kF32) {
-        std::memcpy(dst, table.as<const float>() + id[t] * h, h * sizeof(float));
+        std::memcpy(dst, table.as<const float>() + id[t] * h,
+                    h * sizeof(float));
       } else {
         Bf16RowToF32(table.as<const uint16_t>() + id[t] * h, dst, h);
       }
@@ -168,7 +217,8 @@ absl::Status Activate(const KernelContext& ctx, Activation act,
   if (fn == nullptr) return absl::InvalidArgumentError("unknown activation");
   const int64_t w = x.shape[1];
   ForRows(ctx.pool, x.shape[0], w, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) fn(Row<const float>(x, r), Row<float>(out, r), w);
+    for (int64_t r = begin; r < end; ++r)
+      fn(Row<const float>(x, r), Row<float>(out, r), w);
   });
   return absl::OkStatus();
 }
@@ -181,7 +231,8 @@ absl::Status GatedActivate(const KernelContext& ctx, Activation act,
   const int64_t w = gate.shape[1];
   ForRows(ctx.pool, gate.shape[0], w, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      fn(Row<const float>(gate, r), Row<const float>(up, r), Row<float>(out, r), w);
+      fn(Row<const float>(gate, r), Row<const float>(up, r), Row<float>(out, r),
+         w);
     }
   });
   return absl::OkStatus();
@@ -190,19 +241,11 @@ absl::Status GatedActivate(const KernelContext& ctx, Activation act,
 absl::Status Softmax(const KernelContext& ctx, const TensorView& x,
                      const TensorView& out) {
   const int64_t w = x.shape[1];
+  const VecRowKernels* vec = VecKernels();
+  const ActRowFn row_fn = vec != nullptr ? vec->softmax : &SoftmaxRow;
   ForRows(ctx.pool, x.shape[0], w, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* xr = Row<const float>(x, r);
-      float* o = Row<float>(out, r);
-      float mx = xr[0];
-      for (int64_t j = 1; j < w; ++j) mx = std::max(mx, xr[j]);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < w; ++j) {
-        o[j] = FastExp(xr[j] - mx);
-        sum += o[j];
-      }
-      const float inv = 1.0f / sum;
-      for (int64_t j = 0; j < w; ++j) o[j] *= inv;
+      row_fn(Row<const float>(x, r), Row<float>(out, r), w);
     }
   });
   return absl::OkStatus();

@@ -12,7 +12,11 @@
 
 constexpr int64_t kKc = 256;
 constexpr int64_t kNcMax = 256;
+constexpr int64_t kMc = 8 * kMr;  // rows per L2-resident A chunk
 constexpr int64_t kGemvMaxM = 8;
+// Multiply-adds below which a thread wakeup (several microseconds) costs more
+// than it saves: smaller GEMMs, and smaller GEMV chunks, stay on one thread.
+constexpr int64_t kMinParallelMacs = 64 * 1024;
 
 // Grows-only per-thread scratch (never freed; bounded by the largest block).
 inline float* ThreadScratch(int64_t floats) {
@@ -29,7 +33,8 @@ inline float* ThreadScratch(int64_t floats) {
 inline float LoadB(const GemmArgs& g, int64_t n, int64_t k) {
   const int64_t idx = g.w_layout_nk ? n * g.ldw + k : k * g.ldw + n;
   if (g.w_bf16) {
-    uint32_t bits = static_cast<uint32_t>(static_cast<const uint16_t*>(g.w)[idx]) << 16;
+    uint32_t bits =
+        static_cast<uint32_t>(static_cast<const uint16_t*>(g.w)[idx]) << 16;
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
@@ -65,13 +70,15 @@ inline void PackBF32(const GemmArgs& g, int64_t n0, int64_t nc, int64_t k0,
         const float* src = static_cast<const float*>(g.w) + n * g.ldw + k0;
         for (int64_t k = 0; k < kc; ++k) panel[k * kNr + j] = src[k];
       } else if (g.w_layout_nk) {
-        const uint16_t* src = static_cast<const uint16_t*>(g.w) + n * g.ldw + k0;
+        const uint16_t* src =
+            static_cast<const uint16_t*>(g.w) + n * g.ldw + k0;
         for (int64_t k = 0; k < kc; ++k) {
           const uint32_t bits = static_cast<uint32_t>(src[k]) << 16;
           std::memcpy(&panel[k * kNr + j], &bits, 4);
         }
       } else {
-        for (int64_t k = 0; k < kc; ++k) panel[k * kNr + j] = LoadB(g, n, k0 + k);
+        for (int64_t k = 0; k < kc; ++k)
+          panel[k * kNr + j] = LoadB(g, n, k0 + k);
       }
     }
   }
@@ -79,8 +86,8 @@ inline void PackBF32(const GemmArgs& g, int64_t n0, int64_t nc, int64_t k0,
 
 template <int MR>
 inline void MicroDispatchF32(int mr, int64_t kc, const float* a, int64_t lda,
-                             const float* bp, float* c, int64_t ldc,
-                             int nvalid, bool init, const float* bias) {
+                             const float* bp, float* c, int64_t ldc, int nvalid,
+                             bool init, const float* bias) {
   if constexpr (MR >= 1) {
     if (mr == MR) {
       MicroF32<MR>(kc, a, lda, bp, c, ldc, nvalid, init, bias);
@@ -108,18 +115,38 @@ inline void GemmF32Task(void* arg, int64_t begin, int64_t end) {
     const int64_t m0 = (t / plan.n_tasks) * plan.mc;
     const int64_t m1 = g.m - m0 < plan.mc ? g.m : m0 + plan.mc;
     const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
-    float* bp = ThreadScratch(kKc * nc_padded);
-    for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
+    // More than one row chunk: all of the task's B is packed up front (K
+    // block k0 at k0 * nc_padded); else each K block just before use.
+    const bool pack_all = m1 - m0 > kMc;
+    float* bp = ThreadScratch((pack_all ? g.k : kKc) * nc_padded);
+    for (int64_t k0 = 0; pack_all && k0 < g.k; k0 += kKc) {
       const int64_t kc = g.k - k0 < kKc ? g.k - k0 : kKc;
-      PackBF32(g, n0, nc, k0, kc, bp);
-      for (int64_t m = m0; m < m1; m += kMr) {
-        const int mr = static_cast<int>(m1 - m < kMr ? m1 - m : kMr);
+      PackBF32(g, n0, nc, k0, kc, bp + k0 * nc_padded);
+    }
+    // Rows in chunks of kMc, K blocks inside a chunk: the chunk's C tile
+    // (kMc x nc) stays in L2 across the K blocks instead of being re-read
+    // from memory, a B panel (kc x kNr) stays in L1 over the chunk's rows,
+    // whose A rows stream from L2.
+    for (int64_t mb = m0; mb < m1; mb += kMc) {
+      const int64_t mb_end = m1 - mb < kMc ? m1 : mb + kMc;
+      for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
+        const int64_t kc = g.k - k0 < kKc ? g.k - k0 : kKc;
+        const float* bk = bp;
+        if (pack_all) {
+          bk += k0 * nc_padded;
+        } else {
+          PackBF32(g, n0, nc, k0, kc, bp);
+        }
         for (int64_t p = 0; p < nc; p += kNr) {
           const int nv = static_cast<int>(nc - p < kNr ? nc - p : kNr);
-          MicroDispatchF32<kMr>(mr, kc, g.x + m * g.ldx + k0, g.ldx,
-                                bp + p * kc, g.y + m * g.ldy + n0 + p, g.ldy,
-                                nv, k0 == 0,
-                                g.bias != nullptr ? g.bias + n0 + p : nullptr);
+          for (int64_t m = mb; m < mb_end; m += kMr) {
+            const int mr =
+                static_cast<int>(mb_end - m < kMr ? mb_end - m : kMr);
+            MicroDispatchF32<kMr>(
+                mr, kc, g.x + m * g.ldx + k0, g.ldx, bk + p * kc,
+                g.y + m * g.ldy + n0 + p, g.ldy, nv, k0 == 0,
+                g.bias != nullptr ? g.bias + n0 + p : nullptr);
+          }
         }
       }
     }
@@ -154,9 +181,12 @@ inline void GemvTask(void* arg, int64_t begin, int64_t end) {
 }
 
 inline void RunGemmF32(ThreadPool* pool, const GemmArgs& g) {
+  if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
   const int threads = pool != nullptr ? pool->num_threads() : 1;
   if (g.m <= kGemvMaxM && g.w_layout_nk) {
-    ParallelForRaw(pool, g.n, 16, &GemvTask, const_cast<GemmArgs*>(&g));
+    const int64_t min_rows = kMinParallelMacs / (g.m * g.k) + 1;
+    ParallelForRaw(pool, g.n, min_rows > 16 ? min_rows : 16, &GemvTask,
+                   const_cast<GemmArgs*>(&g));
     return;
   }
   GemmPlan plan = MakePlan(g, threads);

@@ -229,8 +229,8 @@ grpc::Status RunEmbed(Inference::Stub* stub, const Options& opts,
     for (const auto& e : resp.embeddings()) vectors.push_back(Values(e));
     stream_report[resp.id()] = vectors;
     const inferd::v1::Embedding& e = resp.embeddings(0);
-    std::printf("  id=%-7s inputs=%d dims=%u norm=%.4f first=[", resp.id().c_str(),
-                resp.embeddings_size(), e.dims(), Norm(e));
+    std::printf("  id=%-7s inputs=%d dims=%u norm=%.4f first=[",
+                resp.id().c_str(), resp.embeddings_size(), e.dims(), Norm(e));
     for (int i = 0; i < std::min(4, e.values_size()); ++i) {
       std::printf("%s%.4f", i ? ", " : "", e.values(i));
     }
@@ -291,9 +291,9 @@ grpc::Status RunRerank(Inference::Stub* stub, const Options& opts,
   if (!status.ok()) return status;
   json results = json::array();
   for (const auto& r : resp.results()) {
-    const char* doc =
-        r.index() < opts.documents.size() ? opts.documents[r.index()].c_str()
-                                          : "(index out of range)";
+    const char* doc = r.index() < opts.documents.size()
+                          ? opts.documents[r.index()].c_str()
+                          : "(index out of range)";
     std::printf("  %.4f  [%u] \"%s\"\n", r.score(), r.index(), doc);
     results.push_back({{"index", r.index()}, {"score", r.score()}});
   }

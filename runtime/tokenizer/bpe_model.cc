@@ -6,17 +6,16 @@
 #include <array>
 #include <cstdio>
 #include <functional>
-#include <queue>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/tokenizer/models.h"
 #include "runtime/tokenizer/unicode_util.h"
 
@@ -35,28 +34,35 @@ class WordCache {
  public:
   explicit WordCache(size_t capacity) : per_shard_(capacity / kShards + 1) {}
 
-  bool Lookup(absl::string_view word, std::vector<CachedSymbol>* out) const {
+  // On a hit, appends the word's tokens (offsets within the word) to `out`.
+  bool Lookup(absl::string_view word, std::vector<ModelToken>* out) const {
     const Shard& s = shards_[ShardOf(word)];
-    absl::ReaderMutexLock lock(&s.mu);
+    std::shared_lock<std::shared_mutex> lock(s.mu);
     auto it = s.map.find(word);
     if (it == s.map.end()) return false;
-    *out = it->second;
+    uint32_t pos = 0;
+    for (const CachedSymbol& sym : it->second) {
+      out->push_back({sym.id, pos, pos + sym.len});
+      pos += sym.len;
+    }
     return true;
   }
 
   void Insert(absl::string_view word, const std::vector<CachedSymbol>& syms) {
     Shard& s = shards_[ShardOf(word)];
-    absl::MutexLock lock(&s.mu);
+    std::unique_lock<std::shared_mutex> lock(s.mu);
     if (s.map.size() >= per_shard_) return;
     s.map.emplace(std::string(word), syms);
   }
 
  private:
   static constexpr size_t kShards = 32;
+  // std::shared_mutex rather than absl::Mutex: every word takes this lock,
+  // and absl::Mutex's deadlock detection (on in the distribution's build)
+  // costs more than the lookup itself.
   struct Shard {
-    mutable absl::Mutex mu;
-    absl::flat_hash_map<std::string, std::vector<CachedSymbol>> map
-        ABSL_GUARDED_BY(mu);
+    mutable std::shared_mutex mu;
+    absl::flat_hash_map<std::string, std::vector<CachedSymbol>> map;  // mu
   };
   static size_t ShardOf(absl::string_view word) {
     return absl::Hash<absl::string_view>()(word) % kShards;
@@ -105,6 +111,14 @@ class BpeModel : public Model {
         std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
         auto id = vocab_.Find(buf);
         byte_ids_[b] = id ? *id : -1;
+      }
+    }
+    // Characters below U+0800 (ASCII and the byte-level alphabet) are looked
+    // up by code point when no prefix or suffix is glued to them.
+    if (prefix_.empty() && suffix_.empty()) {
+      char_ids_.assign(kCharTable, -1);
+      for (char32_t c = 0; c < kCharTable; ++c) {
+        if (auto id = vocab_.Find(EncodeUtf8(c))) char_ids_[c] = *id;
       }
     }
     if (!Has(j, "merges")) return absl::OkStatus();
@@ -169,12 +183,11 @@ class BpeModel : public Model {
         return absl::OkStatus();
       }
     }
-    std::vector<CachedSymbol> syms;
     const bool cacheable = word.size() < kMaxCachedWordLen;
-    if (!(cacheable && cache_.Lookup(word, &syms))) {
-      MergeWord(word, &syms);
-      if (cacheable) cache_.Insert(word, syms);
-    }
+    if (cacheable && cache_.Lookup(word, out)) return absl::OkStatus();
+    thread_local std::vector<CachedSymbol> syms;
+    MergeWord(word, &syms);
+    if (cacheable) cache_.Insert(word, syms);
     uint32_t pos = 0;
     for (const CachedSymbol& s : syms) {
       out->push_back({s.id, pos, pos + s.len});
@@ -202,13 +215,32 @@ class BpeModel : public Model {
     uint32_t rank;
     int32_t pos;
     int32_t new_id;
+    int32_t left;  // The pair's ids when the entry was made.
+    int32_t right;
     bool operator>(const QueueEntry& o) const {
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
 
+  // Vocabulary id of the character `s` at the start (is_first) or end
+  // (is_last) of a word, if it has one.
+  absl::optional<int32_t> CharId(absl::string_view s, bool glue) const {
+    if (!glue && s.size() <= 2 && !char_ids_.empty()) {
+      size_t len;
+      const char32_t c = DecodeUtf8(s, 0, &len);
+      if (len == s.size() && c < kCharTable) {
+        const int32_t id = char_ids_[c];
+        if (id >= 0) return id;
+        return absl::nullopt;
+      }
+    }
+    return vocab_.Find(s);
+  }
+
   void MergeWord(absl::string_view w, std::vector<CachedSymbol>* out) const {
-    std::vector<Symbol> symbols;
+    thread_local std::vector<Symbol> symbols_buffer;
+    std::vector<Symbol>& symbols = symbols_buffer;
+    symbols.clear();
     symbols.reserve(w.size());
     auto add = [&symbols](int32_t id, uint32_t len) {
       const int32_t idx = static_cast<int32_t>(symbols.size());
@@ -228,7 +260,9 @@ class BpeModel : public Model {
       const bool is_first = i == 0;
       const bool is_last = i + len >= w.size();
       absl::string_view s = w.substr(i, len);
-      if ((!is_first && !prefix_.empty()) || (is_last && !suffix_.empty())) {
+      const bool glue =
+          (!is_first && !prefix_.empty()) || (is_last && !suffix_.empty());
+      if (glue) {
         buf.clear();
         if (!is_first) buf.append(prefix_);
         buf.append(s.data(), s.size());
@@ -236,7 +270,7 @@ class BpeModel : public Model {
         s = buf;
       }
       i += len;
-      if (auto id = vocab_.Find(s)) {
+      if (auto id = CharId(s, glue)) {
         flush_unk();
         add(*id, static_cast<uint32_t>(len));
         continue;
@@ -267,29 +301,40 @@ class BpeModel : public Model {
     flush_unk();
     if (!symbols.empty()) symbols.back().next = -1;
 
-    std::priority_queue<QueueEntry, std::vector<QueueEntry>,
-                        std::greater<QueueEntry>>
-        queue;
+    // A min-heap over a reused buffer (std::priority_queue cannot reuse
+    // its storage across calls).
+    thread_local std::vector<QueueEntry> heap_buffer;
+    std::vector<QueueEntry>& heap = heap_buffer;
+    heap.clear();
+    const std::greater<QueueEntry> later;
     auto push_pair = [&](int32_t pos) {
       const int32_t next = symbols[pos].next;
       if (next < 0) return;
       auto it = merges_.find(PairKey(symbols[pos].id, symbols[next].id));
       if (it != merges_.end()) {
-        queue.push({it->second.rank, pos, it->second.new_id});
+        heap.push_back({it->second.rank, pos, it->second.new_id,
+                        symbols[pos].id, symbols[next].id});
+        std::push_heap(heap.begin(), heap.end(), later);
       }
     };
     for (int32_t p = 0; p + 1 < static_cast<int32_t>(symbols.size()); ++p) {
       push_pair(p);
     }
-    while (!queue.empty()) {
-      const QueueEntry top = queue.top();
-      queue.pop();
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const QueueEntry top = heap.back();
+      heap.pop_back();
       Symbol& cur = symbols[top.pos];
       if (cur.len == 0 && cur.id < 0) continue;  // Removed.
       if (cur.next < 0) continue;
       Symbol& right = symbols[cur.next];
-      auto it = merges_.find(PairKey(cur.id, right.id));
-      if (it == merges_.end() || it->second.new_id != top.new_id) continue;
+      // The pair the entry was made for is still there: its merge is the
+      // entry's. Otherwise an entry is still applied when the pair now there
+      // merges into the same token (as the reference implementation does).
+      if (cur.id != top.left || right.id != top.right) {
+        auto it = merges_.find(PairKey(cur.id, right.id));
+        if (it == merges_.end() || it->second.new_id != top.new_id) continue;
+      }
       // Merge `right` into `cur`.
       cur.id = top.new_id;
       cur.len += right.len;
@@ -317,6 +362,9 @@ class BpeModel : public Model {
   bool byte_fallback_ = false;
   bool ignore_merges_ = false;
   std::array<int32_t, 256> byte_ids_{};
+  static constexpr char32_t kCharTable = 0x800;
+  // Code point -> id or -1; empty when a prefix or suffix is configured.
+  std::vector<int32_t> char_ids_;
   mutable WordCache cache_;
 };
 

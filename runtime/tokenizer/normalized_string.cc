@@ -9,23 +9,44 @@ namespace tokenizer_internal {
 
 NormalizedString::NormalizedString(absl::string_view original, uint32_t base)
     : normalized_(original),
+      implicit_(true),
       original_start_(base),
-      original_end_(base + static_cast<uint32_t>(original.size())) {
-  alignments_.resize(original.size());
+      original_end_(base + static_cast<uint32_t>(original.size())) {}
+
+Offsets NormalizedString::AlignmentAt(size_t i) const {
+  if (!implicit_) return alignments_[i];
+  // The character containing byte i: its lead byte is at most 3 bytes back.
+  const auto* p = reinterpret_cast<const unsigned char*>(normalized_.data());
+  size_t s = i;
+  while (s > 0 && i - s < 3 && (p[s] & 0xC0) == 0x80) --s;
+  size_t e = std::min(s + Utf8CharLen(p[s]), normalized_.size());
+  if (e <= i) {  // A stray continuation byte is a character of its own.
+    s = i;
+    e = i + 1;
+  }
+  return Offsets(original_start_ + static_cast<uint32_t>(s),
+                 original_start_ + static_cast<uint32_t>(e));
+}
+
+void NormalizedString::Materialize() {
+  if (!implicit_) return;
+  alignments_.resize(normalized_.size());
+  const absl::string_view s = normalized_;
   size_t i = 0;
-  while (i < original.size()) {
+  while (i < s.size()) {
     const size_t len =
-        std::min(Utf8CharLen(static_cast<unsigned char>(original[i])),
-                 original.size() - i);
-    const Offsets a(base + static_cast<uint32_t>(i),
-                    base + static_cast<uint32_t>(i + len));
+        std::min(Utf8CharLen(static_cast<unsigned char>(s[i])), s.size() - i);
+    const Offsets a(original_start_ + static_cast<uint32_t>(i),
+                    original_start_ + static_cast<uint32_t>(i + len));
     for (size_t k = 0; k < len; ++k) alignments_[i + k] = a;
     i += len;
   }
+  implicit_ = false;
 }
 
 void NormalizedString::Transform(size_t start, size_t end,
                                  const std::vector<Change>& dest) {
+  Materialize();
   std::string out;
   std::vector<Offsets> align;
   out.reserve(normalized_.size() + dest.size());
@@ -76,46 +97,47 @@ void NormalizedString::Transform(size_t start, size_t end,
 
 void NormalizedString::Prepend(absl::string_view s) {
   if (s.empty()) return;
-  std::vector<Change> dest;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t len;
-    dest.push_back({DecodeUtf8(s, i, &len), 1});
-    i += len;
-  }
-  Transform(0, 0, dest);
+  Materialize();
+  // Inserted text aligns with the empty range before the first character.
+  Offsets a(original_start_, original_start_);
+  if (!alignments_.empty()) a = Offsets(alignments_[0].first, alignments_[0].first);
+  normalized_.insert(0, s.data(), s.size());
+  alignments_.insert(alignments_.begin(), s.size(), a);
 }
 
 void NormalizedString::ReplaceRanges(const std::vector<Range>& ranges,
                                      absl::string_view content) {
   if (ranges.empty()) return;
-  std::vector<char32_t> content_chars;
-  for (size_t i = 0; i < content.size();) {
-    size_t len;
-    content_chars.push_back(DecodeUtf8(content, i, &len));
-    i += len;
-  }
-  std::vector<Change> dest;
-  dest.reserve(normalized_.size());
+  Materialize();
+  // Each replacement is aligned with the last byte it removes (or, for an
+  // empty range, with the byte before it), as Transform does for inserted
+  // characters.
+  std::string out;
+  std::vector<Offsets> align;
+  out.reserve(normalized_.size() + ranges.size() * content.size());
+  align.reserve(normalized_.size() + ranges.size() * content.size());
   size_t pos = 0;
-  const absl::string_view s = normalized_;
   for (const Range& r : ranges) {
-    while (pos < r.first) {
-      size_t len;
-      dest.push_back({DecodeUtf8(s, pos, &len), 0});
-      pos += len;
+    out.append(normalized_, pos, r.first - pos);
+    align.insert(align.end(), alignments_.begin() + pos,
+                 alignments_.begin() + r.first);
+    const size_t after = r.second;
+    Offsets a;
+    if (after > 0) {
+      a = alignments_[after - 1];
+    } else if (!alignments_.empty()) {
+      a = Offsets(alignments_[0].first, alignments_[0].first);
+    } else {
+      a = Offsets(original_start_, original_start_);
     }
-    const int removed = static_cast<int>(CountChars(s.substr(r.first, r.second - r.first)));
-    if (removed > 0) dest.push_back({kSkip, removed});
-    for (char32_t c : content_chars) dest.push_back({c, 1});
-    pos = r.second;
+    out.append(content.data(), content.size());
+    align.insert(align.end(), content.size(), a);
+    pos = after;
   }
-  while (pos < s.size()) {
-    size_t len;
-    dest.push_back({DecodeUtf8(s, pos, &len), 0});
-    pos += len;
-  }
-  TransformAll(dest);
+  out.append(normalized_, pos, std::string::npos);
+  align.insert(align.end(), alignments_.begin() + pos, alignments_.end());
+  normalized_ = std::move(out);
+  alignments_ = std::move(align);
 }
 
 void NormalizedString::ReplaceChar(char32_t from, absl::string_view to) {
@@ -130,6 +152,7 @@ void NormalizedString::ReplaceChar(char32_t from, absl::string_view to) {
 }
 
 void NormalizedString::MapEachByte(const std::string* table) {
+  Materialize();
   std::string out;
   std::vector<Offsets> align;
   out.reserve(normalized_.size() * 2);
@@ -144,16 +167,41 @@ void NormalizedString::MapEachByte(const std::string* table) {
 }
 
 Offsets NormalizedString::ToOriginal(size_t start, size_t end) const {
-  if (alignments_.empty()) return Offsets(original_start_, original_start_);
+  const size_t n = normalized_.size();
+  if (n == 0) return Offsets(original_start_, original_start_);
   if (start >= end) {
-    if (start < alignments_.size()) {
-      return Offsets(alignments_[start].first, alignments_[start].first);
+    if (start < n) {
+      const uint32_t p = AlignmentAt(start).first;
+      return Offsets(p, p);
     }
-    return Offsets(alignments_.back().second, alignments_.back().second);
+    const uint32_t p = AlignmentAt(n - 1).second;
+    return Offsets(p, p);
   }
-  end = std::min(end, alignments_.size());
-  uint32_t lo = alignments_[start].first;
-  uint32_t hi = alignments_[end - 1].second;
+  end = std::min(end, n);
+  const uint32_t lo = AlignmentAt(start).first;
+  uint32_t hi = AlignmentAt(end - 1).second;
+  if (hi < lo) hi = lo;
+  return Offsets(lo, hi);
+}
+
+Offsets NormalizedString::ToOriginalWithin(size_t piece_start, size_t piece_end,
+                                           size_t start, size_t end) const {
+  const size_t n = piece_end - piece_start;
+  if (n == 0) {
+    const uint32_t p = ToOriginal(piece_start, piece_end).first;
+    return Offsets(p, p);
+  }
+  if (start >= end) {
+    if (start < n) {
+      const uint32_t p = AlignmentAt(piece_start + start).first;
+      return Offsets(p, p);
+    }
+    const uint32_t p = AlignmentAt(piece_end - 1).second;
+    return Offsets(p, p);
+  }
+  end = std::min(end, n);
+  const uint32_t lo = AlignmentAt(piece_start + start).first;
+  uint32_t hi = AlignmentAt(piece_start + end - 1).second;
   if (hi < lo) hi = lo;
   return Offsets(lo, hi);
 }
@@ -161,8 +209,23 @@ Offsets NormalizedString::ToOriginal(size_t start, size_t end) const {
 NormalizedString NormalizedString::Slice(size_t start, size_t end) const {
   NormalizedString out;
   out.normalized_ = normalized_.substr(start, end - start);
-  out.alignments_.assign(alignments_.begin() + start,
-                         alignments_.begin() + end);
+  const auto boundary = [this](size_t i) {
+    return i >= normalized_.size() ||
+           (static_cast<unsigned char>(normalized_[i]) & 0xC0) != 0x80;
+  };
+  if (implicit_ && boundary(start) && boundary(end)) {
+    out.implicit_ = true;
+    out.original_start_ = original_start_ + static_cast<uint32_t>(start);
+    out.original_end_ = original_start_ + static_cast<uint32_t>(end);
+    return out;
+  }
+  if (implicit_) {
+    out.alignments_.reserve(end - start);
+    for (size_t i = start; i < end; ++i) out.alignments_.push_back(AlignmentAt(i));
+  } else {
+    out.alignments_.assign(alignments_.begin() + start,
+                           alignments_.begin() + end);
+  }
   const Offsets o = ToOriginal(start, end);
   out.original_start_ = o.first;
   out.original_end_ = o.second;

@@ -1,6 +1,9 @@
 // NormalizedString: a piece of text being normalized/pre-tokenized together
 // with an alignment map from every normalized byte back to a byte range of
 // the original input, so token offsets can point into the original text.
+// While the text is still a verbatim copy of the input, the alignment map is
+// implicit (derived from character boundaries) and only built on the first
+// edit that needs it, so slicing unedited text costs one string copy.
 // Also the split machinery shared by pre-tokenizers. Value type; not
 // thread-safe to mutate concurrently.
 #ifndef INFERD_RUNTIME_TOKENIZER_NORMALIZED_STRING_H_
@@ -37,7 +40,6 @@ class NormalizedString {
   explicit NormalizedString(absl::string_view original, uint32_t base = 0);
 
   const std::string& get() const { return normalized_; }
-  const std::vector<Offsets>& alignments() const { return alignments_; }
   bool empty() const { return normalized_.empty(); }
   size_t size() const { return normalized_.size(); }
   // Original byte range this piece covers.
@@ -61,6 +63,10 @@ class NormalizedString {
   // Replaces characters in place; each replacement must have the same UTF-8
   // length as the character it replaces (alignments are unchanged).
   std::string* mutable_same_length() { return &normalized_; }
+  // Original offsets of normalized byte range [start, end) of the piece
+  // Slice(piece_start, piece_end) would give, without building the slice.
+  Offsets ToOriginalWithin(size_t piece_start, size_t piece_end, size_t start,
+                           size_t end) const;
 
   // Replaces every byte b by table[b]; the new bytes keep the alignment of
   // the character b belonged to (the byte-level BPE alphabet).
@@ -72,8 +78,18 @@ class NormalizedString {
   NormalizedString Slice(size_t start, size_t end) const;
 
  private:
+  // Builds alignments_ when they are still implicit.
+  void Materialize();
+  // Alignment of normalized byte i (i < size()).
+  Offsets AlignmentAt(size_t i) const;
+
   std::string normalized_;
-  std::vector<Offsets> alignments_;  // One entry per normalized byte.
+  // One entry per normalized byte; empty while implicit_.
+  std::vector<Offsets> alignments_;
+  // True while normalized_ is a verbatim copy of original bytes starting at
+  // original_start_ that begins on a character boundary: byte i then aligns
+  // with the whole character containing it.
+  bool implicit_ = false;
   uint32_t original_start_ = 0;
   uint32_t original_end_ = 0;
 };

@@ -116,6 +116,11 @@ class UnicodeNormalizer : public Normalizer {
       if (chunk_end <= chunk_start) return;
       const absl::string_view chunk(str.data() + chunk_start,
                                     chunk_end - chunk_start);
+      if (chunk.size() == 1 && static_cast<unsigned char>(chunk[0]) < 0x80) {
+        // A lone ASCII character is normalized in every form.
+        t.push_back({static_cast<char32_t>(chunk[0]), 0});
+        return;
+      }
       const int old_count = static_cast<int>(CountChars(chunk));
       UErrorCode e = U_ZERO_ERROR;
       icu::UnicodeString in = icu::UnicodeString::fromUTF8(
@@ -266,6 +271,7 @@ class BertNormalizer : public Normalizer {
         lowercase_(lowercase),
         nfd_(nfd) {}
   void Normalize(NormalizedString* s) const override {
+    if (NormalizeAscii(s)) return;
     if (clean_text_) {
       FilterMap(
           s,
@@ -276,7 +282,7 @@ class BertNormalizer : public Normalizer {
           },
           [](char32_t c) { return IsWhitespace(c) ? char32_t(' ') : c; });
     }
-    if (chinese_) {
+    if (chinese_ && HasChineseChar(s->get())) {
       const std::string& str = s->get();
       bool any = false;
       std::vector<Change> t;
@@ -305,6 +311,39 @@ class BertNormalizer : public Normalizer {
   }
 
  private:
+  static bool HasChineseChar(const std::string& str) {
+    for (size_t i = 0; i < str.size();) {
+      if (static_cast<unsigned char>(str[i]) < 0x80) {
+        ++i;
+        continue;
+      }
+      size_t len;
+      if (IsChineseChar(DecodeUtf8(str, i, &len))) return true;
+      i += len;
+    }
+    return false;
+  }
+
+  // All steps in one in-place pass when the text is ASCII and has no control
+  // character to remove: there are no Chinese characters or accents then,
+  // and cleaning and lowercasing keep every byte's alignment. False (nothing
+  // done) otherwise.
+  bool NormalizeAscii(NormalizedString* s) const {
+    const std::string& str = s->get();
+    for (unsigned char c : str) {
+      if (c >= 0x80) return false;
+      if (clean_text_ && (c == 0x7F || (c < 0x20 && c != '\t' && c != '\n' &&
+                                        c != '\r'))) {
+        return false;
+      }
+    }
+    for (char& c : *s->mutable_same_length()) {
+      if (clean_text_ && (c == '\t' || c == '\n' || c == '\r')) c = ' ';
+      if (lowercase_ && c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+    }
+    return true;
+  }
+
   bool clean_text_, chinese_, strip_accents_, lowercase_;
   const icu::Normalizer2* nfd_;
 };
@@ -402,10 +441,16 @@ class PrecompiledNormalizer : public Normalizer {
     if (U_FAILURE(err)) {
       return absl::InternalError("ICU character break iterator unavailable");
     }
+    for (int b = 0; b < 0x80; ++b) {
+      absl::string_view unused;
+      const char c = static_cast<char>(b);
+      n->ascii_mapped_[b] = n->Lookup(absl::string_view(&c, 1), &unused);
+    }
     return n;
   }
 
   void Normalize(NormalizedString* s) const override {
+    if (IsAsciiIdentity(s->get())) return;
     const std::string str = s->get();
     if (str.empty()) return;
     std::vector<Change> t;
@@ -446,6 +491,19 @@ class PrecompiledNormalizer : public Normalizer {
  private:
   PrecompiledNormalizer() = default;
 
+  // True when `str` is ASCII without CR LF (so every character is a
+  // grapheme of its own) and the map rewrites none of its characters.
+  bool IsAsciiIdentity(const std::string& str) const {
+    unsigned char prev = 0;
+    for (unsigned char c : str) {
+      if (c >= 0x80 || ascii_mapped_[c] || (prev == '\r' && c == '\n')) {
+        return false;
+      }
+      prev = c;
+    }
+    return true;
+  }
+
   // First (shortest) prefix of `key` in the trie, as SentencePiece's
   // normalizer consumes it for one unit.
   bool Lookup(absl::string_view key, absl::string_view* out) const {
@@ -481,6 +539,7 @@ class PrecompiledNormalizer : public Normalizer {
   std::vector<uint32_t> units_;
   std::string normalized_;
   std::unique_ptr<icu::BreakIterator> break_iterator_;  // Cloned per use.
+  bool ascii_mapped_[0x80] = {};  // The map has an entry for the character.
 };
 
 class SequenceNormalizer : public Normalizer {
@@ -561,8 +620,7 @@ absl::StatusOr<std::unique_ptr<Pattern>> MakePattern(const Json& j) {
     return std::unique_ptr<Pattern>(new LiteralPattern(j.at("String").get<std::string>()));
   }
   if (j.is_object() && j.contains("Regex")) {
-    ASSIGN_OR_RETURN(auto re, Regex::Compile(j.at("Regex").get<std::string>()));
-    return std::unique_ptr<Pattern>(new RegexPattern(std::move(re)));
+    return CompileRegexPattern(j.at("Regex").get<std::string>());
   }
   if (j.is_string()) {
     return std::unique_ptr<Pattern>(new LiteralPattern(j.get<std::string>()));

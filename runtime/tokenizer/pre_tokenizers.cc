@@ -61,6 +61,12 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   ByteLevelPreTokenizer(bool add_prefix_space, std::unique_ptr<Pattern> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
   void PreTokenize(std::vector<NormalizedString>* pieces) const override {
+    PreTokenizeUnmapped(pieces);
+    const ByteLevelTables& tables = GetByteLevelTables();
+    for (NormalizedString& p : *pieces) p.MapEachByte(tables.byte_to_utf8.data());
+  }
+  bool EndsWithByteMap() const override { return true; }
+  void PreTokenizeUnmapped(std::vector<NormalizedString>* pieces) const override {
     if (add_prefix_space_) {
       for (NormalizedString& p : *pieces) {
         if (p.get().empty() || p.get()[0] != ' ') p.Prepend(" ");
@@ -69,8 +75,6 @@ class ByteLevelPreTokenizer : public PreTokenizer {
     if (regex_ != nullptr) {
       SplitAll(pieces, *regex_, SplitBehavior::kIsolated, false);
     }
-    const ByteLevelTables& tables = GetByteLevelTables();
-    for (NormalizedString& p : *pieces) p.MapEachByte(tables.byte_to_utf8.data());
   }
 
  private:
@@ -143,6 +147,14 @@ class SequencePreTokenizer : public PreTokenizer {
   void PreTokenize(std::vector<NormalizedString>* pieces) const override {
     for (const auto& p : parts_) p->PreTokenize(pieces);
   }
+  bool EndsWithByteMap() const override {
+    return !parts_.empty() && parts_.back()->EndsWithByteMap();
+  }
+  void PreTokenizeUnmapped(std::vector<NormalizedString>* pieces) const override {
+    if (parts_.empty()) return;
+    for (size_t i = 0; i + 1 < parts_.size(); ++i) parts_[i]->PreTokenize(pieces);
+    parts_.back()->PreTokenizeUnmapped(pieces);
+  }
 
  private:
   std::vector<std::unique_ptr<PreTokenizer>> parts_;
@@ -159,8 +171,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const Json& j) {
   if (type == "ByteLevel") {
     std::unique_ptr<Pattern> regex;
     if (GetBool(j, "use_regex", true)) {
-      ASSIGN_OR_RETURN(auto re, Regex::Compile(kGpt2Pattern));
-      regex = std::make_unique<RegexPattern>(std::move(re));
+      ASSIGN_OR_RETURN(regex, CompileRegexPattern(kGpt2Pattern));
     }
     return std::unique_ptr<PreTokenizer>(new ByteLevelPreTokenizer(
         GetBool(j, "add_prefix_space", true), std::move(regex)));

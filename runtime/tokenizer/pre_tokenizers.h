@@ -20,6 +20,15 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces `pieces` by their sub-pieces, in order.
   virtual void PreTokenize(std::vector<NormalizedString>* pieces) const = 0;
+
+  // True when the last step maps every byte to the byte-level alphabet
+  // (ByteLevel). PreTokenizeUnmapped then does everything but that mapping,
+  // which the caller applies itself (cheaper than keeping per-byte
+  // alignments for the mapped text).
+  virtual bool EndsWithByteMap() const { return false; }
+  virtual void PreTokenizeUnmapped(std::vector<NormalizedString>* pieces) const {
+    PreTokenize(pieces);
+  }
 };
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const Json& j);

@@ -27,6 +27,9 @@ class Regex {
   // Appends the non-overlapping matches in `text`, left to right, to `out`.
   // Empty matches are not reported.
   void FindAll(absl::string_view text, std::vector<Range>* out) const;
+  // The leftmost match starting at or after byte `pos` (possibly empty);
+  // false when there is none.
+  bool SearchFrom(absl::string_view text, size_t pos, Range* match) const;
 
  private:
   explicit Regex(void* regex) : regex_(regex) {}
@@ -65,6 +68,36 @@ class RegexPattern : public Pattern {
  private:
   std::unique_ptr<Regex> regex_;
 };
+
+// The pre-tokenizer regexes of GPT-2 (also ByteLevel's built-in one) and of
+// llama3 / Qwen2 (digit runs of at most 3 / 1), matched by hand-written code
+// with exactly the regex's results. Where a decision needs a non-ASCII
+// character's class, the match at that position is left to the regex.
+class PreTokenizerRegexPattern : public Pattern {
+ public:
+  enum class Kind { kGpt2, kLlama3, kQwen2 };
+  // The kind whose regex is exactly `regex`, if any.
+  static bool Recognize(absl::string_view regex, Kind* kind);
+  PreTokenizerRegexPattern(Kind kind, std::unique_ptr<Regex> regex)
+      : kind_(kind), regex_(std::move(regex)) {}
+  void FindMatches(absl::string_view text,
+                   std::vector<Range>* out) const override;
+
+ private:
+  // End of the match starting at `pos` (always non-empty), or 0 when it
+  // depends on a non-ASCII character.
+  size_t MatchGpt2(absl::string_view text, size_t pos) const;
+  size_t MatchLlama3(absl::string_view text, size_t pos) const;
+
+  Kind kind_;
+  std::unique_ptr<Regex> regex_;
+};
+
+// A Pattern for `regex`: the hand-written matcher when it is one of the known
+// pre-tokenizer regexes, else Oniguruma. INVALID_ARGUMENT when it does not
+// compile.
+absl::StatusOr<std::unique_ptr<Pattern>> CompileRegexPattern(
+    absl::string_view regex);
 
 class CharPredicatePattern : public Pattern {
  public:

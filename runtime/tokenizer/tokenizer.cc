@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/added_tokens.h"
+#include "runtime/tokenizer/byte_level.h"
 #include "runtime/tokenizer/decoders.h"
 #include "runtime/tokenizer/json_util.h"
 #include "runtime/tokenizer/models.h"
@@ -114,6 +115,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
                                                           std::move(raw_tokens));
   tok->normalized_matcher_ = std::make_unique<AddedTokenMatcher>(
       std::move(norm_patterns), std::move(norm_tokens));
+  tok->id_to_token_.resize(tok->vocab_size_);
+  for (size_t id = 0; id < tok->vocab_size_; ++id) {
+    tok->id_to_token_[id] = tok->IdToToken(static_cast<int32_t>(id));
+  }
+  tok->defer_byte_map_ =
+      tok->pre_tokenizer_ != nullptr && tok->pre_tokenizer_->EndsWithByteMap();
   return tok;
 }
 
@@ -136,28 +143,82 @@ int Tokenizer::NumSpecialTokensToAdd(bool pair) const {
              : static_cast<int>(post_processor_->AddedTokens(pair));
 }
 
-void Tokenizer::AppendPieceTokens(const NormalizedString& piece,
-                                  int32_t type_id, int32_t sequence_id,
-                                  Encoding* out, absl::Status* status) const {
+absl::Status Tokenizer::AppendModelTokens(const NormalizedString& sub,
+                                          bool byte_map, int32_t type_id,
+                                          int32_t sequence_id,
+                                          Encoding* out) const {
+  // Per-thread scratch: encoding allocates nothing per piece once warm.
+  thread_local std::vector<ModelToken> toks;
+  thread_local std::string mapped;
+  thread_local std::vector<uint32_t> source;  // Mapped byte -> piece byte.
+  toks.clear();
+  const std::string& text = sub.get();
+  bool mapping = false;
+  if (byte_map) {
+    // Printable ASCII maps to itself; anything else changes the bytes.
+    for (unsigned char c : text) {
+      if (c < '!' || c > '~') {
+        mapping = true;
+        break;
+      }
+    }
+  }
+  if (mapping) {
+    // Every byte maps to a 1- or 2-byte character.
+    const auto& table = tokenizer_internal::GetByteLevelTables().byte_to_utf8;
+    mapped.resize(text.size() * 2);
+    source.resize(text.size() * 2 + 1);
+    size_t m = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const std::string& rep = table[static_cast<unsigned char>(text[i])];
+      for (char b : rep) {
+        mapped[m] = b;
+        source[m++] = static_cast<uint32_t>(i);
+      }
+    }
+    mapped.resize(m);
+    source[m] = static_cast<uint32_t>(text.size());
+  }
+  RETURN_IF_ERROR(model_->Tokenize(mapping ? absl::string_view(mapped)
+                                           : absl::string_view(text),
+                                   &toks));
+  for (const ModelToken& t : toks) {
+    size_t start = t.start, end = t.end;
+    if (mapping) {
+      // A mapped character comes from one piece byte, so the bytes a token
+      // covers map back to a contiguous byte range of the piece.
+      start = source[t.start];
+      end = t.end > t.start ? source[t.end - 1] + 1 : start;
+    }
+    out->ids.push_back(t.id);
+    out->type_ids.push_back(type_id);
+    out->tokens.push_back(
+        static_cast<size_t>(t.id) < id_to_token_.size() ? id_to_token_[t.id]
+                                                        : std::string());
+    out->offsets.push_back(sub.ToOriginal(start, end));
+    out->special_tokens_mask.push_back(0);
+    out->sequence_ids.push_back(sequence_id);
+  }
+  return absl::OkStatus();
+}
+
+void Tokenizer::AppendPieceTokens(NormalizedString piece, int32_t type_id,
+                                  int32_t sequence_id, Encoding* out,
+                                  absl::Status* status) const {
+  if (pre_tokenizer_ == nullptr) {
+    *status = AppendModelTokens(piece, false, type_id, sequence_id, out);
+    return;
+  }
   std::vector<NormalizedString> subs;
-  subs.push_back(piece);
-  if (pre_tokenizer_ != nullptr) pre_tokenizer_->PreTokenize(&subs);
-  std::vector<ModelToken> toks;
+  subs.push_back(std::move(piece));
+  if (defer_byte_map_) {
+    pre_tokenizer_->PreTokenizeUnmapped(&subs);
+  } else {
+    pre_tokenizer_->PreTokenize(&subs);
+  }
   for (const NormalizedString& sub : subs) {
-    toks.clear();
-    absl::Status s = model_->Tokenize(sub.get(), &toks);
-    if (!s.ok()) {
-      *status = s;
-      return;
-    }
-    for (const ModelToken& t : toks) {
-      out->ids.push_back(t.id);
-      out->type_ids.push_back(type_id);
-      out->tokens.push_back(IdToToken(t.id));
-      out->offsets.push_back(sub.ToOriginal(t.start, t.end));
-      out->special_tokens_mask.push_back(0);
-      out->sequence_ids.push_back(sequence_id);
-    }
+    *status = AppendModelTokens(sub, defer_byte_map_, type_id, sequence_id, out);
+    if (!status->ok()) return;
   }
 }
 
@@ -176,20 +237,22 @@ absl::Status Tokenizer::EncodeSequence(absl::string_view text, int32_t type_id,
     out->special_tokens_mask.push_back(t.special ? 1 : 0);
     out->sequence_ids.push_back(sequence_id);
   };
-  const NormalizedString whole(text, 0);
-  for (const AddedSplit& raw : raw_matcher_->Split(text)) {
+  NormalizedString whole(text, 0);
+  const std::vector<AddedSplit> raw_splits = raw_matcher_->Split(text);
+  for (const AddedSplit& raw : raw_splits) {
     if (raw.token >= 0) {
       push_added(raw_matcher_->token(raw.token), whole, raw.range.first,
                  raw.range.second);
       continue;
     }
+    // A single split covering the text: no added-token offsets need `whole`.
     NormalizedString piece =
-        (raw.range.first == 0 && raw.range.second == text.size())
-            ? whole
+        raw_splits.size() == 1
+            ? std::move(whole)
             : whole.Slice(raw.range.first, raw.range.second);
     if (normalizer_ != nullptr) normalizer_->Normalize(&piece);
     if (normalized_matcher_->empty()) {
-      AppendPieceTokens(piece, type_id, sequence_id, out, &status);
+      AppendPieceTokens(std::move(piece), type_id, sequence_id, out, &status);
       if (!status.ok()) return status;
       continue;
     }

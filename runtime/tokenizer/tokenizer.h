@@ -78,9 +78,14 @@ class Tokenizer {
 
   absl::Status EncodeSequence(absl::string_view text, int32_t type_id,
                               int32_t sequence_id, Encoding* out) const;
-  void AppendPieceTokens(const tokenizer_internal::NormalizedString& piece,
+  void AppendPieceTokens(tokenizer_internal::NormalizedString piece,
                          int32_t type_id, int32_t sequence_id,
                          Encoding* out, absl::Status* status) const;
+  // Tokenizes one pre-tokenized piece; `byte_map` applies the byte-level
+  // alphabet first (offsets still point into the unmapped piece).
+  absl::Status AppendModelTokens(const tokenizer_internal::NormalizedString& sub,
+                                 bool byte_map, int32_t type_id,
+                                 int32_t sequence_id, Encoding* out) const;
   absl::StatusOr<Encoding> EncodeImpl(absl::string_view a,
                                       const absl::string_view* b,
                                       bool add_special_tokens,
@@ -100,6 +105,12 @@ class Tokenizer {
   std::unique_ptr<tokenizer_internal::AddedTokenMatcher> raw_matcher_;
   std::unique_ptr<tokenizer_internal::AddedTokenMatcher> normalized_matcher_;
   size_t vocab_size_ = 0;
+  // Token string of every id (added tokens take precedence), so encoding
+  // does one indexed load per token.
+  std::vector<std::string> id_to_token_;
+  // The pre-tokenizer ends with the byte-level mapping, done at tokenize
+  // time (see PreTokenizer::EndsWithByteMap).
+  bool defer_byte_map_ = false;
 };
 
 }  // namespace inferd

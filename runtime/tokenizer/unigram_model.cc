@@ -74,7 +74,9 @@ class UnigramModel : public Model {
       int32_t start = -1;  // -1: not reached.
     };
     const size_t n = s.size();
-    std::vector<Best> best(n + 1);
+    thread_local std::vector<Best> best_buffer;
+    std::vector<Best>& best = best_buffer;
+    best.assign(n + 1, Best());
     best[0].start = 0;
     size_t pos = 0;
     while (pos < n) {
@@ -117,7 +119,9 @@ class UnigramModel : public Model {
       pos += mblen;
     }
     // Backtrack, fusing consecutive unknown pieces.
-    std::vector<ModelToken> rev;
+    thread_local std::vector<ModelToken> rev_buffer;
+    std::vector<ModelToken>& rev = rev_buffer;
+    rev.clear();
     size_t end = n;
     while (end > 0) {
       const Best& b = best[end];

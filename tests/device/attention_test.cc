@@ -64,6 +64,8 @@ struct Config {
 const Config kConfigs[] = {
     {4, 4, 64, false, 0, 0},  {8, 2, 32, true, 0, 0},   {4, 1, 128, true, 0, 0},
     {6, 3, 17, true, 5, 0},   {2, 2, 256, true, 0, 0},  {4, 2, 64, true, 0, 30.0f},
+    // Windows narrower and wider than a key tile, on a vectorized head dim.
+    {4, 2, 32, true, 7, 0},   {2, 1, 16, true, 80, 0},  {3, 3, 48, false, 0, 0},
 };
 
 class VarlenAttentionTest : public ::testing::TestWithParam<KernelChoice> {};

@@ -1,5 +1,6 @@
 // Device registry, CPU device memory/meminfo, thread pool, ISA cap.
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -59,6 +60,22 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
       });
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n;
     }
+  }
+}
+
+// Jobs separated by pauses long enough for the workers to fall asleep, and
+// jobs issued back to back while they still spin: every job must see each
+// index once (no job lost to a missed wakeup, no chunk run twice).
+TEST(ThreadPoolTest, JobsAfterIdlePausesAndBackToBackComplete) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 200; ++rep) {
+    const int64_t n = 1 + rep % 37;
+    std::vector<std::atomic<int>> hits(n);
+    pool.ParallelFor(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << rep;
+    if (rep % 20 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 

@@ -1,7 +1,11 @@
 // libFuzzer target for the tokenizer: (a) loads a tokenizer.json from the
-// input bytes and, when that succeeds, encodes/decodes a fixed text with it;
-// (b) encodes the input bytes with a fixed tokenizer (the file named by
-// INFERD_FUZZ_TOKENIZER, else a small inline one) and decodes the ids.
+// input bytes (inputs up to kMaxJsonBytes) and, when that succeeds,
+// encodes/decodes a fixed text with it; (b) encodes the input bytes with a
+// fixed tokenizer (the file named by INFERD_FUZZ_TOKENIZER, else a small
+// inline one), loaded once per process, and decodes the ids. The pair and
+// truncation path runs on a prefix of the input: its cost is the encoder's
+// again, and truncation to 4 tokens needs no more text to be exercised.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +16,12 @@
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace {
+
+// Larger inputs are not tried as tokenizer.json: a useful one is small, and
+// parsing large ones would only slow down the encoder fuzzing.
+constexpr size_t kMaxJsonBytes = 4096;
+// Bytes of the input given to the pair/truncation path.
+constexpr size_t kMaxPairBytes = 256;
 
 constexpr char kInlineTokenizer[] = R"({
   "added_tokens": [{"id": 0, "content": "<unk>", "special": true,
@@ -56,7 +66,8 @@ const inferd::Tokenizer& FixedTokenizer() {
   return *tok;
 }
 
-void Exercise(const inferd::Tokenizer& tok, const std::string& text) {
+void Exercise(const inferd::Tokenizer& tok, const std::string& text,
+              bool fixed) {
   auto enc = tok.Encode(text, true);
   if (!enc.ok()) return;
   auto decoded = tok.Decode(enc->ids, false);
@@ -66,15 +77,26 @@ void Exercise(const inferd::Tokenizer& tok, const std::string& text) {
   stream.Flush();
   inferd::TruncationParams t;
   t.max_length = 4;
-  (void)tok.EncodePair(text, text, true, t);
+  size_t cut = std::min(text.size(), kMaxPairBytes);
+  while (cut > 0 && cut < text.size() &&
+         (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+    --cut;  // Keep valid UTF-8 valid.
+  }
+  const std::string prefix = text.substr(0, cut);
+  auto pair = tok.EncodePair(prefix, prefix, true, t);
+  // The fixed tokenizer's template adds no pair specials: truncation alone
+  // must bring the pair down to max_length.
+  if (fixed && pair.ok() && pair->size() > t.max_length) std::abort();
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
-  auto loaded = inferd::Tokenizer::FromJson(input);
-  if (loaded.ok()) Exercise(**loaded, "Hello world 123 <s> \xC3\xA9");
-  Exercise(FixedTokenizer(), input);
+  if (size <= kMaxJsonBytes) {
+    auto loaded = inferd::Tokenizer::FromJson(input);
+    if (loaded.ok()) Exercise(**loaded, "Hello world 123 <s> \xC3\xA9", false);
+  }
+  Exercise(FixedTokenizer(), input, true);
   return 0;
 }

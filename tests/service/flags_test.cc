@@ -93,5 +93,24 @@ TEST(FlagsTest, HelpListsEveryFlagItAccepts) {
   }
 }
 
+TEST(FlagsTest, HealthListenTakesHostPort) {
+  auto o = Parse({"--model", "a=/x", "--health-listen", "0.0.0.0:8081"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->health_listen, "0.0.0.0:8081");
+  EXPECT_TRUE(Parse({"--model", "a=/x"})->health_listen.empty());
+  auto bad = Parse({"--model", "a=/x", "--health-listen", "8081"});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--health-listen"), std::string::npos);
+}
+
+TEST(FlagsTest, ApiKeyAndApiKeyFileAreExclusive) {
+  auto both = Parse({"--model", "a=/x", "--api-key", "k", "--api-key-file",
+                     "/k"});
+  EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
+  auto one = Parse({"--model", "a=/x", "--api-key-file", "/run/key"});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->api_key_file, "/run/key");
+}
+
 }  // namespace
 }  // namespace inferd

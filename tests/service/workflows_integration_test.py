@@ -94,7 +94,11 @@ class WorkflowsTest(unittest.TestCase):
         cls.has_stories = os.path.isfile(os.path.join(cls.stories, "config.json"))
         if cls.has_stories:
             models.append(("stories", cls.stories))
-        cls.server = lib.InferdProcess(P.inferd, models, ["--max-seqs", "32"])
+        cls.server = lib.InferdProcess(
+            P.inferd, models,
+            ["--max-seqs", "32", "--metrics-listen", "127.0.0.1:0"])
+        out = cls.server.output()
+        cls.metrics_port = int(re.search(r"\(metrics port (\d+)\)", out).group(1))
         cls.channel = GRPC.insecure_channel(cls.server.address)
         cls.stub = IRPC.InferenceStub(cls.channel)
         cls.models = MRPC.ModelsStub(cls.channel)
@@ -112,6 +116,17 @@ class WorkflowsTest(unittest.TestCase):
             assert code == 0, cls.server.output()
 
     # ------------------------------------------------------------ helpers
+
+    def metric(self, name, labels):
+        """The value of one sample of the Prometheus text exposition."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        for line in text.splitlines():
+            if not line.startswith(name + "{"):
+                continue
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+        raise AssertionError(f"metric {name}{labels} not found")
 
     def tokenize(self, model, text, special=True):
         r = self.stub.Tokenize(IPB.TokenizeRequest(
@@ -515,6 +530,18 @@ class WorkflowsTest(unittest.TestCase):
                 self.assertEqual(results[i][0], "cancelled", results[i])
             else:
                 self.assertEqual(results[i], ("done", 48, IPB.FINISH_REASON_LENGTH))
+        # Every KV block is free again (cancelled ones within a step); cached
+        # prefix blocks count as free: they hold no request.
+        deadline = time.time() + 10
+        while True:
+            used = self.metric("inferd_kv_cache_blocks",
+                               {"model": name, "state": "used"})
+            if used == 0 or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        self.assertEqual(used, 0)
+        self.assertEqual(self.metric("inferd_num_requests_running",
+                                     {"model": name}), 0)
 
 
 class ChunkedPrefillTest(unittest.TestCase):

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Runs every `buf curl` command of docs/curl.md (and README.md, if it has
+# any) against a fresh inferd on an ephemeral loopback port, loaded with the
+# models scripts/serve.sh serves. Fails when a command exits non-zero or
+# prints nothing. Commands may span lines with trailing backslashes.
+#
+# usage: scripts/check-readme-curl.sh INFERD_BINARY TEST_MODELS_DIR [SHARED_DIR]
+#   TEST_MODELS_DIR holds the generated models (tools/make_test_models.py);
+#   SHARED_DIR/models/stories260K is used when present, else the commands
+#   naming the "stories" model are skipped with a note.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+inferd="${1:?usage: $0 INFERD_BINARY TEST_MODELS_DIR [SHARED_DIR]}"
+models="${2:?usage: $0 INFERD_BINARY TEST_MODELS_DIR [SHARED_DIR]}"
+shared="${3:-$root/../shared}"
+buf="${BUF:-$root/tools/npm/node_modules/.bin/buf}"
+# CURL_DOCS (space-separated paths) replaces the default pages.
+if [[ -n "${CURL_DOCS:-}" ]]; then
+  read -r -a docs <<< "$CURL_DOCS"
+else
+  docs=("$root/docs/curl.md")
+  [[ -f "$root/README.md" ]] && docs+=("$root/README.md")
+fi
+
+[[ -x "$buf" ]] || { echo "buf not found at $buf (npm ci --prefix tools/npm)"; exit 1; }
+
+work="$(mktemp -d)"
+server_pid=""
+cleanup() {
+  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid"
+    wait "$server_pid" || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The commands: lines starting with `buf curl` (after an optional `$ `
+# prompt; `$buf curl` counts too), joined
+# with their backslash continuations, one per line in $work/commands.
+for doc in "${docs[@]}"; do
+  awk '
+    function flush() { if (cmd != "") print cmd; cmd = ""; cont = 0 }
+    {
+      line = $0
+      if (!cont) {
+        sub(/^[ \t]*(\$ )?/, "", line)
+        # buf may be spelled through a variable: $buf, ${buf}, "$buf".
+        sub(/^("\$buf"|"\$\{buf\}"|\$buf|\$\{buf\}) curl /, "buf curl ", line)
+        if (line !~ /^buf curl /) next
+        cmd = ""
+      } else {
+        sub(/^[ \t]+/, "", line)
+      }
+      if (line ~ /\\$/) { sub(/[ \t]*\\$/, " ", line); cmd = cmd line; cont = 1 }
+      else { cmd = cmd line; flush() }
+    }
+    END { flush() }' "$doc" >> "$work/commands"
+done
+total=$(wc -l < "$work/commands")
+if (( total == 0 )); then
+  echo "FAIL: no buf curl command found in ${docs[*]}"
+  exit 1
+fi
+
+args=(--listen 127.0.0.1:0)
+have_stories=0
+if [[ -f "$shared/models/stories260K/config.json" ]]; then
+  args+=(--model "stories=$shared/models/stories260K")
+  have_stories=1
+else
+  echo "note: $shared/models/stories260K is absent; commands using it are skipped"
+fi
+for m in qwen2-tiny bert-embed xlmr-reranker bert-classifier; do
+  [[ -f "$models/$m/config.json" ]] || { echo "FAIL: $models/$m missing"; exit 1; }
+  args+=(--model "$m=$models/$m")
+done
+
+"$inferd" "${args[@]}" > "$work/inferd.log" 2>&1 &
+server_pid=$!
+port=""
+for _ in $(seq 1 600); do
+  port="$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$work/inferd.log" | head -n1)"
+  [[ -n "$port" ]] && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$work/inferd.log"; echo "FAIL: inferd exited"; exit 1; }
+  sleep 0.1
+done
+[[ -n "$port" ]] || { cat "$work/inferd.log"; echo "FAIL: no port"; exit 1; }
+address="127.0.0.1:$port"
+serving=0
+for _ in $(seq 1 240); do
+  if "$buf" curl --protocol grpc --http2-prior-knowledge --data '{}' \
+      "http://$address/grpc.health.v1.Health/Check" 2>/dev/null | grep -q '"SERVING"'; then
+    serving=1
+    break
+  fi
+  sleep 0.5
+done
+(( serving )) || { cat "$work/inferd.log"; echo "FAIL: never SERVING"; exit 1; }
+echo "inferd serving on $address; running $total command(s)"
+
+failed=0 ran=0 skipped=0 n=0
+while IFS= read -r cmd; do
+  n=$((n + 1))
+  if (( ! have_stories )) && [[ "$cmd" == *'"model":"stories"'* ]]; then
+    echo "[$n] SKIP (no stories260K): ${cmd:0:100}"
+    skipped=$((skipped + 1))
+    continue
+  fi
+  # Point the documented address at the test server and `buf` at the binary.
+  run="${cmd//127.0.0.1:50051/$address}"
+  run="${run//localhost:50051/$address}"
+  run="\"\$BUF_BIN\"${run#buf}"
+  ran=$((ran + 1))
+  if BUF_BIN="$buf" bash -c "$run" > "$work/out" 2> "$work/err" < /dev/null; then
+    if [[ -s "$work/out" ]]; then
+      echo "[$n] ok ($(wc -c < "$work/out") bytes): ${cmd:0:100}"
+    else
+      echo "[$n] FAIL (empty output): $cmd"
+      failed=$((failed + 1))
+    fi
+  else
+    echo "[$n] FAIL (exit $?): $cmd"
+    sed 's/^/    /' "$work/err"
+    failed=$((failed + 1))
+  fi
+done < "$work/commands"
+
+echo "$ran run, $failed failed, $skipped skipped"
+(( failed == 0 ))

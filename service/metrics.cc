@@ -1,0 +1,483 @@
+#include "service/metrics.h"
+
+#include <algorithm>
+#include <exception>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/text_serializer.h"
+#include "runtime/gen/sampling_params.h"
+
+namespace inferd {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildHistogram;
+using prometheus::ClientMetric;
+using prometheus::Histogram;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// Latency buckets from 1 ms (tiny models on CPU) to minutes (long
+// generations), close to vLLM's so dashboards carry over.
+const Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* b = new Histogram::BucketBoundaries{
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,  0.75, 1.0,
+      1.5,   2.0,    2.5,   5.0,  10.0,  15.0, 20.0, 30.0, 60.0, 120.0};
+  return *b;
+}
+
+const Histogram::BucketBoundaries& TtftBuckets() {
+  static const auto* b = new Histogram::BucketBoundaries{
+      0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+      0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
+  return *b;
+}
+
+const Histogram::BucketBoundaries& TpotBuckets() {
+  static const auto* b = new Histogram::BucketBoundaries{
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,
+      0.15,  0.2,    0.3,   0.4,  0.5,   0.75, 1.0,   2.5};
+  return *b;
+}
+
+const Histogram::BucketBoundaries& TokenCountBuckets() {
+  static const auto* b = new Histogram::BucketBoundaries{
+      1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000};
+  return *b;
+}
+
+const Histogram::BucketBoundaries& BatchSizeBuckets() {
+  static const auto* b =
+      new Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  return *b;
+}
+
+const Histogram::BucketBoundaries& StepTokenBuckets() {
+  static const auto* b = new Histogram::BucketBoundaries{
+      1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  return *b;
+}
+
+absl::string_view CodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+absl::string_view StateName(ModelState s) {
+  switch (s) {
+    case ModelState::kLoading:
+      return "loading";
+    case ModelState::kReady:
+      return "ready";
+    case ModelState::kFailed:
+      return "failed";
+  }
+  return "loading";
+}
+
+// Observes `values` into `h` with one lock (ObserveMultiple).
+void ObserveAll(Histogram& h, const Histogram::BucketBoundaries& bounds,
+                absl::Span<const double> values) {
+  if (values.empty()) return;
+  std::vector<double> increments(bounds.size() + 1, 0.0);
+  double sum = 0;
+  for (double v : values) {
+    const size_t i = static_cast<size_t>(
+        std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin());
+    increments[i] += 1;
+    sum += v;
+  }
+  h.ObserveMultiple(increments, sum);
+}
+
+MetricFamily NewFamily(std::string name, std::string help, MetricType type) {
+  MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+void AddValue(MetricFamily* f, std::vector<ClientMetric::Label> labels,
+              double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (f->type == MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  f->metric.push_back(std::move(m));
+}
+
+}  // namespace
+
+// Reads engine and model state when /metrics is scraped, so gauges are
+// never stale and counters equal the engines' own totals.
+class Metrics::EngineCollector : public prometheus::Collectable {
+ public:
+  EngineCollector(const ModelManager* models,
+                  std::function<int64_t()> in_flight)
+      : models_(models), in_flight_(std::move(in_flight)) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    MetricFamily running = NewFamily(
+        "inferd_num_requests_running",
+        "Requests the engine is running (scheduled in the current batch).",
+        MetricType::Gauge);
+    MetricFamily waiting = NewFamily(
+        "inferd_num_requests_waiting",
+        "Requests queued in the engine, not yet scheduled.", MetricType::Gauge);
+    MetricFamily kv_usage =
+        NewFamily("inferd_kv_cache_usage_perc",
+                  "Fraction of KV cache blocks in use (0 to 1; 1 = full).",
+                  MetricType::Gauge);
+    MetricFamily kv_blocks =
+        NewFamily("inferd_kv_cache_blocks", "KV cache blocks of the model.",
+                  MetricType::Gauge);
+    MetricFamily prefix_queries = NewFamily(
+        "inferd_prefix_cache_queries_total",
+        "Prompt tokens looked up in the prefix cache.", MetricType::Counter);
+    MetricFamily prefix_hits = NewFamily(
+        "inferd_prefix_cache_hits_total",
+        "Prompt tokens found in the prefix cache.", MetricType::Counter);
+    MetricFamily preemptions =
+        NewFamily("inferd_num_preemptions_total",
+                  "Sequences preempted (KV cache full; recomputed later).",
+                  MetricType::Counter);
+    MetricFamily forward_passes = NewFamily(
+        "inferd_model_forward_passes_total",
+        "Forward passes (engine steps) the model ran.", MetricType::Counter);
+    MetricFamily batched_tokens = NewFamily(
+        "inferd_batched_tokens_total",
+        "Tokens processed across every forward pass.", MetricType::Counter);
+    MetricFamily state = NewFamily(
+        "inferd_model_state",
+        "1 for the model's current state (loading, ready, failed), else 0.",
+        MetricType::Gauge);
+    MetricFamily load_seconds = NewFamily(
+        "inferd_model_load_seconds",
+        "Wall time the model took to load (tokenizer, weights, engine).",
+        MetricType::Gauge);
+    MetricFamily weight_bytes =
+        NewFamily("inferd_model_weight_bytes",
+                  "Bytes of the model's weight files (memory-mapped).",
+                  MetricType::Gauge);
+    for (const auto& m : models_->models()) {
+      const ServedModelInfo info = m->info();
+      std::vector<ClientMetric::Label> model = {{"model", info.name}};
+      for (ModelState s :
+           {ModelState::kLoading, ModelState::kReady, ModelState::kFailed}) {
+        AddValue(&state,
+                 {{"model", info.name}, {"state", std::string(StateName(s))}},
+                 info.state == s ? 1 : 0);
+      }
+      if (info.state != ModelState::kReady) continue;
+      AddValue(&load_seconds, model, info.load_seconds);
+      AddValue(&weight_bytes, model, static_cast<double>(info.weight_bytes));
+      const EngineStats st = m->engine().Stats();
+      AddValue(&running, model, static_cast<double>(st.running_requests));
+      AddValue(&waiting, model, static_cast<double>(st.waiting_requests));
+      AddValue(&forward_passes, model, static_cast<double>(st.model_calls));
+      AddValue(&batched_tokens, model, static_cast<double>(st.batched_tokens));
+      if (st.kv_blocks_total > 0) {
+        AddValue(&kv_usage, model,
+                 1.0 - static_cast<double>(st.kv_blocks_free) /
+                           static_cast<double>(st.kv_blocks_total));
+        AddValue(&kv_blocks, {{"model", info.name}, {"state", "free"}},
+                 static_cast<double>(st.kv_blocks_free));
+        AddValue(&kv_blocks, {{"model", info.name}, {"state", "used"}},
+                 static_cast<double>(st.kv_blocks_total - st.kv_blocks_free));
+        AddValue(&prefix_queries, model,
+                 static_cast<double>(st.prefix_cache_queries));
+        AddValue(&prefix_hits, model,
+                 static_cast<double>(st.prefix_cache_hits));
+        AddValue(&preemptions, model, static_cast<double>(st.preemptions));
+      }
+    }
+    std::vector<MetricFamily> out;
+    for (MetricFamily* f :
+         {&running, &waiting, &kv_usage, &kv_blocks, &prefix_queries,
+          &prefix_hits, &preemptions, &forward_passes, &batched_tokens, &state,
+          &load_seconds, &weight_bytes}) {
+      if (!f->metric.empty()) out.push_back(std::move(*f));
+    }
+    if (in_flight_) {
+      MetricFamily rpcs =
+          NewFamily("inferd_rpc_in_flight", "inferd.v1 calls in flight.",
+                    MetricType::Gauge);
+      AddValue(&rpcs, {}, static_cast<double>(in_flight_()));
+      out.push_back(std::move(rpcs));
+    }
+    return out;
+  }
+
+ private:
+  const ModelManager* models_;
+  std::function<int64_t()> in_flight_;
+};
+
+class Metrics::ModelStepObserver : public StepObserver {
+ public:
+  ModelStepObserver(Histogram& batch_size, Histogram& tokens)
+      : batch_size_(batch_size), tokens_(tokens) {}
+  void OnStep(const StepInfo& step) override {
+    batch_size_.Observe(static_cast<double>(step.num_seqs));
+    tokens_.Observe(static_cast<double>(step.num_tokens));
+  }
+
+ private:
+  Histogram& batch_size_;
+  Histogram& tokens_;
+};
+
+Metrics::Metrics(const ModelManager* models, std::function<int64_t()> in_flight)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      engine_collector_(
+          std::make_shared<EngineCollector>(models, std::move(in_flight))),
+      rpc_requests_(BuildCounter()
+                        .Name("inferd_rpc_requests_total")
+                        .Help("inferd.v1 calls by RPC, model and gRPC status "
+                              "code.")
+                        .Register(*registry_)),
+      rpc_duration_(BuildHistogram()
+                        .Name("inferd_rpc_duration_seconds")
+                        .Help("Duration of inferd.v1 calls, from the handler "
+                              "to the final status.")
+                        .Register(*registry_)),
+      request_success_(BuildCounter()
+                           .Name("inferd_request_success_total")
+                           .Help("Generations that reached a final chunk, by "
+                                 "finish reason.")
+                           .Register(*registry_)),
+      prompt_tokens_(BuildCounter()
+                         .Name("inferd_prompt_tokens_total")
+                         .Help("Prompt tokens of finished generations.")
+                         .Register(*registry_)),
+      generation_tokens_(BuildCounter()
+                             .Name("inferd_generation_tokens_total")
+                             .Help("Tokens generated by finished generations.")
+                             .Register(*registry_)),
+      request_prompt_tokens_(BuildHistogram()
+                                 .Name("inferd_request_prompt_tokens")
+                                 .Help("Prompt tokens per generation.")
+                                 .Register(*registry_)),
+      request_generation_tokens_(BuildHistogram()
+                                     .Name("inferd_request_generation_tokens")
+                                     .Help("Generated tokens per generation.")
+                                     .Register(*registry_)),
+      time_to_first_token_(BuildHistogram()
+                               .Name("inferd_time_to_first_token_seconds")
+                               .Help("Arrival to first generated token.")
+                               .Register(*registry_)),
+      time_per_output_token_(BuildHistogram()
+                                 .Name("inferd_time_per_output_token_seconds")
+                                 .Help("Time between consecutive generated "
+                                       "tokens of a sequence.")
+                                 .Register(*registry_)),
+      e2e_latency_(BuildHistogram()
+                       .Name("inferd_e2e_request_latency_seconds")
+                       .Help("Arrival to final token of a generation.")
+                       .Register(*registry_)),
+      queue_time_(BuildHistogram()
+                      .Name("inferd_request_queue_time_seconds")
+                      .Help("Arrival to first scheduled, every request kind.")
+                      .Register(*registry_)),
+      iteration_batch_size_(BuildHistogram()
+                                .Name("inferd_iteration_batch_size")
+                                .Help("Sequences per engine step.")
+                                .Register(*registry_)),
+      iteration_tokens_(BuildHistogram()
+                            .Name("inferd_iteration_tokens")
+                            .Help("Tokens per engine step (forward pass).")
+                            .Register(*registry_)),
+      embed_requests_(BuildCounter()
+                          .Name("inferd_embed_request_count")
+                          .Help("Successful embed / rerank / classify "
+                                "requests.")
+                          .Register(*registry_)),
+      embed_inputs_(BuildCounter()
+                        .Name("inferd_embed_input_count")
+                        .Help("Inputs (texts, documents, pairs) of successful "
+                              "embed / rerank / classify requests.")
+                        .Register(*registry_)),
+      embed_tokens_(BuildCounter()
+                        .Name("inferd_embed_token_count")
+                        .Help("Tokens of successful embed / rerank / classify "
+                              "requests.")
+                        .Register(*registry_)),
+      embed_duration_(BuildHistogram()
+                          .Name("inferd_embed_request_duration_seconds")
+                          .Help("Arrival to answer of embed / rerank / "
+                                "classify requests (tokenization excluded).")
+                          .Register(*registry_)),
+      embed_tokenization_(
+          BuildHistogram()
+              .Name("inferd_embed_tokenization_duration_seconds")
+              .Help("Tokenization time of embed / rerank / "
+                    "classify requests.")
+              .Register(*registry_)),
+      embed_inference_(BuildHistogram()
+                           .Name("inferd_embed_inference_duration_seconds")
+                           .Help("First scheduled to answer (forward passes "
+                                 "and pooling) of embed / rerank / classify "
+                                 "requests.")
+                           .Register(*registry_)) {}
+
+Metrics::~Metrics() { StopServing(); }
+
+absl::Status Metrics::Serve(const std::string& listen) {
+  absl::MutexLock lock(&mu_);
+  if (exposer_ != nullptr) return absl::OkStatus();
+  try {
+    // Civetweb wants "host:port"; one thread per concurrent scrape.
+    exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("--metrics-listen=", listen, ": cannot serve metrics (",
+                     e.what(), "); is the port in use?"));
+  }
+  exposer_->RegisterCollectable(registry_);
+  exposer_->RegisterCollectable(engine_collector_);
+  return absl::OkStatus();
+}
+
+void Metrics::StopServing() {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  {
+    absl::MutexLock lock(&mu_);
+    exposer = std::move(exposer_);
+  }
+  exposer.reset();  // joins the HTTP threads, without mu_ held
+}
+
+int Metrics::port() const {
+  absl::MutexLock lock(&mu_);
+  if (exposer_ == nullptr) return 0;
+  std::vector<int> ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports[0];
+}
+
+std::string Metrics::Render() const {
+  std::vector<MetricFamily> families = registry_->Collect();
+  for (MetricFamily& f : engine_collector_->Collect()) {
+    families.push_back(std::move(f));
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+StepObserver* Metrics::StepObserverFor(const std::string& model) {
+  absl::MutexLock lock(&mu_);
+  auto& slot = step_observers_[model];
+  if (slot == nullptr) {
+    slot = std::make_unique<ModelStepObserver>(
+        iteration_batch_size_.Add({{"model", model}}, BatchSizeBuckets()),
+        iteration_tokens_.Add({{"model", model}}, StepTokenBuckets()));
+  }
+  return slot.get();
+}
+
+void Metrics::OnRpcDone(absl::string_view rpc, absl::string_view model,
+                        const grpc::Status& status, double seconds) {
+  const std::string r(rpc);
+  const std::string m(model);
+  rpc_requests_
+      .Add({{"rpc", r},
+            {"model", m},
+            {"code", std::string(CodeName(status.error_code()))}})
+      .Increment();
+  rpc_duration_.Add({{"rpc", r}, {"model", m}}, LatencyBuckets())
+      .Observe(seconds);
+}
+
+void Metrics::OnGenerateDone(absl::string_view model,
+                             const GenerateChunk& final_chunk,
+                             absl::Span<const double> inter_token_seconds) {
+  const std::string m(model);
+  const prometheus::Labels labels = {{"model", m}};
+  const RequestTimings& t = final_chunk.timings;
+  request_success_
+      .Add({{"model", m},
+            {"finished_reason",
+             std::string(FinishReasonName(final_chunk.finish))}})
+      .Increment();
+  prompt_tokens_.Add(labels).Increment(
+      static_cast<double>(final_chunk.prompt_tokens));
+  generation_tokens_.Add(labels).Increment(
+      static_cast<double>(final_chunk.completion_tokens));
+  request_prompt_tokens_.Add(labels, TokenCountBuckets())
+      .Observe(static_cast<double>(final_chunk.prompt_tokens));
+  request_generation_tokens_.Add(labels, TokenCountBuckets())
+      .Observe(static_cast<double>(final_chunk.completion_tokens));
+  if (final_chunk.completion_tokens > 0) {
+    // A generation that never got scheduled (cancelled while queued) has
+    // no first token and no queue time.
+    time_to_first_token_.Add(labels, TtftBuckets())
+        .Observe(t.time_to_first_token_seconds);
+    queue_time_.Add(labels, LatencyBuckets()).Observe(t.queue_seconds);
+  }
+  e2e_latency_.Add(labels, LatencyBuckets()).Observe(t.total_seconds);
+  ObserveAll(time_per_output_token_.Add(labels, TpotBuckets()), TpotBuckets(),
+             inter_token_seconds);
+}
+
+void Metrics::OnPrefillDone(absl::string_view task, absl::string_view model,
+                            int64_t inputs, int64_t tokens,
+                            const RequestTimings& timings) {
+  const prometheus::Labels labels = {{"model", std::string(model)},
+                                     {"task", std::string(task)}};
+  embed_requests_.Add(labels).Increment();
+  embed_inputs_.Add(labels).Increment(static_cast<double>(inputs));
+  embed_tokens_.Add(labels).Increment(static_cast<double>(tokens));
+  embed_duration_.Add(labels, LatencyBuckets()).Observe(timings.total_seconds);
+  embed_tokenization_.Add(labels, LatencyBuckets())
+      .Observe(timings.tokenization_seconds);
+  embed_inference_.Add(labels, LatencyBuckets())
+      .Observe(timings.inference_seconds);
+  queue_time_.Add({{"model", std::string(model)}}, LatencyBuckets())
+      .Observe(timings.queue_seconds);
+}
+
+}  // namespace inferd
