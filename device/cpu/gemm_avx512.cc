@@ -246,9 +246,10 @@ void GemmBf16Task(void* arg, int64_t begin, int64_t end) {
     const int64_t m0 = (t / plan.base.n_tasks) * plan.base.mc;
     const int64_t m1 = g.m - m0 < plan.base.mc ? g.m : m0 + plan.base.mc;
     const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
-    // As GemmF32Task: with more than one row chunk all of B is packed up
-    // front (K block k0 at (k0 / 2) * nc_padded), else each block before use.
-    const bool pack_all = m1 - m0 > kMc;
+    // As GemmF32Task (kPackAllCBytes); packed K block k0 starts at
+    // (k0 / 2) * nc_padded.
+    const bool pack_all = (m1 - m0) * nc_padded * 4 > kPackAllCBytes;
+    const int64_t chunk = pack_all ? kMc : m1 - m0;
     const int64_t kp_total = (g.k + 1) / 2;
     uint32_t* bp = reinterpret_cast<uint32_t*>(
         ThreadScratch((pack_all ? kp_total : kKcBf16 / 2) * nc_padded));
@@ -258,8 +259,8 @@ void GemmBf16Task(void* arg, int64_t begin, int64_t end) {
     }
     // As GemmF32Task: C tile of a row chunk in L2 across K blocks, a B panel
     // in L1 over the chunk's rows.
-    for (int64_t mb = m0; mb < m1; mb += kMc) {
-      const int64_t mb_end = m1 - mb < kMc ? m1 : mb + kMc;
+    for (int64_t mb = m0; mb < m1; mb += chunk) {
+      const int64_t mb_end = m1 - mb < chunk ? m1 : mb + chunk;
       for (int64_t k0 = 0; k0 < g.k; k0 += kKcBf16) {
         const int64_t kc = g.k - k0 < kKcBf16 ? g.k - k0 : kKcBf16;
         const int64_t kcp = (kc + 1) / 2;
@@ -326,6 +327,7 @@ struct GemvM1Args {
   int64_t k_full;   // K rounded down to a multiple of 32
 };
 
+static const int kExpPd = getenv("EXP_PD") ? atoi(getenv("EXP_PD")) : 0;
 template <int R>
 inline void GemvBf16M1Block(const GemvM1Args& a, int64_t n) {
   const GemmArgs& g = *a.g;
@@ -342,6 +344,7 @@ inline void GemvBf16M1Block(const GemvM1Args& a, int64_t n) {
     const __m512 xo = _mm512_load_ps(a.xd + k + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
+      if (kExpPd > 0) _mm_prefetch(reinterpret_cast<const char*>(w + r * g.ldw + k + kExpPd), _MM_HINT_T0);
       const __m512i raw = _mm512_loadu_si512(w + r * g.ldw + k);
       const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
       const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, hi_mask));

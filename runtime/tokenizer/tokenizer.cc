@@ -397,6 +397,10 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
           absl::StrCat("token id ", id, " is out of range [0, ", vocab_size_, ")"));
     }
     if (skip_special_tokens && IsSpecial(id)) continue;
+    if (!id_to_token_[id].empty()) {
+      tokens.push_back(id_to_token_[id]);
+      continue;
+    }
     auto it = added_id_to_token_.find(id);
     if (it != added_id_to_token_.end()) {
       tokens.push_back(it->second);

@@ -3,11 +3,13 @@
 reach the health service."""
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 
 class Paths:
@@ -80,10 +82,12 @@ class HealthClient:
 
 
 class InferdProcess:
-    """An inferd child process on an ephemeral loopback port."""
+    """An inferd child process on ephemeral loopback ports. `metrics_port`
+    and `health_port` are set when --metrics-listen / --health-listen are
+    among `extra`. Usable as a context manager (SIGTERM on exit)."""
 
-    def __init__(self, inferd, models, extra=()):
-        self.log = tempfile.NamedTemporaryFile(prefix="inferd-", suffix=".log",
+    def __init__(self, inferd, models, extra=(), log_prefix="inferd-"):
+        self.log = tempfile.NamedTemporaryFile(prefix=log_prefix, suffix=".log",
                                                delete=False)
         cmd = [inferd, "--listen", "127.0.0.1:0", "--log-level", "info"]
         for name, path in models:
@@ -91,24 +95,81 @@ class InferdProcess:
         cmd += list(extra)
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
-        self.port = self._wait_port()
-        self.address = f"127.0.0.1:{self.port}"
+        try:
+            self.port = self.wait_for(r"\(port (\d+)\)")
+            self.address = f"127.0.0.1:{self.port}"
+            self.metrics_port = None
+            self.health_port = None
+            if any(a.startswith("--metrics-listen") for a in extra):
+                self.metrics_port = self.wait_for(r"\(metrics port (\d+)\)")
+            if any(a.startswith("--health-listen") for a in extra):
+                self.health_port = self.wait_for(r"\(health port (\d+)\)")
+        except Exception:
+            self.kill()
+            raise
 
-    def _wait_port(self):
-        deadline = time.time() + 60
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def wait_for(self, pattern, timeout=60):
+        """The integer group 1 of the first log match of `pattern`."""
+        deadline = time.time() + timeout
         while time.time() < deadline:
+            m = re.search(pattern, self.output())
+            if m:
+                return int(m.group(1))
             if self.proc.poll() is not None:
                 raise RuntimeError("inferd exited early: " + self.output())
-            text = self.output()
-            marker = "(port "
-            if marker in text:
-                return int(text.split(marker, 1)[1].split(")", 1)[0])
             time.sleep(0.05)
-        raise RuntimeError("inferd did not report its port: " + self.output())
+        raise RuntimeError(f"inferd never logged {pattern}: " + self.output())
+
+    def wait_log(self, text, timeout=120):
+        deadline = time.time() + timeout
+        while text not in self.output():
+            if time.time() > deadline:
+                raise AssertionError(f"inferd never logged {text!r}: " +
+                                     self.output())
+            time.sleep(0.02)
+
+    def wait_ready(self, stubs_dir, names, timeout=300):
+        """Waits until every named model is READY (raises if one FAILED)."""
+        grpc, _, _, mpb, mrpc = import_stubs(stubs_dir)
+        deadline = time.time() + timeout
+        with grpc.insecure_channel(self.address) as channel:
+            stub = mrpc.ModelsStub(channel)
+            while time.time() < deadline:
+                try:
+                    r = stub.ListModels(mpb.ListModelsRequest(), timeout=5)
+                    failed = [m for m in r.models
+                              if m.state == mpb.MODEL_STATE_FAILED]
+                    if failed:
+                        raise RuntimeError(f"model {failed[0].name} failed: "
+                                           f"{failed[0].error}")
+                    states = {m.name: m.state for m in r.models}
+                    if all(states.get(n) == mpb.MODEL_STATE_READY
+                           for n in names):
+                        return
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.2)
+        raise RuntimeError("models never became ready: " + self.output())
 
     def output(self):
         with open(self.log.name, "r", errors="replace") as f:
             return f.read()
+
+    def scrape(self):
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.read().decode()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         if self.proc.poll() is None:

@@ -26,6 +26,9 @@ import time
 import unittest
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import inferd_testlib as lib  # noqa: E402
+
 ARGS = None
 STARTED = []  # every Inferd, killed at exit if a test left one running
 GEN_MODELS = ("llama-tiny", "qwen2-tiny")
@@ -62,110 +65,32 @@ def generate_model():
 
 
 def load_health_pb2():
-    """The generated grpc/health/v1/health_pb2.py, loaded by path: the
-    system `grpc` package would shadow a `grpc.health` namespace."""
-    import importlib.util
-    path = os.path.join(ARGS.stubs, "grpc", "health", "v1", "health_pb2.py")
-    spec = importlib.util.spec_from_file_location("inferd_health_pb2", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return lib.load_health_pb2(ARGS.stubs)
 
 
 def stubs():
-    import grpc
-    from inferd.v1 import inference_pb2, inference_pb2_grpc
-    from inferd.v1 import models_pb2, models_pb2_grpc
-    return grpc, inference_pb2, inference_pb2_grpc, models_pb2, models_pb2_grpc
+    return lib.import_stubs(ARGS.stubs)
 
 
-class Inferd:
+class Inferd(lib.InferdProcess):
     """An inferd child process on ephemeral loopback ports."""
 
     def __init__(self, models, extra=()):
-        self.log = tempfile.NamedTemporaryFile(prefix="inferd-ops-",
-                                               suffix=".log", delete=False)
-        cmd = [ARGS.inferd, "--listen", "127.0.0.1:0", "--log-level", "info"]
-        for name, path in models:
-            cmd += ["--model", f"{name}={path}"]
-        cmd += list(extra)
-        self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
+        super().__init__(ARGS.inferd, models, extra, log_prefix="inferd-ops-")
         STARTED.append(self)
-        self.port = self._wait_for(r"\(port (\d+)\)")
-        self.address = f"127.0.0.1:{self.port}"
-        self.metrics_port = None
-        self.health_port = None
-        if any(a.startswith("--metrics-listen") for a in extra):
-            self.metrics_port = self._wait_for(r"\(metrics port (\d+)\)")
-        if any(a.startswith("--health-listen") for a in extra):
-            self.health_port = self._wait_for(r"\(health port (\d+)\)")
-
-    def _wait_for(self, pattern):
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            m = re.search(pattern, self.output())
-            if m:
-                return int(m.group(1))
-            if self.proc.poll() is not None:
-                raise RuntimeError("inferd exited early: " + self.output())
-            time.sleep(0.05)
-        raise RuntimeError(f"inferd never logged {pattern}: " + self.output())
-
-    def output(self):
-        with open(self.log.name, "r", errors="replace") as f:
-            return f.read()
-
-    def wait_log(self, text, timeout=120):
-        deadline = time.time() + timeout
-        while text not in self.output():
-            if time.time() > deadline:
-                raise AssertionError(f"inferd never logged {text!r}: " +
-                                     self.output())
-            time.sleep(0.02)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
     def stop(self, sig=signal.SIGTERM, timeout=120):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
-
-    def scrape(self):
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as r:
-            return r.read().decode()
+        return super().stop(sig, timeout)
 
 
 def wait_serving(channel, timeout=120):
-    hpb = load_health_pb2()
-    check = channel.unary_unary(
-        "/grpc.health.v1.Health/Check",
-        request_serializer=hpb.HealthCheckRequest.SerializeToString,
-        response_deserializer=hpb.HealthCheckResponse.FromString)
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            last = check(hpb.HealthCheckRequest(service=""), timeout=5).status
-            if last == hpb.HealthCheckResponse.SERVING:
-                return
-        except Exception as e:  # grpc.RpcError while the port warms up
-            last = e
-        time.sleep(0.1)
-    raise RuntimeError(f"health never went SERVING (last: {last})")
+    lib.HealthClient(channel, load_health_pb2()).wait_serving(timeout)
 
 
 def health_check(channel, timeout=5):
     hpb = load_health_pb2()
-    check = channel.unary_unary(
-        "/grpc.health.v1.Health/Check",
-        request_serializer=hpb.HealthCheckRequest.SerializeToString,
-        response_deserializer=hpb.HealthCheckResponse.FromString)
-    return check(hpb.HealthCheckRequest(service=""), timeout=timeout).status
+    return lib.HealthClient(channel, hpb).Check(
+        hpb.HealthCheckRequest(service=""), timeout=timeout).status
 
 
 # ------------------------------------------------------ Prometheus parsing

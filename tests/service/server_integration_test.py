@@ -17,6 +17,9 @@ import tempfile
 import time
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import inferd_testlib as lib  # noqa: E402
+
 ARGS = None
 
 
@@ -32,65 +35,15 @@ def parse_args():
 
 
 def load_health_pb2():
-    """The generated grpc/health/v1/health_pb2.py, loaded by path: the
-    system `grpc` package would shadow a `grpc.health` namespace."""
-    import importlib.util
-    path = os.path.join(ARGS.stubs, "grpc", "health", "v1", "health_pb2.py")
-    spec = importlib.util.spec_from_file_location("inferd_health_pb2", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return lib.load_health_pb2(ARGS.stubs)
 
 
-class HealthClient:
-    """grpc.health.v1.Health client over generic method handles."""
-
-    def __init__(self, channel, pb):
-        self.Check = channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=pb.HealthCheckRequest.SerializeToString,
-            response_deserializer=pb.HealthCheckResponse.FromString)
-        self.Watch = channel.unary_stream(
-            "/grpc.health.v1.Health/Watch",
-            request_serializer=pb.HealthCheckRequest.SerializeToString,
-            response_deserializer=pb.HealthCheckResponse.FromString)
+HealthClient = lib.HealthClient
 
 
-class InferdProcess:
-    """An inferd child process on an ephemeral loopback port."""
-
+class InferdProcess(lib.InferdProcess):
     def __init__(self, models, extra=()):
-        self.log = tempfile.NamedTemporaryFile(prefix="inferd-", suffix=".log",
-                                               delete=False)
-        cmd = [ARGS.inferd, "--listen", "127.0.0.1:0", "--log-level", "info"]
-        for name, path in models:
-            cmd += ["--model", f"{name}={path}"]
-        cmd += list(extra)
-        self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
-        self.port = self._wait_port()
-        self.address = f"127.0.0.1:{self.port}"
-
-    def _wait_port(self):
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("inferd exited early: " + self.output())
-            text = self.output()
-            marker = "(port "
-            if marker in text:
-                return int(text.split(marker, 1)[1].split(")", 1)[0])
-            time.sleep(0.05)
-        raise RuntimeError("inferd did not report its port: " + self.output())
-
-    def output(self):
-        with open(self.log.name, "r", errors="replace") as f:
-            return f.read()
-
-    def stop(self, sig=signal.SIGTERM, timeout=60):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
+        super().__init__(ARGS.inferd, models, extra)
 
 
 def available_models():
@@ -127,23 +80,7 @@ class ServerTest(unittest.TestCase):
         cls.inference = inference_pb2_grpc.InferenceStub(cls.channel)
         cls.models_stub = models_pb2_grpc.ModelsStub(cls.channel)
         cls.health = HealthClient(cls.channel, health_pb2)
-        cls.wait_serving()
-
-    @classmethod
-    def wait_serving(cls):
-        deadline = time.time() + 120
-        last = None
-        while time.time() < deadline:
-            try:
-                last = cls.health.Check(cls.hpb.HealthCheckRequest(service=""),
-                                        timeout=5).status
-                if last == cls.hpb.HealthCheckResponse.SERVING:
-                    return
-            except cls.grpc.RpcError as e:
-                last = e
-            time.sleep(0.1)
-        raise RuntimeError(f"health never went SERVING (last: {last}); log:\n"
-                           + cls.server.output())
+        cls.health.wait_serving()
 
     @classmethod
     def tearDownClass(cls):
@@ -328,12 +265,7 @@ def main():
         print("SKIP: no model available (neither ../shared/models/stories260K "
               "nor generated test models)")
         return 77
-    prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
-    r = prog.result
-    failed = len(r.failures) + len(r.errors)
-    print(f"{r.testsRun - failed - len(r.skipped)} passed, {failed} failed, "
-          f"{len(r.skipped)} skipped")
-    return 0 if r.wasSuccessful() else 1
+    return lib.run_unittest([sys.argv[0]] + rest)
 
 
 if __name__ == "__main__":
