@@ -35,7 +35,8 @@ args+=(--model "qwen2-tiny=$models_dir/qwen2-tiny"
 buf="$root/tools/npm/node_modules/.bin/buf"
 stubs="$build/python"
 cat <<MSG
-inferd starting on $listen. Try, from another terminal:
+inferd starting on $listen. Try, from another terminal (docs/curl.md has
+a line for every RPC):
 
   $buf curl --protocol grpc --http2-prior-knowledge --list-services http://$listen
   $buf curl --protocol grpc --http2-prior-knowledge --data '{}' http://$listen/inferd.v1.Models/ListModels

@@ -327,7 +327,6 @@ struct GemvM1Args {
   int64_t k_full;   // K rounded down to a multiple of 32
 };
 
-static const int kExpPd = getenv("EXP_PD") ? atoi(getenv("EXP_PD")) : 0;
 template <int R>
 inline void GemvBf16M1Block(const GemvM1Args& a, int64_t n) {
   const GemmArgs& g = *a.g;
@@ -344,7 +343,6 @@ inline void GemvBf16M1Block(const GemvM1Args& a, int64_t n) {
     const __m512 xo = _mm512_load_ps(a.xd + k + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      if (kExpPd > 0) _mm_prefetch(reinterpret_cast<const char*>(w + r * g.ldw + k + kExpPd), _MM_HINT_T0);
       const __m512i raw = _mm512_loadu_si512(w + r * g.ldw + k);
       const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
       const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, hi_mask));

@@ -220,12 +220,22 @@ if (server) {
     if (!check(p, `${name} missing`)) continue;
     const kind = p.grpc ? "grpc" : p.tcpSocket ? "tcp" : "other";
     check(kind !== "other", `${name} is neither grpc nor tcpSocket`);
-    if (p.grpc) check(p.grpc.port === grpcPort, `${name} probes port ${p.grpc.port}, not ${grpcPort}`);
+    // With TLS on, gRPC probes go to the plaintext health port, which must
+    // be a container port and the --health-listen address.
+    const healthPort = (server.ports ?? []).find((q) => q.name === "health")?.containerPort;
+    const probePort = args.includes("--tls-cert") ? healthPort : grpcPort;
+    if (p.grpc) check(p.grpc.port === probePort, `${name} probes port ${p.grpc.port}, not ${probePort}`);
     if (opts.expectProbe) check(kind === opts.expectProbe, `${name} is ${kind}, expected ${opts.expectProbe}`);
   }
-  // With TLS on, kubelet's plaintext gRPC probe would always fail.
-  if (args.includes("--tls-cert")) {
-    check(!server.readinessProbe?.grpc, "gRPC probe against a TLS port cannot succeed");
+  // With TLS on, kubelet's plaintext gRPC probe needs the plaintext health
+  // port; a probe of the TLS port would always fail.
+  if (args.includes("--tls-cert") && server.readinessProbe?.grpc) {
+    const healthPort = (server.ports ?? []).find((q) => q.name === "health")?.containerPort;
+    check(healthPort !== undefined, "TLS on, gRPC probes, but no health port");
+    check(argValue(args, "--health-listen") === `0.0.0.0:${healthPort}`,
+      "--health-listen does not match the health port");
+    check(server.readinessProbe.grpc.port !== grpcPort,
+      "gRPC probe against the TLS port cannot succeed");
   }
   const sp = server.startupProbe ?? {};
   check((sp.periodSeconds ?? 10) * (sp.failureThreshold ?? 3) >= 300,

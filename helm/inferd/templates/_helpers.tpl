@@ -87,18 +87,18 @@ whole number of cores ("2", 2, "2000m"); empty when neither applies.
 
 {{/* grpc or tcp, resolving probes.type=auto. */}}
 {{- define "inferd.probeType" -}}
-{{- if eq .Values.probes.type "auto" }}
-{{- if .Values.tls.enabled }}tcp{{ else }}grpc{{ end }}
+{{- if eq .Values.probes.type "auto" }}grpc
 {{- else }}
 {{- .Values.probes.type }}
 {{- end }}
 {{- end }}
 
-{{/* The probe action (grpc or tcpSocket) for the gRPC port. */}}
+{{/* The probe action: gRPC health on the serving port, or on the plaintext
+health port when TLS is on; or a TCP check of the serving port. */}}
 {{- define "inferd.probeAction" -}}
 {{- if eq (include "inferd.probeType" .) "grpc" }}
 grpc:
-  port: {{ .Values.server.grpcPort }}
+  port: {{ if .Values.tls.enabled }}{{ .Values.server.healthPort }}{{ else }}{{ .Values.server.grpcPort }}{{ end }}
 {{- else }}
 tcpSocket:
   port: grpc
@@ -172,6 +172,8 @@ tcpSocket:
 - --drain-timeout
 - {{ $s.drainTimeoutSeconds | int | toString | quote }}
 {{- if .Values.tls.enabled }}
+- --health-listen
+- {{ printf "0.0.0.0:%d" (int $s.healthPort) | quote }}
 - --tls-cert
 - /etc/inferd/tls/tls.crt
 - --tls-key

@@ -22,6 +22,8 @@ Usage: inferd [flags]
   --drain-timeout SECONDS
   --tls-cert PATH
   --tls-key PATH
+  --health-listen HOST:PORT
+      Plaintext health.
   --tls-client-ca PATH
   --api-key-file PATH
 HELP
