@@ -192,6 +192,15 @@ inline void KvRow(const AttnJob& job, int64_t pos, const void** k,
   *v = static_cast<const char*>(job.v_cache) + off * esize;
 }
 
+constexpr int kPrefetchRows = 4;
+
+inline void PrefetchRow(const void* p, int bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int off = 0; off < bytes; off += 64) {
+    _mm_prefetch(c + off, _MM_HINT_T0);
+  }
+}
+
 inline uint64_t RangeMask(int64_t lo, int64_t hi) {
   const uint64_t below_hi = hi >= 64 ? ~uint64_t{0} : (uint64_t{1} << hi) - 1;
   const uint64_t below_lo = lo >= 64 ? ~uint64_t{0} : (uint64_t{1} << lo) - 1;
@@ -229,6 +238,11 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
 
   const __m512 scale = _mm512_set1_ps(job.scale);
   for (int64_t qi = q_begin; qi < q_end; ++qi) {
+    // Query rows are far apart (one row of the fused QKV activations each)
+    // and usually not cached: fetch a few rows ahead.
+    if (qi + kPrefetchRows < q_end) {
+      PrefetchRow(job.q + (qi + kPrefetchRows) * job.ldq, group * d * 4);
+    }
     for (int g = 0; g < group; ++g) {
       const int r = static_cast<int>((qi - q_begin) * group + g);
       const float* src = job.q + qi * job.ldq + int64_t{g} * d;
@@ -258,6 +272,12 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
     for (int j = 0; j < nk; ++j) {
       const void* kr;
       const void* vr;
+      if (j + kPrefetchRows < nk) {  // as for the queries
+        KvRow(job, k0 + j + kPrefetchRows, &kr, &vr);
+        const int row_bytes = d * (job.k == nullptr && job.cache_bf16 ? 2 : 4);
+        PrefetchRow(kr, row_bytes);
+        PrefetchRow(vr, row_bytes);
+      }
       KvRow(job, k0 + j, &kr, &vr);
       const bool bf16 = job.k == nullptr && job.cache_bf16;
       if (copy_v) {

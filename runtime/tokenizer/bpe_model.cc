@@ -35,12 +35,14 @@ class WordCache {
   explicit WordCache(size_t capacity) : per_shard_(capacity / kShards + 1) {}
 
   // On a hit, appends the word's tokens (offsets within the word) to `out`.
-  bool Lookup(absl::string_view word, std::vector<ModelToken>* out) const {
+  // `base` is added to the offsets.
+  bool Lookup(absl::string_view word, size_t base,
+              std::vector<ModelToken>* out) const {
     const Shard& s = shards_[ShardOf(word)];
     std::shared_lock<std::shared_mutex> lock(s.mu);
     auto it = s.map.find(word);
     if (it == s.map.end()) return false;
-    uint32_t pos = 0;
+    uint32_t pos = static_cast<uint32_t>(base);
     for (const CachedSymbol& sym : it->second) {
       out->push_back({sym.id, pos, pos + sym.len});
       pos += sym.len;
@@ -129,6 +131,7 @@ class BpeModel : public Model {
     }
     merges_.reserve(merges.size());
     uint32_t rank = 0;
+    bool metaspace_joined = false;
     for (const Json& m : merges) {
       std::string a, b;
       if (m.is_string()) {
@@ -169,8 +172,18 @@ class BpeModel : public Model {
             "tokenizer.json: merge \"", a, " ", b, "\" uses a token not in the vocab"));
       }
       merges_[PairKey(*ida, *idb)] = MergeInfo{rank, *idm};
+      const bool b_starts = b.compare(0, 3, kMetaspace) == 0;
+      const bool a_ends = a.size() >= 3 && a.compare(a.size() - 3, 3, kMetaspace) == 0;
+      if (b_starts && !a_ends) metaspace_joined = true;
       ++rank;
     }
+    // Splitting a word before U+2581 is exact when no merge joins a
+    // character other than U+2581 to a token starting with it, U+2581 is a
+    // token (so it never fuses with an unknown neighbour), and no
+    // continuing-subword prefix or end-of-word suffix depends on word edges.
+    split_before_metaspace_ = !metaspace_joined && !ignore_merges_ &&
+                              prefix_.empty() && suffix_.empty() &&
+                              vocab_.Find(kMetaspace).has_value();
     return absl::OkStatus();
   }
 
@@ -183,16 +196,22 @@ class BpeModel : public Model {
         return absl::OkStatus();
       }
     }
-    const bool cacheable = word.size() < kMaxCachedWordLen;
-    if (cacheable && cache_.Lookup(word, out)) return absl::OkStatus();
-    thread_local std::vector<CachedSymbol> syms;
-    MergeWord(word, &syms);
-    if (cacheable) cache_.Insert(word, syms);
-    uint32_t pos = 0;
-    for (const CachedSymbol& s : syms) {
-      out->push_back({s.id, pos, pos + s.len});
-      pos += s.len;
+    if (!split_before_metaspace_) {
+      TokenizeChunk(word, 0, out);
+      return absl::OkStatus();
     }
+    // Cut before every U+2581 that follows another character: no merge
+    // joins across such a point (checked at load), so the chunks tokenize
+    // independently, and short ones hit the word cache.
+    size_t start = 0;
+    for (size_t i = 1; i + 3 <= word.size(); ++i) {
+      if (word.compare(i, 3, kMetaspace) == 0 &&
+          !(i >= 3 && word.compare(i - 3, 3, kMetaspace) == 0)) {
+        TokenizeChunk(word.substr(start, i - start), start, out);
+        start = i;
+      }
+    }
+    TokenizeChunk(word.substr(start), start, out);
     return absl::OkStatus();
   }
 
@@ -221,6 +240,21 @@ class BpeModel : public Model {
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
   };
+
+  // Appends the tokens of `chunk`, which starts at byte `base` of the word.
+  void TokenizeChunk(absl::string_view chunk, size_t base,
+                     std::vector<ModelToken>* out) const {
+    const bool cacheable = chunk.size() < kMaxCachedWordLen;
+    if (cacheable && cache_.Lookup(chunk, base, out)) return;
+    thread_local std::vector<CachedSymbol> syms;
+    MergeWord(chunk, &syms);
+    if (cacheable) cache_.Insert(chunk, syms);
+    uint32_t pos = static_cast<uint32_t>(base);
+    for (const CachedSymbol& s : syms) {
+      out->push_back({s.id, pos, pos + s.len});
+      pos += s.len;
+    }
+  }
 
   // Vocabulary id of the character `s` at the start (is_first) or end
   // (is_last) of a word, if it has one.
@@ -363,6 +397,8 @@ class BpeModel : public Model {
   bool ignore_merges_ = false;
   std::array<int32_t, 256> byte_ids_{};
   static constexpr char32_t kCharTable = 0x800;
+  static constexpr char kMetaspace[] = "\xE2\x96\x81";  // U+2581
+  bool split_before_metaspace_ = false;
   // Code point -> id or -1; empty when a prefix or suffix is configured.
   std::vector<int32_t> char_ids_;
   mutable WordCache cache_;

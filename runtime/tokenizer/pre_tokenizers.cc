@@ -129,15 +129,40 @@ class SplitPreTokenizer : public PreTokenizer {
 
 class BertPreTokenizer : public PreTokenizer {
  public:
-  BertPreTokenizer() : ws_(&IsWhitespace), punct_(&IsBertPunctuation) {}
+  // Splitting on whitespace (removed) and then on punctuation (isolated),
+  // in one pass.
   void PreTokenize(std::vector<NormalizedString>* pieces) const override {
-    SplitAll(pieces, ws_, SplitBehavior::kRemoved, false);
-    SplitAll(pieces, punct_, SplitBehavior::kIsolated, false);
+    std::vector<NormalizedString> out;
+    out.reserve(pieces->size() * 8);
+    for (NormalizedString& p : *pieces) {
+      const std::string& text = p.get();
+      const size_t n = text.size();
+      auto emit = [&](size_t a, size_t b) {
+        if (a == 0 && b == n) {
+          out.push_back(std::move(p));
+        } else {
+          out.push_back(p.Slice(a, b));
+        }
+      };
+      size_t word = n;  // Start of the current word, n when none.
+      size_t i = 0;
+      while (i < n) {
+        size_t len = 1;
+        const unsigned char b = static_cast<unsigned char>(text[i]);
+        const char32_t c = b < 0x80 ? b : DecodeUtf8(text, i, &len);
+        if (IsWhitespace(c) || IsBertPunctuation(c)) {
+          if (word < i) emit(word, i);
+          word = n;
+          if (!IsWhitespace(c)) emit(i, i + len);
+        } else if (word == n) {
+          word = i;
+        }
+        i += len;
+      }
+      if (word < n) emit(word, n);
+    }
+    *pieces = std::move(out);
   }
-
- private:
-  CharPredicatePattern ws_;
-  CharPredicatePattern punct_;
 };
 
 class SequencePreTokenizer : public PreTokenizer {
