@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 
@@ -23,14 +24,6 @@ absl::Status CheckCount(absl::string_view field, size_t n,
                                        limits.max_inputs_per_request,
                                        " per request (--max-inputs-per-"
                                        "request); split the request"));
-  }
-  return absl::OkStatus();
-}
-
-template <typename T>
-absl::Status CheckRange(absl::string_view field, T v, T lo, T hi) {
-  if (!(v >= lo && v <= hi)) {
-    return Invalid(field, absl::StrCat(v, " is outside [", lo, ", ", hi, "]"));
   }
   return absl::OkStatus();
 }
@@ -179,64 +172,23 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
   p.disable_prefix_cache = req.disable_prefix_cache();
   const v1::SamplingParams& s = req.sampling();
   SamplingParams& o = p.sampling;
-  o.max_tokens = static_cast<int32_t>(s.max_tokens());
-  if (o.max_tokens > model.max_input_tokens && model.max_input_tokens > 0) {
+  o.max_tokens = static_cast<int32_t>(std::min<uint32_t>(s.max_tokens(), INT32_MAX));
+  if (model.max_input_tokens > 0 && o.max_tokens > model.max_input_tokens) {
     return Invalid("sampling.max_tokens",
                    absl::StrCat(o.max_tokens, " exceeds the model's context "
                                 "of ", model.max_input_tokens, " tokens"));
   }
-  o.min_tokens = static_cast<int32_t>(s.min_tokens());
-  if (o.max_tokens > 0 && o.min_tokens > o.max_tokens) {
-    return Invalid("sampling.min_tokens",
-                   absl::StrCat(o.min_tokens, " is larger than max_tokens ",
-                                o.max_tokens));
-  }
+  o.min_tokens = static_cast<int32_t>(std::min<uint32_t>(s.min_tokens(), INT32_MAX));
   o.temperature = s.has_temperature() ? s.temperature() : 1.0f;
-  if (auto st = CheckRange("sampling.temperature", o.temperature, 0.0f, 100.0f);
-      !st.ok()) {
-    return st;
-  }
-  o.top_k = s.top_k();
-  if (o.top_k < -1) return Invalid("sampling.top_k", "must be >= -1");
-  if (o.top_k == -1) o.top_k = 0;
+  o.top_k = s.top_k() == -1 ? 0 : s.top_k();
   o.top_p = s.has_top_p() ? s.top_p() : 1.0f;
-  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) {
-    return Invalid("sampling.top_p", absl::StrCat(o.top_p,
-                                                  " is outside (0, 1]"));
-  }
   o.min_p = s.min_p();
-  if (auto st = CheckRange("sampling.min_p", o.min_p, 0.0f, 1.0f); !st.ok()) {
-    return st;
-  }
   if (s.has_seed()) o.seed = s.seed();
   o.repetition_penalty =
       s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
-  if (!(o.repetition_penalty > 0.0f && o.repetition_penalty <= 10.0f)) {
-    return Invalid("sampling.repetition_penalty",
-                   absl::StrCat(o.repetition_penalty, " is outside (0, 10]"));
-  }
   o.presence_penalty = s.presence_penalty();
   o.frequency_penalty = s.frequency_penalty();
-  if (auto st = CheckRange("sampling.presence_penalty", o.presence_penalty,
-                           -2.0f, 2.0f);
-      !st.ok()) {
-    return st;
-  }
-  if (auto st = CheckRange("sampling.frequency_penalty", o.frequency_penalty,
-                           -2.0f, 2.0f);
-      !st.ok()) {
-    return st;
-  }
-  if (s.stop_size() > 16) {
-    return Invalid("sampling.stop", "at most 16 stop strings");
-  }
-  for (const std::string& stop : s.stop()) {
-    if (stop.empty()) return Invalid("sampling.stop", "empty stop string");
-    if (stop.size() > 256) {
-      return Invalid("sampling.stop", "a stop string is longer than 256 bytes");
-    }
-    o.stop.push_back(stop);
-  }
+  o.stop.assign(s.stop().begin(), s.stop().end());
   for (uint32_t id : s.stop_token_ids()) {
     if (static_cast<int64_t>(id) >= model.vocab_size) {
       return Invalid("sampling.stop_token_ids",
@@ -245,14 +197,13 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
     o.stop_token_ids.push_back(static_cast<int32_t>(id));
   }
   o.ignore_eos = s.ignore_eos();
-  if (s.logprobs() > 20) {
-    return Invalid("sampling.logprobs",
-                   absl::StrCat(s.logprobs(), " is outside [0, 20]"));
-  }
-  o.logprobs = static_cast<int32_t>(s.logprobs());
+  o.logprobs = static_cast<int32_t>(std::min<uint32_t>(s.logprobs(), INT32_MAX));
   o.skip_special_tokens =
       s.has_skip_special_tokens() ? s.skip_special_tokens() : true;
   o.include_stop_str_in_output = s.include_stop_str_in_output();
+  // One set of range checks for every front end (the ranges documented in
+  // inference.proto).
+  if (absl::Status v = o.Validate(); !v.ok()) return v;
   p.deadline = deadline;
   return p;
 }
