@@ -45,8 +45,8 @@ std::pair<int, size_t> AddedTokenMatcher::LongestAt(absl::string_view text,
   std::pair<int, size_t> best(-1, 0);
   uint32_t node = 0;
   for (size_t k = pos; k < text.size(); ++k) {
-    const uint64_t key =
-        (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[k]);
+    const uint64_t key = (static_cast<uint64_t>(node) << 8) |
+                         static_cast<unsigned char>(text[k]);
     auto it = edges_.find(key);
     if (it == edges_.end()) break;
     node = it->second;
@@ -73,7 +73,8 @@ std::vector<AddedSplit> AddedTokenMatcher::Split(absl::string_view text) const {
     size_t stop = pos + len;
     const AddedToken& tok = tokens_[pattern];
     if (tok.single_word) {
-      const bool start_ok = start == 0 || !IsWordChar(LastChar(text.substr(0, start)));
+      const bool start_ok =
+          start == 0 || !IsWordChar(LastChar(text.substr(0, start)));
       size_t clen;
       const bool stop_ok =
           stop == text.size() || !IsWordChar(DecodeUtf8(text, stop, &clen));
@@ -90,7 +91,8 @@ std::vector<AddedSplit> AddedTokenMatcher::Split(absl::string_view text) const {
       size_t s = start;
       while (s > start_offset) {
         size_t b = s - 1;
-        while (b > 0 && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80) --b;
+        while (b > 0 && (static_cast<unsigned char>(text[b]) & 0xC0) == 0x80)
+          --b;
         size_t clen;
         if (!IsWhitespace(DecodeUtf8(text, b, &clen))) break;
         s = b;

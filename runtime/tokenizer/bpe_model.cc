@@ -162,18 +162,21 @@ class BpeModel : public Model {
       auto ida = vocab_.Find(a);
       auto idb = vocab_.Find(b);
       std::string merged = a;
-      const size_t skip = (!prefix_.empty() && b.compare(0, prefix_.size(), prefix_) == 0)
-                              ? prefix_.size()
-                              : 0;
+      const size_t skip =
+          (!prefix_.empty() && b.compare(0, prefix_.size(), prefix_) == 0)
+              ? prefix_.size()
+              : 0;
       merged.append(b, skip, std::string::npos);
       auto idm = vocab_.Find(merged);
       if (!ida || !idb || !idm) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tokenizer.json: merge \"", a, " ", b, "\" uses a token not in the vocab"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("tokenizer.json: merge \"", a, " ", b,
+                         "\" uses a token not in the vocab"));
       }
       merges_[PairKey(*ida, *idb)] = MergeInfo{rank, *idm};
       const bool b_starts = b.compare(0, 3, kMetaspace) == 0;
-      const bool a_ends = a.size() >= 3 && a.compare(a.size() - 3, 3, kMetaspace) == 0;
+      const bool a_ends =
+          a.size() >= 3 && a.compare(a.size() - 3, 3, kMetaspace) == 0;
       if (b_starts && !a_ends) metaspace_joined = true;
       ++rank;
     }
@@ -317,8 +320,7 @@ class BpeModel : public Model {
           // Each byte token covers one byte of the word; any prefix or
           // suffix bytes are attributed to the character's last byte.
           for (size_t k = 0; k < s.size(); ++k) {
-            add(byte_ids_[static_cast<unsigned char>(s[k])],
-                k < len ? 1 : 0);
+            add(byte_ids_[static_cast<unsigned char>(s[k])], k < len ? 1 : 0);
           }
           continue;
         }

@@ -109,10 +109,11 @@ class WordPieceDecoder : public Decoder {
     std::string out = s;
     // Applied one after the other, in this order, like the reference.
     static const std::pair<const char*, const char*> kRules[] = {
-        {" .", "."},   {" ?", "?"},   {" !", "!"},          {" ,", ","},
-        {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"},
+        {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+        {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
         {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-    for (const auto& r : kRules) out = absl::StrReplaceAll(out, {{r.first, r.second}});
+    for (const auto& r : kRules)
+      out = absl::StrReplaceAll(out, {{r.first, r.second}});
     return out;
   }
 
@@ -148,7 +149,8 @@ class ByteFallbackDecoder : public Decoder {
       if (IsValidUtf8(pending)) {
         out.push_back(pending);
       } else {
-        for (size_t k = 0; k < pending_count; ++k) out.push_back("\xEF\xBF\xBD");
+        for (size_t k = 0; k < pending_count; ++k)
+          out.push_back("\xEF\xBF\xBD");
       }
       pending.clear();
       pending_count = 0;
@@ -207,7 +209,8 @@ class StripDecoder : public Decoder {
       size_t b = 0;
       while (b < start_ && b < chars.size() && chars[b] == content_) ++b;
       size_t e = chars.size();
-      for (size_t k = 0; k < stop_ && e > b && chars[e - 1] == content_; ++k) --e;
+      for (size_t k = 0; k < stop_ && e > b && chars[e - 1] == content_; ++k)
+        --e;
       tok = FromChars(chars, b, e);
     }
   }
@@ -247,7 +250,9 @@ class ReplaceDecoder : public Decoder {
 class CtcDecoder : public Decoder {
  public:
   CtcDecoder(std::string pad, std::string delimiter, bool cleanup)
-      : pad_(std::move(pad)), delimiter_(std::move(delimiter)), cleanup_(cleanup) {}
+      : pad_(std::move(pad)),
+        delimiter_(std::move(delimiter)),
+        cleanup_(cleanup) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     std::vector<std::string> out;
     for (size_t i = 0; i < tokens->size(); ++i) {
@@ -282,8 +287,8 @@ class SequenceDecoder : public Decoder {
 
 absl::StatusOr<char32_t> SingleChar(const std::string& s, const char* what) {
   if (s.empty() || !IsValidUtf8(s) || CountChars(s) != 1) {
-    return absl::InvalidArgumentError(
-        std::string("tokenizer.json: ") + what + " must be a single character");
+    return absl::InvalidArgumentError(std::string("tokenizer.json: ") + what +
+                                      " must be a single character");
   }
   size_t len;
   return DecodeUtf8(s, 0, &len);
@@ -293,13 +298,16 @@ absl::StatusOr<char32_t> SingleChar(const std::string& s, const char* what) {
 
 absl::StatusOr<std::unique_ptr<Decoder>> MakeDecoder(const Json& j) {
   if (!j.is_object()) {
-    return absl::InvalidArgumentError("tokenizer.json: decoder must be an object");
+    return absl::InvalidArgumentError(
+        "tokenizer.json: decoder must be an object");
   }
   const std::string type = TypeOf(j);
-  if (type == "ByteLevel") return std::unique_ptr<Decoder>(new ByteLevelDecoder());
+  if (type == "ByteLevel")
+    return std::unique_ptr<Decoder>(new ByteLevelDecoder());
   if (type == "Metaspace") {
-    ASSIGN_OR_RETURN(char32_t rep, SingleChar(GetString(j, "replacement", "\xE2\x96\x81"),
-                                             "Metaspace replacement"));
+    ASSIGN_OR_RETURN(char32_t rep,
+                     SingleChar(GetString(j, "replacement", "\xE2\x96\x81"),
+                                "Metaspace replacement"));
     bool strip_first = GetBool(j, "add_prefix_space", true);
     const std::string scheme = GetString(j, "prepend_scheme");
     if (!scheme.empty()) strip_first = scheme != "never";
@@ -310,28 +318,33 @@ absl::StatusOr<std::unique_ptr<Decoder>> MakeDecoder(const Json& j) {
         GetString(j, "prefix", "##"), GetBool(j, "cleanup", true)));
   }
   if (type == "BPEDecoder") {
-    return std::unique_ptr<Decoder>(new BpeDecoder(GetString(j, "suffix", "</w>")));
+    return std::unique_ptr<Decoder>(
+        new BpeDecoder(GetString(j, "suffix", "</w>")));
   }
-  if (type == "ByteFallback") return std::unique_ptr<Decoder>(new ByteFallbackDecoder());
+  if (type == "ByteFallback")
+    return std::unique_ptr<Decoder>(new ByteFallbackDecoder());
   if (type == "Fuse") return std::unique_ptr<Decoder>(new FuseDecoder());
   if (type == "Strip") {
-    ASSIGN_OR_RETURN(char32_t c, SingleChar(GetString(j, "content", " "), "Strip content"));
-    return std::unique_ptr<Decoder>(new StripDecoder(
-        c, static_cast<size_t>(GetInt(j, "start", 0)),
-        static_cast<size_t>(GetInt(j, "stop", 0))));
+    ASSIGN_OR_RETURN(char32_t c,
+                     SingleChar(GetString(j, "content", " "), "Strip content"));
+    return std::unique_ptr<Decoder>(
+        new StripDecoder(c, static_cast<size_t>(GetInt(j, "start", 0)),
+                         static_cast<size_t>(GetInt(j, "stop", 0))));
   }
   if (type == "Replace") {
     if (!Has(j, "pattern")) {
-      return absl::InvalidArgumentError("tokenizer.json: Replace needs a pattern");
+      return absl::InvalidArgumentError(
+          "tokenizer.json: Replace needs a pattern");
     }
     ASSIGN_OR_RETURN(auto pattern, MakePattern(j.at("pattern")));
     return std::unique_ptr<Decoder>(
         new ReplaceDecoder(std::move(pattern), GetString(j, "content")));
   }
   if (type == "CTC") {
-    return std::unique_ptr<Decoder>(new CtcDecoder(
-        GetString(j, "pad_token", "<pad>"), GetString(j, "word_delimiter_token", "|"),
-        GetBool(j, "cleanup", true)));
+    return std::unique_ptr<Decoder>(
+        new CtcDecoder(GetString(j, "pad_token", "<pad>"),
+                       GetString(j, "word_delimiter_token", "|"),
+                       GetBool(j, "cleanup", true)));
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Decoder>> parts;

@@ -19,15 +19,17 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tok,
                                        absl::Span<const int32_t> prompt_ids)
     : tok_(tok), skip_special_tokens_(skip_special_tokens) {
   for (int32_t id : prompt_ids) {
-    if (id >= 0 && static_cast<size_t>(id) < tok_.vocab_size()) ids_.push_back(id);
+    if (id >= 0 && static_cast<size_t>(id) < tok_.vocab_size())
+      ids_.push_back(id);
   }
   read_offset_ = ids_.size();
-  prefix_offset_ = ids_.size() > kPromptContext ? ids_.size() - kPromptContext : 0;
+  prefix_offset_ =
+      ids_.size() > kPromptContext ? ids_.size() - kPromptContext : 0;
 }
 
 std::string IncrementalDecoder::DecodeRange(size_t begin, size_t end) const {
-  auto text = tok_.Decode(
-      absl::MakeConstSpan(ids_.data() + begin, end - begin), skip_special_tokens_);
+  auto text = tok_.Decode(absl::MakeConstSpan(ids_.data() + begin, end - begin),
+                          skip_special_tokens_);
   return text.ok() ? *std::move(text) : std::string();
 }
 
@@ -51,7 +53,8 @@ std::string IncrementalDecoder::Flush() {
   const std::string prefix = DecodeRange(prefix_offset_, read_offset_);
   const std::string full = DecodeRange(prefix_offset_, ids_.size());
   prefix_offset_ = read_offset_ = ids_.size();
-  if (full.size() <= prefix.size() || full.compare(0, prefix.size(), prefix) != 0) {
+  if (full.size() <= prefix.size() ||
+      full.compare(0, prefix.size(), prefix) != 0) {
     return "";
   }
   return full.substr(prefix.size());

@@ -5,9 +5,8 @@
 #define INFERD_RUNTIME_TOKENIZER_JSON_UTIL_H_
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -32,7 +31,8 @@ inline int64_t GetInt(const Json& j, const char* key, int64_t def) {
 }
 inline std::string TypeOf(const Json& j) { return GetString(j, "type"); }
 
-inline absl::Status UnknownType(const char* component, const std::string& type) {
+inline absl::Status UnknownType(const char* component,
+                                const std::string& type) {
   return absl::InvalidArgumentError(absl::StrCat(
       "tokenizer.json: unknown ", component, " type \"", type, "\""));
 }

@@ -18,7 +18,8 @@ void Vocab::Add(std::string token, int32_t id) {
 
 absl::StatusOr<std::unique_ptr<Model>> MakeModel(const Json& j) {
   if (!j.is_object()) {
-    return absl::InvalidArgumentError("tokenizer.json: model must be an object");
+    return absl::InvalidArgumentError(
+        "tokenizer.json: model must be an object");
   }
   std::string type = TypeOf(j);
   if (type.empty()) {

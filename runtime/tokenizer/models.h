@@ -52,8 +52,7 @@ class Vocab {
     return it->second;
   }
   const std::string* Token(int32_t id) const {
-    if (id < 0 || static_cast<size_t>(id) >= tokens_.size() ||
-        !present_[id]) {
+    if (id < 0 || static_cast<size_t>(id) >= tokens_.size() || !present_[id]) {
       return nullptr;
     }
     return &tokens_[id];

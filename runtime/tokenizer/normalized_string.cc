@@ -15,11 +15,15 @@ NormalizedString::NormalizedString(absl::string_view original, uint32_t base)
 
 Offsets NormalizedString::AlignmentAt(size_t i) const {
   if (!implicit_) return alignments_[i];
+  if (i < implicit_prefix_) return Offsets(original_start_, original_start_);
   // The character containing byte i: its lead byte is at most 3 bytes back.
-  const auto* p = reinterpret_cast<const unsigned char*>(normalized_.data());
+  const auto* p = reinterpret_cast<const unsigned char*>(normalized_.data()) +
+                  implicit_prefix_;
+  const size_t n = normalized_.size() - implicit_prefix_;
+  i -= implicit_prefix_;
   size_t s = i;
   while (s > 0 && i - s < 3 && (p[s] & 0xC0) == 0x80) --s;
-  size_t e = std::min(s + Utf8CharLen(p[s]), normalized_.size());
+  size_t e = std::min(s + Utf8CharLen(p[s]), n);
   if (e <= i) {  // A stray continuation byte is a character of its own.
     s = i;
     e = i + 1;
@@ -31,17 +35,23 @@ Offsets NormalizedString::AlignmentAt(size_t i) const {
 void NormalizedString::Materialize() {
   if (!implicit_) return;
   alignments_.resize(normalized_.size());
-  const absl::string_view s = normalized_;
+  for (size_t k = 0; k < implicit_prefix_; ++k) {
+    alignments_[k] = Offsets(original_start_, original_start_);
+  }
+  const absl::string_view s =
+      absl::string_view(normalized_).substr(implicit_prefix_);
+  Offsets* const align = alignments_.data() + implicit_prefix_;
   size_t i = 0;
   while (i < s.size()) {
     const size_t len =
         std::min(Utf8CharLen(static_cast<unsigned char>(s[i])), s.size() - i);
     const Offsets a(original_start_ + static_cast<uint32_t>(i),
                     original_start_ + static_cast<uint32_t>(i + len));
-    for (size_t k = 0; k < len; ++k) alignments_[i + k] = a;
+    for (size_t k = 0; k < len; ++k) align[i + k] = a;
     i += len;
   }
   implicit_ = false;
+  implicit_prefix_ = 0;
 }
 
 void NormalizedString::Transform(size_t start, size_t end,
@@ -97,10 +107,17 @@ void NormalizedString::Transform(size_t start, size_t end,
 
 void NormalizedString::Prepend(absl::string_view s) {
   if (s.empty()) return;
-  Materialize();
+  if (implicit_) {
+    // Inserted text aligns with the empty range at the start, which is
+    // what implicit prefix bytes align with.
+    normalized_.insert(0, s.data(), s.size());
+    implicit_prefix_ += static_cast<uint32_t>(s.size());
+    return;
+  }
   // Inserted text aligns with the empty range before the first character.
   Offsets a(original_start_, original_start_);
-  if (!alignments_.empty()) a = Offsets(alignments_[0].first, alignments_[0].first);
+  if (!alignments_.empty())
+    a = Offsets(alignments_[0].first, alignments_[0].first);
   normalized_.insert(0, s.data(), s.size());
   alignments_.insert(alignments_.begin(), s.size(), a);
 }
@@ -213,7 +230,7 @@ NormalizedString NormalizedString::Slice(size_t start, size_t end) const {
     return i >= normalized_.size() ||
            (static_cast<unsigned char>(normalized_[i]) & 0xC0) != 0x80;
   };
-  if (implicit_ && boundary(start) && boundary(end)) {
+  if (implicit_ && implicit_prefix_ == 0 && boundary(start) && boundary(end)) {
     out.implicit_ = true;
     out.original_start_ = original_start_ + static_cast<uint32_t>(start);
     out.original_end_ = original_start_ + static_cast<uint32_t>(end);
@@ -221,7 +238,8 @@ NormalizedString NormalizedString::Slice(size_t start, size_t end) const {
   }
   if (implicit_) {
     out.alignments_.reserve(end - start);
-    for (size_t i = start; i < end; ++i) out.alignments_.push_back(AlignmentAt(i));
+    for (size_t i = start; i < end; ++i)
+      out.alignments_.push_back(AlignmentAt(i));
   } else {
     out.alignments_.assign(alignments_.begin() + start,
                            alignments_.begin() + end);

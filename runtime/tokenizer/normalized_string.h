@@ -86,10 +86,13 @@ class NormalizedString {
   std::string normalized_;
   // One entry per normalized byte; empty while implicit_.
   std::vector<Offsets> alignments_;
-  // True while normalized_ is a verbatim copy of original bytes starting at
-  // original_start_ that begins on a character boundary: byte i then aligns
-  // with the whole character containing it.
+  // True while normalized_ is (after implicit_prefix_ bytes) a verbatim copy
+  // of original bytes starting at original_start_ that begins on a character
+  // boundary: byte i then aligns with the whole character containing it.
   bool implicit_ = false;
+  // While implicit_: bytes prepended to the verbatim copy; they align with
+  // the empty range at original_start_.
+  uint32_t implicit_prefix_ = 0;
   uint32_t original_start_ = 0;
   uint32_t original_end_ = 0;
 };

@@ -98,7 +98,8 @@ void FilterMap(NormalizedString* s, Keep keep, Map map) {
       ++leading_removed;
     }
   }
-  if (leading_removed > 0) t.insert(t.begin(), {NormalizedString::kSkip, leading_removed});
+  if (leading_removed > 0)
+    t.insert(t.begin(), {NormalizedString::kSkip, leading_removed});
   s->TransformAll(t);
 }
 
@@ -137,7 +138,8 @@ class UnicodeNormalizer : public Normalizer {
     for (size_t i = 0; i < str.size();) {
       size_t len;
       const char32_t c = DecodeUtf8(str, i, &len);
-      if (i > chunk_start && norm_->hasBoundaryBefore(static_cast<UChar32>(c))) {
+      if (i > chunk_start &&
+          norm_->hasBoundaryBefore(static_cast<UChar32>(c))) {
         flush(i);
         chunk_start = i;
       }
@@ -159,8 +161,8 @@ absl::StatusOr<const icu::Normalizer2*> GetIcuNormalizer(const std::string& t) {
   if (t == "NFKC") n = icu::Normalizer2::getNFKCInstance(err);
   if (t == "NFKD") n = icu::Normalizer2::getNFKDInstance(err);
   if (n == nullptr || U_FAILURE(err)) {
-    return absl::InternalError(absl::StrCat("ICU normalizer ", t,
-                                            " unavailable: ", u_errorName(err)));
+    return absl::InternalError(
+        absl::StrCat("ICU normalizer ", t, " unavailable: ", u_errorName(err)));
   }
   return n;
 }
@@ -237,8 +239,10 @@ void StripWhitespace(NormalizedString* s, bool left, bool right) {
   if (lead == 0 && trail == 0) return;
   std::vector<Change> t;
   if (lead > 0) t.push_back({NormalizedString::kSkip, static_cast<int>(lead)});
-  for (size_t i = lead; i < chars.size() - trail; ++i) t.push_back({chars[i], 0});
-  if (trail > 0) t.push_back({NormalizedString::kSkip, static_cast<int>(trail)});
+  for (size_t i = lead; i < chars.size() - trail; ++i)
+    t.push_back({chars[i], 0});
+  if (trail > 0)
+    t.push_back({NormalizedString::kSkip, static_cast<int>(trail)});
   s->TransformAll(t);
 }
 
@@ -256,8 +260,8 @@ class StripNormalizer : public Normalizer {
 class StripAccentsNormalizer : public Normalizer {
  public:
   void Normalize(NormalizedString* s) const override {
-    FilterMap(s, [](char32_t c) { return !IsMark(c); },
-              [](char32_t c) { return c; });
+    FilterMap(
+        s, [](char32_t c) { return !IsMark(c); }, [](char32_t c) { return c; });
   }
 };
 
@@ -304,8 +308,9 @@ class BertNormalizer : public Normalizer {
     }
     if (strip_accents_) {
       UnicodeNormalizer(nfd_).Normalize(s);
-      FilterMap(s, [](char32_t c) { return !IsMarkNonspacing(c); },
-                [](char32_t c) { return c; });
+      FilterMap(
+          s, [](char32_t c) { return !IsMarkNonspacing(c); },
+          [](char32_t c) { return c; });
     }
     if (lowercase_) Lowercase(s);
   }
@@ -332,8 +337,8 @@ class BertNormalizer : public Normalizer {
     const std::string& str = s->get();
     for (unsigned char c : str) {
       if (c >= 0x80) return false;
-      if (clean_text_ && (c == 0x7F || (c < 0x20 && c != '\t' && c != '\n' &&
-                                        c != '\r'))) {
+      if (clean_text_ &&
+          (c == 0x7F || (c < 0x20 && c != '\t' && c != '\n' && c != '\r'))) {
         return false;
       }
     }
@@ -365,7 +370,8 @@ class ReplaceNormalizer : public Normalizer {
 
 class PrependNormalizer : public Normalizer {
  public:
-  explicit PrependNormalizer(std::string prepend) : prepend_(std::move(prepend)) {}
+  explicit PrependNormalizer(std::string prepend)
+      : prepend_(std::move(prepend)) {}
   void Normalize(NormalizedString* s) const override {
     if (!s->empty()) s->Prepend(prepend_);
   }
@@ -381,15 +387,14 @@ class NmtNormalizer : public Normalizer {
         s,
         [](char32_t c) {
           return !((c >= 0x0001 && c <= 0x0008) || c == 0x000B ||
-                   (c >= 0x000E && c <= 0x001F) || c == 0x007F ||
-                   c == 0x008F || c == 0x009F);
+                   (c >= 0x000E && c <= 0x001F) || c == 0x007F || c == 0x008F ||
+                   c == 0x009F);
         },
         [](char32_t c) {
-          const bool to_space = c == 0x0009 || c == 0x000A || c == 0x000C ||
-                                c == 0x000D || c == 0x1680 ||
-                                (c >= 0x200B && c <= 0x200F) || c == 0x2028 ||
-                                c == 0x2029 || c == 0x2581 || c == 0xFEFF ||
-                                c == 0xFFFD;
+          const bool to_space =
+              c == 0x0009 || c == 0x000A || c == 0x000C || c == 0x000D ||
+              c == 0x1680 || (c >= 0x200B && c <= 0x200F) || c == 0x2028 ||
+              c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
           return to_space ? char32_t(' ') : c;
         });
   }
@@ -405,8 +410,9 @@ class ByteLevelNormalizer : public Normalizer {
     for (size_t i = 0; i < str.size();) {
       const size_t len = Utf8CharLen(static_cast<unsigned char>(str[i]));
       for (size_t k = 0; k < len && i + k < str.size(); ++k) {
-        t.push_back({tables.byte_to_char[static_cast<unsigned char>(str[i + k])],
-                     k > 0 ? 1 : 0});
+        t.push_back(
+            {tables.byte_to_char[static_cast<unsigned char>(str[i + k])],
+             k > 0 ? 1 : 0});
       }
       i += len;
     }
@@ -431,7 +437,8 @@ class PrecompiledNormalizer : public Normalizer {
       return absl::InvalidArgumentError(
           "tokenizer.json: Precompiled charsmap trie size out of range");
     }
-    auto n = std::unique_ptr<PrecompiledNormalizer>(new PrecompiledNormalizer());
+    auto n =
+        std::unique_ptr<PrecompiledNormalizer>(new PrecompiledNormalizer());
     n->units_.resize(trie_size / 4);
     std::memcpy(n->units_.data(), blob.data() + 4, trie_size);
     n->normalized_ = blob.substr(4 + trie_size);
@@ -442,15 +449,15 @@ class PrecompiledNormalizer : public Normalizer {
       return absl::InternalError("ICU character break iterator unavailable");
     }
     for (int b = 0; b < 0x80; ++b) {
-      absl::string_view unused;
       const char c = static_cast<char>(b);
-      n->ascii_mapped_[b] = n->Lookup(absl::string_view(&c, 1), &unused);
+      n->ascii_mapped_[b] =
+          n->Lookup(absl::string_view(&c, 1), &n->ascii_replacement_[b]);
     }
     return n;
   }
 
   void Normalize(NormalizedString* s) const override {
-    if (IsAsciiIdentity(s->get())) return;
+    if (NormalizeAscii(s)) return;
     const std::string str = s->get();
     if (str.empty()) return;
     std::vector<Change> t;
@@ -491,16 +498,29 @@ class PrecompiledNormalizer : public Normalizer {
  private:
   PrecompiledNormalizer() = default;
 
-  // True when `str` is ASCII without CR LF (so every character is a
-  // grapheme of its own) and the map rewrites none of its characters.
-  bool IsAsciiIdentity(const std::string& str) const {
+  // When the text is ASCII without CR LF, every character is a grapheme of
+  // its own and is mapped alone: done here without the break iterator.
+  // False (nothing done) otherwise.
+  bool NormalizeAscii(NormalizedString* s) const {
+    const std::string& str = s->get();
     unsigned char prev = 0;
+    bool modified = false;
     for (unsigned char c : str) {
-      if (c >= 0x80 || ascii_mapped_[c] || (prev == '\r' && c == '\n')) {
-        return false;
-      }
+      if (c >= 0x80 || (prev == '\r' && c == '\n')) return false;
+      modified = modified || ascii_mapped_[c];
       prev = c;
     }
+    if (!modified) return true;
+    std::vector<Change> t;
+    t.reserve(str.size());
+    for (unsigned char c : str) {
+      if (ascii_mapped_[c]) {
+        AppendReplacement(&t, 1, ascii_replacement_[c]);
+      } else {
+        t.push_back({c, 0});
+      }
+    }
+    s->TransformAll(t);
     return true;
   }
 
@@ -528,8 +548,10 @@ class PrecompiledNormalizer : public Normalizer {
         const uint32_t index = value(units_[node]);
         if (index >= normalized_.size()) return false;
         const size_t end = normalized_.find('\0', index);
-        *out = absl::string_view(normalized_).substr(
-            index, (end == std::string::npos ? normalized_.size() : end) - index);
+        *out = absl::string_view(normalized_)
+                   .substr(index, (end == std::string::npos ? normalized_.size()
+                                                            : end) -
+                                      index);
         return true;
       }
     }
@@ -539,7 +561,10 @@ class PrecompiledNormalizer : public Normalizer {
   std::vector<uint32_t> units_;
   std::string normalized_;
   std::unique_ptr<icu::BreakIterator> break_iterator_;  // Cloned per use.
-  bool ascii_mapped_[0x80] = {};  // The map has an entry for the character.
+  // Whether the map has an entry for an ASCII character, and the entry
+  // (pointing into normalized_).
+  bool ascii_mapped_[0x80] = {};
+  absl::string_view ascii_replacement_[0x80];
 };
 
 class SequenceNormalizer : public Normalizer {
@@ -560,14 +585,16 @@ absl::StatusOr<std::unique_ptr<Pattern>> MakePattern(const Json& j);
 
 absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const Json& j) {
   if (!j.is_object()) {
-    return absl::InvalidArgumentError("tokenizer.json: normalizer must be an object");
+    return absl::InvalidArgumentError(
+        "tokenizer.json: normalizer must be an object");
   }
   const std::string type = TypeOf(j);
   if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
     ASSIGN_OR_RETURN(const icu::Normalizer2* n, GetIcuNormalizer(type));
     return std::unique_ptr<Normalizer>(new UnicodeNormalizer(n));
   }
-  if (type == "Lowercase") return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
+  if (type == "Lowercase")
+    return std::unique_ptr<Normalizer>(new LowercaseNormalizer());
   if (type == "Strip") {
     return std::unique_ptr<Normalizer>(new StripNormalizer(
         GetBool(j, "strip_left", true), GetBool(j, "strip_right", true)));
@@ -579,20 +606,23 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const Json& j) {
     const bool lowercase = GetBool(j, "lowercase", true);
     const bool strip_accents = GetBool(j, "strip_accents", lowercase);
     ASSIGN_OR_RETURN(const icu::Normalizer2* nfd, GetIcuNormalizer("NFD"));
-    return std::unique_ptr<Normalizer>(new BertNormalizer(
-        GetBool(j, "clean_text", true), GetBool(j, "handle_chinese_chars", true),
-        strip_accents, lowercase, nfd));
+    return std::unique_ptr<Normalizer>(
+        new BertNormalizer(GetBool(j, "clean_text", true),
+                           GetBool(j, "handle_chinese_chars", true),
+                           strip_accents, lowercase, nfd));
   }
   if (type == "Replace") {
     if (!Has(j, "pattern")) {
-      return absl::InvalidArgumentError("tokenizer.json: Replace needs a pattern");
+      return absl::InvalidArgumentError(
+          "tokenizer.json: Replace needs a pattern");
     }
     ASSIGN_OR_RETURN(auto pattern, MakePattern(j.at("pattern")));
     return std::unique_ptr<Normalizer>(
         new ReplaceNormalizer(std::move(pattern), GetString(j, "content")));
   }
   if (type == "Prepend") {
-    return std::unique_ptr<Normalizer>(new PrependNormalizer(GetString(j, "prepend")));
+    return std::unique_ptr<Normalizer>(
+        new PrependNormalizer(GetString(j, "prepend")));
   }
   if (type == "Precompiled") {
     ASSIGN_OR_RETURN(auto n, PrecompiledNormalizer::Create(
@@ -600,7 +630,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const Json& j) {
     return std::unique_ptr<Normalizer>(std::move(n));
   }
   if (type == "Nmt") return std::unique_ptr<Normalizer>(new NmtNormalizer());
-  if (type == "ByteLevel") return std::unique_ptr<Normalizer>(new ByteLevelNormalizer());
+  if (type == "ByteLevel")
+    return std::unique_ptr<Normalizer>(new ByteLevelNormalizer());
   if (type == "Sequence") {
     std::vector<std::unique_ptr<Normalizer>> parts;
     if (Has(j, "normalizers")) {
@@ -609,7 +640,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const Json& j) {
         parts.push_back(std::move(p));
       }
     }
-    return std::unique_ptr<Normalizer>(new SequenceNormalizer(std::move(parts)));
+    return std::unique_ptr<Normalizer>(
+        new SequenceNormalizer(std::move(parts)));
   }
   return UnknownType("normalizer", type);
 }
@@ -617,7 +649,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> MakeNormalizer(const Json& j) {
 // {"String": "..."} or {"Regex": "..."}.
 absl::StatusOr<std::unique_ptr<Pattern>> MakePattern(const Json& j) {
   if (j.is_object() && j.contains("String")) {
-    return std::unique_ptr<Pattern>(new LiteralPattern(j.at("String").get<std::string>()));
+    return std::unique_ptr<Pattern>(
+        new LiteralPattern(j.at("String").get<std::string>()));
   }
   if (j.is_object() && j.contains("Regex")) {
     return CompileRegexPattern(j.at("Regex").get<std::string>());

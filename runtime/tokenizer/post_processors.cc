@@ -3,8 +3,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/status/status.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -57,17 +57,20 @@ void TrimByteLevelOffsets(Encoding* e, bool add_prefix_space) {
     size_t leading = 0;
     while (leading < chars.size() && is_space(chars[leading])) ++leading;
     size_t trailing = 0;
-    while (trailing < chars.size() && is_space(chars[chars.size() - 1 - trailing])) {
+    while (trailing < chars.size() &&
+           is_space(chars[chars.size() - 1 - trailing])) {
       ++trailing;
     }
     if (leading == 0 && trailing == 0) continue;
     if (leading > 0) {
       const bool is_first = i == 0 || off.first == 0;
       if (is_first && add_prefix_space && leading == 1) leading = 0;
-      off.first = std::min<uint32_t>(off.first + static_cast<uint32_t>(leading), off.second);
+      off.first = std::min<uint32_t>(off.first + static_cast<uint32_t>(leading),
+                                     off.second);
     }
     if (trailing > 0 && off.second >= trailing) {
-      off.second = std::max<uint32_t>(off.second - static_cast<uint32_t>(trailing), off.first);
+      off.second = std::max<uint32_t>(
+          off.second - static_cast<uint32_t>(trailing), off.first);
     }
   }
 }
@@ -93,8 +96,8 @@ struct SpecialToken {
 
 struct TemplatePiece {
   bool is_sequence;
-  int sequence;          // 0 = A, 1 = B.
-  std::string special;   // Key into the special-token map.
+  int sequence;         // 0 = A, 1 = B.
+  std::string special;  // Key into the special-token map.
   int32_t type_id;
 };
 
@@ -103,7 +106,8 @@ class TemplateProcessor : public PostProcessor {
   TemplateProcessor(std::vector<TemplatePiece> single,
                     std::vector<TemplatePiece> pair,
                     absl::flat_hash_map<std::string, SpecialToken> specials)
-      : single_(std::move(single)), pair_(std::move(pair)),
+      : single_(std::move(single)),
+        pair_(std::move(pair)),
         specials_(std::move(specials)) {}
 
   size_t AddedTokens(bool pair) const override {
@@ -117,7 +121,8 @@ class TemplateProcessor : public PostProcessor {
     return n;
   }
 
-  void Process(std::vector<Encoding>* encodings, bool add_special) const override {
+  void Process(std::vector<Encoding>* encodings,
+               bool add_special) const override {
     const bool pair = encodings->size() >= 2;
     Encoding out;
     for (const TemplatePiece& p : pair ? pair_ : single_) {
@@ -130,7 +135,8 @@ class TemplateProcessor : public PostProcessor {
         auto it = specials_.find(p.special);
         if (it == specials_.end()) continue;
         for (size_t k = 0; k < it->second.ids.size(); ++k) {
-          AppendSpecial(&out, it->second.ids[k], it->second.tokens[k], p.type_id);
+          AppendSpecial(&out, it->second.ids[k], it->second.tokens[k],
+                        p.type_id);
         }
       }
     }
@@ -148,14 +154,18 @@ class ClsSepProcessor : public PostProcessor {
   ClsSepProcessor(std::pair<std::string, int32_t> cls,
                   std::pair<std::string, int32_t> sep, bool roberta,
                   bool trim_offsets, bool add_prefix_space)
-      : cls_(std::move(cls)), sep_(std::move(sep)), roberta_(roberta),
-        trim_offsets_(trim_offsets), add_prefix_space_(add_prefix_space) {}
+      : cls_(std::move(cls)),
+        sep_(std::move(sep)),
+        roberta_(roberta),
+        trim_offsets_(trim_offsets),
+        add_prefix_space_(add_prefix_space) {}
 
   size_t AddedTokens(bool pair) const override {
     return pair ? (roberta_ ? 4 : 3) : 2;
   }
 
-  void Process(std::vector<Encoding>* encodings, bool add_special) const override {
+  void Process(std::vector<Encoding>* encodings,
+               bool add_special) const override {
     if (roberta_) {
       for (Encoding& e : *encodings) {
         if (trim_offsets_) TrimByteLevelOffsets(&e, add_prefix_space_);
@@ -194,7 +204,8 @@ class SequenceProcessor : public PostProcessor {
     for (const auto& p : parts_) n += p->AddedTokens(pair);
     return n;
   }
-  void Process(std::vector<Encoding>* encodings, bool add_special) const override {
+  void Process(std::vector<Encoding>* encodings,
+               bool add_special) const override {
     for (const auto& p : parts_) p->Process(encodings, add_special);
   }
 
@@ -224,7 +235,8 @@ absl::StatusOr<std::vector<TemplatePiece>> ParseTemplate(const Json& j) {
       } else {
         int v;
         if (!absl::SimpleAtoi(seq, &v)) {
-          return absl::InvalidArgumentError("tokenizer.json: bad template piece " + s);
+          return absl::InvalidArgumentError(
+              "tokenizer.json: bad template piece " + s);
         }
         out.push_back({true, 0, "", v});  // "$1" means A with type id 1.
       }
@@ -241,7 +253,8 @@ absl::StatusOr<std::vector<TemplatePiece>> ParseTemplate(const Json& j) {
     return out;
   }
   if (!j.is_array()) {
-    return absl::InvalidArgumentError("tokenizer.json: template must be a list");
+    return absl::InvalidArgumentError(
+        "tokenizer.json: template must be a list");
   }
   for (const Json& p : j) {
     if (p.is_string()) {
@@ -249,23 +262,25 @@ absl::StatusOr<std::vector<TemplatePiece>> ParseTemplate(const Json& j) {
     } else if (p.contains("Sequence")) {
       const Json& s = p.at("Sequence");
       const std::string id = GetString(s, "id", "A");
-      out.push_back({true, id == "B" ? 1 : 0, "", static_cast<int32_t>(GetInt(s, "type_id", 0))});
+      out.push_back({true, id == "B" ? 1 : 0, "",
+                     static_cast<int32_t>(GetInt(s, "type_id", 0))});
     } else if (p.contains("SpecialToken")) {
       const Json& s = p.at("SpecialToken");
-      out.push_back({false, 0, GetString(s, "id"), static_cast<int32_t>(GetInt(s, "type_id", 0))});
+      out.push_back({false, 0, GetString(s, "id"),
+                     static_cast<int32_t>(GetInt(s, "type_id", 0))});
     } else {
-      return absl::InvalidArgumentError("tokenizer.json: unknown template piece");
+      return absl::InvalidArgumentError(
+          "tokenizer.json: unknown template piece");
     }
   }
   return out;
 }
 
-absl::StatusOr<std::pair<std::string, int32_t>> ParseTokenPair(const Json& j,
-                                                               const char* key) {
+absl::StatusOr<std::pair<std::string, int32_t>> ParseTokenPair(
+    const Json& j, const char* key) {
   if (!Has(j, key) || !j.at(key).is_array() || j.at(key).size() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer.json: post_processor needs \"", key,
-                     "\" as [token, id]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tokenizer.json: post_processor needs \"", key, "\" as [token, id]"));
   }
   return std::make_pair(j.at(key)[0].get<std::string>(),
                         j.at(key)[1].get<int32_t>());
@@ -279,14 +294,17 @@ Encoding MergeEncodings(std::vector<Encoding>* encodings) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const Json& j) {
+absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(
+    const Json& j) {
   if (!j.is_object()) {
-    return absl::InvalidArgumentError("tokenizer.json: post_processor must be an object");
+    return absl::InvalidArgumentError(
+        "tokenizer.json: post_processor must be an object");
   }
   const std::string type = TypeOf(j);
   if (type == "ByteLevel") {
-    return std::unique_ptr<PostProcessor>(new ByteLevelProcessor(
-        GetBool(j, "trim_offsets", true), GetBool(j, "add_prefix_space", true)));
+    return std::unique_ptr<PostProcessor>(
+        new ByteLevelProcessor(GetBool(j, "trim_offsets", true),
+                               GetBool(j, "add_prefix_space", true)));
   }
   if (type == "TemplateProcessing") {
     std::vector<TemplatePiece> single, pair;
@@ -302,7 +320,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const Json& j) 
         SpecialToken st;
         const Json& v = kv.value();
         if (Has(v, "ids")) st.ids = v.at("ids").get<std::vector<int32_t>>();
-        if (Has(v, "tokens")) st.tokens = v.at("tokens").get<std::vector<std::string>>();
+        if (Has(v, "tokens"))
+          st.tokens = v.at("tokens").get<std::vector<std::string>>();
         if (st.ids.size() != st.tokens.size()) {
           return absl::InvalidArgumentError(
               "tokenizer.json: special token ids and tokens differ in length");
@@ -314,20 +333,22 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const Json& j) 
       for (const TemplatePiece& p : *t) {
         if (!p.is_sequence && !specials.contains(p.special)) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "tokenizer.json: template uses unknown special token \"", p.special, "\""));
+              "tokenizer.json: template uses unknown special token \"",
+              p.special, "\""));
         }
       }
     }
-    return std::unique_ptr<PostProcessor>(
-        new TemplateProcessor(std::move(single), std::move(pair), std::move(specials)));
+    return std::unique_ptr<PostProcessor>(new TemplateProcessor(
+        std::move(single), std::move(pair), std::move(specials)));
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     ASSIGN_OR_RETURN(auto sep, ParseTokenPair(j, "sep"));
     ASSIGN_OR_RETURN(auto cls, ParseTokenPair(j, "cls"));
     const bool roberta = type == "RobertaProcessing";
-    return std::unique_ptr<PostProcessor>(new ClsSepProcessor(
-        std::move(cls), std::move(sep), roberta, GetBool(j, "trim_offsets", true),
-        GetBool(j, "add_prefix_space", true)));
+    return std::unique_ptr<PostProcessor>(
+        new ClsSepProcessor(std::move(cls), std::move(sep), roberta,
+                            GetBool(j, "trim_offsets", true),
+                            GetBool(j, "add_prefix_space", true)));
   }
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PostProcessor>> parts;
@@ -337,7 +358,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> MakePostProcessor(const Json& j) 
         parts.push_back(std::move(p));
       }
     }
-    return std::unique_ptr<PostProcessor>(new SequenceProcessor(std::move(parts)));
+    return std::unique_ptr<PostProcessor>(
+        new SequenceProcessor(std::move(parts)));
   }
   return UnknownType("post_processor", type);
 }

@@ -52,8 +52,8 @@ absl::StatusOr<SplitBehavior> ParseBehavior(const Json& j, SplitBehavior def) {
   if (b == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (b == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (b == "Contiguous") return SplitBehavior::kContiguous;
-  return absl::InvalidArgumentError("tokenizer.json: unknown split behavior \"" +
-                                    b + "\"");
+  return absl::InvalidArgumentError(
+      "tokenizer.json: unknown split behavior \"" + b + "\"");
 }
 
 class ByteLevelPreTokenizer : public PreTokenizer {
@@ -63,10 +63,12 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   void PreTokenize(std::vector<NormalizedString>* pieces) const override {
     PreTokenizeUnmapped(pieces);
     const ByteLevelTables& tables = GetByteLevelTables();
-    for (NormalizedString& p : *pieces) p.MapEachByte(tables.byte_to_utf8.data());
+    for (NormalizedString& p : *pieces)
+      p.MapEachByte(tables.byte_to_utf8.data());
   }
   bool EndsWithByteMap() const override { return true; }
-  void PreTokenizeUnmapped(std::vector<NormalizedString>* pieces) const override {
+  void PreTokenizeUnmapped(
+      std::vector<NormalizedString>* pieces) const override {
     if (add_prefix_space_) {
       for (NormalizedString& p : *pieces) {
         if (p.get().empty() || p.get()[0] != ' ') p.Prepend(" ");
@@ -95,14 +97,16 @@ class MetaspacePreTokenizer : public PreTokenizer {
   void PreTokenize(std::vector<NormalizedString>* pieces) const override {
     for (NormalizedString& p : *pieces) {
       p.ReplaceChar(' ', replacement_);
-      const bool starts = p.get().compare(0, replacement_.size(), replacement_) == 0;
-      if (!starts && (scheme_ == PrependScheme::kAlways ||
-                      (scheme_ == PrependScheme::kFirst &&
-                       p.original_start() == 0))) {
+      const bool starts =
+          p.get().compare(0, replacement_.size(), replacement_) == 0;
+      if (!starts &&
+          (scheme_ == PrependScheme::kAlways ||
+           (scheme_ == PrependScheme::kFirst && p.original_start() == 0))) {
         p.Prepend(replacement_);
       }
     }
-    if (split_) SplitAll(pieces, pattern_, SplitBehavior::kMergedWithNext, false);
+    if (split_)
+      SplitAll(pieces, pattern_, SplitBehavior::kMergedWithNext, false);
   }
 
  private:
@@ -175,9 +179,11 @@ class SequencePreTokenizer : public PreTokenizer {
   bool EndsWithByteMap() const override {
     return !parts_.empty() && parts_.back()->EndsWithByteMap();
   }
-  void PreTokenizeUnmapped(std::vector<NormalizedString>* pieces) const override {
+  void PreTokenizeUnmapped(
+      std::vector<NormalizedString>* pieces) const override {
     if (parts_.empty()) return;
-    for (size_t i = 0; i + 1 < parts_.size(); ++i) parts_[i]->PreTokenize(pieces);
+    for (size_t i = 0; i + 1 < parts_.size(); ++i)
+      parts_[i]->PreTokenize(pieces);
     parts_.back()->PreTokenizeUnmapped(pieces);
   }
 
@@ -215,21 +221,23 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const Json& j) {
   }
   if (type == "Split") {
     if (!Has(j, "pattern")) {
-      return absl::InvalidArgumentError("tokenizer.json: Split needs a pattern");
+      return absl::InvalidArgumentError(
+          "tokenizer.json: Split needs a pattern");
     }
     ASSIGN_OR_RETURN(auto pattern, MakePattern(j.at("pattern")));
-    ASSIGN_OR_RETURN(SplitBehavior b, ParseBehavior(j, SplitBehavior::kRemoved));
-    return std::unique_ptr<PreTokenizer>(
-        new SplitPreTokenizer(std::move(pattern), b, GetBool(j, "invert", false)));
+    ASSIGN_OR_RETURN(SplitBehavior b,
+                     ParseBehavior(j, SplitBehavior::kRemoved));
+    return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(
+        std::move(pattern), b, GetBool(j, "invert", false)));
   }
   if (type == "BertPreTokenizer") {
     return std::unique_ptr<PreTokenizer>(new BertPreTokenizer());
   }
   if (type == "Whitespace") {
     ASSIGN_OR_RETURN(auto re, Regex::Compile("\\w+|[^\\w\\s]+"));
-    return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(
-        std::make_unique<RegexPattern>(std::move(re)), SplitBehavior::kRemoved,
-        true));
+    return std::unique_ptr<PreTokenizer>(
+        new SplitPreTokenizer(std::make_unique<RegexPattern>(std::move(re)),
+                              SplitBehavior::kRemoved, true));
   }
   if (type == "WhitespaceSplit") {
     return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(
@@ -237,7 +245,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const Json& j) {
         SplitBehavior::kRemoved, false));
   }
   if (type == "Punctuation") {
-    ASSIGN_OR_RETURN(SplitBehavior b, ParseBehavior(j, SplitBehavior::kIsolated));
+    ASSIGN_OR_RETURN(SplitBehavior b,
+                     ParseBehavior(j, SplitBehavior::kIsolated));
     return std::unique_ptr<PreTokenizer>(new SplitPreTokenizer(
         std::make_unique<CharPredicatePattern>(&IsBertPunctuation), b, false));
   }
@@ -261,7 +270,8 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MakePreTokenizer(const Json& j) {
         parts.push_back(std::move(p));
       }
     }
-    return std::unique_ptr<PreTokenizer>(new SequencePreTokenizer(std::move(parts)));
+    return std::unique_ptr<PreTokenizer>(
+        new SequencePreTokenizer(std::move(parts)));
   }
   return UnknownType("pre_tokenizer", type);
 }

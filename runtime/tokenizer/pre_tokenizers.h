@@ -26,7 +26,8 @@ class PreTokenizer {
   // which the caller applies itself (cheaper than keeping per-byte
   // alignments for the mapped text).
   virtual bool EndsWithByteMap() const { return false; }
-  virtual void PreTokenizeUnmapped(std::vector<NormalizedString>* pieces) const {
+  virtual void PreTokenizeUnmapped(
+      std::vector<NormalizedString>* pieces) const {
     PreTokenize(pieces);
   }
 };

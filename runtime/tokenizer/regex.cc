@@ -31,14 +31,12 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(
   const auto* begin = reinterpret_cast<const OnigUChar*>(pattern.data());
   const int r = onig_new(&regex, begin, begin + pattern.size(),
                          ONIG_OPTION_CAPTURE_GROUP | ONIG_OPTION_SINGLELINE,
-                         ONIG_ENCODING_UTF8,
-                         ONIG_SYNTAX_ONIGURUMA, &einfo);
+                         ONIG_ENCODING_UTF8, ONIG_SYNTAX_ONIGURUMA, &einfo);
   if (r != ONIG_NORMAL) {
     OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
     onig_error_code_to_str(msg, r, &einfo);
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid regex '", pattern,
-                     "': ", reinterpret_cast<const char*>(msg)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid regex '", pattern, "': ", reinterpret_cast<const char*>(msg)));
   }
   return std::unique_ptr<Regex>(new Regex(regex));
 }
@@ -70,8 +68,8 @@ bool Regex::SearchFrom(absl::string_view text, size_t pos, Range* match) const {
   OnigRegion* region = Region();
   const auto* str = reinterpret_cast<const OnigUChar*>(text.data());
   const OnigUChar* end = str + text.size();
-  const int r = onig_search(regex, str, end, str + pos, end, region,
-                            ONIG_OPTION_NONE);
+  const int r =
+      onig_search(regex, str, end, str + pos, end, region, ONIG_OPTION_NONE);
   if (r < 0) return false;  // ONIG_MISMATCH or an error: no more matches.
   *match = Range(static_cast<size_t>(region->beg[0]),
                  static_cast<size_t>(region->end[0]));
@@ -142,9 +140,9 @@ inline size_t RunEnd(absl::string_view t, size_t i, CharClass cls) {
 // The whitespace alternatives shared by both families, at a space:
 // `\s+(?!\S)|\s+` (llama3 tries `\s*[\r\n]+` first, see below).
 inline size_t TrailingSpaceRun(absl::string_view t, size_t pos, size_t e) {
-  if (e >= t.size()) return e;          // (?!\S) holds at the end.
-  return e - pos >= 2 ? e - 1 : e;      // Leave the last space to the next
-                                        // token, unless it is the only one.
+  if (e >= t.size()) return e;      // (?!\S) holds at the end.
+  return e - pos >= 2 ? e - 1 : e;  // Leave the last space to the next
+                                    // token, unless it is the only one.
 }
 
 inline char Lower(char c) {
@@ -262,7 +260,8 @@ void PreTokenizerRegexPattern::FindMatches(absl::string_view text,
   while (pos < text.size()) {
     size_t end = 0;
     if (static_cast<unsigned char>(text[pos]) < 0x80) {
-      end = kind_ == Kind::kGpt2 ? MatchGpt2(text, pos) : MatchLlama3(text, pos);
+      end =
+          kind_ == Kind::kGpt2 ? MatchGpt2(text, pos) : MatchLlama3(text, pos);
     }
     if (end > pos) {
       out->emplace_back(pos, end);

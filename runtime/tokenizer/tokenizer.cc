@@ -38,7 +38,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
   std::ostringstream ss;
   ss << in.rdbuf();
-  if (in.bad()) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  if (in.bad())
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
   return FromJson(ss.str());
 }
 
@@ -49,7 +50,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
   try {
     const Json j = Json::parse(json_text.begin(), json_text.end());
     if (!j.is_object()) {
-      return absl::InvalidArgumentError("tokenizer.json: top level must be an object");
+      return absl::InvalidArgumentError(
+          "tokenizer.json: top level must be an object");
     }
     if (!Has(j, "model")) {
       return absl::InvalidArgumentError("tokenizer.json: missing \"model\"");
@@ -59,10 +61,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
       ASSIGN_OR_RETURN(tok->normalizer_, MakeNormalizer(j.at("normalizer")));
     }
     if (Has(j, "pre_tokenizer")) {
-      ASSIGN_OR_RETURN(tok->pre_tokenizer_, MakePreTokenizer(j.at("pre_tokenizer")));
+      ASSIGN_OR_RETURN(tok->pre_tokenizer_,
+                       MakePreTokenizer(j.at("pre_tokenizer")));
     }
     if (Has(j, "post_processor")) {
-      ASSIGN_OR_RETURN(tok->post_processor_, MakePostProcessor(j.at("post_processor")));
+      ASSIGN_OR_RETURN(tok->post_processor_,
+                       MakePostProcessor(j.at("post_processor")));
     }
     if (Has(j, "decoder")) {
       ASSIGN_OR_RETURN(tok->decoder_, MakeDecoder(j.at("decoder")));
@@ -80,12 +84,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
         t.normalized = GetBool(a, "normalized", !t.special);
         if (t.id < 0 || !IsValidUtf8(t.content)) {
           return absl::InvalidArgumentError(
-              "tokenizer.json: added token with a negative id or invalid UTF-8");
+              "tokenizer.json: added token with a negative id or invalid "
+              "UTF-8");
         }
         tok->added_token_to_id_[t.content] = t.id;
         tok->added_id_to_token_[t.id] = t.content;
         if (t.special) tok->special_ids_.insert(t.id);
-        tok->vocab_size_ = std::max(tok->vocab_size_, static_cast<size_t>(t.id) + 1);
+        tok->vocab_size_ =
+            std::max(tok->vocab_size_, static_cast<size_t>(t.id) + 1);
         tok->added_tokens_.push_back(std::move(t));
       }
     }
@@ -111,8 +117,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
       raw_tokens.push_back(t);
     }
   }
-  tok->raw_matcher_ = std::make_unique<AddedTokenMatcher>(std::move(raw_patterns),
-                                                          std::move(raw_tokens));
+  tok->raw_matcher_ = std::make_unique<AddedTokenMatcher>(
+      std::move(raw_patterns), std::move(raw_tokens));
   tok->normalized_matcher_ = std::make_unique<AddedTokenMatcher>(
       std::move(norm_patterns), std::move(norm_tokens));
   tok->id_to_token_.resize(tok->vocab_size_);
@@ -179,9 +185,8 @@ absl::Status Tokenizer::AppendModelTokens(const NormalizedString& sub,
     mapped.resize(m);
     source[m] = static_cast<uint32_t>(text.size());
   }
-  RETURN_IF_ERROR(model_->Tokenize(mapping ? absl::string_view(mapped)
-                                           : absl::string_view(text),
-                                   &toks));
+  RETURN_IF_ERROR(model_->Tokenize(
+      mapping ? absl::string_view(mapped) : absl::string_view(text), &toks));
   for (const ModelToken& t : toks) {
     size_t start = t.start, end = t.end;
     if (mapping) {
@@ -192,9 +197,9 @@ absl::Status Tokenizer::AppendModelTokens(const NormalizedString& sub,
     }
     out->ids.push_back(t.id);
     out->type_ids.push_back(type_id);
-    out->tokens.push_back(
-        static_cast<size_t>(t.id) < id_to_token_.size() ? id_to_token_[t.id]
-                                                        : std::string());
+    out->tokens.push_back(static_cast<size_t>(t.id) < id_to_token_.size()
+                              ? id_to_token_[t.id]
+                              : std::string());
     out->offsets.push_back(sub.ToOriginal(start, end));
     out->special_tokens_mask.push_back(0);
     out->sequence_ids.push_back(sequence_id);
@@ -217,13 +222,15 @@ void Tokenizer::AppendPieceTokens(NormalizedString piece, int32_t type_id,
     pre_tokenizer_->PreTokenize(&subs);
   }
   for (const NormalizedString& sub : subs) {
-    *status = AppendModelTokens(sub, defer_byte_map_, type_id, sequence_id, out);
+    *status =
+        AppendModelTokens(sub, defer_byte_map_, type_id, sequence_id, out);
     if (!status->ok()) return;
   }
 }
 
 absl::Status Tokenizer::EncodeSequence(absl::string_view text, int32_t type_id,
-                                       int32_t sequence_id, Encoding* out) const {
+                                       int32_t sequence_id,
+                                       Encoding* out) const {
   if (!tokenizer_internal::IsValidUtf8(text)) {
     return absl::InvalidArgumentError("input text is not valid UTF-8");
   }
@@ -247,9 +254,8 @@ absl::Status Tokenizer::EncodeSequence(absl::string_view text, int32_t type_id,
     }
     // A single split covering the text: no added-token offsets need `whole`.
     NormalizedString piece =
-        raw_splits.size() == 1
-            ? std::move(whole)
-            : whole.Slice(raw.range.first, raw.range.second);
+        raw_splits.size() == 1 ? std::move(whole)
+                               : whole.Slice(raw.range.first, raw.range.second);
     if (normalizer_ != nullptr) normalizer_->Normalize(&piece);
     if (normalized_matcher_->empty()) {
       AppendPieceTokens(std::move(piece), type_id, sequence_id, out, &status);
@@ -340,25 +346,27 @@ absl::Status TruncateEncodings(Encoding* a, Encoding* b,
 
 }  // namespace
 
-absl::StatusOr<Encoding> Tokenizer::EncodeImpl(absl::string_view a,
-                                               const absl::string_view* b,
-                                               bool add_special_tokens,
-                                               const TruncationParams* t) const {
+absl::StatusOr<Encoding> Tokenizer::EncodeImpl(
+    absl::string_view a, const absl::string_view* b, bool add_special_tokens,
+    const TruncationParams* t) const {
   std::vector<Encoding> encs(b ? 2 : 1);
   RETURN_IF_ERROR(EncodeSequence(a, 0, 0, &encs[0]));
   if (b) RETURN_IF_ERROR(EncodeSequence(*b, 1, 1, &encs[1]));
   if (t != nullptr) {
     size_t max_length = t->max_length;
-    const size_t added = add_special_tokens ? NumSpecialTokensToAdd(b != nullptr) : 0;
+    const size_t added =
+        add_special_tokens ? NumSpecialTokensToAdd(b != nullptr) : 0;
     if (added > max_length) {
       return absl::InvalidArgumentError(absl::StrCat(
           "truncation: max_length ", max_length, " is smaller than the ", added,
           " special tokens to add"));
     }
     max_length -= added;
-    RETURN_IF_ERROR(TruncateEncodings(&encs[0], b ? &encs[1] : nullptr, *t, max_length));
+    RETURN_IF_ERROR(
+        TruncateEncodings(&encs[0], b ? &encs[1] : nullptr, *t, max_length));
   }
-  if (post_processor_ != nullptr) post_processor_->Process(&encs, add_special_tokens);
+  if (post_processor_ != nullptr)
+    post_processor_->Process(&encs, add_special_tokens);
   if (encs.size() == 1) return std::move(encs[0]);
   return tokenizer_internal::MergeEncodings(&encs);
 }
@@ -380,10 +388,9 @@ absl::StatusOr<Encoding> Tokenizer::Encode(absl::string_view text,
   return EncodeImpl(text, nullptr, add_special_tokens, &t);
 }
 
-absl::StatusOr<Encoding> Tokenizer::EncodePair(absl::string_view a,
-                                               absl::string_view b,
-                                               bool add_special_tokens,
-                                               const TruncationParams& t) const {
+absl::StatusOr<Encoding> Tokenizer::EncodePair(
+    absl::string_view a, absl::string_view b, bool add_special_tokens,
+    const TruncationParams& t) const {
   return EncodeImpl(a, &b, add_special_tokens, &t);
 }
 
@@ -393,8 +400,8 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
     if (id < 0 || static_cast<size_t>(id) >= vocab_size_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", id, " is out of range [0, ", vocab_size_, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", id, " is out of range [0, ", vocab_size_, ")"));
     }
     if (skip_special_tokens && IsSpecial(id)) continue;
     if (!id_to_token_[id].empty()) {
@@ -408,7 +415,8 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
     }
     const std::string* t = model_->IdToToken(id);
     if (t == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("token id ", id, " has no token"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " has no token"));
     }
     tokens.push_back(*t);
   }

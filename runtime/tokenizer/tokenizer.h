@@ -79,13 +79,13 @@ class Tokenizer {
   absl::Status EncodeSequence(absl::string_view text, int32_t type_id,
                               int32_t sequence_id, Encoding* out) const;
   void AppendPieceTokens(tokenizer_internal::NormalizedString piece,
-                         int32_t type_id, int32_t sequence_id,
-                         Encoding* out, absl::Status* status) const;
+                         int32_t type_id, int32_t sequence_id, Encoding* out,
+                         absl::Status* status) const;
   // Tokenizes one pre-tokenized piece; `byte_map` applies the byte-level
   // alphabet first (offsets still point into the unmapped piece).
-  absl::Status AppendModelTokens(const tokenizer_internal::NormalizedString& sub,
-                                 bool byte_map, int32_t type_id,
-                                 int32_t sequence_id, Encoding* out) const;
+  absl::Status AppendModelTokens(
+      const tokenizer_internal::NormalizedString& sub, bool byte_map,
+      int32_t type_id, int32_t sequence_id, Encoding* out) const;
   absl::StatusOr<Encoding> EncodeImpl(absl::string_view a,
                                       const absl::string_view* b,
                                       bool add_special_tokens,

@@ -49,16 +49,16 @@ std::string Utf8Lossy(absl::string_view bytes);
 size_t CountChars(absl::string_view s);
 
 // Character properties with the meaning the reference tokenizers give them.
-bool IsWhitespace(char32_t c);          // Unicode White_Space property.
-bool IsAlphanumeric(char32_t c);        // Alphabetic or numeric.
-bool IsNumeric(char32_t c);             // General category Nd, Nl or No.
-bool IsPunctuation(char32_t c);         // General category P*.
-bool IsBertPunctuation(char32_t c);     // ASCII punctuation or P*.
-bool IsOther(char32_t c);               // General category C*.
-bool IsMarkNonspacing(char32_t c);      // General category Mn.
-bool IsMark(char32_t c);                // General category M*.
-bool IsWordChar(char32_t c);            // Alphanumeric or '_'.
-bool IsChineseChar(char32_t c);         // CJK ideograph blocks BERT pads.
+bool IsWhitespace(char32_t c);       // Unicode White_Space property.
+bool IsAlphanumeric(char32_t c);     // Alphabetic or numeric.
+bool IsNumeric(char32_t c);          // General category Nd, Nl or No.
+bool IsPunctuation(char32_t c);      // General category P*.
+bool IsBertPunctuation(char32_t c);  // ASCII punctuation or P*.
+bool IsOther(char32_t c);            // General category C*.
+bool IsMarkNonspacing(char32_t c);   // General category Mn.
+bool IsMark(char32_t c);             // General category M*.
+bool IsWordChar(char32_t c);         // Alphanumeric or '_'.
+bool IsChineseChar(char32_t c);      // CJK ideograph blocks BERT pads.
 
 }  // namespace tokenizer_internal
 }  // namespace inferd

@@ -129,7 +129,8 @@ class UnigramModel : public Model {
       if (b.id == unk_id_ && !rev.empty() && rev.back().id == unk_id_) {
         rev.back().start = static_cast<uint32_t>(start);
       } else {
-        rev.push_back({b.id, static_cast<uint32_t>(start), static_cast<uint32_t>(end)});
+        rev.push_back(
+            {b.id, static_cast<uint32_t>(start), static_cast<uint32_t>(end)});
       }
       end = start;
     }
@@ -150,7 +151,8 @@ class UnigramModel : public Model {
         bool all = true;
         for (unsigned char c : piece) all = all && byte_ids_[c] >= 0;
         if (all) {
-          for (unsigned char c : piece) out->push_back({byte_ids_[c], t.start, t.end});
+          for (unsigned char c : piece)
+            out->push_back({byte_ids_[c], t.start, t.end});
           continue;
         }
       }

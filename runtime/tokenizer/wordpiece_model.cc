@@ -30,7 +30,8 @@ class WordPieceModel : public Model {
     absl::Status s = ReadDictVocab(j, "WordPiece", &vocab_);
     if (!s.ok()) return s;
     prefix_ = GetString(j, "continuing_subword_prefix", "##");
-    max_chars_ = static_cast<size_t>(GetInt(j, "max_input_chars_per_word", 100));
+    max_chars_ =
+        static_cast<size_t>(GetInt(j, "max_input_chars_per_word", 100));
     unk_token_ = GetString(j, "unk_token", "[UNK]");
     if (auto id = vocab_.Find(unk_token_)) unk_id_ = *id;
     // Continuation pieces indexed without their prefix, so lookups need no
@@ -68,7 +69,8 @@ class WordPieceModel : public Model {
         if (found >= 0) break;
         // Step back one character.
         --end;
-        while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) {
+        while (end > start &&
+               (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) {
           --end;
         }
       }
@@ -76,7 +78,8 @@ class WordPieceModel : public Model {
         out->resize(first);
         return PushUnk(n, out);
       }
-      out->push_back({found, static_cast<uint32_t>(start), static_cast<uint32_t>(end)});
+      out->push_back(
+          {found, static_cast<uint32_t>(start), static_cast<uint32_t>(end)});
       start = end;
     }
     return absl::OkStatus();

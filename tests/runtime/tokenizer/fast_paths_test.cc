@@ -72,8 +72,21 @@ std::vector<std::string> Texts() {
     }
     texts.push_back(t);
   }
-  const char* pieces[] = {"a", "Z", " ", "  ", "\n", "\r\n", "\t", "'", "s",
-                          "L", "e", "1", "2", ".", "?!",
+  const char* pieces[] = {"a",
+                          "Z",
+                          " ",
+                          "  ",
+                          "\n",
+                          "\r\n",
+                          "\t",
+                          "'",
+                          "s",
+                          "L",
+                          "e",
+                          "1",
+                          "2",
+                          ".",
+                          "?!",
                           "\xC3\xA9",          // e acute (letter)
                           "\xC2\xA0",          // no-break space
                           "\xC2\x85",          // next line (space)
@@ -126,7 +139,8 @@ TEST(PreTokenizerRegexTest, OtherRegexesUseOniguruma) {
 
 // Every range and sub-range of `ns` gives the same original offsets through
 // Slice(...).ToOriginal(...) and ToOriginalWithin(...).
-void ExpectConsistentOffsets(const NormalizedString& ns, const NormalizedString& ref) {
+void ExpectConsistentOffsets(const NormalizedString& ns,
+                             const NormalizedString& ref) {
   ASSERT_EQ(ns.get(), ref.get());
   const size_t n = ns.size();
   for (size_t a = 0; a <= n; ++a) {
@@ -155,11 +169,24 @@ TEST(NormalizedStringTest, UneditedTextAlignsLikeExplicitAlignments) {
   ExpectConsistentOffsets(implicit, explicit_align);
 }
 
+TEST(NormalizedStringTest, PrependToUneditedTextAlignsLikeExplicitAlignments) {
+  const std::string text = "a\xC3\xA9 \xE4\xB8\xAD\xF0\x9F\x98\x80z";
+  NormalizedString implicit(text, 7);
+  implicit.Prepend("\xE2\x96\x81");
+  NormalizedString explicit_align(text, 7);
+  explicit_align.ReplaceRanges({{0, 1}}, "a");
+  explicit_align.Prepend("\xE2\x96\x81");
+  ExpectConsistentOffsets(implicit, explicit_align);
+}
+
 TEST(NormalizedStringTest, ReplaceAndPrependAlignInsertedText) {
   NormalizedString ns("a b", 10);
   ns.Prepend("\xE2\x96\x81");
   ns.ReplaceChar(' ', "\xE2\x96\x81");
-  EXPECT_EQ(ns.get(), "\xE2\x96\x81" "a\xE2\x96\x81" "b");
+  EXPECT_EQ(ns.get(),
+            "\xE2\x96\x81"
+            "a\xE2\x96\x81"
+            "b");
   EXPECT_EQ(ns.ToOriginal(0, 3), std::make_pair(10u, 10u));  // Prepended.
   EXPECT_EQ(ns.ToOriginal(3, 4), std::make_pair(10u, 11u));  // a
   EXPECT_EQ(ns.ToOriginal(4, 7), std::make_pair(11u, 12u));  // The space.

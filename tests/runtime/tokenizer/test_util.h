@@ -45,10 +45,12 @@ struct Case {
 inline bool ReadCases(const std::string& name, std::vector<Case>* cases) {
   std::string inp, out;
   const std::string dir = SharedDir() + "/tokenizers/cases/";
-  if (!ReadFile(dir + name + ".inp", &inp) || !ReadFile(dir + name + ".out", &out)) {
+  if (!ReadFile(dir + name + ".inp", &inp) ||
+      !ReadFile(dir + name + ".out", &out)) {
     return false;
   }
-  std::vector<std::string> texts = absl::StrSplit(inp, "\n__ggml_vocab_test__\n");
+  std::vector<std::string> texts =
+      absl::StrSplit(inp, "\n__ggml_vocab_test__\n");
   std::vector<std::string> lines = absl::StrSplit(out, '\n');
   if (!texts.empty() && texts.back().empty()) texts.pop_back();
   if (!lines.empty() && lines.back().empty()) lines.pop_back();
@@ -56,7 +58,8 @@ inline bool ReadCases(const std::string& name, std::vector<Case>* cases) {
   for (size_t i = 0; i < texts.size(); ++i) {
     Case c;
     c.text = texts[i];
-    for (absl::string_view tok : absl::StrSplit(lines[i], ' ', absl::SkipEmpty())) {
+    for (absl::string_view tok :
+         absl::StrSplit(lines[i], ' ', absl::SkipEmpty())) {
       int32_t id;
       if (!absl::SimpleAtoi(tok, &id)) return false;
       c.ids.push_back(id);

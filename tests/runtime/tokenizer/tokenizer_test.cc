@@ -1,17 +1,17 @@
 // Behaviour tests for Tokenizer and IncrementalDecoder on the real shared
 // tokenizers: GPT-2 built from encoder.json + vocab.bpe, round trips, pairs,
 // truncation, offsets, streaming detokenization and malformed input.
+#include "runtime/tokenizer/tokenizer.h"
+
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "runtime/tokenizer/incremental_decoder.h"
-#include "runtime/tokenizer/tokenizer.h"
 #include "runtime/tokenizer/unicode_util.h"
 #include "tests/runtime/tokenizer/test_util.h"
 
@@ -26,11 +26,11 @@ std::unique_ptr<Tokenizer> Load(const std::string& name) {
   return *std::move(tok);
 }
 
-#define LOAD_OR_SKIP(var, name)                                            \
-  std::unique_ptr<Tokenizer> var = Load(name);                             \
-  if (var == nullptr) {                                                    \
-    GTEST_SKIP() << "tokenizer " << name << " not available under "       \
-                 << testing_util::SharedDir();                             \
+#define LOAD_OR_SKIP(var, name)                                     \
+  std::unique_ptr<Tokenizer> var = Load(name);                      \
+  if (var == nullptr) {                                             \
+    GTEST_SKIP() << "tokenizer " << name << " not available under " \
+                 << testing_util::SharedDir();                      \
   }
 
 // A byte-level BPE tokenizer.json assembled from GPT-2's original files.
@@ -44,13 +44,16 @@ bool BuildGpt2Json(std::string* out) {
   nlohmann::json j;
   j["model"] = {{"type", "BPE"}, {"vocab", nlohmann::json::parse(encoder)}};
   nlohmann::json merge_list = nlohmann::json::array();
-  for (absl::string_view line : absl::StrSplit(merges, '\n', absl::SkipEmpty())) {
+  for (absl::string_view line :
+       absl::StrSplit(merges, '\n', absl::SkipEmpty())) {
     if (line.substr(0, 8) == "#version") continue;
     merge_list.push_back(std::string(line));
   }
   j["model"]["merges"] = merge_list;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                        {"trim_offsets", true}, {"use_regex", true}};
+  j["pre_tokenizer"] = {{"type", "ByteLevel"},
+                        {"add_prefix_space", false},
+                        {"trim_offsets", true},
+                        {"use_regex", true}};
   j["decoder"] = {{"type", "ByteLevel"}};
   j["post_processor"] = {{"type", "ByteLevel"}, {"trim_offsets", false}};
   *out = j.dump();
@@ -80,7 +83,8 @@ TEST(Gpt2FromOriginalFilesTest, EncodesEveryCaseIdForId) {
     ASSERT_TRUE(text.ok());
     EXPECT_EQ(*text, cases[i].text) << "gpt2 round trip, case " << i;
   }
-  std::cout << "[ cases    ] gpt2: " << passed << "/" << cases.size() << " passed\n";
+  std::cout << "[ cases    ] gpt2: " << passed << "/" << cases.size()
+            << " passed\n";
 }
 
 class LosslessTest : public ::testing::TestWithParam<std::string> {};
@@ -103,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(Lossless, LosslessTest,
                                            "qwen3", "roberta-base"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
+                           for (char& c : n)
+                             if (c == '-') c = '_';
                            return n;
                          });
 
@@ -114,7 +119,10 @@ TEST_P(StreamingTest, DeltasConcatenateToFullDecodeAndAreValidUtf8) {
   std::vector<Case> cases;
   ASSERT_TRUE(testing_util::ReadCases("llama3", &cases));
   // Also some text that needs byte fallback / multi-byte merges.
-  cases.push_back({"emoji \xF0\x9F\xA6\x99 and \xE1\x9E\x80\xE1\x9E\xB6 \xE4\xBD\xA0\xE5\xA5\xBD", {}});
+  cases.push_back(
+      {"emoji \xF0\x9F\xA6\x99 and \xE1\x9E\x80\xE1\x9E\xB6 "
+       "\xE4\xBD\xA0\xE5\xA5\xBD",
+       {}});
   for (bool skip : {false, true}) {
     for (const Case& c : cases) {
       auto enc = tok->Encode(c.text, true);
@@ -141,7 +149,8 @@ INSTANTIATE_TEST_SUITE_P(AllTokenizers, StreamingTest,
                                            "xlm-roberta", "stories260K"),
                          [](const auto& info) {
                            std::string n = info.param;
-                           for (char& c : n) if (c == '-') c = '_';
+                           for (char& c : n)
+                             if (c == '-') c = '_';
                            return n;
                          });
 
@@ -212,7 +221,8 @@ TEST(PairEncodingTest, RobertaUsesDoubleSeparatorAndZeroTypeIds) {
   EXPECT_EQ(tok->NumSpecialTokensToAdd(true), 4);
   // trim_offsets: " world" token points at "world", not the space.
   const auto off = enc->offsets[enc->size() - 2];
-  EXPECT_EQ(std::string(" world").substr(off.first, off.second - off.first), "world");
+  EXPECT_EQ(std::string(" world").substr(off.first, off.second - off.first),
+            "world");
 }
 
 TEST(SpecialTokensTest, AddedSpecialTokensAreMatchedAndSkippable) {
@@ -234,7 +244,8 @@ TEST(SpecialTokensTest, AddedSpecialTokensAreMatchedAndSkippable) {
 // Independent reference: remove one token at a time from the longer
 // sequence; on ties from the one that was shorter to begin with (the first
 // when they started equal), so the originally longer one keeps the odd token.
-std::pair<size_t, size_t> IterativeLongestFirst(size_t n1, size_t n2, size_t max) {
+std::pair<size_t, size_t> IterativeLongestFirst(size_t n1, size_t n2,
+                                                size_t max) {
   const bool first_was_longer = n1 > n2;
   while (n1 + n2 > max) {
     if (n1 > n2 || (n1 == n2 && !first_was_longer)) {
@@ -248,7 +259,8 @@ std::pair<size_t, size_t> IterativeLongestFirst(size_t n1, size_t n2, size_t max
 
 TEST(TruncationTest, AllStrategiesAndSidesKeepTheRightTokens) {
   LOAD_OR_SKIP(tok, "bert-base-uncased");
-  const std::string a = "the quick brown fox jumps over the lazy dog again and again";
+  const std::string a =
+      "the quick brown fox jumps over the lazy dog again and again";
   const std::string b = "a b c d e";
   auto fa = tok->Encode(a, false);
   auto fb = tok->Encode(b, false);
@@ -278,12 +290,15 @@ TEST(TruncationTest, AllStrategiesAndSidesKeepTheRightTokens) {
         EXPECT_EQ(enc->ids[1 + i], fa->ids[skip + i]);
       }
     }
-    TruncationParams only_first{nb + 3 + 4, TruncationStrategy::kOnlyFirst, side};
+    TruncationParams only_first{nb + 3 + 4, TruncationStrategy::kOnlyFirst,
+                                side};
     auto enc = tok->EncodePair(a, b, true, only_first);
     ASSERT_TRUE(enc.ok());
     EXPECT_EQ(enc->size(), nb + 7);
-    EXPECT_EQ(enc->ids[1], fa->ids[side == TruncationSide::kRight ? 0 : na - 4]);
-    TruncationParams only_second{na + 3 + 2, TruncationStrategy::kOnlySecond, side};
+    EXPECT_EQ(enc->ids[1],
+              fa->ids[side == TruncationSide::kRight ? 0 : na - 4]);
+    TruncationParams only_second{na + 3 + 2, TruncationStrategy::kOnlySecond,
+                                 side};
     enc = tok->EncodePair(a, b, true, only_second);
     ASSERT_TRUE(enc.ok());
     EXPECT_EQ(enc->size(), na + 5);
@@ -294,7 +309,8 @@ TEST(TruncationTest, AllStrategiesAndSidesKeepTheRightTokens) {
     EXPECT_EQ(tok->Encode(a, true, impossible).status().code(),
               absl::StatusCode::kInvalidArgument);
   }
-  TruncationParams single{5, TruncationStrategy::kLongestFirst, TruncationSide::kLeft};
+  TruncationParams single{5, TruncationStrategy::kLongestFirst,
+                          TruncationSide::kLeft};
   auto enc = tok->Encode(a, true, single);
   ASSERT_TRUE(enc.ok());
   ASSERT_EQ(enc->size(), 5u);
@@ -317,7 +333,8 @@ TEST(OffsetsTest, ByteLevelOffsetsCoverTheTokenBytes) {
       // Monotone up to tokens sharing one multi-byte character.
       EXPECT_GE(off.first + 4, prev_end);
       prev_end = off.second;
-      const std::string piece = c.text.substr(off.first, off.second - off.first);
+      const std::string piece =
+          c.text.substr(off.first, off.second - off.first);
       const std::string decoded = *tok->Decode({enc->ids[i]}, false);
       if (tokenizer_internal::IsValidUtf8(decoded) &&
           decoded.find("\xEF\xBF\xBD") == std::string::npos) {
@@ -335,7 +352,8 @@ TEST(OffsetsTest, NormalizedOffsetsPointIntoTheOriginalText) {
   const std::string text = "Héllo, WORLD! 你好";
   auto enc = tok->Encode(text, false);
   ASSERT_TRUE(enc.ok());
-  const std::vector<std::string> want = {"Héllo", ",", "WORLD", "!", "你", "好"};
+  const std::vector<std::string> want = {"Héllo", ",",  "WORLD",
+                                         "!",     "你", "好"};
   ASSERT_EQ(enc->size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     const auto off = enc->offsets[i];
@@ -348,7 +366,8 @@ TEST(OffsetsTest, MetaspaceOffsetsSkipTheReplacementCharacter) {
   const std::string text = "Hello world";
   auto enc = tok->Encode(text, false);
   ASSERT_TRUE(enc.ok());
-  ASSERT_EQ(enc->tokens, (std::vector<std::string>{"\xE2\x96\x81Hello", "\xE2\x96\x81world"}));
+  ASSERT_EQ(enc->tokens, (std::vector<std::string>{"\xE2\x96\x81Hello",
+                                                   "\xE2\x96\x81world"}));
   EXPECT_EQ(enc->offsets[0], (std::pair<uint32_t, uint32_t>(0, 5)));
   EXPECT_EQ(enc->offsets[1], (std::pair<uint32_t, uint32_t>(5, 11)));
 }
@@ -375,16 +394,18 @@ TEST(UnigramTest, T5KnownIdsAndPrecompiledNormalization) {
   EXPECT_EQ(enc->ids, (std::vector<int32_t>{8774, 296, 1}));
   EXPECT_EQ(*tok->Decode(enc->ids, true), "Hello world");
   // The charsmap maps full-width letters to ASCII (NFKC-like).
-  auto fw = tok->Encode("\xEF\xBC\xA8\xEF\xBD\x85\xEF\xBD\x8C\xEF\xBD\x8C\xEF\xBD\x8F world", false);
+  auto fw = tok->Encode(
+      "\xEF\xBC\xA8\xEF\xBD\x85\xEF\xBD\x8C\xEF\xBD\x8C\xEF\xBD\x8F world",
+      false);
   ASSERT_TRUE(fw.ok());
   EXPECT_EQ(fw->ids, (std::vector<int32_t>{8774, 296}));
   EXPECT_EQ(fw->offsets[0], (std::pair<uint32_t, uint32_t>(0, 15)));
 }
 
 TEST(LoadTest, EveryTokenizerLoadsAndRoundTripsSimpleText) {
-  for (const char* name : {"llama2", "mistral", "llama3", "qwen3", "roberta-base",
-                           "t5-small", "bert-base-uncased", "xlm-roberta",
-                           "stories260K"}) {
+  for (const char* name :
+       {"llama2", "mistral", "llama3", "qwen3", "roberta-base", "t5-small",
+        "bert-base-uncased", "xlm-roberta", "stories260K"}) {
     auto tok = Tokenizer::FromFile(testing_util::TokenizerPath(name));
     if (tok.status().code() == absl::StatusCode::kNotFound) continue;
     ASSERT_TRUE(tok.ok()) << name << ": " << tok.status();
@@ -409,7 +430,9 @@ TEST(MalformedInputTest, ReturnsClearErrors) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Tokenizer::FromJson(R"({"normalizer":null})").status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Tokenizer::FromJson(R"({"model":{"type":"BPE","vocab":[1,2]}})").status().code(),
+  EXPECT_EQ(Tokenizer::FromJson(R"({"model":{"type":"BPE","vocab":[1,2]}})")
+                .status()
+                .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Tokenizer::FromJson(
                 R"({"model":{"type":"BPE","vocab":{"a":0},"merges":["a b"]}})")
@@ -423,7 +446,8 @@ TEST(MalformedInputTest, ReturnsClearErrors) {
       R"({"model":{"type":"WordLevel","vocab":{"a":0,"b":1,"[UNK]":2},"unk_token":"[UNK]"},
           "pre_tokenizer":{"type":"Whitespace"}})");
   ASSERT_TRUE(tok.ok()) << tok.status();
-  EXPECT_EQ((*tok)->Encode("a b c", false)->ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ((*tok)->Encode("a b c", false)->ids,
+            (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ((*tok)->Encode("a\xC3(", false).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*tok)->EncodePair("a", "\xFF", false).status().code(),
