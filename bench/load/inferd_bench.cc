@@ -633,14 +633,16 @@ class Driver {
     return s;
   }
 
-  Sample EmbedBatch(v1::Inference::Stub* stub, std::mt19937_64& rng) {
-    v1::EmbedRequest req = MakeEmbedRequest(rng);
-    v1::EmbedResponse resp;
+  // Times one unary call `call(&ctx, &resp)`; `fill` reads the response of
+  // a successful one into the sample.
+  template <typename Response, typename Call, typename Fill>
+  Sample TimeUnary(Call call, Fill fill) {
+    Response resp;
     Sample s;
     grpc::ClientContext ctx;
     SetDeadline(&ctx);
     const Clock::time_point t0 = Clock::now();
-    grpc::Status status = stub->EmbedBatch(&ctx, req, &resp);
+    grpc::Status status = call(&ctx, &resp);
     s.end = Clock::now();
     s.e2e_s = Seconds(s.end - t0);
     if (!status.ok()) {
@@ -648,8 +650,17 @@ class Driver {
       return s;
     }
     s.ok = true;
-    FillEmbed(resp, &s);
+    fill(resp, &s);
     return s;
+  }
+
+  Sample EmbedBatch(v1::Inference::Stub* stub, std::mt19937_64& rng) {
+    v1::EmbedRequest req = MakeEmbedRequest(rng);
+    return TimeUnary<v1::EmbedResponse>(
+        [&](grpc::ClientContext* ctx, v1::EmbedResponse* resp) {
+          return stub->EmbedBatch(ctx, req, resp);
+        },
+        [this](const v1::EmbedResponse& resp, Sample* s) { FillEmbed(resp, s); });
   }
 
   Sample Rerank(v1::Inference::Stub* stub, std::mt19937_64& rng) {
@@ -659,22 +670,14 @@ class Driver {
     for (int i = 0; i < opts_.batch_size; ++i) {
       req.add_documents(workload_.SampleText(rng));
     }
-    v1::RerankResponse resp;
-    Sample s;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    const Clock::time_point t0 = Clock::now();
-    grpc::Status status = stub->Rerank(&ctx, req, &resp);
-    s.end = Clock::now();
-    s.e2e_s = Seconds(s.end - t0);
-    if (!status.ok()) {
-      Fail(status, &s);
-      return s;
-    }
-    s.ok = true;
-    s.items = resp.results_size();
-    s.input_tokens = resp.usage().total_tokens();
-    return s;
+    return TimeUnary<v1::RerankResponse>(
+        [&](grpc::ClientContext* ctx, v1::RerankResponse* resp) {
+          return stub->Rerank(ctx, req, resp);
+        },
+        [](const v1::RerankResponse& resp, Sample* s) {
+          s->items = resp.results_size();
+          s->input_tokens = resp.usage().total_tokens();
+        });
   }
 
   Sample Classify(v1::Inference::Stub* stub, std::mt19937_64& rng) {
@@ -683,44 +686,28 @@ class Driver {
     for (int i = 0; i < opts_.batch_size; ++i) {
       req.add_texts(workload_.SampleText(rng));
     }
-    v1::ClassifyResponse resp;
-    Sample s;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    const Clock::time_point t0 = Clock::now();
-    grpc::Status status = stub->Classify(&ctx, req, &resp);
-    s.end = Clock::now();
-    s.e2e_s = Seconds(s.end - t0);
-    if (!status.ok()) {
-      Fail(status, &s);
-      return s;
-    }
-    s.ok = true;
-    s.items = resp.results_size();
-    s.input_tokens = resp.usage().total_tokens();
-    return s;
+    return TimeUnary<v1::ClassifyResponse>(
+        [&](grpc::ClientContext* ctx, v1::ClassifyResponse* resp) {
+          return stub->Classify(ctx, req, resp);
+        },
+        [](const v1::ClassifyResponse& resp, Sample* s) {
+          s->items = resp.results_size();
+          s->input_tokens = resp.usage().total_tokens();
+        });
   }
 
   Sample Tokenize(v1::Inference::Stub* stub, std::mt19937_64& rng) {
     v1::TokenizeRequest req;
     req.set_model(opts_.model);
     req.set_text(workload_.SampleText(rng));
-    v1::TokenizeResponse resp;
-    Sample s;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    const Clock::time_point t0 = Clock::now();
-    grpc::Status status = stub->Tokenize(&ctx, req, &resp);
-    s.end = Clock::now();
-    s.e2e_s = Seconds(s.end - t0);
-    if (!status.ok()) {
-      Fail(status, &s);
-      return s;
-    }
-    s.ok = true;
-    s.items = 1;
-    s.input_tokens = resp.token_ids_size();
-    return s;
+    return TimeUnary<v1::TokenizeResponse>(
+        [&](grpc::ClientContext* ctx, v1::TokenizeResponse* resp) {
+          return stub->Tokenize(ctx, req, resp);
+        },
+        [](const v1::TokenizeResponse& resp, Sample* s) {
+          s->items = 1;
+          s->input_tokens = resp.token_ids_size();
+        });
   }
 
   // One bidirectional Embed stream: a writer thread keeps up to

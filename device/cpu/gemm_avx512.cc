@@ -404,11 +404,201 @@ void GemvBf16M1(ThreadPool* pool, const GemmArgs& g) {
   ParallelForRaw(pool, g.n, min_rows > 16 ? min_rows : 16, &GemvBf16M1Task, &a);
 }
 
+// ---- Small-M (decode batch) GEMM ------------------------------------------
+// For kGemvMaxM < M <= kSmallMMaxM every weight row is read from memory once:
+// a block of kSmallMR rows is loaded per K step and dotted against a chunk
+// of up to kSmallMB activation rows (the block stays in L1/L2 for the later
+// chunks; activations stay in L2). Each (row, column) pair accumulates one
+// vector of partial sums, reduced horizontally at the end. No weight
+// packing, so the cost is max(weight bytes / bandwidth, FLOPs / peak).
+// kDot: BF16 weights with vdpbf16ps against activations rounded to BF16
+// pairs once per call (the blocked BF16 path rounds them the same way);
+// kF32 / kBf16Widen: F32 FMA, BF16 weights widened to F32.
+enum class SmallMKind { kDot, kF32, kBf16Widen };
+
+constexpr int kSmallMR = 4;   // weight rows per block
+constexpr int kSmallMB = 6;   // activation rows per chunk: 24 accumulators
+
+struct SmallMArgs {
+  const GemmArgs* g;
+  const uint32_t* xa;  // kDot: [m, kps] BF16 pairs, zero padded
+  int64_t kps;         // kDot: pairs per row, a multiple of 16
+};
+
+// Horizontal sums of four vectors: lane i of the result = sum of v[i].
+inline __m128 Reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  auto half = [](__m512 v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(
+                             _mm512_castps_pd(v), 1)));
+  };
+  const __m256 ab = _mm256_hadd_ps(half(a), half(b));
+  const __m256 cd = _mm256_hadd_ps(half(c), half(d));
+  const __m256 abcd = _mm256_hadd_ps(ab, cd);
+  return _mm_add_ps(_mm256_castps256_ps128(abcd),
+                    _mm256_extractf128_ps(abcd, 1));
+}
+
+template <SmallMKind kKind, int MB, int R>
+void SmallMBlock(const SmallMArgs& a, int64_t n, int64_t m0) {
+  const GemmArgs& g = *a.g;
+  __m512 acc[R][MB];
+#pragma GCC unroll 6
+  for (int m = 0; m < MB; ++m)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[r][m] = _mm512_setzero_ps();
+  if constexpr (kKind == SmallMKind::kDot) {
+    const uint16_t* w = static_cast<const uint16_t*>(g.w) + n * g.ldw;
+    const uint32_t* x = a.xa + m0 * a.kps;
+    // 32 BF16 = 16 pairs per step; the tail loads zero weights beyond K,
+    // against zero-padded activations.
+    for (int64_t k = 0; k < g.k; k += 32) {
+      const int64_t left = g.k - k;
+      const __mmask32 mask =
+          left >= 32 ? static_cast<__mmask32>(0xffffffffu)
+                     : static_cast<__mmask32>((1u << left) - 1);
+      __m512bh wv[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r)
+        wv[r] = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * g.ldw + k);
+#pragma GCC unroll 6
+      for (int m = 0; m < MB; ++m) {
+        const __m512bh xv =
+            (__m512bh)_mm512_load_si512(x + m * a.kps + k / 2);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+          acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv[r], xv);
+      }
+    }
+  } else {
+    for (int64_t k = 0; k < g.k; k += 16) {
+      const __mmask16 mask = TailMask(g.k - k);
+      __m512 wv[R];
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        if constexpr (kKind == SmallMKind::kBf16Widen) {
+          const __m256i raw = _mm256_maskz_loadu_epi16(
+              mask, static_cast<const uint16_t*>(g.w) + (n + r) * g.ldw + k);
+          wv[r] = _mm512_castsi512_ps(
+              _mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+        } else {
+          wv[r] = _mm512_maskz_loadu_ps(
+              mask, static_cast<const float*>(g.w) + (n + r) * g.ldw + k);
+        }
+      }
+#pragma GCC unroll 6
+      for (int m = 0; m < MB; ++m) {
+        const __m512 xv =
+            _mm512_maskz_loadu_ps(mask, g.x + (m0 + m) * g.ldx + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+          acc[r][m] = _mm512_fmadd_ps(wv[r], xv, acc[r][m]);
+      }
+    }
+  }
+  if constexpr (R == 4) {
+    const __m128 b = g.bias != nullptr ? _mm_loadu_ps(g.bias + n)
+                                       : _mm_setzero_ps();
+#pragma GCC unroll 6
+    for (int m = 0; m < MB; ++m) {
+      const __m128 sum = Reduce4(acc[0][m], acc[1][m], acc[2][m], acc[3][m]);
+      _mm_storeu_ps(g.y + (m0 + m) * g.ldy + n, _mm_add_ps(sum, b));
+    }
+  } else {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const float b = g.bias != nullptr ? g.bias[n + r] : 0.0f;
+#pragma GCC unroll 6
+      for (int m = 0; m < MB; ++m)
+        g.y[(m0 + m) * g.ldy + n + r] = _mm512_reduce_add_ps(acc[r][m]) + b;
+    }
+  }
+}
+
+template <SmallMKind kKind, int R>
+void SmallMChunk(const SmallMArgs& a, int64_t n, int64_t m0, int mb) {
+  switch (mb) {
+    case 1:
+      SmallMBlock<kKind, 1, R>(a, n, m0);
+      break;
+    case 2:
+      SmallMBlock<kKind, 2, R>(a, n, m0);
+      break;
+    case 3:
+      SmallMBlock<kKind, 3, R>(a, n, m0);
+      break;
+    case 4:
+      SmallMBlock<kKind, 4, R>(a, n, m0);
+      break;
+    case 5:
+      SmallMBlock<kKind, 5, R>(a, n, m0);
+      break;
+    default:
+      SmallMBlock<kKind, 6, R>(a, n, m0);
+      break;
+  }
+}
+
+// Columns [begin, end) of y: blocks of kSmallMR weight rows, M split into
+// near-equal chunks of <= kSmallMB rows (16 = 6 + 5 + 5, not 6 + 6 + 4).
+template <SmallMKind kKind>
+void SmallMTask(void* arg, int64_t begin, int64_t end) {
+  const SmallMArgs& a = *static_cast<const SmallMArgs*>(arg);
+  const int64_t m = a.g->m;
+  const int64_t chunks = (m + kSmallMB - 1) / kSmallMB;
+  int64_t n = begin;
+  for (; n + kSmallMR <= end; n += kSmallMR) {
+    for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
+      const int64_t m1 = m * (c + 1) / chunks;
+      SmallMChunk<kKind, kSmallMR>(a, n, m0, static_cast<int>(m1 - m0));
+      m0 = m1;
+    }
+  }
+  for (; n < end; ++n) {
+    for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
+      const int64_t m1 = m * (c + 1) / chunks;
+      SmallMChunk<kKind, 1>(a, n, m0, static_cast<int>(m1 - m0));
+      m0 = m1;
+    }
+  }
+}
+
+void SmallMGemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
+  if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
+  SmallMArgs a{&g, nullptr, 0};
+  // Chunks of whole kSmallMR blocks; >= kMinParallelMacs each.
+  int64_t min_rows = kMinParallelMacs / (g.m * g.k) + 1;
+  min_rows = (min_rows + kSmallMR - 1) / kSmallMR * kSmallMR;
+  if (min_rows < 16) min_rows = 16;
+  if (!g.w_bf16) {
+    ParallelForRaw(pool, g.n, min_rows, &SmallMTask<SmallMKind::kF32>, &a);
+    return;
+  }
+  if (!use_bf16_dot) {
+    ParallelForRaw(pool, g.n, min_rows, &SmallMTask<SmallMKind::kBf16Widen>,
+                   &a);
+    return;
+  }
+  a.kps = ((g.k + 1) / 2 + 15) / 16 * 16;
+  const int64_t bytes = g.m * a.kps * 4;
+  uint32_t* xa = static_cast<uint32_t*>(std::aligned_alloc(64, bytes));
+  std::memset(xa, 0, bytes);
+  ConvertArgs conv{&g, xa, a.kps};
+  ConvertRowsTask(&conv, 0, g.m);
+  a.xa = xa;
+  ParallelForRaw(pool, g.n, min_rows, &SmallMTask<SmallMKind::kDot>, &a);
+  std::free(xa);
+}
+
 }  // namespace
 
 void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
   if (g.m == 1 && g.w_bf16 && g.w_layout_nk) {
     GemvBf16M1(pool, g);
+    return;
+  }
+  if (g.m > kGemvMaxM && g.m <= kSmallMMaxM && g.w_layout_nk) {
+    SmallMGemm(pool, g, use_bf16_dot);
     return;
   }
   if (!(use_bf16_dot && g.w_bf16 && g.w_layout_nk && g.m > kGemvMaxM)) {

@@ -19,6 +19,12 @@ constexpr int64_t kMc = 8 * kMr;  // rows per L2-resident A chunk
 // rows at once (B for a large K would not fit L2: 0.8x at 512 x 4096 x 4096).
 constexpr int64_t kPackAllCBytes = int64_t{1} << 20;
 constexpr int64_t kGemvMaxM = 8;
+// Up to this M (decode batches) the weights are streamed once instead of
+// packed (see RunGemmF32 and the AVX-512 SmallMGemm).
+constexpr int64_t kSmallMMaxM = 64;
+// Weight rows per small-M block: their K extent stays in L1/L2 while each
+// chunk of kGemvMaxM activation rows is run against it.
+constexpr int64_t kSmallMBlockN = 8;
 // Multiply-adds below which a thread wakeup (several microseconds) costs more
 // than it saves: smaller GEMMs, and smaller GEMV chunks, stay on one thread.
 constexpr int64_t kMinParallelMacs = 64 * 1024;
@@ -185,6 +191,22 @@ inline void GemvTask(void* arg, int64_t begin, int64_t end) {
   GemvRows(g, begin, end);
 }
 
+// Small M: columns [begin, end) in blocks of kSmallMBlockN weight rows, each
+// block run against the activation rows kGemvMaxM at a time.
+inline void SmallMTaskGeneric(void* arg, int64_t begin, int64_t end) {
+  const GemmArgs& g = *static_cast<const GemmArgs*>(arg);
+  for (int64_t n0 = begin; n0 < end; n0 += kSmallMBlockN) {
+    const int64_t n1 = end - n0 < kSmallMBlockN ? end : n0 + kSmallMBlockN;
+    for (int64_t m0 = 0; m0 < g.m; m0 += kGemvMaxM) {
+      GemmArgs sub = g;
+      sub.x = g.x + m0 * g.ldx;
+      sub.y = g.y + m0 * g.ldy;
+      sub.m = g.m - m0 < kGemvMaxM ? g.m - m0 : kGemvMaxM;
+      GemvRows(sub, n0, n1);
+    }
+  }
+}
+
 inline void RunGemmF32(ThreadPool* pool, const GemmArgs& g) {
   if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
   const int threads = pool != nullptr ? pool->num_threads() : 1;
@@ -192,6 +214,13 @@ inline void RunGemmF32(ThreadPool* pool, const GemmArgs& g) {
     const int64_t min_rows = kMinParallelMacs / (g.m * g.k) + 1;
     ParallelForRaw(pool, g.n, min_rows > 16 ? min_rows : 16, &GemvTask,
                    const_cast<GemmArgs*>(&g));
+    return;
+  }
+  if (g.m <= kSmallMMaxM && g.w_layout_nk) {
+    int64_t min_rows = kMinParallelMacs / (g.m * g.k) + 1;
+    min_rows = (min_rows + kSmallMBlockN - 1) / kSmallMBlockN * kSmallMBlockN;
+    ParallelForRaw(pool, g.n, min_rows > 16 ? min_rows : 16,
+                   &SmallMTaskGeneric, const_cast<GemmArgs*>(&g));
     return;
   }
   GemmPlan plan = MakePlan(g, threads);

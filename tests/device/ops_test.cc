@@ -26,7 +26,7 @@ class LinearTest : public IsaCapTest {};
 // BF16 (2^-8 relative per product).
 TEST_P(LinearTest, MatchesReferenceForF32AndBf16Weights) {
   uint32_t seed = 1;
-  for (int64_t m : {1, 7, 20, 64, 130}) {
+  for (int64_t m : {1, 7, 9, 16, 17, 20, 31, 33, 64, 65, 130}) {
     for (int64_t n : {1, 3, 17, 33, 129}) {
       for (int64_t k : {1, 3, 17, 33, 129, 1000}) {
         for (bool bf16 : {false, true}) {
