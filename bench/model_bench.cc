@@ -2,10 +2,11 @@
 // - BM_EncoderMiniLm/{f32,bf16}: MiniLM-L6 shape (384 hidden, 6 layers, 12
 //   heads, FFN 1536), 32 sequences x 128 tokens per step; counter tok/s.
 // - BM_DecoderTinyLlamaDecode: TinyLlama shape (2048 hidden, 22 layers, 32
-//   heads, 4 KV heads, FFN 5632, BF16 weights), one decode step at batch 1
-//   with 128 tokens of context; counters ms/step, GB/s (weight bytes read
-//   per step / step time); compare GB/s with BM_MemoryBandwidth's
-//   (the memory-bound optimum).
+//   heads, 4 KV heads, FFN 5632, BF16 weights), one decode step at batch
+//   1 / 16 / 32 (sequences sharing 128 tokens of prefilled context);
+//   counters ms/step, tok/s, GB/s (weight bytes read per step / step
+//   time); compare GB/s with BM_MemoryBandwidth's (the memory-bound
+//   optimum).
 // - BM_MemoryBandwidth: read bandwidth of a 1 GiB buffer on the same threads.
 // - BM_DecoderStoriesDecode: the real 260K-parameter stories260K Llama (from
 //   the shared models folder), one decode step at batch 1: the fixed
@@ -141,19 +142,25 @@ BENCHMARK(BM_EncoderMiniLm)
 void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
   auto runner = MakeRunner(state, "tinyllama", DType::kBF16);
   if (runner == nullptr) return;
+  const int batch = static_cast<int>(state.range(0));
   constexpr int kBlockSize = 16;
   constexpr int kContext = 128;
   constexpr int kMaxLen = kContext + 256;
-  if (!runner->AllocateKvCache(kMaxLen / kBlockSize, kBlockSize).ok()) {
+  // The prefilled context blocks are shared by every sequence of the batch
+  // (a common prefix); each sequence writes its own blocks after it.
+  constexpr int kSharedBlocks = kContext / kBlockSize;
+  constexpr int kOwnBlocks = (kMaxLen - kContext) / kBlockSize;
+  if (!runner->AllocateKvCache(kSharedBlocks + batch * kOwnBlocks, kBlockSize)
+           .ok()) {
     state.SkipWithError("KV cache allocation failed");
     return;
   }
-  std::vector<int32_t> table;
-  for (int b = 0; b < kMaxLen / kBlockSize; ++b) table.push_back(b);
+  std::vector<int32_t> prefix;
+  for (int b = 0; b < kSharedBlocks; ++b) prefix.push_back(b);
   BatchPlan prefill;
   SequencePlan p;
   for (int t = 0; t < kContext; ++t) p.token_ids.push_back(100 + t);
-  p.block_table = table;
+  p.block_table = prefix;
   p.output = StepOutput::kLastLogits;
   prefill.seqs.push_back(p);
   if (!runner->Execute(prefill).ok()) {
@@ -161,14 +168,20 @@ void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
     return;
   }
   BatchPlan decode;
-  SequencePlan d;
-  d.token_ids = {42};
-  d.block_table = table;
-  d.output = StepOutput::kLastLogits;
-  decode.seqs.push_back(d);
+  for (int i = 0; i < batch; ++i) {
+    SequencePlan d;
+    d.seq_id = i;
+    d.token_ids = {42 + i};
+    d.block_table = prefix;
+    for (int b = 0; b < kOwnBlocks; ++b) {
+      d.block_table.push_back(kSharedBlocks + i * kOwnBlocks + b);
+    }
+    d.output = StepOutput::kLastLogits;
+    decode.seqs.push_back(d);
+  }
   int pos = kContext;
   for (auto _ : state) {
-    decode.seqs[0].start_pos = pos;
+    for (SequencePlan& d : decode.seqs) d.start_pos = pos;
     auto result = runner->Execute(decode);
     if (!result.ok()) {
       state.SkipWithError(result.status().ToString().c_str());
@@ -184,6 +197,8 @@ void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
   state.counters["ms/step"] =
       benchmark::Counter(1e-3, benchmark::Counter::kIsIterationInvariantRate |
                                    benchmark::Counter::kInvert);
+  state.counters["tok/s"] = benchmark::Counter(
+      batch, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GB/s"] = benchmark::Counter(
       weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weight_GB"] = weight_bytes * 1e-9;
@@ -192,6 +207,10 @@ void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
       static_cast<double>(runner->weight_bytes_allocated()) * 1e-6;
 }
 BENCHMARK(BM_DecoderTinyLlamaDecode)
+    ->ArgName("batch")
+    ->Arg(1)
+    ->Arg(16)
+    ->Arg(32)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime()

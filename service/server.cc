@@ -141,10 +141,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       if (info.state == ModelState::kReady) {
         LOG_INFO(
             "model '{}' ready ({}/{}): {} tensors, {:.1f} MiB of weights, "
-            "loaded in {:.2f}s",
+            "loaded in {:.2f}s; inputs up to {} tokens",
             info.name, done, total, info.weight_tensors,
             static_cast<double>(info.weight_bytes) / (1 << 20),
-            info.load_seconds);
+            info.load_seconds, info.max_input_tokens);
       } else {
         LOG_ERROR("model '{}' failed to load ({}/{}): {}", info.name, done,
                   total, info.error);

@@ -194,7 +194,7 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
     b->Args({1, 2048, 2048, 1, threads});
     b->Args({1, 5632, 2048, 1, threads});
     // Continuous-batching decode: small M against streamed weights.
-    for (int m : {16, 32}) {
+    for (int m : {16, 32, 64}) {
       for (int bf16 : {1, 0}) {
         b->Args({m, 2048, 2048, bf16, threads});
         b->Args({m, 5632, 2048, bf16, threads});

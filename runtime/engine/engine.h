@@ -76,6 +76,11 @@ class Engine {
 
   virtual EngineStats Stats() const = 0;
 
+  // The longest input (prompt + output for generation) the engine accepts,
+  // when it is tighter than the model's own limit (e.g. a KV cache smaller
+  // than the full context); 0 = the model's limit.
+  virtual int64_t max_input_tokens() const { return 0; }
+
   // Stops the loop threads; requests not finished get UNAVAILABLE.
   // Idempotent.
   virtual void Stop() = 0;

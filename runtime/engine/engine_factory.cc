@@ -134,25 +134,33 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateGenerateEngine(
   ASSIGN_OR_RETURN(std::unique_ptr<ModelRunnerBase> runner,
                    CreateModelRunner(ro));
   const int block_size = eo.block_size;
-  const int32_t max_model_len =
+  int32_t max_model_len =
       static_cast<int32_t>(std::min<int64_t>(model.info().max_input_tokens,
                                              runner->max_positions()));
   ASSIGN_OR_RETURN(int64_t blocks,
                    runner->NumKvBlocksForMemory(eo.kv_cache_fraction,
                                                 eo.kv_cache_bytes, block_size,
                                                 eo.max_batched_tokens));
+  const int64_t min_blocks = (max_model_len + block_size - 1) / block_size;
+  if (blocks < min_blocks) {
+    // Long-context checkpoints (e.g. 128k positions) would need more KV
+    // memory than the budget for one full-length sequence: serve a shorter
+    // context (what the cache holds) rather than refuse the model. The new
+    // limit shows in ModelInfo.max_input_tokens.
+    const int64_t fit = blocks * block_size;
+    if (fit < 2 * block_size) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the KV cache budget fits only ", blocks, " blocks of ", block_size,
+          " tokens; raise --kv-cache-memory"));
+    }
+    max_model_len = static_cast<int32_t>(fit);
+  }
   // Never more blocks than max_seqs full-length sequences could use, so a
   // small model does not take a quarter of the machine's memory.
   const int64_t useful =
-      static_cast<int64_t>(eo.max_seqs) * ((max_model_len + block_size - 1) / block_size) + 1;
+      static_cast<int64_t>(eo.max_seqs) *
+          ((max_model_len + block_size - 1) / block_size) + 1;
   blocks = std::min(blocks, useful);
-  const int64_t min_blocks = (max_model_len + block_size - 1) / block_size;
-  if (blocks < min_blocks) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the KV cache fits ", blocks, " blocks of ", block_size,
-        " tokens; one full-length sequence needs ", min_blocks,
-        " (raise --kv-cache-memory or lower the context)"));
-  }
   RETURN_IF_ERROR(runner->AllocateKvCache(blocks, block_size));
 
   GenerateEngineOptions go;

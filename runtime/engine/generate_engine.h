@@ -46,6 +46,9 @@ class GenerateEngine : public Engine {
       GenerateParams params, GenerateCallback on_chunk) override;
 
   EngineStats Stats() const override;
+  int64_t max_input_tokens() const override {
+    return options_.scheduler.max_model_len;
+  }
   void Stop() override;
 
  private:

@@ -139,6 +139,10 @@ absl::Status ServedModel::Load() {
   engine_->set_step_observer(step_observer_);
   {
     absl::MutexLock lock(&mu_);
+    const int64_t engine_limit = engine_->max_input_tokens();
+    if (engine_limit > 0 && engine_limit < info_.max_input_tokens) {
+      info_.max_input_tokens = engine_limit;
+    }
     info_.weight_tensors = static_cast<int64_t>(store->tensor_count());
     info_.weight_bytes = static_cast<int64_t>(store->total_bytes());
     info_.load_seconds = absl::ToDoubleSeconds(absl::Now() - start);
