@@ -197,8 +197,8 @@ void BM_DecoderTinyLlamaDecode(benchmark::State& state) {
   state.counters["ms/step"] =
       benchmark::Counter(1e-3, benchmark::Counter::kIsIterationInvariantRate |
                                    benchmark::Counter::kInvert);
-  state.counters["tok/s"] = benchmark::Counter(
-      batch, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tok/s"] =
+      benchmark::Counter(batch, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GB/s"] = benchmark::Counter(
       weight_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["weight_GB"] = weight_bytes * 1e-9;

@@ -416,8 +416,13 @@ void GemvBf16M1(ThreadPool* pool, const GemmArgs& g) {
 // kF32 / kBf16Widen: F32 FMA, BF16 weights widened to F32.
 enum class SmallMKind { kDot, kF32, kBf16Widen };
 
-constexpr int kSmallMR = 4;   // weight rows per block
-constexpr int kSmallMB = 6;   // activation rows per chunk: 24 accumulators
+// Largest M for the kF32 / kBf16Widen kinds (kDot: kSmallMMaxM).
+constexpr int64_t kSmallMMaxMF32 = 32;
+
+// 24 accumulators + 4 weight vectors + 1 activation vector fit the 32
+// registers; 8 x 3 needs 33 and spills (4x slower).
+constexpr int kSmallMR = 4;  // weight rows per block
+constexpr int kSmallMB = 6;  // activation rows per chunk
 
 struct SmallMArgs {
   const GemmArgs* g;
@@ -425,12 +430,12 @@ struct SmallMArgs {
   int64_t kps;         // kDot: pairs per row, a multiple of 16
 };
 
-// Horizontal sums of four vectors: lane i of the result = sum of v[i].
+// Horizontal sums of four vectors: lanes 0..3 = sums of a, b, c, d.
 inline __m128 Reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
   auto half = [](__m512 v) {
-    return _mm256_add_ps(_mm512_castps512_ps256(v),
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(
-                             _mm512_castps_pd(v), 1)));
+    return _mm256_add_ps(
+        _mm512_castps512_ps256(v),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
   };
   const __m256 ab = _mm256_hadd_ps(half(a), half(b));
   const __m256 cd = _mm256_hadd_ps(half(c), half(d));
@@ -439,13 +444,16 @@ inline __m128 Reduce4(__m512 a, __m512 b, __m512 c, __m512 d) {
                     _mm256_extractf128_ps(abcd, 1));
 }
 
+// Chunk c of a block prefetches rows [r_begin, r_end) of the next block
+// into L2: a row of 2048 BF16 is one 4 KiB page, where the hardware stream
+// prefetcher stops (1.5-2x at M = 16, N = 5632, K = 2048); spreading the
+// rows over the chunks keeps the request rate near the memory bandwidth,
+// and L2 rather than L1 keeps the current block's rows in L1.
 template <SmallMKind kKind, int MB, int R>
-void SmallMBlock(const SmallMArgs& a, int64_t n, int64_t m0) {
+void SmallMBlock(const SmallMArgs& a, int64_t n, int64_t m0, int r_begin,
+                 int r_end) {
   const GemmArgs& g = *a.g;
-  // The first chunk of a block prefetches the next block's rows: a row of
-  // 2048 BF16 is one 4 KiB page, where the hardware stream prefetcher
-  // stops (2.3x at M = 16, N = 5632, K = 2048).
-  const bool prefetch = m0 == 0 && n + 2 * R <= g.n;
+  const bool prefetch = r_begin < r_end && n + 2 * R <= g.n;
   __m512 acc[R][MB];
 #pragma GCC unroll 6
   for (int m = 0; m < MB; ++m)
@@ -459,22 +467,21 @@ void SmallMBlock(const SmallMArgs& a, int64_t n, int64_t m0) {
     for (int64_t k = 0; k < g.k; k += 32) {
       if (prefetch) {
 #pragma GCC unroll 4
-        for (int r = 0; r < R; ++r)
+        for (int r = r_begin; r < r_end; ++r)
           _mm_prefetch(reinterpret_cast<const char*>(w + (r + R) * g.ldw + k),
-                       _MM_HINT_T0);
+                       _MM_HINT_T1);
       }
       const int64_t left = g.k - k;
-      const __mmask32 mask =
-          left >= 32 ? static_cast<__mmask32>(0xffffffffu)
-                     : static_cast<__mmask32>((1u << left) - 1);
+      const __mmask32 mask = left >= 32
+                                 ? static_cast<__mmask32>(0xffffffffu)
+                                 : static_cast<__mmask32>((1u << left) - 1);
       __m512bh wv[R];
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r)
         wv[r] = (__m512bh)_mm512_maskz_loadu_epi16(mask, w + r * g.ldw + k);
 #pragma GCC unroll 6
       for (int m = 0; m < MB; ++m) {
-        const __m512bh xv =
-            (__m512bh)_mm512_load_si512(x + m * a.kps + k / 2);
+        const __m512bh xv = (__m512bh)_mm512_load_si512(x + m * a.kps + k / 2);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r)
           acc[r][m] = _mm512_dpbf16_ps(acc[r][m], wv[r], xv);
@@ -482,14 +489,13 @@ void SmallMBlock(const SmallMArgs& a, int64_t n, int64_t m0) {
     }
   } else {
     const int64_t wsize = kKind == SmallMKind::kF32 ? 4 : 2;
-    const char* wbytes =
-        static_cast<const char*>(g.w) + n * g.ldw * wsize;
+    const char* wbytes = static_cast<const char*>(g.w) + n * g.ldw * wsize;
     for (int64_t k = 0; k < g.k; k += 16) {
       // One line per row per 64 bytes of weights.
       if (prefetch && (k * wsize) % 64 == 0) {
 #pragma GCC unroll 4
-        for (int r = 0; r < R; ++r)
-          _mm_prefetch(wbytes + ((r + R) * g.ldw + k) * wsize, _MM_HINT_T0);
+        for (int r = r_begin; r < r_end; ++r)
+          _mm_prefetch(wbytes + ((r + R) * g.ldw + k) * wsize, _MM_HINT_T1);
       }
       const __mmask16 mask = TailMask(g.k - k);
       __m512 wv[R];
@@ -515,13 +521,17 @@ void SmallMBlock(const SmallMArgs& a, int64_t n, int64_t m0) {
       }
     }
   }
-  if constexpr (R == 4) {
-    const __m128 b = g.bias != nullptr ? _mm_loadu_ps(g.bias + n)
-                                       : _mm_setzero_ps();
+  if constexpr (R % 4 == 0) {
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r += 4) {
+      const __m128 b =
+          g.bias != nullptr ? _mm_loadu_ps(g.bias + n + r) : _mm_setzero_ps();
 #pragma GCC unroll 6
-    for (int m = 0; m < MB; ++m) {
-      const __m128 sum = Reduce4(acc[0][m], acc[1][m], acc[2][m], acc[3][m]);
-      _mm_storeu_ps(g.y + (m0 + m) * g.ldy + n, _mm_add_ps(sum, b));
+      for (int m = 0; m < MB; ++m) {
+        const __m128 sum =
+            Reduce4(acc[r][m], acc[r + 1][m], acc[r + 2][m], acc[r + 3][m]);
+        _mm_storeu_ps(g.y + (m0 + m) * g.ldy + n + r, _mm_add_ps(sum, b));
+      }
     }
   } else {
 #pragma GCC unroll 4
@@ -535,25 +545,26 @@ void SmallMBlock(const SmallMArgs& a, int64_t n, int64_t m0) {
 }
 
 template <SmallMKind kKind, int R>
-void SmallMChunk(const SmallMArgs& a, int64_t n, int64_t m0, int mb) {
+void SmallMChunk(const SmallMArgs& a, int64_t n, int64_t m0, int mb,
+                 int r_begin, int r_end) {
   switch (mb) {
     case 1:
-      SmallMBlock<kKind, 1, R>(a, n, m0);
+      SmallMBlock<kKind, 1, R>(a, n, m0, r_begin, r_end);
       break;
     case 2:
-      SmallMBlock<kKind, 2, R>(a, n, m0);
+      SmallMBlock<kKind, 2, R>(a, n, m0, r_begin, r_end);
       break;
     case 3:
-      SmallMBlock<kKind, 3, R>(a, n, m0);
+      SmallMBlock<kKind, 3, R>(a, n, m0, r_begin, r_end);
       break;
     case 4:
-      SmallMBlock<kKind, 4, R>(a, n, m0);
+      SmallMBlock<kKind, 4, R>(a, n, m0, r_begin, r_end);
       break;
     case 5:
-      SmallMBlock<kKind, 5, R>(a, n, m0);
+      SmallMBlock<kKind, 5, R>(a, n, m0, r_begin, r_end);
       break;
     default:
-      SmallMBlock<kKind, 6, R>(a, n, m0);
+      SmallMBlock<kKind, 6, R>(a, n, m0, r_begin, r_end);
       break;
   }
 }
@@ -569,14 +580,17 @@ void SmallMTask(void* arg, int64_t begin, int64_t end) {
   for (; n + kSmallMR <= end; n += kSmallMR) {
     for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
       const int64_t m1 = m * (c + 1) / chunks;
-      SmallMChunk<kKind, kSmallMR>(a, n, m0, static_cast<int>(m1 - m0));
+      SmallMChunk<kKind, kSmallMR>(
+          a, n, m0, static_cast<int>(m1 - m0),
+          static_cast<int>(kSmallMR * c / chunks),
+          static_cast<int>(kSmallMR * (c + 1) / chunks));
       m0 = m1;
     }
   }
   for (; n < end; ++n) {
     for (int64_t c = 0, m0 = 0; c < chunks; ++c) {
       const int64_t m1 = m * (c + 1) / chunks;
-      SmallMChunk<kKind, 1>(a, n, m0, static_cast<int>(m1 - m0));
+      SmallMChunk<kKind, 1>(a, n, m0, static_cast<int>(m1 - m0), 0, 0);
       m0 = m1;
     }
   }
@@ -616,12 +630,16 @@ void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
     GemvBf16M1(pool, g);
     return;
   }
-  if (g.m > kGemvMaxM && g.m <= kSmallMMaxM && g.w_layout_nk) {
+  // F32 FMA streams at about half the vdpbf16ps rate: at M = 64 it only
+  // ties the blocked GEMM (1.3-2x faster at M = 16 / 32).
+  const bool dot = use_bf16_dot && g.w_bf16;
+  const int64_t small_m_max = dot ? kSmallMMaxM : kSmallMMaxMF32;
+  if (g.m > kGemvMaxM && g.m <= small_m_max && g.w_layout_nk) {
     SmallMGemm(pool, g, use_bf16_dot);
     return;
   }
   if (!(use_bf16_dot && g.w_bf16 && g.w_layout_nk && g.m > kGemvMaxM)) {
-    RunGemmF32(pool, g);
+    RunGemmF32(pool, g, kGemvMaxM);
     return;
   }
   const int threads = pool != nullptr ? pool->num_threads() : 1;

@@ -207,7 +207,10 @@ inline void SmallMTaskGeneric(void* arg, int64_t begin, int64_t end) {
   }
 }
 
-inline void RunGemmF32(ThreadPool* pool, const GemmArgs& g) {
+// small_m_max: largest M for SmallMTaskGeneric (an ISA unit with its own
+// small-M kernel passes kGemvMaxM).
+inline void RunGemmF32(ThreadPool* pool, const GemmArgs& g,
+                       int64_t small_m_max = kSmallMMaxM) {
   if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
   const int threads = pool != nullptr ? pool->num_threads() : 1;
   if (g.m <= kGemvMaxM && g.w_layout_nk) {
@@ -216,11 +219,11 @@ inline void RunGemmF32(ThreadPool* pool, const GemmArgs& g) {
                    const_cast<GemmArgs*>(&g));
     return;
   }
-  if (g.m <= kSmallMMaxM && g.w_layout_nk) {
+  if (g.m <= small_m_max && g.w_layout_nk) {
     int64_t min_rows = kMinParallelMacs / (g.m * g.k) + 1;
     min_rows = (min_rows + kSmallMBlockN - 1) / kSmallMBlockN * kSmallMBlockN;
-    ParallelForRaw(pool, g.n, min_rows > 16 ? min_rows : 16,
-                   &SmallMTaskGeneric, const_cast<GemmArgs*>(&g));
+    ParallelForRaw(pool, g.n, min_rows > 16 ? min_rows : 16, &SmallMTaskGeneric,
+                   const_cast<GemmArgs*>(&g));
     return;
   }
   GemmPlan plan = MakePlan(g, threads);
