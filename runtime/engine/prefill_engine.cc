@@ -204,6 +204,35 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
       });
 }
 
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::EnqueueHead(
+    std::vector<PrefillSequence> seqs, absl::Time deadline,
+    double tokenization_seconds, ScoreFunction fn,
+    std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
+                       const RequestTimings&, int64_t tokens)>
+        finish) {
+  return Enqueue(
+      std::move(seqs), StepOutput::kClassifierLogits, deadline,
+      tokenization_seconds,
+      [fn, finish = std::move(finish)](
+          absl::StatusOr<std::vector<SequenceResult>> r,
+          const RequestTimings& t, int64_t tokens) {
+        if (!r.ok()) {
+          finish(r.status(), t, tokens);
+          return;
+        }
+        std::vector<std::vector<float>> scores;
+        for (const SequenceResult& s : *r) {
+          if (s.values.empty()) {
+            finish(absl::InternalError("the model returned no score"), t,
+                   tokens);
+            return;
+          }
+          scores.push_back(ScoreLogits(s.values, fn));
+        }
+        finish(std::move(scores), t, tokens);
+      });
+}
+
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
     ClassifyParams params, ResultCallback<ClassifyResult> done) {
   if (IsEmbed(options_.workflow)) {
@@ -219,23 +248,21 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
                         : (options_.workflow == WorkflowKind::kCrossEncoderRerank
                                ? ScoreFunction::kSigmoid
                                : options_.classify_scores);
-  return Enqueue(std::move(seqs), StepOutput::kClassifierLogits,
-                 params.deadline, tokenization_seconds,
-                 [fn, done = std::move(done)](
-                     absl::StatusOr<std::vector<SequenceResult>> r,
-                     const RequestTimings& t, int64_t tokens) {
-                   if (!r.ok()) {
-                     done(r.status());
-                     return;
-                   }
-                   ClassifyResult result;
-                   result.total_tokens = tokens;
-                   result.timings = t;
-                   for (const SequenceResult& s : *r) {
-                     result.scores.push_back(ScoreLogits(s.values, fn));
-                   }
-                   done(std::move(result));
-                 });
+  return EnqueueHead(
+      std::move(seqs), params.deadline, tokenization_seconds, fn,
+      [done = std::move(done)](
+          absl::StatusOr<std::vector<std::vector<float>>> scores,
+          const RequestTimings& t, int64_t tokens) {
+        if (!scores.ok()) {
+          done(scores.status());
+          return;
+        }
+        ClassifyResult result;
+        result.total_tokens = tokens;
+        result.timings = t;
+        result.scores = std::move(scores).value();
+        done(std::move(result));
+      });
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
@@ -250,27 +277,24 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
       absl::ToDoubleSeconds(absl::Now() - tokenize_start);
   const ScoreFunction fn =
       params.raw_scores ? ScoreFunction::kRaw : ScoreFunction::kSigmoid;
-  return Enqueue(std::move(seqs), StepOutput::kClassifierLogits,
-                 params.deadline, tokenization_seconds,
-                 [fn, done = std::move(done)](
-                     absl::StatusOr<std::vector<SequenceResult>> r,
-                     const RequestTimings& t, int64_t tokens) {
-                   if (!r.ok()) {
-                     done(r.status());
-                     return;
-                   }
-                   RerankResult result;
-                   result.total_tokens = tokens;
-                   result.timings = t;
-                   for (const SequenceResult& s : *r) {
-                     if (s.values.empty()) {
-                       done(absl::InternalError("the model returned no score"));
-                       return;
-                     }
-                     result.scores.push_back(ScoreLogits({s.values[0]}, fn)[0]);
-                   }
-                   done(std::move(result));
-                 });
+  return EnqueueHead(
+      std::move(seqs), params.deadline, tokenization_seconds, fn,
+      [done = std::move(done)](
+          absl::StatusOr<std::vector<std::vector<float>>> scores,
+          const RequestTimings& t, int64_t tokens) {
+        if (!scores.ok()) {
+          done(scores.status());
+          return;
+        }
+        RerankResult result;
+        result.total_tokens = tokens;
+        result.timings = t;
+        // A cross-encoder head has one logit: the relevance.
+        for (const std::vector<float>& s : *scores) {
+          result.scores.push_back(s[0]);
+        }
+        done(std::move(result));
+      });
 }
 
 }  // namespace inferd

@@ -73,6 +73,14 @@ class PrefillEngine : public Engine {
       std::function<void(absl::StatusOr<std::vector<SequenceResult>>,
                          const RequestTimings&, int64_t tokens)>
           finish);
+  // Enqueue for classification heads: `finish` gets each sequence's
+  // logits scored with `fn`.
+  absl::StatusOr<std::shared_ptr<RequestHandle>> EnqueueHead(
+      std::vector<PrefillSequence> seqs, absl::Time deadline,
+      double tokenization_seconds, ScoreFunction fn,
+      std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
+                         const RequestTimings&, int64_t tokens)>
+          finish);
 
   const PrefillEngineOptions options_;
   const InputProcessor input_;
