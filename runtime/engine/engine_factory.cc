@@ -4,7 +4,10 @@
 #include <thread>
 
 #include "absl/hash/hash.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "device/bf16.h"
+#include "runtime/loader/safetensors.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/generate_engine.h"
@@ -47,6 +50,57 @@ std::vector<int32_t> EosIds(const ServedModel& model) {
     }
   }
   return ids;
+}
+
+// Reads a sentence-transformers Dense module (<dir>/<path>/model.safetensors:
+// linear.weight [out, in], optional linear.bias) into F32.
+absl::StatusOr<DenseLayer> LoadDense(const std::string& dir,
+                                     const StDenseConfig& d) {
+  const std::string file = absl::StrCat(dir, "/", d.path, "/model.safetensors");
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> st,
+                   SafetensorsFile::Open(file));
+  auto to_floats = [&](const TensorView& t) -> absl::StatusOr<std::vector<float>> {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      switch (t.dtype) {
+        case DType::kF32: out[i] = t.as<const float>()[i]; break;
+        case DType::kBF16: out[i] = Bf16ToFloat(t.as<const uint16_t>()[i]); break;
+        case DType::kF16: out[i] = F16ToFloat(t.as<const uint16_t>()[i]); break;
+        default:
+          return absl::InvalidArgumentError(absl::StrCat(
+              file, ": Dense weights must be float32, bfloat16 or float16"));
+      }
+    }
+    return out;
+  };
+  DenseLayer layer;
+  ASSIGN_OR_RETURN(TensorView w, st->Get("linear.weight"));
+  if (w.rank != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file, ": linear.weight must be 2-D"));
+  }
+  layer.out_features = w.dim(0);
+  layer.in_features = w.dim(1);
+  ASSIGN_OR_RETURN(layer.weight, to_floats(w));
+  if (st->Has("linear.bias")) {
+    ASSIGN_OR_RETURN(TensorView b, st->Get("linear.bias"));
+    ASSIGN_OR_RETURN(layer.bias, to_floats(b));
+    if (static_cast<int64_t>(layer.bias.size()) != layer.out_features) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file, ": linear.bias does not match linear.weight"));
+    }
+  }
+  // sentence-transformers' Dense defaults to Tanh when the config names no
+  // activation.
+  const std::string& act = d.activation_function;
+  if (act.empty() || absl::EndsWith(act, "Tanh")) {
+    layer.tanh = true;
+  } else if (!act.empty() && !absl::EndsWith(act, "Identity")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file, ": Dense activation '", act,
+        "' is not supported (Tanh or Identity)"));
+  }
+  return layer;
 }
 
 absl::StatusOr<ModelRunnerOptions> RunnerOptions(
@@ -92,6 +146,10 @@ absl::StatusOr<std::unique_ptr<Engine>> CreatePrefillEngine(
   po.scheduler.max_queue_requests = eo.max_queue_requests;
   po.scheduler.max_queue_tokens = eo.max_queue_tokens;
   po.embedding_dims = info.embedding_dims;
+  for (const StDenseConfig& d : model.st_config().dense) {
+    ASSIGN_OR_RETURN(DenseLayer layer, LoadDense(model.spec().path, d));
+    po.dense.push_back(std::move(layer));
+  }
   if (!info.pooling.empty()) {
     ASSIGN_OR_RETURN(po.default_pooling, ParsePooling(info.pooling));
   }

@@ -39,7 +39,24 @@ absl::StatusOr<std::vector<float>> PoolEmbedding(const SequenceResult& r,
     const double inv = 1.0 / (rows - start);
     for (double& v : acc) v *= inv;
   }
-  size_t dims = static_cast<size_t>(h);
+  if (o.dense != nullptr) {
+    for (const DenseLayer& d : *o.dense) {
+      if (static_cast<int64_t>(acc.size()) != d.in_features) {
+        return absl::InternalError(absl::StrCat(
+            "Dense module expects ", d.in_features, " inputs, got ",
+            acc.size()));
+      }
+      std::vector<double> y(d.out_features);
+      for (int64_t r = 0; r < d.out_features; ++r) {
+        const float* row = d.weight.data() + r * d.in_features;
+        double sum = d.bias.empty() ? 0.0 : d.bias[r];
+        for (int64_t c = 0; c < d.in_features; ++c) sum += row[c] * acc[c];
+        y[r] = d.tanh ? std::tanh(sum) : sum;
+      }
+      acc = std::move(y);
+    }
+  }
+  size_t dims = acc.size();
   if (o.dimensions > 0) dims = std::min<size_t>(dims, o.dimensions);
   std::vector<float> out(dims);
   double norm = 0;

@@ -167,6 +167,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
   }
   o.normalize = params.normalize.value_or(options_.default_normalize);
   o.dimensions = params.dimensions;
+  o.dense = &options_.dense;
   const absl::Time tokenize_start = absl::Now();
   ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs, input_.ProcessEmbed(params));
   const double tokenization_seconds =

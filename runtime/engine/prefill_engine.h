@@ -38,6 +38,8 @@ struct PrefillEngineOptions {
   Pooling default_pooling = Pooling::kCls;
   bool default_normalize = true;
   int64_t embedding_dims = 0;
+  // sentence-transformers Dense modules applied after pooling.
+  std::vector<DenseLayer> dense;
   // Classifiers: softmax (single-label) or sigmoid (multi-label).
   ScoreFunction classify_scores = ScoreFunction::kSoftmax;
 };

@@ -544,6 +544,81 @@ class WorkflowsTest(unittest.TestCase):
                                      {"model": name}), 0)
 
 
+def write_safetensors(path, tensors):
+    """Minimal safetensors writer (F32) for test fixtures."""
+    header, blobs, offset = {}, [], 0
+    for name, arr in tensors.items():
+        data = np.ascontiguousarray(arr, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+
+
+class DenseModuleTest(unittest.TestCase):
+    """A sentence-transformers model with a Dense module after pooling
+    (Tanh, the default) and Normalize: inferd must apply it like the
+    reference does."""
+
+    def test_dense_module_is_applied_after_pooling(self):
+        import shutil
+        import tempfile
+        src = model_dir("bert-embed")
+        with tempfile.TemporaryDirectory() as d:
+            for f in os.listdir(src):
+                if os.path.isfile(os.path.join(src, f)):
+                    shutil.copy(os.path.join(src, f), d)
+            shutil.copytree(os.path.join(src, "1_Pooling"),
+                            os.path.join(d, "1_Pooling"))
+            hidden = load_cfg("bert-embed")["hidden_size"]
+            out = 24
+            rng = np.random.RandomState(5)
+            os.makedirs(os.path.join(d, "2_Dense"))
+            write_safetensors(os.path.join(d, "2_Dense", "model.safetensors"), {
+                "linear.weight": rng.normal(0, 0.3, (out, hidden)),
+                "linear.bias": rng.normal(0, 0.1, (out,))})
+            with open(os.path.join(d, "2_Dense", "config.json"), "w") as f:
+                json.dump({"in_features": hidden, "out_features": out,
+                           "bias": True}, f)
+            os.makedirs(os.path.join(d, "3_Normalize"))
+            with open(os.path.join(d, "modules.json"), "w") as f:
+                json.dump([
+                    {"idx": 0, "name": "0", "path": "",
+                     "type": "sentence_transformers.models.Transformer"},
+                    {"idx": 1, "name": "1", "path": "1_Pooling",
+                     "type": "sentence_transformers.models.Pooling"},
+                    {"idx": 2, "name": "2", "path": "2_Dense",
+                     "type": "sentence_transformers.models.Dense"},
+                    {"idx": 3, "name": "3", "path": "3_Normalize",
+                     "type": "sentence_transformers.models.Normalize"}], f)
+            server = lib.InferdProcess(P.inferd, [("dense", d)])
+            try:
+                channel = GRPC.insecure_channel(server.address)
+                lib.HealthClient(channel, lib.load_health_pb2(P.stubs)).wait_serving()
+                stub = IRPC.InferenceStub(channel)
+                info = MRPC.ModelsStub(channel).GetModel(
+                    MPB.GetModelRequest(name="dense"))
+                self.assertEqual(info.embedding_dims, out)
+                text = "dense modules project the pooled vector"
+                ids = list(stub.Tokenize(IPB.TokenizeRequest(
+                    model="dense", text=text)).token_ids)
+                got = stub.EmbedBatch(IPB.EmbedRequest(
+                    model="dense", texts=[text])).embeddings[0]
+                model = REF.Model(d)
+                hidden_states, _ = model.forward(ids)
+                want = REF.st_embedding(d, hidden_states)
+                self.assertEqual(got.dims, out)
+                self.assertGreaterEqual(cosine(got.values, want), 0.99999)
+                np.testing.assert_allclose(got.values, want, atol=1e-4)
+                channel.close()
+            finally:
+                self.assertEqual(server.stop(), 0, server.output())
+
+
 class ChunkedPrefillTest(unittest.TestCase):
     """A server whose step budget is 7 tokens: every prompt is prefilled in
     chunks of 7, and must still give the same tokens as one-shot prefill."""
