@@ -107,6 +107,21 @@ void ServedModel::SetFailed(const absl::Status& status) {
 }
 
 absl::Status ServedModel::Load() {
+  const bool embeds = workflow_.kind == WorkflowKind::kEncoderEmbed ||
+                      workflow_.kind == WorkflowKind::kDecoderEmbed;
+  if (embeds && !spec_.overrides.pooling && st_.present && st_.has_pooling &&
+      st_.pooling != PoolingMode::kCls && st_.pooling != PoolingMode::kMean &&
+      st_.pooling != PoolingMode::kLastToken) {
+    // Serving another pooling than the model was trained with would give
+    // wrong embeddings silently.
+    absl::Status s = absl::FailedPreconditionError(absl::StrCat(
+        "model '", spec_.name, "': its sentence-transformers pooling '",
+        PoolingModeName(st_.pooling),
+        "' is not supported (cls, mean, last); choose one with --model ",
+        spec_.name, "=PATH,pooling=... if that is what you want"));
+    SetFailed(s);
+    return s;
+  }
   const absl::Time start = absl::Now();
   auto tok = Tokenizer::FromFile(spec_.path + "/tokenizer.json");
   if (!tok.ok()) {

@@ -160,6 +160,20 @@ class MetricsTest(unittest.TestCase):
     def scrape(self):
         return parse_metrics(self.server.scrape())
 
+    def settled(self, check, timeout=10):
+        """Runs check(samples) on fresh scrapes until it passes or
+        `timeout` seconds pass (then its last failure is raised)."""
+        deadline = time.time() + timeout
+        while True:
+            after, _ = self.scrape()
+            try:
+                check(after)
+                return
+            except AssertionError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def test_generate_traffic_moves_generation_metrics(self):
         if not self.gen:
             self.skipTest("no generative test model")
@@ -179,45 +193,51 @@ class MetricsTest(unittest.TestCase):
         bad.sampling.top_p = 3.0
         with self.assertRaises(self.grpc.RpcError):
             list(self.inference.Generate(bad))
-        after, _ = self.scrape()
-        m = dict(model=name)
-        self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
-                               rpc="Generate", code="OK", **m), n)
-        self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
-                               rpc="Generate", code="INVALID_ARGUMENT", **m), 1)
-        self.assertEqual(delta(before, after, "inferd_request_success_total",
-                               finished_reason="length", **m), n)
-        self.assertEqual(delta(before, after, "inferd_generation_tokens_total",
-                               **m), n * max_tokens)
-        self.assertEqual(delta(before, after, "inferd_prompt_tokens_total",
-                               **m), prompt_tokens)
-        for hist in ("inferd_time_to_first_token_seconds",
-                     "inferd_e2e_request_latency_seconds",
-                     "inferd_request_queue_time_seconds",
-                     "inferd_request_prompt_tokens",
-                     "inferd_request_generation_tokens"):
-            self.assertEqual(delta(before, after, hist + "_count", **m), n, hist)
-        # Every output token after the first has one inter-token time.
-        self.assertEqual(delta(before, after,
-                               "inferd_time_per_output_token_seconds_count",
-                               **m), n * (max_tokens - 1))
-        self.assertEqual(delta(before, after,
-                               "inferd_request_generation_tokens_sum", **m),
-                         n * max_tokens)
-        # At least one step per generated token; each step ran >= 1 token.
-        steps = delta(before, after, "inferd_iteration_batch_size_count", **m)
-        self.assertGreaterEqual(steps, max_tokens)
-        self.assertEqual(delta(before, after,
-                               "inferd_model_forward_passes_total", **m), steps)
-        self.assertGreaterEqual(
-            delta(before, after, "inferd_iteration_tokens_sum", **m),
-            prompt_tokens + n * (max_tokens - 1))
-        # Idle again: nothing running or waiting, no KV block held.
-        self.assertEqual(value(after, "inferd_num_requests_running", **m), 0)
-        self.assertEqual(value(after, "inferd_num_requests_waiting", **m), 0)
-        self.assertEqual(value(after, "inferd_kv_cache_usage_perc", **m), 0)
-        self.assertGreater(value(after, "inferd_kv_cache_blocks",
-                                 state="free", **m), 0)
+
+        # Counters move when the server finishes its side of a call,
+        # which may be just after the client saw the answer: check
+        # until they settle.
+        def check(after):
+            m = dict(model=name)
+            self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
+                                   rpc="Generate", code="OK", **m), n)
+            self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
+                                   rpc="Generate", code="INVALID_ARGUMENT", **m), 1)
+            self.assertEqual(delta(before, after, "inferd_request_success_total",
+                                   finished_reason="length", **m), n)
+            self.assertEqual(delta(before, after, "inferd_generation_tokens_total",
+                                   **m), n * max_tokens)
+            self.assertEqual(delta(before, after, "inferd_prompt_tokens_total",
+                                   **m), prompt_tokens)
+            for hist in ("inferd_time_to_first_token_seconds",
+                         "inferd_e2e_request_latency_seconds",
+                         "inferd_request_queue_time_seconds",
+                         "inferd_request_prompt_tokens",
+                         "inferd_request_generation_tokens"):
+                self.assertEqual(delta(before, after, hist + "_count", **m), n, hist)
+            # Every output token after the first has one inter-token time.
+            self.assertEqual(delta(before, after,
+                                   "inferd_time_per_output_token_seconds_count",
+                                   **m), n * (max_tokens - 1))
+            self.assertEqual(delta(before, after,
+                                   "inferd_request_generation_tokens_sum", **m),
+                             n * max_tokens)
+            # At least one step per generated token; each step ran >= 1 token.
+            steps = delta(before, after, "inferd_iteration_batch_size_count", **m)
+            self.assertGreaterEqual(steps, max_tokens)
+            self.assertEqual(delta(before, after,
+                                   "inferd_model_forward_passes_total", **m), steps)
+            self.assertGreaterEqual(
+                delta(before, after, "inferd_iteration_tokens_sum", **m),
+                prompt_tokens + n * (max_tokens - 1))
+            # Idle again: nothing running or waiting, no KV block held.
+            self.assertEqual(value(after, "inferd_num_requests_running", **m), 0)
+            self.assertEqual(value(after, "inferd_num_requests_waiting", **m), 0)
+            self.assertEqual(value(after, "inferd_kv_cache_usage_perc", **m), 0)
+            self.assertGreater(value(after, "inferd_kv_cache_blocks",
+                                     state="free", **m), 0)
+
+        self.settled(check)
 
     def test_repeated_long_prompt_hits_the_prefix_cache(self):
         if not self.gen:
@@ -273,33 +293,39 @@ class MetricsTest(unittest.TestCase):
                              r.usage.prompt_tokens))
         if not expected:
             self.skipTest("no embedding, reranking or classification model")
-        after, _ = self.scrape()
-        for model, task, requests, inputs, tokens in expected:
-            lab = dict(model=model, task=task)
-            self.assertEqual(delta(before, after, "inferd_embed_request_count",
-                                   **lab), requests, model)
-            self.assertEqual(delta(before, after, "inferd_embed_input_count",
-                                   **lab), inputs, model)
-            if tokens:
-                self.assertEqual(delta(before, after, "inferd_embed_token_count",
-                                       **lab), tokens, model)
-            for hist in ("inferd_embed_request_duration_seconds",
-                         "inferd_embed_tokenization_duration_seconds",
-                         "inferd_embed_inference_duration_seconds"):
-                self.assertEqual(delta(before, after, hist + "_count", **lab),
-                                 requests, (model, hist))
-            self.assertEqual(delta(before, after,
-                                   "inferd_request_queue_time_seconds_count",
-                                   model=model), requests, model)
-            self.assertGreaterEqual(
-                delta(before, after, "inferd_iteration_batch_size_sum",
-                      model=model), inputs, model)
-            self.assertEqual(value(after, "inferd_num_requests_waiting",
-                                   model=model), 0)
-            self.assertEqual(value(after, "inferd_model_state", model=model,
-                                   state="ready"), 1)
-            self.assertGreater(value(after, "inferd_model_weight_bytes",
-                                     model=model), 0)
+
+        # Counters move when the server finishes its side of a call,
+        # which may be just after the client saw the answer: check
+        # until they settle.
+        def check(after):
+            for model, task, requests, inputs, tokens in expected:
+                lab = dict(model=model, task=task)
+                self.assertEqual(delta(before, after, "inferd_embed_request_count",
+                                       **lab), requests, model)
+                self.assertEqual(delta(before, after, "inferd_embed_input_count",
+                                       **lab), inputs, model)
+                if tokens:
+                    self.assertEqual(delta(before, after, "inferd_embed_token_count",
+                                           **lab), tokens, model)
+                for hist in ("inferd_embed_request_duration_seconds",
+                             "inferd_embed_tokenization_duration_seconds",
+                             "inferd_embed_inference_duration_seconds"):
+                    self.assertEqual(delta(before, after, hist + "_count", **lab),
+                                     requests, (model, hist))
+                self.assertEqual(delta(before, after,
+                                       "inferd_request_queue_time_seconds_count",
+                                       model=model), requests, model)
+                self.assertGreaterEqual(
+                    delta(before, after, "inferd_iteration_batch_size_sum",
+                          model=model), inputs, model)
+                self.assertEqual(value(after, "inferd_num_requests_waiting",
+                                       model=model), 0)
+                self.assertEqual(value(after, "inferd_model_state", model=model,
+                                       state="ready"), 1)
+                self.assertGreater(value(after, "inferd_model_weight_bytes",
+                                         model=model), 0)
+
+        self.settled(check)
 
     def test_errors_are_counted_by_code(self):
         before, _ = self.scrape()
@@ -308,13 +334,19 @@ class MetricsTest(unittest.TestCase):
                                                              text="a"))
         self.assertEqual(cm.exception.code(), self.grpc.StatusCode.NOT_FOUND)
         self.models_stub.ListModels(self.mpb.ListModelsRequest())
-        after, _ = self.scrape()
-        self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
-                               rpc="Tokenize", model="", code="NOT_FOUND"), 1)
-        self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
-                               rpc="ListModels", model="", code="OK"), 1)
-        # The scrape happens outside any call.
-        self.assertEqual(value(after, "inferd_rpc_in_flight"), 0)
+
+        # Counters move when the server finishes its side of a call,
+        # which may be just after the client saw the answer: check
+        # until they settle.
+        def check(after):
+            self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
+                                   rpc="Tokenize", model="", code="NOT_FOUND"), 1)
+            self.assertEqual(delta(before, after, "inferd_rpc_requests_total",
+                                   rpc="ListModels", model="", code="OK"), 1)
+            # The scrape happens outside any call.
+            self.assertEqual(value(after, "inferd_rpc_in_flight"), 0)
+
+        self.settled(check)
 
     def test_every_exported_metric_is_documented_and_typed(self):
         # Traffic of every kind first, so labelled families exist.
