@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "absl/base/thread_annotations.h"
@@ -13,6 +14,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/tokenizer/tokenizer.h"
 #include "service/logging.h"
+#include "service/reactor_link.h"
 #include "service/status.h"
 
 namespace inferd {
@@ -53,36 +55,60 @@ class CallStats {
   absl::Time start_;
 };
 
-// Unary call whose work finishes on an engine thread. OnCancel aborts the
-// engine request; the engine then answers (CANCELLED) and the call ends.
+// Unary call whose work finishes on an engine thread. Engine callbacks
+// reach it only through its ReactorLink (see reactor_link.h). A cancel or an
+// expired deadline aborts the engine request and ends the call at once; the
+// engine's late answer is then dropped.
 class UnaryCall : public grpc::ServerUnaryReactor {
  public:
-  UnaryCall(InferenceService* svc, absl::string_view rpc) : stats_(svc, rpc) {}
+  using Link = ReactorLink<UnaryCall>;
+
+  UnaryCall(InferenceService* svc, absl::string_view rpc)
+      : stats_(svc, rpc), link_(Link::Create(this)) {}
+
+  // A copy for engine callbacks.
+  std::shared_ptr<Link> link() const { return link_; }
 
   void SetModel(absl::string_view m) { stats_.set_model(m); }
   void SetHandle(std::shared_ptr<RequestHandle> handle) {
     absl::MutexLock lock(&mu_);
     handle_ = std::move(handle);
-    if (cancelled_) handle_->Abort();
+    if (finished_) handle_->Abort();
   }
-  void Done(const grpc::Status& status) {
+
+  // Ends the call with `status` unless it has ended already; when `status`
+  // is OK, `fill` (if set) writes the response first. The response belongs
+  // to gRPC: it is only touched here, before Finish, under mu_.
+  void Done(const grpc::Status& status,
+            const std::function<void()>& fill = nullptr) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    if (status.ok() && fill) fill();
     stats_.set_status(status);
     Finish(status);
   }
   void Done(const absl::Status& status) { Done(ToGrpcStatus(status)); }
 
   void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    if (handle_) handle_->Abort();
+    {
+      absl::MutexLock lock(&mu_);
+      if (handle_) handle_->Abort();
+    }
+    Done(grpc::Status(grpc::StatusCode::CANCELLED,
+                      "the client cancelled the call or its deadline passed"));
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    link_->Detach();  // waits for an engine callback inside the call
+    delete this;
+  }
 
  private:
   CallStats stats_;
+  const std::shared_ptr<Link> link_;
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 absl::Status NotAccepting() {
@@ -135,11 +161,23 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
 
 // ------------------------------------------------------------- Generate
 
+// Streams one generation. The engine delivers chunks on its thread through
+// the call's ReactorLink; writes are serialized (one in flight, the rest
+// queued). The call ends after the final chunk is written, at once on a
+// cancel or a failed write (the engine request is aborted and its late
+// chunks are dropped), or with the engine's error.
 class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  GenerateCall(InferenceService* svc, std::string request_id)
-      : svc_(svc), stats_(svc, "Generate"), request_id_(std::move(request_id)) {}
+  using Link = ReactorLink<GenerateCall>;
 
+  GenerateCall(InferenceService* svc, std::string request_id)
+      : svc_(svc),
+        stats_(svc, "Generate"),
+        request_id_(std::move(request_id)),
+        link_(Link::Create(this)) {}
+
+  // Runs inside the Generate handler, before gRPC binds the reactor, so no
+  // reaction (and no OnDone) can run meanwhile.
   void Start(ServedModel* model, const v1::GenerateRequest& req,
              absl::Time deadline) {
     stats_.set_model(model->name());
@@ -150,54 +188,62 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       return;
     }
     if (params->request_id.empty()) params->request_id = request_id_;
-    // The engine calls OnChunk until a final chunk or an error; only then
-    // does this call finish, so `this` outlives every callback.
+    std::shared_ptr<Link> link = link_;
     auto handle = model->engine().SubmitGenerate(
         std::move(params).value(),
-        [this](const absl::StatusOr<GenerateChunk>& chunk) { OnChunk(chunk); });
+        [link](const absl::StatusOr<GenerateChunk>& chunk) {
+          link->Visit([&chunk](GenerateCall& call) { call.OnChunk(chunk); });
+        });
     if (!handle.ok()) {
       FinishNow(ToGrpcStatus(handle.status()));
       return;
     }
     absl::MutexLock lock(&mu_);
     handle_ = std::move(handle).value();
-    if (cancelled_) handle_->Abort();
+    if (end_.has_value()) handle_->Abort();
   }
 
   void FinishNow(const grpc::Status& status) {
-    stats_.set_status(status);
-    Finish(status);
+    absl::MutexLock lock(&mu_);
+    EndLocked(status, /*abandon=*/true);
   }
 
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
-    cancelled_ = true;
     if (handle_) handle_->Abort();
+    EndLocked(grpc::Status(grpc::StatusCode::CANCELLED,
+                           "the client cancelled the call or its deadline "
+                           "passed"),
+              /*abandon=*/true);
   }
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    if (!queue_.empty()) queue_.pop_front();
     if (!ok) {
       // The client is gone: stop generating, drop what is queued.
-      write_failed_ = true;
-      queue_.clear();
       if (handle_) handle_->Abort();
-    } else if (!queue_.empty()) {
-      queue_.pop_front();
+      EndLocked(grpc::Status(grpc::StatusCode::CANCELLED,
+                             "the stream was closed"),
+                /*abandon=*/true);
+      return;
     }
     PumpLocked();
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    link_->Detach();  // waits for an engine callback inside the call
+    delete this;
+  }
 
  private:
+  // Engine thread, through the link.
   void OnChunk(const absl::StatusOr<GenerateChunk>& chunk) {
     absl::MutexLock lock(&mu_);
+    if (end_.has_value()) return;  // the call is ending: drop late chunks
     if (!chunk.ok()) {
-      final_status_ = ToGrpcStatus(chunk.status());
-      ended_ = true;
-      PumpLocked();
+      EndLocked(ToGrpcStatus(chunk.status()), /*abandon=*/false);
       return;
     }
     const GenerateChunk& c = *chunk;
@@ -218,79 +264,85 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     if (c.finish != FinishReason::kNone && svc_->observer() != nullptr) {
       svc_->observer()->OnGenerateDone(model_, c, inter_token_seconds_);
     }
-    if (c.finish == FinishReason::kCancelled && cancelled_) {
-      final_status_ = grpc::Status(grpc::StatusCode::CANCELLED,
-                                   "the client cancelled the call");
-    }
-    if (!write_failed_) {
-      v1::GenerateResponse resp;
-      resp.set_request_id(request_id_);
-      resp.set_text(c.text);
-      for (int32_t id : c.token_ids) resp.add_token_ids(id);
-      for (const TokenLogprobs& lp : c.logprobs) {
-        v1::SampledLogprobs* out = resp.add_logprobs();
-        out->mutable_sampled()->set_token_id(lp.sampled.token_id);
-        out->mutable_sampled()->set_logprob(lp.sampled.logprob);
-        for (const TokenLogprobValue& t : lp.top) {
-          v1::TokenLogprob* o = out->add_top();
-          o->set_token_id(t.token_id);
-          o->set_logprob(t.logprob);
-        }
+    v1::GenerateResponse resp;
+    resp.set_request_id(request_id_);
+    resp.set_text(c.text);
+    for (int32_t id : c.token_ids) resp.add_token_ids(id);
+    for (const TokenLogprobs& lp : c.logprobs) {
+      v1::SampledLogprobs* out = resp.add_logprobs();
+      out->mutable_sampled()->set_token_id(lp.sampled.token_id);
+      out->mutable_sampled()->set_logprob(lp.sampled.logprob);
+      for (const TokenLogprobValue& t : lp.top) {
+        v1::TokenLogprob* o = out->add_top();
+        o->set_token_id(t.token_id);
+        o->set_logprob(t.logprob);
       }
-      if (c.finish != FinishReason::kNone) {
-        resp.set_finish_reason(ToProtoFinishReason(c.finish));
-        resp.set_stop_reason(c.stop_reason);
-        v1::Usage* u = resp.mutable_usage();
-        u->set_prompt_tokens(static_cast<uint32_t>(c.prompt_tokens));
-        u->set_completion_tokens(static_cast<uint32_t>(c.completion_tokens));
-        u->set_cached_prompt_tokens(
-            static_cast<uint32_t>(c.cached_prompt_tokens));
-        u->set_total_tokens(
-            static_cast<uint32_t>(c.prompt_tokens + c.completion_tokens));
-        v1::Timings* t = resp.mutable_timings();
-        t->set_queue_seconds(c.timings.queue_seconds);
-        t->set_time_to_first_token_seconds(c.timings.time_to_first_token_seconds);
-        t->set_total_seconds(c.timings.total_seconds);
-      }
-      queue_.push_back(std::move(resp));
     }
-    if (c.finish != FinishReason::kNone) ended_ = true;
+    if (c.finish != FinishReason::kNone) {
+      resp.set_finish_reason(ToProtoFinishReason(c.finish));
+      resp.set_stop_reason(c.stop_reason);
+      v1::Usage* u = resp.mutable_usage();
+      u->set_prompt_tokens(static_cast<uint32_t>(c.prompt_tokens));
+      u->set_completion_tokens(static_cast<uint32_t>(c.completion_tokens));
+      u->set_cached_prompt_tokens(static_cast<uint32_t>(c.cached_prompt_tokens));
+      u->set_total_tokens(
+          static_cast<uint32_t>(c.prompt_tokens + c.completion_tokens));
+      v1::Timings* t = resp.mutable_timings();
+      t->set_queue_seconds(c.timings.queue_seconds);
+      t->set_time_to_first_token_seconds(c.timings.time_to_first_token_seconds);
+      t->set_total_seconds(c.timings.total_seconds);
+    }
+    queue_.push_back(std::move(resp));
+    if (c.finish != FinishReason::kNone) {
+      EndLocked(grpc::Status::OK, /*abandon=*/false);
+      return;
+    }
+    PumpLocked();
+  }
+
+  // Marks the call as ending with `status` (the first end wins). `abandon`
+  // drops responses not yet being written; otherwise they are written
+  // first.
+  void EndLocked(const grpc::Status& status, bool abandon)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!end_.has_value()) end_ = status;
+    if (abandon) {
+      abandoned_ = true;
+      // The front response stays while its write is in flight.
+      while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
+    }
     PumpLocked();
   }
 
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finished_) return;
-    if (!queue_.empty() && !write_failed_) {
+    if (!queue_.empty() && !abandoned_) {
       writing_ = true;
       StartWrite(&queue_.front());
       return;
     }
-    if (ended_) {
+    if (end_.has_value()) {
       finished_ = true;
-      grpc::Status s = write_failed_ && final_status_.ok()
-                           ? grpc::Status(grpc::StatusCode::CANCELLED,
-                                          "the stream was closed")
-                           : final_status_;
-      stats_.set_status(s);
-      Finish(s);
+      stats_.set_status(*end_);
+      Finish(*end_);
     }
   }
 
   InferenceService* svc_;
   CallStats stats_;
   const std::string request_id_;
+  const std::shared_ptr<Link> link_;
   std::string model_;  // set by Start, before any chunk
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   absl::Time last_token_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::vector<double> inter_token_seconds_ ABSL_GUARDED_BY(mu_);
+  // Responses to write; the front one is in flight while writing_.
   std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> end_ ABSL_GUARDED_BY(mu_);
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 // ------------------------------------------------------------ Embed (bidi)
@@ -299,39 +351,58 @@ class EmbedStreamCall
     : public grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse>,
       public InferenceService::OpenStream {
  public:
+  using Link = ReactorLink<EmbedStreamCall>;
+
+  // Requests of one stream that may be submitted but not yet written back;
+  // beyond it the stream stops reading until answers drain (flow control:
+  // a client that does not read cannot grow the server's memory).
+  static constexpr int64_t kMaxInFlight = 64;
+
   // `admit` not OK: the call ends at once with it.
   EmbedStreamCall(InferenceService* svc, const absl::Status& admit)
-      : svc_(svc), stats_(svc, "Embed") {
+      : svc_(svc), stats_(svc, "Embed"), link_(Link::Create(this)) {
+    absl::MutexLock lock(&mu_);
     if (!admit.ok()) {
-      absl::MutexLock lock(&mu_);
-      reads_done_ = true;
       FailLocked(ToGrpcStatus(admit));
       return;
     }
     svc_->RegisterStream(this);
     registered_ = true;
+    reading_ = true;
     StartRead(&request_);
   }
 
+  // Drain timeout (InferenceService::CancelStreams, under its streams
+  // mutex, which OnDone also takes before the call is deleted).
   void EndWith(const grpc::Status& status) override {
     absl::MutexLock lock(&mu_);
     FailLocked(status);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
+    int64_t key = 0;
+    {
       absl::MutexLock lock(&mu_);
-      reads_done_ = true;
-      PumpLocked();
-      return;
+      reading_ = false;
+      if (!ok) {
+        reads_done_ = true;
+        PumpLocked();
+        return;
+      }
+      if (failed_) return;
+      key = next_key_++;
+      ++pending_;  // the engine may answer before SubmitOne returns
     }
-    absl::Status s = SubmitOne(request_);
+    // Outside mu_: tokenization runs here, and engine answers for this
+    // stream's other requests must not wait for it.
+    absl::Status s = SubmitOne(request_, key);
     absl::MutexLock lock(&mu_);
     if (!s.ok()) {
+      --pending_;
       FailLocked(ToGrpcStatus(s));
       return;
     }
-    if (!failed_) StartRead(&request_);
+    MaybeReadLocked();
   }
 
   void OnWriteDone(bool ok) override {
@@ -343,6 +414,7 @@ class EmbedStreamCall
                               "the stream was closed"));
       return;
     }
+    MaybeReadLocked();
     PumpLocked();
   }
 
@@ -354,11 +426,36 @@ class EmbedStreamCall
 
   void OnDone() override {
     if (registered_) svc_->UnregisterStream(this);
+    link_->Detach();  // waits for an engine callback inside the call
     delete this;
   }
 
  private:
-  absl::Status SubmitOne(const v1::EmbedRequest& req) {
+  // Engine thread, through the link.
+  void OnResult(int64_t key, const v1::EmbedRequest& shape,
+                absl::StatusOr<EmbedResult> result) {
+    absl::MutexLock lock(&mu_);
+    --pending_;
+    if (handles_.erase(key) == 0 && !failed_) answered_.insert(key);
+    if (failed_) {
+      PumpLocked();
+      return;
+    }
+    if (!result.ok()) {
+      FailLocked(ToGrpcStatus(absl::Status(
+          result.status().code(),
+          absl::StrCat("request id '", shape.id(), "': ",
+                       result.status().message()))));
+      return;
+    }
+    v1::EmbedResponse resp;
+    FillEmbedResponse(*result, shape, &resp);
+    queue_.push_back(std::move(resp));
+    PumpLocked();
+  }
+
+  // Converts and submits one request (reader reaction, mu_ not held).
+  absl::Status SubmitOne(const v1::EmbedRequest& req, int64_t key) {
     if (!svc_->accepting()) return NotAccepting();
     auto model = svc_->models()->Resolve(req.model(), Task::kEmbed);
     if (!model.ok()) {
@@ -379,58 +476,53 @@ class EmbedStreamCall
     auto shape = std::make_shared<v1::EmbedRequest>();
     shape->set_id(req.id());
     shape->set_encoding(req.encoding());
-    const std::string model_name = (*model)->name();
-    const int64_t key = next_key_++;
-    {
-      absl::MutexLock lock(&mu_);
-      ++pending_;
-    }
+    InferenceService* svc = svc_;
+    std::shared_ptr<Link> link = link_;
     auto handle = (*model)->engine().SubmitEmbed(
         std::move(params).value(),
-        [this, shape, key, model_name](absl::StatusOr<EmbedResult> result) {
+        [svc, link, shape, key, model_name = (*model)->name()](
+            absl::StatusOr<EmbedResult> result) {
           if (result.ok()) {
-            ReportPrefill(svc_, "embed", model_name,
+            ReportPrefill(svc, "embed", model_name,
                           static_cast<int64_t>(result->embeddings.size()),
                           result->total_tokens, result->timings);
           }
-          absl::MutexLock lock(&mu_);
-          --pending_;
-          if (handles_.erase(key) == 0) answered_.insert(key);
-          if (!result.ok()) {
-            FailLocked(ToGrpcStatus(absl::Status(
-                result.status().code(),
-                absl::StrCat("request id '", shape->id(), "': ",
-                             result.status().message()))));
-            return;
-          }
-          if (!failed_) {
-            v1::EmbedResponse resp;
-            FillEmbedResponse(*result, *shape, &resp);
-            queue_.push_back(std::move(resp));
-          }
-          PumpLocked();
+          link->Visit([&](EmbedStreamCall& call) {
+            call.OnResult(key, *shape, std::move(result));
+          });
         });
-    absl::MutexLock lock(&mu_);
     if (!handle.ok()) {
-      --pending_;
       return absl::Status(handle.status().code(),
                           absl::StrCat("request id '", req.id(), "': ",
                                        handle.status().message()));
     }
-    if (answered_.erase(key) == 0) {
-      // Still running: keep the handle so a failure or cancel can abort it.
-      handles_[key] = *handle;
-      if (failed_) (*handle)->Abort();
+    absl::MutexLock lock(&mu_);
+    if (failed_) {
+      (*handle)->Abort();
+    } else if (answered_.erase(key) == 0) {
+      handles_[key] = *handle;  // still running: a failure can abort it
     }
     return absl::OkStatus();
   }
 
+  void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reading_ || reads_done_ || failed_) return;
+    if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
+    reading_ = true;
+    StartRead(&request_);
+  }
+
+  // Ends the stream with `status` at once (the first failure wins): pending
+  // engine requests are aborted and their answers dropped.
   void FailLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!failed_) {
       failed_ = true;
       final_status_ = status;
-      queue_.clear();
+      // The front response stays while its write is in flight.
+      while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
       for (auto& [k, h] : handles_) h->Abort();
+      handles_.clear();
+      answered_.clear();
     }
     PumpLocked();
   }
@@ -442,9 +534,9 @@ class EmbedStreamCall
       StartWrite(&queue_.front());
       return;
     }
-    // Finish once every submitted request has answered (engine callbacks
-    // reference this object) and the client is done or the stream failed.
-    if (pending_ == 0 && (reads_done_ || failed_)) {
+    // Ends once the stream failed, or the client is done and every request
+    // it sent was answered.
+    if (failed_ || (reads_done_ && pending_ == 0)) {
       finished_ = true;
       stats_.set_status(final_status_);
       Finish(final_status_);
@@ -453,15 +545,19 @@ class EmbedStreamCall
 
   InferenceService* svc_;
   CallStats stats_;
+  const std::shared_ptr<Link> link_;
   bool registered_ = false;  // set in the constructor only
-  v1::EmbedRequest request_;
-  int64_t next_key_ = 0;  // reader thread only
   absl::Mutex mu_;
+  v1::EmbedRequest request_;  // the read reaction's only
+  int64_t next_key_ ABSL_GUARDED_BY(mu_) = 0;
+  // Engine requests not answered yet, by key.
   std::map<int64_t, std::shared_ptr<RequestHandle>> handles_ ABSL_GUARDED_BY(mu_);
-  // Requests answered before their handle was stored.
+  // Requests answered before SubmitOne stored their handle.
   std::set<int64_t> answered_ ABSL_GUARDED_BY(mu_);
+  // Responses to write; the front one is in flight while writing_.
   std::deque<v1::EmbedResponse> queue_ ABSL_GUARDED_BY(mu_);
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
@@ -555,18 +651,23 @@ grpc::ServerUnaryReactor* InferenceService::RunPrefillCall(
   call->SetModel((*model)->name());
   ServedModelInfo info = (*model)->info();
   std::string task_label(task_name);
+  // The engine answers on its thread through the call's link: a call that
+  // was cancelled (and maybe freed) meanwhile is never entered.
   auto handle = submit(
       **model, DeadlineOf(ctx),
-      [this, call, info, task_label,
+      [this, link = call->link(), info, task_label,
        fill = std::move(fill)](absl::StatusOr<Result> result) {
-        if (!result.ok()) {
-          call->Done(result.status());
-          return;
+        if (result.ok()) {
+          ReportPrefill(this, task_label, info.name, NumOutputs(*result),
+                        result->total_tokens, result->timings);
         }
-        ReportPrefill(this, task_label, info.name, NumOutputs(*result),
-                      result->total_tokens, result->timings);
-        fill(info, *result);
-        call->Done(grpc::Status::OK);
+        link->Visit([&](UnaryCall& c) {
+          if (!result.ok()) {
+            c.Done(result.status());
+            return;
+          }
+          c.Done(grpc::Status::OK, [&] { fill(info, *result); });
+        });
       });
   if (!handle.ok()) {
     call->Done(handle.status());

@@ -18,9 +18,30 @@ namespace inferd {
 class ServedModel;
 class WeightStore;
 
-// Shared between the caller and the engine. Abort() is idempotent and
-// thread-safe; after it the callback fires at most once more (with
-// CANCELLED) or not at all if the request already finished.
+// The handle of one submitted request, shared by the caller and the engine.
+//
+// The contract between an engine and its callers (service/'s reactors):
+// - Every Submit* that returns OK fires the request's callback with a final
+//   answer exactly once: a result, an error, or (Generate) the chunk whose
+//   finish reason is set, after zero or more partial chunks. This holds for
+//   cancels, deadlines, failed steps and Stop (UNAVAILABLE). A Submit* that
+//   returns an error never fires the callback.
+// - Callbacks run on an engine thread, in order per request, never inside
+//   Submit* and never while the engine holds a lock the caller can take.
+//   After the final call the engine destroys the callback (and whatever it
+//   captured) without calling it again.
+// - Abort() is idempotent, thread-safe, callable at any time (also after
+//   the final answer) and never calls the callback itself. After it, the
+//   final answer comes at the engine's next step (CANCELLED) unless the
+//   request finished already; work not yet done is skipped (queued parts,
+//   remaining sequences, further decode steps), and its KV blocks are freed.
+// - The engine keeps the callback for as long as the request lives in it,
+//   which can be longer than the caller's interest in it. So a callback
+//   must not hold a raw pointer to an object the caller may destroy: a gRPC
+//   reactor is deleted by gRPC after a cancel, at any moment. service/
+//   therefore captures a shared ReactorLink (service/reactor_link.h), which
+//   the reactor detaches in OnDone before it is deleted; a late callback
+//   finds it detached and is dropped.
 class RequestHandle {
  public:
   virtual ~RequestHandle() = default;

@@ -87,28 +87,11 @@ void PrefillEngine::Loop(StepRunner* runner) {
     NotifyStep({static_cast<int64_t>(batch.size()), tokens});
     for (size_t i = 0; i < batch.size(); ++i) {
       PrefillWork& w = *batch[i].work;
-      bool complete = false;
-      {
+      if (result.ok()) {
         absl::MutexLock lock(&w.mu);
-        if (!result.ok()) {
-          w.failed = true;
-        } else {
-          w.results[batch[i].seq_index] = std::move(result->seqs[i]);
-        }
-        complete = ++w.finished_seqs == w.seqs.size();
+        w.results[batch[i].seq_index] = std::move(result->seqs[i]);
       }
-      if (complete) {
-        absl::StatusOr<std::vector<SequenceResult>> out;
-        if (!result.ok()) {
-          out = result.status();
-        } else if (w.failed) {
-          out = absl::UnavailableError("the model is shutting down");
-        } else {
-          absl::MutexLock lock(&w.mu);
-          out = std::move(w.results);
-        }
-        w.done(std::move(out));
-      }
+      w.FinishSeqs(1, result.status());
     }
     running_.fetch_sub(1);
   }

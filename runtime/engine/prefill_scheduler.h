@@ -33,7 +33,10 @@ struct PrefillSequence {
 };
 
 // A request as the scheduler sees it. `done` is called exactly once, with
-// the per-sequence results in input order or an error.
+// the per-sequence results in input order or the first error any part of
+// the request met: by the replica loop that finishes its last dispatched
+// sequence, or by the scheduler when it drops the part not yet dispatched
+// (cancel, deadline, Close) and nothing of the request is still running.
 struct PrefillWork {
   std::vector<PrefillSequence> seqs;
   StepOutput output = StepOutput::kHiddenStates;
@@ -47,10 +50,17 @@ struct PrefillWork {
   absl::Mutex mu;
   size_t next_seq = 0;  // first sequence not yet dispatched (scheduler)
   size_t finished_seqs ABSL_GUARDED_BY(mu) = 0;
-  bool failed ABSL_GUARDED_BY(mu) = false;
+  absl::Status error ABSL_GUARDED_BY(mu);  // the first failure
   std::vector<SequenceResult> results ABSL_GUARDED_BY(mu);
 
   int64_t num_tokens() const;
+  // Tokens of the sequences from `first` on.
+  int64_t tokens_from(size_t first) const;
+
+  // Accounts for `n` sequences that ended, with `status` (OK: their results
+  // are already in `results`). When that completes the request, calls
+  // `done` (outside `mu`) and returns true.
+  bool FinishSeqs(size_t n, const absl::Status& status);
 };
 
 struct PrefillBatchItem {

@@ -24,6 +24,15 @@ class Paths:
             os.path.abspath(__file__))))
 
 
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def stories_dir():
+    """The real stories260K model shipped in the repository."""
+    return os.path.join(SOURCE_DIR, "examples", "models", "stories260K")
+
+
 def add_common_args(parser):
     parser.add_argument("--inferd", required=True)
     parser.add_argument("--stubs", required=True)

@@ -99,6 +99,111 @@ TEST(PrefillOnlySchedulerTest, RejectsWhenQueueFull) {
   EXPECT_NE(tokens.message().find("max-queue-tokens"), std::string::npos);
 }
 
+// Runs `batch` as a replica loop would: each sequence finishes with
+// `status`.
+void FinishBatch(const std::vector<PrefillBatchItem>& batch,
+                 const absl::Status& status) {
+  for (const PrefillBatchItem& item : batch) {
+    item.work->FinishSeqs(1, status);
+  }
+}
+
+TEST(PrefillOnlySchedulerTest, CloseAnswersRequestPartlyDispatched) {
+  PrefillSchedulerOptions o;
+  o.max_seqs = 1;
+  PrefillOnlyScheduler s(o);
+  std::vector<absl::Status> answers;
+  ASSERT_TRUE(s.Submit(Work({5, 5, 5}, &answers)).ok());
+  auto running = s.NextBatch();  // sequence 0 runs; 1 and 2 wait
+  ASSERT_EQ(running.size(), 1u);
+  s.Close();
+  EXPECT_TRUE(answers.empty());  // sequence 0 is still running
+  FinishBatch(running, absl::OkStatus());
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(s.NextBatch().empty());
+}
+
+TEST(PrefillOnlySchedulerTest, CancelStopsTheRestOfARunningRequest) {
+  PrefillSchedulerOptions o;
+  o.max_seqs = 1;
+  PrefillOnlyScheduler s(o);
+  std::vector<absl::Status> answers;
+  auto big = Work({5, 5, 5, 5}, &answers);
+  ASSERT_TRUE(s.Submit(big).ok());
+  auto live = Work({3});
+  ASSERT_TRUE(s.Submit(live).ok());
+  auto first = s.NextBatch();
+  ASSERT_EQ(first.size(), 1u);
+  big->handle->Abort();
+  // The next batch skips the cancelled request's three other sequences.
+  auto next = s.NextBatch();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].work.get(), live.get());
+  EXPECT_EQ(s.waiting_tokens(), 0);
+  EXPECT_TRUE(answers.empty());  // its first sequence is still running
+  FinishBatch(first, absl::OkStatus());
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].code(), absl::StatusCode::kCancelled);
+}
+
+TEST(PrefillOnlySchedulerTest, DeadlineStopsTheRestOfARunningRequest) {
+  PrefillSchedulerOptions o;
+  o.max_seqs = 1;
+  PrefillOnlyScheduler s(o);
+  std::vector<absl::Status> answers;
+  auto big = Work({5, 5}, &answers);
+  ASSERT_TRUE(s.Submit(big).ok());
+  auto first = s.NextBatch();
+  ASSERT_EQ(first.size(), 1u);
+  FinishBatch(first, absl::OkStatus());
+  big->deadline = absl::Now() - absl::Seconds(1);  // expires mid-request
+  ASSERT_TRUE(s.Submit(Work({3})).ok());
+  auto next = s.NextBatch();
+  ASSERT_EQ(next.size(), 1u);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(PrefillOnlySchedulerTest, EarlierBatchFailureIsTheAnswer) {
+  PrefillSchedulerOptions o;
+  o.max_seqs = 1;
+  PrefillOnlyScheduler s(o);
+  std::vector<absl::Status> answers;
+  ASSERT_TRUE(s.Submit(Work({5, 5}, &answers)).ok());
+  auto first = s.NextBatch();
+  auto second = s.NextBatch();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  FinishBatch(first, absl::InternalError("the kernel failed"));
+  FinishBatch(second, absl::OkStatus());
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(answers[0].message(), "the kernel failed");
+}
+
+TEST(PrefillOnlySchedulerTest, OnlyDroppedRequestsDoNotEndTheLoop) {
+  // A pass that finds nothing but cancelled requests must not return an
+  // empty batch: replica loops read that as "closed" and exit, and the
+  // model then never answers again.
+  PrefillOnlyScheduler s(PrefillSchedulerOptions{});
+  std::vector<absl::Status> answers;
+  auto cancelled = Work({5});
+  // The live request arrives only once the cancelled one was answered,
+  // i.e. after the pass that dropped it.
+  cancelled->done = [&](absl::StatusOr<std::vector<SequenceResult>> r) {
+    answers.push_back(r.status());
+    ASSERT_TRUE(s.Submit(Work({4})).ok());
+  };
+  ASSERT_TRUE(s.Submit(cancelled).ok());
+  cancelled->handle->Abort();
+  std::vector<PrefillBatchItem> batch = s.NextBatch();
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].work->seqs[0].ids.size(), 4u);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].code(), absl::StatusCode::kCancelled);
+}
+
 TEST(PrefillOnlySchedulerTest, DropsAbortedAndExpiredBeforeScheduling) {
   PrefillOnlyScheduler s(PrefillSchedulerOptions{});
   std::vector<absl::Status> answers;
@@ -110,8 +215,7 @@ TEST(PrefillOnlySchedulerTest, DropsAbortedAndExpiredBeforeScheduling) {
   ASSERT_TRUE(s.Submit(expired).ok());
   ASSERT_TRUE(s.Submit(live).ok());
   aborted->handle->Abort();
-  std::vector<PrefillBatchItem> batch;
-  while (batch.empty()) batch = s.NextBatch();
+  std::vector<PrefillBatchItem> batch = s.NextBatch();
   ASSERT_EQ(batch.size(), 1u);
   EXPECT_EQ(batch[0].work.get(), live.get());
   ASSERT_EQ(answers.size(), 2u);
@@ -119,14 +223,39 @@ TEST(PrefillOnlySchedulerTest, DropsAbortedAndExpiredBeforeScheduling) {
   EXPECT_EQ(answers[1].code(), absl::StatusCode::kDeadlineExceeded);
 }
 
+// Holds the fake model's forward passes until released, and tells the test
+// how many have started (synchronization without sleeps).
+class Gate {
+ public:
+  void Enter() {
+    {
+      absl::MutexLock lock(&mu_);
+      ++entered_;
+      cv_.SignalAll();
+    }
+    release_.WaitForNotification();
+  }
+  void WaitEntered(int n) {
+    absl::MutexLock lock(&mu_);
+    while (entered_ < n) cv_.Wait(&mu_);
+  }
+  void Notify() { release_.Notify(); }
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification release_;
+};
+
 // A fake model: hidden state row i of a sequence = [sum of ids, i, len];
 // classifier logits = [len, -len]. Counts calls; can block until released.
 class FakeRunner : public StepRunner {
  public:
-  FakeRunner(std::atomic<int>* calls, absl::Notification* gate)
+  FakeRunner(std::atomic<int>* calls, Gate* gate)
       : calls_(calls), gate_(gate) {}
   absl::StatusOr<BatchResult> Execute(const BatchPlan& plan) override {
-    if (gate_ != nullptr) gate_->WaitForNotification();
+    if (gate_ != nullptr) gate_->Enter();
     calls_->fetch_add(1);
     BatchResult r;
     for (const SequencePlan& s : plan.seqs) {
@@ -158,14 +287,14 @@ class FakeRunner : public StepRunner {
 
  private:
   std::atomic<int>* calls_;
-  absl::Notification* gate_;
+  Gate* gate_;
 };
 
 // A whitespace tokenizer is not available without files, so these engine
 // tests feed token ids directly.
 std::unique_ptr<PrefillEngine> MakeEngine(WorkflowKind kind,
                                           std::atomic<int>* calls,
-                                          absl::Notification* gate,
+                                          Gate* gate,
                                           int replicas = 1,
                                           int max_queue_requests = 1024) {
   PrefillEngineOptions o;
@@ -257,7 +386,7 @@ TEST(PrefillEngineTest, TooLongInputIsInvalidUnlessTruncated) {
 
 TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
   std::atomic<int> calls{0};
-  absl::Notification gate;
+  Gate gate;
   auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate);
   // The first request occupies the (blocked) replica; the second waits in
   // the queue and is aborted there.
@@ -266,7 +395,7 @@ TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
   ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), [&](absl::StatusOr<EmbedResult>) {
     first_done.Notify();
   }).ok());
-  absl::SleepFor(absl::Milliseconds(50));  // let the replica take it
+  gate.WaitEntered(1);  // the replica took it
   auto h = engine->SubmitEmbed(Ids({{2}}), [&](absl::StatusOr<EmbedResult> r) {
     second_status = r.status();
     second_done.Notify();
@@ -283,21 +412,28 @@ TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
 
 TEST(PrefillEngineTest, QueueOverflowIsResourceExhaustedAtOnce) {
   std::atomic<int> calls{0};
-  absl::Notification gate;
+  Gate gate;
   auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate, 1,
                            /*max_queue_requests=*/2);
-  std::atomic<int> answered{0};
-  auto cb = [&](absl::StatusOr<EmbedResult>) { answered.fetch_add(1); };
+  absl::Mutex mu;
+  int answered = 0;
+  auto cb = [&](absl::StatusOr<EmbedResult>) {
+    absl::MutexLock lock(&mu);
+    ++answered;
+  };
   ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
-  absl::SleepFor(absl::Milliseconds(50));  // taken by the blocked replica
+  gate.WaitEntered(1);  // taken by the blocked replica
   ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
   ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
   auto over = engine->SubmitEmbed(Ids({{1}}), cb);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
   gate.Notify();
-  while (answered.load() < 3) absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_EQ(answered.load(), 3);
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(mu.AwaitWithTimeout(
+      absl::Condition(+[](int* n) { return *n >= 3; }, &answered),
+      absl::Seconds(60)));
+  EXPECT_EQ(answered, 3);
 }
 
 TEST(PrefillEngineTest, RejectsTasksOutsideItsWorkflow) {
@@ -312,7 +448,7 @@ TEST(PrefillEngineTest, RejectsTasksOutsideItsWorkflow) {
 
 TEST(PrefillEngineTest, StopAnswersQueuedRequestsUnavailable) {
   std::atomic<int> calls{0};
-  absl::Notification gate;
+  Gate gate;
   auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate);
   std::vector<absl::Status> answers;
   absl::Mutex mu;
@@ -321,10 +457,17 @@ TEST(PrefillEngineTest, StopAnswersQueuedRequestsUnavailable) {
     answers.push_back(r.status());
   };
   ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
-  absl::SleepFor(absl::Milliseconds(50));
+  gate.WaitEntered(1);
   ASSERT_TRUE(engine->SubmitEmbed(Ids({{1}}), cb).ok());
   std::thread stopper([&] { engine->Stop(); });
-  absl::SleepFor(absl::Milliseconds(50));
+  // Stop closes the scheduler (answering the queued request) before it
+  // waits for the blocked replica.
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(+[](std::vector<absl::Status>* a) {
+      return !a->empty();
+    }, &answers));
+  }
   gate.Notify();
   stopper.join();
   absl::MutexLock lock(&mu);

@@ -1,0 +1,66 @@
+// ReactorLink: the only way an engine thread reaches a gRPC reactor.
+// gRPC owns a reactor's lifetime: the reactor deletes itself in OnDone, which
+// a gRPC thread may run at any moment after Finish (and Finish may come from
+// a gRPC thread reacting to a cancel or a failed write, while an engine
+// thread is about to deliver a result). So engine callbacks never capture a
+// raw reactor pointer; they capture a shared ReactorLink. Thread-safe.
+//
+// Contract:
+// - Visit(fn) runs fn(reactor) under the link's mutex while the reactor is
+//   attached, and returns false (fn not run) once it is detached. A
+//   callback that arrives after the call ended is dropped here.
+// - The reactor's OnDone calls Detach() before it deletes itself. Detach
+//   waits for a Visit that is running, so a reactor is never entered after
+//   it was freed, and never freed while it is entered.
+// - fn may call StartWrite/Finish: inferd's reactors are not inlineable, so
+//   gRPC runs their OnDone on its own threads, never inside Finish. fn must
+//   not call Visit or Detach (the mutex is not reentrant).
+// - Lock order: link mutex, then the reactor's own mutex. A reactor never
+//   takes its link's mutex while holding its own.
+#ifndef INFERD_SERVICE_REACTOR_LINK_H_
+#define INFERD_SERVICE_REACTOR_LINK_H_
+
+#include <memory>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace inferd {
+
+template <typename Reactor>
+class ReactorLink {
+ public:
+  // The shared link of `reactor`; the reactor keeps one copy and hands the
+  // others to engine callbacks.
+  static std::shared_ptr<ReactorLink> Create(Reactor* reactor) {
+    return std::shared_ptr<ReactorLink>(new ReactorLink(reactor));
+  }
+
+  ReactorLink(const ReactorLink&) = delete;
+  ReactorLink& operator=(const ReactorLink&) = delete;
+
+  template <typename Fn>
+  bool Visit(Fn&& fn) {
+    absl::MutexLock lock(&mu_);
+    if (reactor_ == nullptr) return false;
+    std::forward<Fn>(fn)(*reactor_);
+    return true;
+  }
+
+  // Idempotent. After it returns, no Visit runs or will run fn.
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    reactor_ = nullptr;
+  }
+
+ private:
+  explicit ReactorLink(Reactor* reactor) : reactor_(reactor) {}
+
+  absl::Mutex mu_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace inferd
+
+#endif  // INFERD_SERVICE_REACTOR_LINK_H_
