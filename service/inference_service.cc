@@ -361,13 +361,16 @@ class EmbedStreamCall
   // `admit` not OK: the call ends at once with it.
   EmbedStreamCall(InferenceService* svc, const absl::Status& admit)
       : svc_(svc), stats_(svc, "Embed"), link_(Link::Create(this)) {
-    absl::MutexLock lock(&mu_);
     if (!admit.ok()) {
+      absl::MutexLock lock(&mu_);
       FailLocked(ToGrpcStatus(admit));
       return;
     }
+    // Before taking mu_: the service's streams mutex is taken first
+    // (CancelStreams holds it while it ends each stream).
     svc_->RegisterStream(this);
     registered_ = true;
+    absl::MutexLock lock(&mu_);
     reading_ = true;
     StartRead(&request_);
   }

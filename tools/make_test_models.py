@@ -11,11 +11,13 @@ Usage:
   /usr/bin/python3 tools/make_test_models.py --out DIR [--only a,b]
       [--dtype f32|bf16] [--shape tiny|minilm-l6|bert-base|tinyllama]
 
-Tokenizers are copied from ../shared/tokenizers/<name> when present (the
-vocabulary size then matches the real model); otherwise a small WordPiece
-(encoders) or byte-level BPE (decoders) tokenizer is generated, so the script
-also works on a machine without the shared material. Idempotent: a model
-directory whose stamp matches the script and arguments is left alone.
+Tokenizers are generated here (a small WordPiece for encoders, a byte-level
+BPE for decoders), so the models are the same on every machine; the
+embedding table is padded to at least MIN_TEST_VOCAB rows (as real
+checkpoints pad theirs), so tests may use any id below it. `--shared DIR`
+copies real tokenizers from DIR/tokenizers/<name> instead (for the bench
+shapes). Idempotent: a model directory whose stamp matches the script and
+arguments is left alone.
 """
 
 import argparse
@@ -32,7 +34,8 @@ import zlib
 import numpy as np
 
 SCRIPT_DIR = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SHARED = os.path.normpath(os.path.join(SCRIPT_DIR, "..", "..", "shared"))
+# Embedding rows of every tiny model, at least: tests feed ids below it.
+MIN_TEST_VOCAB = 12000
 STAMP = ".inferd_stamp"
 TRANSFORMERS_VERSION = "4.44.2"
 
@@ -590,7 +593,7 @@ def write_st_files(out_dir, spec, hidden):
 def build_model(name, spec, out_dir, dtype, shared_dir):
     os.makedirs(out_dir, exist_ok=True)
     tok, tok_source = install_tokenizer(out_dir, spec["tok"], shared_dir)
-    vocab = spec.get("vocab") or tokenizer_vocab_size(tok)
+    vocab = spec.get("vocab") or max(tokenizer_vocab_size(tok), MIN_TEST_VOCAB)
     if spec["family"] == "qwen2" and tok_source.startswith("shared"):
         vocab = max(vocab, 151936)  # Qwen2 checkpoints pad the embedding table
     extra = dict(spec.get("extra", {}))
@@ -650,8 +653,8 @@ def main():
     ap.add_argument("--dtype", choices=["f32", "bf16"], default=None,
                     help="weight dtype (default f32; tinyllama bf16)")
     ap.add_argument("--shape", choices=["tiny"] + sorted(BENCH_SHAPES), default="tiny")
-    ap.add_argument("--shared", default=DEFAULT_SHARED,
-                    help="shared material (tokenizers); may be absent")
+    ap.add_argument("--shared", default=None,
+                    help="copy real tokenizers from DIR/tokenizers (optional)")
     ap.add_argument("--force", action="store_true", help="regenerate everything")
     args = ap.parse_args()
 
@@ -662,7 +665,7 @@ def main():
         unknown = [n for n in names if n not in models]
         if unknown:
             sys.exit("unknown model(s) %s; known: %s" % (unknown, ", ".join(models)))
-    shared = args.shared if os.path.isdir(args.shared) else None
+    shared = args.shared if args.shared and os.path.isdir(args.shared) else None
     os.makedirs(args.out, exist_ok=True)
     for name in names:
         spec = models[name]

@@ -29,9 +29,12 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(
   OnigRegex regex = nullptr;
   OnigErrorInfo einfo;
   const auto* begin = reinterpret_cast<const OnigUChar*>(pattern.data());
+  // As the Hugging Face library compiles them: '^' and '$' anchor at line
+  // boundaries too (no ONIG_OPTION_SINGLELINE); a normalizer such as
+  // Replace("^ | $", "") strips the spaces around every newline.
   const int r = onig_new(&regex, begin, begin + pattern.size(),
-                         ONIG_OPTION_CAPTURE_GROUP | ONIG_OPTION_SINGLELINE,
-                         ONIG_ENCODING_UTF8, ONIG_SYNTAX_ONIGURUMA, &einfo);
+                         ONIG_OPTION_CAPTURE_GROUP, ONIG_ENCODING_UTF8,
+                         ONIG_SYNTAX_ONIGURUMA, &einfo);
   if (r != ONIG_NORMAL) {
     OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
     onig_error_code_to_str(msg, r, &einfo);

@@ -168,18 +168,31 @@ bool IsPunctuation(char32_t c) {
          t == U_OTHER_PUNCTUATION;
 }
 
+// The Hugging Face library classifies punctuation and "other" characters for
+// BERT with tables of Unicode 8.0: a code point assigned later is, for it,
+// neither punctuation nor a format character (it stays inside its word).
+// Matching tokenizers id for id means using the same cut-off.
+bool AssignedByUnicode8(char32_t c) {
+  UVersionInfo age;
+  u_charAge(static_cast<UChar32>(c), age);
+  return age[0] >= 1 && age[0] <= 8;
+}
+
 bool IsBertPunctuation(char32_t c) {
   if (c < 0x80) {
     return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) ||
            (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
   }
-  return IsPunctuation(c);
+  return IsPunctuation(c) && AssignedByUnicode8(c);
 }
 
 bool IsOther(char32_t c) {
+  // Cc, Cf, Co, Cs as the Hugging Face BERT normalizer counts them: code
+  // points not assigned (Cn), or assigned after Unicode 8.0, are kept (they
+  // become [UNK]), not dropped.
   const int8_t t = u_charType(static_cast<UChar32>(c));
-  return t == U_CONTROL_CHAR || t == U_FORMAT_CHAR || t == U_UNASSIGNED ||
-         t == U_PRIVATE_USE_CHAR || t == U_SURROGATE;
+  if (t == U_FORMAT_CHAR) return AssignedByUnicode8(c);
+  return t == U_CONTROL_CHAR || t == U_PRIVATE_USE_CHAR || t == U_SURROGATE;
 }
 
 bool IsMarkNonspacing(char32_t c) {

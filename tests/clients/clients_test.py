@@ -132,7 +132,7 @@ def main():
     from inferd.v1 import models_pb2, models_pb2_grpc
 
     models = []
-    stories = os.path.join(args.shared, "models", "stories260K")
+    stories = os.path.join(ROOT, "examples", "models", "stories260K")
     if os.path.isfile(os.path.join(stories, "config.json")):
         models.append(("stories", stories))
         gen_model = "stories"

@@ -49,7 +49,7 @@ def parse_args():
 def model_path(name):
     """Path of a generated test model (or stories260K), or None."""
     if name == "stories":
-        path = os.path.join(ARGS.shared, "models", "stories260K")
+        path = lib.stories_dir()
     else:
         path = os.path.join(ARGS.test_models, name)
     return path if os.path.isfile(os.path.join(path, "config.json")) else None

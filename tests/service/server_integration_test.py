@@ -48,7 +48,7 @@ class InferdProcess(lib.InferdProcess):
 
 def available_models():
     models = []
-    stories = os.path.join(ARGS.shared, "models", "stories260K")
+    stories = lib.stories_dir()
     if os.path.isfile(os.path.join(stories, "config.json")):
         models.append(("stories", stories))
     else:
@@ -136,7 +136,7 @@ class ServerTest(unittest.TestCase):
 
     def test_get_model_stories260k(self):
         if "stories" not in self.model_names():
-            self.skipTest("../shared/models/stories260K absent")
+            self.skipTest("examples/models/stories260K absent")
         m = self.models_stub.GetModel(self.mpb.GetModelRequest(name="stories"))
         self.assertEqual(m.architecture, "LlamaForCausalLM")
         self.assertEqual(m.workflow, "causal_generate")
@@ -176,7 +176,7 @@ class ServerTest(unittest.TestCase):
 
     def test_generate_with_bad_sampling_is_invalid_argument(self):
         if "stories" not in self.model_names():
-            self.skipTest("../shared/models/stories260K absent")
+            self.skipTest("examples/models/stories260K absent")
         req = self.ipb.GenerateRequest(model="stories", prompt="Once")
         req.sampling.top_p = 2.0
         with self.assertRaises(self.grpc.RpcError) as cm:
@@ -187,7 +187,7 @@ class ServerTest(unittest.TestCase):
 
     def test_task_the_model_cannot_do_is_failed_precondition(self):
         if "stories" not in self.model_names():
-            self.skipTest("../shared/models/stories260K absent")
+            self.skipTest("examples/models/stories260K absent")
         with self.assertRaises(self.grpc.RpcError) as cm:
             self.inference.EmbedBatch(self.ipb.EmbedRequest(
                 model="stories", texts=["hello"]))

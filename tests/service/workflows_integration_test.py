@@ -71,8 +71,7 @@ _REF_MODELS = {}
 
 def ref_model(name):
     if name not in _REF_MODELS:
-        path = model_dir(name) if name != "stories" else os.path.join(
-            P.shared, "models", "stories260K")
+        path = model_dir(name) if name != "stories" else lib.stories_dir()
         _REF_MODELS[name] = REF.Model(path)
     return _REF_MODELS[name]
 
@@ -90,7 +89,7 @@ class WorkflowsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         models = [(n, model_dir(n)) for n in EMBEDDERS + DECODERS + HEADS]
-        cls.stories = os.path.join(P.shared, "models", "stories260K")
+        cls.stories = lib.stories_dir()
         cls.has_stories = os.path.isfile(os.path.join(cls.stories, "config.json"))
         if cls.has_stories:
             models.append(("stories", cls.stories))
@@ -381,7 +380,7 @@ class WorkflowsTest(unittest.TestCase):
         self.assertEqual(got, want)
 
     def stories_expected(self):
-        with open(os.path.join(P.shared, "models", "README.md")) as f:
+        with open(os.path.join(lib.stories_dir(), "README.md")) as f:
             text = f.read()
         block = text.split("continues, per an independent implementation", 1)[1]
         block = block.split("\n\n", 1)[1]
@@ -394,7 +393,7 @@ class WorkflowsTest(unittest.TestCase):
 
     def test_stories260k_reproduces_the_reference_story(self):
         if not self.has_stories:
-            self.skipTest("../shared/models/stories260K absent")
+            self.skipTest("examples/models/stories260K absent")
         want = self.stories_expected()
         self.assertTrue(want.startswith("Once upon a time"))
         prompt = "Once upon a time"
@@ -451,7 +450,7 @@ class WorkflowsTest(unittest.TestCase):
 
     def test_stop_string_across_token_boundaries(self):
         if not self.has_stories:
-            self.skipTest("../shared/models/stories260K absent")
+            self.skipTest("examples/models/stories260K absent")
         _, text, _ = self.generate("stories", prompt="Once upon a time",
                                    temperature=0.0, max_tokens=60)
         # A stop string that starts inside one token and ends in another.

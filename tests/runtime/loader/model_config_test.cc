@@ -285,7 +285,7 @@ TEST(ModelConfigTest, LabelsTokensAndHints) {
 }
 
 TEST(ModelConfigTest, LoadsConfigFromSharedStories260K) {
-  const std::string dir = absl::StrCat(INFERD_SHARED_DIR, "/models/stories260K");
+  const std::string dir = absl::StrCat(INFERD_SOURCE_DIR, "/examples/models/stories260K");
   auto c = LoadModelConfig(dir);
   if (absl::IsNotFound(c.status())) {
     GTEST_SKIP() << "shared model absent: " << dir;

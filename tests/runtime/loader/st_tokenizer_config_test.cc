@@ -176,14 +176,14 @@ TEST(TokenizerConfigTest, ParsesSharedTokenizerConfigs) {
   int parsed = 0;
   for (const char* name : {"llama2", "llama3", "mistral", "qwen3", "xlm-roberta",
                            "t5-small"}) {
-    const std::string dir = absl::StrCat(INFERD_SHARED_DIR, "/tokenizers/", name);
+    const std::string dir = absl::StrCat(testing_util::SharedDir(), "/tokenizers/", name);
     auto c = LoadTokenizerConfig(dir);
     ASSERT_TRUE(c.ok()) << name << ": " << c.status();
     if (!c->present) continue;
     ++parsed;
     EXPECT_TRUE(c->eos_token.has_value() || c->pad_token.has_value()) << name;
   }
-  if (parsed == 0) GTEST_SKIP() << "shared tokenizers absent: " << INFERD_SHARED_DIR;
+  if (parsed == 0) GTEST_SKIP() << "shared tokenizers absent: " << testing_util::SharedDir();
 }
 
 }  // namespace

@@ -16,6 +16,12 @@
 namespace inferd {
 namespace testing_util {
 
+// $INFERD_SHARED_DIR when set, else the build's default ../shared.
+inline std::string SharedDir() {
+  const char* env = std::getenv("INFERD_SHARED_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : INFERD_SHARED_DIR;
+}
+
 struct RawTensor {
   std::string name;
   std::string dtype;  // safetensors dtype string

@@ -1,6 +1,6 @@
-// The real pretrained stories260K Llama (from /work/shared) decoded greedily
-// through the paged KV cache must reproduce the continuation documented in
-// models/README.md (encoded and decoded with inferd's tokenizer) and the
+// The real pretrained stories260K Llama (shipped in examples/models) decoded
+// greedily through the paged KV cache must reproduce the continuation
+// documented in its README.md (encoded and decoded with inferd's tokenizer) and the
 // reference implementation's ids.
 #include <algorithm>
 #include <fstream>
@@ -22,7 +22,7 @@ namespace inferd {
 namespace {
 
 const std::string kModelDir =
-    absl::StrCat(INFERD_SHARED_DIR, "/models/stories260K");
+    absl::StrCat(INFERD_SOURCE_DIR, "/examples/models/stories260K");
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -41,7 +41,7 @@ std::string Squash(absl::string_view text) {
 // The README's expected continuation: the indented block after "continues".
 std::string ExpectedText() {
   const std::string readme =
-      ReadFile(absl::StrCat(INFERD_SHARED_DIR, "/models/README.md"));
+      ReadFile(absl::StrCat(INFERD_SOURCE_DIR, "/examples/models/stories260K/README.md"));
   std::string out;
   bool in_block = false;
   for (absl::string_view line : absl::StrSplit(readme, '\n')) {

