@@ -4,15 +4,16 @@
 # models scripts/serve.sh serves. Fails when a command exits non-zero or
 # prints nothing. Commands may span lines with trailing backslashes.
 #
-# usage: scripts/check-readme-curl.sh INFERD_BINARY TEST_MODELS_DIR [SHARED_DIR]
-#   TEST_MODELS_DIR holds the generated models (tools/make_test_models.py);
-#   SHARED_DIR/models/stories260K is used when present, else the commands
-#   naming the "stories" model are skipped with a note.
+# usage: scripts/check-readme-curl.sh INFERD_BINARY TEST_MODELS_DIR REAL_MODELS_DIR
+#   TEST_MODELS_DIR holds the generated models (tools/make_test_models.py),
+#   REAL_MODELS_DIR the fetched ones (scripts/fetch-models.sh);
+#   stories260K comes from examples/models.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-inferd="${1:?usage: $0 INFERD_BINARY TEST_MODELS_DIR [SHARED_DIR]}"
-models="${2:?usage: $0 INFERD_BINARY TEST_MODELS_DIR [SHARED_DIR]}"
-shared="${3:-$root/../shared}"
+usage="usage: $0 INFERD_BINARY TEST_MODELS_DIR REAL_MODELS_DIR"
+inferd="${1:?$usage}"
+models="${2:?$usage}"
+real="${3:?$usage}"
 buf="${BUF:-$root/tools/npm/node_modules/.bin/buf}"
 # CURL_DOCS (space-separated paths) replaces the default pages.
 if [[ -n "${CURL_DOCS:-}" ]]; then
@@ -63,17 +64,15 @@ if (( total == 0 )); then
   exit 1
 fi
 
-args=(--listen 127.0.0.1:0)
-have_stories=0
-if [[ -f "$shared/models/stories260K/config.json" ]]; then
-  args+=(--model "stories=$shared/models/stories260K")
-  have_stories=1
-else
-  echo "note: $shared/models/stories260K is absent; commands using it are skipped"
-fi
-for m in qwen2-tiny bert-embed xlmr-reranker bert-classifier; do
+# The models scripts/serve.sh serves, under the same names.
+args=(--listen 127.0.0.1:0 --model "stories=$root/examples/models/stories260K")
+[[ -f "$real/all-minilm-l6-v2/config.json" ]] ||
+  { echo "FAIL: $real/all-minilm-l6-v2 missing (scripts/fetch-models.sh)"; exit 1; }
+args+=(--model "minilm=$real/all-minilm-l6-v2")
+for pair in reranker-random:xlmr-reranker classifier-random:bert-classifier; do
+  m="${pair#*:}"
   [[ -f "$models/$m/config.json" ]] || { echo "FAIL: $models/$m missing"; exit 1; }
-  args+=(--model "$m=$models/$m")
+  args+=(--model "${pair%%:*}=$models/$m")
 done
 
 "$inferd" "${args[@]}" > "$work/inferd.log" 2>&1 &
@@ -99,14 +98,9 @@ done
 (( serving )) || { cat "$work/inferd.log"; echo "FAIL: never SERVING"; exit 1; }
 echo "inferd serving on $address; running $total command(s)"
 
-failed=0 ran=0 skipped=0 n=0
+failed=0 ran=0 n=0
 while IFS= read -r cmd; do
   n=$((n + 1))
-  if (( ! have_stories )) && [[ "$cmd" == *'"model":"stories"'* ]]; then
-    echo "[$n] SKIP (no stories260K): ${cmd:0:100}"
-    skipped=$((skipped + 1))
-    continue
-  fi
   # Point the documented address at the test server and `buf` at the binary.
   run="${cmd//127.0.0.1:50051/$address}"
   run="${run//localhost:50051/$address}"
@@ -126,5 +120,5 @@ while IFS= read -r cmd; do
   fi
 done < "$work/commands"
 
-echo "$ran run, $failed failed, $skipped skipped"
+echo "$ran run, $failed failed"
 (( failed == 0 ))

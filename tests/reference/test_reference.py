@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Checks of the NumPy reference itself (run by ctest).
 
-- stories260K (a real pretrained Llama in ../shared) decodes "Once upon a
-  time" greedily into the continuation published in shared/models/README.md;
+- stories260K (a real pretrained Llama in examples/models) decodes "Once
+  upon a time" greedily into the continuation published in its README.md;
   this validates the decoder path end to end.
 - Structural properties that hold for any weights: causality, sliding-window
   reach, rotary relative-position invariance, XLM-R position ids, pooling,
@@ -30,13 +30,14 @@ MODELS = os.environ.get("INFERD_TEST_MODELS_DIR", "")
 
 
 def stories_dir():
-    return os.path.join(SHARED, "models", "stories260K")
+    """The real stories260K shipped in the repository."""
+    return os.path.join(HERE, "..", "..", "examples", "models", "stories260K")
 
 
 class Stories260KTest(unittest.TestCase):
     def setUp(self):
         if not os.path.isfile(os.path.join(stories_dir(), "model.safetensors")):
-            self.skipTest("shared/models/stories260K absent (%s)" % stories_dir())
+            self.skipTest("examples/models/stories260K absent (%s)" % stories_dir())
 
     def prompt_ids(self):
         """BOS + the ids of "Once upon a time", checked against the vocab and
@@ -57,7 +58,7 @@ class Stories260KTest(unittest.TestCase):
         return [1] + ids
 
     def test_greedy_decoding_reproduces_published_story(self):
-        with open(os.path.join(SHARED, "models", "README.md")) as f:
+        with open(os.path.join(stories_dir(), "README.md")) as f:
             readme = f.read()
         m = re.search(r"continues, per an independent implementation.*?:\n\n(.*?)\n\n",
                       readme, re.S)
@@ -184,5 +185,5 @@ if __name__ == "__main__":
     ap.add_argument("--shared", default=SHARED)
     ap.add_argument("--models", default=MODELS)
     args, rest = ap.parse_known_args()
-    SHARED, MODELS = args.shared, args.models
+    SHARED, MODELS = os.environ.get("INFERD_SHARED_DIR") or args.shared, args.models
     unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
