@@ -236,6 +236,10 @@ const FlagDoc kFlags[] = {
      "server reflection stay open."},
     {"api-key-file", "PATH", "",
      "Read the API key from a file (surrounding whitespace is trimmed)."},
+    {"reuse-port", "", "false",
+     "Let several processes listen on the same --listen / --health-listen "
+     "port (SO_REUSEPORT; the kernel spreads connections over them). Off: "
+     "an address in use is a startup error."},
     {"help", "", "", "Print this help and exit."},
     {"version", "", "", "Print the version and exit."},
 };
@@ -248,7 +252,7 @@ bool IsKnownFlag(absl::string_view name) {
 }
 
 bool IsBoolFlag(absl::string_view name) {
-  return name == "help" || name == "version";
+  return name == "help" || name == "version" || name == "reuse-port";
 }
 
 }  // namespace
@@ -300,6 +304,7 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
       }
       if (name == "help") o.help = b;
       if (name == "version") o.version = b;
+      if (name == "reuse-port") o.reuse_port = b;
       continue;
     }
     if (!has_value) {

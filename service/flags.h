@@ -29,6 +29,9 @@ struct ServerOptions {
   std::string tls_client_ca;
   std::string api_key;
   std::string api_key_file;
+  // SO_REUSEPORT on the gRPC listeners (gRPC turns it on by default on
+  // Linux, which lets a second server start silently on a port in use).
+  bool reuse_port = false;
   bool help = false;
   bool version = false;
 };

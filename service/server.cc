@@ -93,11 +93,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   builder.SetMaxSendMessageSize(64 << 20);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              options.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT,
+                             options.reuse_port ? 1 : 0);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
-        "--listen=", options.listen,
-        ": cannot bind (address in use or not local?)"));
+        "--listen=", options.listen, ": cannot listen there: the address is "
+        "in use (another inferd?) or not an address of this machine",
+        options.reuse_port ? "" : " (--reuse-port shares a port on purpose)"));
   }
   LOG_INFO("inferd listening on {} (port {}), {}{}; {} model(s) loading",
            options.listen, s->port_,
@@ -114,12 +117,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     grpc::ServerBuilder hb;
     hb.AddListeningPort(options.health_listen,
                         grpc::InsecureServerCredentials(), &s->health_port_);
+    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.reuse_port ? 1 : 0);
     hb.RegisterService(s->plain_health_.get());
     s->health_server_ = hb.BuildAndStart();
     if (s->health_server_ == nullptr || s->health_port_ == 0) {
       return absl::UnavailableError(absl::StrCat(
           "--health-listen=", options.health_listen,
-          ": cannot bind (address in use or not local?)"));
+          ": cannot listen there: the address is in use or not an address "
+          "of this machine"));
     }
     LOG_INFO("health (plaintext) on {} (health port {})",
              options.health_listen, s->health_port_);
@@ -214,6 +219,13 @@ void Server::Shutdown(absl::Duration drain_timeout) {
   LOG_INFO("inferd stopped");
 }
 
-Server::~Server() { Shutdown(absl::ZeroDuration()); }
+Server::~Server() {
+  Shutdown(absl::ZeroDuration());
+  // The metrics HTTP threads read inference_ (active calls) and the engines
+  // call into metrics_: stop both before members are destroyed, whichever
+  // way Shutdown returned.
+  if (metrics_ != nullptr) metrics_->StopServing();
+  if (models_ != nullptr) models_->Shutdown();
+}
 
 }  // namespace inferd

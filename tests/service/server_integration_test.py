@@ -240,6 +240,34 @@ class StartupTest(unittest.TestCase):
         self.assertIn("config.json", r.stderr)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
+    def test_address_in_use_is_a_startup_error(self):
+        # gRPC turns SO_REUSEPORT on by default on Linux: without inferd's
+        # own refusal a second server would start on the same port and
+        # silently take part of the traffic.
+        models = available_models()[:1]
+        first = InferdProcess(models, ["--metrics-listen", "127.0.0.1:0",
+                                       "--health-listen", "127.0.0.1:0"])
+        try:
+            model_args = []
+            for name, path in models:
+                model_args += ["--model", f"{name}={path}"]
+            cases = [
+                ("--listen", f"127.0.0.1:{first.port}", []),
+                ("--health-listen", f"127.0.0.1:{first.health_port}",
+                 ["--listen", "127.0.0.1:0"]),
+                ("--metrics-listen", f"127.0.0.1:{first.metrics_port}",
+                 ["--listen", "127.0.0.1:0"]),
+            ]
+            for flag, address, extra in cases:
+                r = self.run_inferd(*extra, flag, address, *model_args)
+                self.assertNotEqual(r.returncode, 0, f"{flag} {address}")
+                self.assertIn(address.rsplit(":", 1)[1], r.stderr, r.stderr)
+                self.assertIn(flag, r.stderr)
+            # The first server is unaffected.
+            self.assertIsNone(first.proc.poll())
+        finally:
+            first.stop()
+
     def test_bad_flag_is_one_line(self):
         r = self.run_inferd("--model", "x=/tmp", "--threads", "many")
         self.assertEqual(r.returncode, 2)
