@@ -371,6 +371,8 @@ class EmbedStreamCall
     svc_->RegisterStream(this);
     registered_ = true;
     absl::MutexLock lock(&mu_);
+    // A drain that began before the registration did not see this stream.
+    draining_ = !svc_->accepting();
     reading_ = true;
     StartRead(&request_);
   }
@@ -380,6 +382,13 @@ class EmbedStreamCall
   void EndWith(const grpc::Status& status) override {
     absl::MutexLock lock(&mu_);
     FailLocked(status);
+  }
+
+  // Drain start (InferenceService::StopAccepting, under its streams mutex).
+  void OnDrain() override {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+    PumpLocked();
   }
 
   void OnReadDone(bool ok) override {
@@ -543,6 +552,16 @@ class EmbedStreamCall
       finished_ = true;
       stats_.set_status(final_status_);
       Finish(final_status_);
+    } else if (draining_ && pending_ == 0) {
+      // Every request of the stream was answered and written; the server
+      // takes no new ones.
+      finished_ = true;
+      final_status_ = grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          "the server is shutting down; every request sent on this stream "
+          "was answered");
+      stats_.set_status(final_status_);
+      Finish(final_status_);
     }
   }
 
@@ -564,6 +583,7 @@ class EmbedStreamCall
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
@@ -593,6 +613,12 @@ void InferenceService::RegisterStream(OpenStream* s) {
 void InferenceService::UnregisterStream(OpenStream* s) {
   absl::MutexLock lock(&streams_mu_);
   streams_.erase(s);
+}
+
+void InferenceService::StopAccepting() {
+  accepting_.store(false);
+  absl::MutexLock lock(&streams_mu_);
+  for (OpenStream* s : streams_) s->OnDrain();
 }
 
 void InferenceService::CancelStreams() {

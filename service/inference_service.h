@@ -74,8 +74,10 @@ class InferenceService final : public v1::Inference::CallbackService {
       grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
       v1::DetokenizeResponse* response) override;
 
-  // Draining: new calls get UNAVAILABLE.
-  void StopAccepting() { accepting_.store(false); }
+  // Draining: new calls get UNAVAILABLE, and open Embed streams end as soon
+  // as nothing they submitted is in flight (at once when idle), so a drain
+  // waits only for work, not for clients that keep a stream open.
+  void StopAccepting();
   int64_t active_calls() const { return active_.load(); }
   // End of a drain: every open Embed stream ends with UNAVAILABLE (their
   // pending engine requests are aborted). Generate and unary calls end
@@ -87,6 +89,8 @@ class InferenceService final : public v1::Inference::CallbackService {
    public:
     virtual ~OpenStream() = default;
     virtual void EndWith(const grpc::Status& status) = 0;
+    // The server started draining: end once nothing is in flight.
+    virtual void OnDrain() = 0;
   };
   void RegisterStream(OpenStream* s);
   void UnregisterStream(OpenStream* s);

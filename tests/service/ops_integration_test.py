@@ -870,6 +870,42 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(server.stop(), 0, server.output())
         channel.close()
 
+    def test_drain_ends_an_idle_embed_stream_at_once(self):
+        # A client that keeps an Embed stream open with nothing in flight
+        # must not hold the drain for its whole timeout (300 s here).
+        if not model_path("bert-embed"):
+            self.skipTest("bert-embed absent")
+        server = Inferd([("bert-embed", model_path("bert-embed"))],
+                        ["--drain-timeout", "300"])
+        channel = self.grpc.insecure_channel(server.address)
+        wait_serving(channel)
+        stub = self.ipb_grpc.InferenceStub(channel)
+        requests = queue.Queue()
+        requests.put(self.ipb.EmbedRequest(model="bert-embed", id="a",
+                                           texts=["hello"]))
+
+        def request_iter():
+            while True:
+                r = requests.get()
+                if r is None:
+                    return
+                yield r
+
+        responses = stub.Embed(request_iter(), timeout=120)
+        self.assertEqual(next(responses).id, "a")
+        server.proc.send_signal(signal.SIGTERM)  # the client keeps it open
+        with self.assertRaises(self.grpc.RpcError) as cm:
+            for _ in responses:
+                pass
+        requests.put(None)
+        self.assertEqual(cm.exception.code(), self.grpc.StatusCode.UNAVAILABLE,
+                         cm.exception.details())
+        # Far less than the 300 s drain timeout: the drain had nothing to
+        # wait for.
+        self.assertEqual(server.stop(timeout=60), 0, server.output())
+        self.assertIn("drained: every call finished", server.output())
+        channel.close()
+
     def test_model_with_corrupt_weights_fails_alone(self):
         good = [(n, model_path(n)) for n in ("bert-classifier", "stories")
                 if model_path(n)]
