@@ -391,29 +391,33 @@ class EmbedStreamCall
     PumpLocked();
   }
 
+  // reading_ stays true until this reaction is done with request_, so no
+  // other thread starts the next read into it meanwhile.
   void OnReadDone(bool ok) override {
     int64_t key = 0;
     {
       absl::MutexLock lock(&mu_);
-      reading_ = false;
       if (!ok) {
+        reading_ = false;
         reads_done_ = true;
         PumpLocked();
         return;
       }
-      if (failed_) return;
+      if (failed_) {
+        reading_ = false;
+        return;
+      }
       key = next_key_++;
       ++pending_;  // the engine may answer before SubmitOne returns
     }
     // Outside mu_: tokenization runs here, and engine answers for this
     // stream's other requests must not wait for it.
-    absl::Status s = SubmitOne(request_, key);
+    std::string model_name;
+    auto handle = SubmitOne(request_, key, &model_name);
     absl::MutexLock lock(&mu_);
-    if (!s.ok()) {
-      --pending_;
-      FailLocked(ToGrpcStatus(s));
-      return;
-    }
+    reading_ = false;
+    if (!model_name.empty()) stats_.set_model(model_name);
+    if (!AfterSubmitLocked(handle, key, request_)) return;
     MaybeReadLocked();
   }
 
@@ -443,6 +447,37 @@ class EmbedStreamCall
   }
 
  private:
+  // Records the outcome of submitting `req` as `key` (pending_ already
+  // counts it). A full engine queue while this stream has other requests
+  // in flight parks the request instead of failing the stream: reading
+  // stops, and the request is submitted again when one of the others is
+  // answered (backpressure). False when the stream failed.
+  bool AfterSubmitLocked(
+      const absl::StatusOr<std::shared_ptr<RequestHandle>>& handle,
+      int64_t key, const v1::EmbedRequest& req)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!handle.ok()) {
+      --pending_;
+      if (handle.status().code() == absl::StatusCode::kResourceExhausted &&
+          pending_ > 0 && !failed_) {
+        parked_ = req;
+        parked_key_ = key;
+        return true;
+      }
+      FailLocked(ToGrpcStatus(absl::Status(
+          handle.status().code(),
+          absl::StrCat("request id '", req.id(), "': ",
+                       handle.status().message()))));
+      return false;
+    }
+    if (failed_) {
+      (*handle)->Abort();
+    } else if (answered_.erase(key) == 0) {
+      handles_[key] = *handle;  // still running: a failure can abort it
+    }
+    return true;
+  }
+
   // Engine thread, through the link.
   void OnResult(int64_t key, const v1::EmbedRequest& shape,
                 absl::StatusOr<EmbedResult> result) {
@@ -452,6 +487,19 @@ class EmbedStreamCall
     if (failed_) {
       PumpLocked();
       return;
+    }
+    if (parked_.has_value()) {
+      // One of ours left the engine's queue: submit the parked request
+      // again (engine Submit never calls back inside, so mu_ may be held).
+      v1::EmbedRequest req = std::move(*parked_);
+      parked_.reset();
+      ++pending_;
+      std::string model_name;
+      auto handle = SubmitOne(req, parked_key_, &model_name);
+      if (AfterSubmitLocked(handle, parked_key_, req) && !parked_) {
+        MaybeReadLocked();
+      }
+      if (failed_) return;
     }
     if (!result.ok()) {
       FailLocked(ToGrpcStatus(absl::Status(
@@ -466,8 +514,11 @@ class EmbedStreamCall
     PumpLocked();
   }
 
-  // Converts and submits one request (reader reaction, mu_ not held).
-  absl::Status SubmitOne(const v1::EmbedRequest& req, int64_t key) {
+  // Converts and submits one request; the caller records the outcome
+  // (AfterSubmitLocked). Thread-compatible: the reader reaction calls it
+  // without mu_, a parked retry with it.
+  absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitOne(
+      const v1::EmbedRequest& req, int64_t key, std::string* model_name) {
     if (!svc_->accepting()) return NotAccepting();
     auto model = svc_->models()->Resolve(req.model(), Task::kEmbed);
     if (!model.ok()) {
@@ -475,7 +526,7 @@ class EmbedStreamCall
                           absl::StrCat("request id '", req.id(), "': ",
                                        model.status().message()));
     }
-    stats_.set_model((*model)->name());
+    *model_name = (*model)->name();
     ServedModelInfo info = (*model)->info();
     auto params = ToEmbedParams(req, info, svc_->limits(),
                                 absl::InfiniteFuture());
@@ -490,7 +541,7 @@ class EmbedStreamCall
     shape->set_encoding(req.encoding());
     InferenceService* svc = svc_;
     std::shared_ptr<Link> link = link_;
-    auto handle = (*model)->engine().SubmitEmbed(
+    return (*model)->engine().SubmitEmbed(
         std::move(params).value(),
         [svc, link, shape, key, model_name = (*model)->name()](
             absl::StatusOr<EmbedResult> result) {
@@ -503,22 +554,10 @@ class EmbedStreamCall
             call.OnResult(key, *shape, std::move(result));
           });
         });
-    if (!handle.ok()) {
-      return absl::Status(handle.status().code(),
-                          absl::StrCat("request id '", req.id(), "': ",
-                                       handle.status().message()));
-    }
-    absl::MutexLock lock(&mu_);
-    if (failed_) {
-      (*handle)->Abort();
-    } else if (answered_.erase(key) == 0) {
-      handles_[key] = *handle;  // still running: a failure can abort it
-    }
-    return absl::OkStatus();
   }
 
   void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (reading_ || reads_done_ || failed_) return;
+    if (reading_ || reads_done_ || failed_ || parked_.has_value()) return;
     if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
     reading_ = true;
     StartRead(&request_);
@@ -576,9 +615,14 @@ class EmbedStreamCall
   std::map<int64_t, std::shared_ptr<RequestHandle>> handles_ ABSL_GUARDED_BY(mu_);
   // Requests answered before SubmitOne stored their handle.
   std::set<int64_t> answered_ ABSL_GUARDED_BY(mu_);
+  // A request the engine's full queue refused while others of this stream
+  // were in flight; submitted again when one of them is answered.
+  std::optional<v1::EmbedRequest> parked_ ABSL_GUARDED_BY(mu_);
+  int64_t parked_key_ ABSL_GUARDED_BY(mu_) = 0;
   // Responses to write; the front one is in flight while writing_.
   std::deque<v1::EmbedResponse> queue_ ABSL_GUARDED_BY(mu_);
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+  // A read is in flight, or its reaction still uses request_.
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;

@@ -870,6 +870,26 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(server.stop(), 0, server.output())
         channel.close()
 
+    def test_embed_stream_burst_above_the_engine_queue_is_backpressured(self):
+        # The engine queue holds 4 requests; one stream sends 150 at once.
+        # The stream must slow down (stop reading while the queue is full),
+        # not fail: every request is answered exactly once.
+        if not model_path("bert-embed"):
+            self.skipTest("bert-embed absent")
+        server = Inferd([("bert-embed", model_path("bert-embed"))],
+                        ["--max-queue-requests", "4"])
+        channel = self.grpc.insecure_channel(server.address)
+        wait_serving(channel)
+        stub = self.ipb_grpc.InferenceStub(channel)
+        reqs = [self.ipb.EmbedRequest(model="bert-embed", id=f"r{i}",
+                                      texts=[f"burst text {i}"] * (1 + i % 3))
+                for i in range(150)]
+        got = [r.id for r in stub.Embed(iter(reqs), timeout=300)]
+        self.assertEqual(sorted(got), sorted(q.id for q in reqs))
+        self.assertEqual(len(got), len(set(got)))
+        self.assertEqual(server.stop(), 0, server.output())
+        channel.close()
+
     def test_drain_ends_an_idle_embed_stream_at_once(self):
         # A client that keeps an Embed stream open with nothing in flight
         # must not hold the drain for its whole timeout (300 s here).

@@ -83,10 +83,12 @@ def main():
         print(f"FAIL: test model {embedder} missing (make_test_models fixture)")
         return 1
     # A small KV cache so that leaked blocks cannot hide in a large pool, and
-    # small queues so that overload answers are part of the storm.
+    # a small embedder queue so that overload answers (and the Embed
+    # stream's backpressure when the queue is full) are part of the storm.
     server = tl.InferdProcess(
         args.inferd,
-        [("stories", stories + ",kv-cache-memory=5MiB"), ("embed", embedder)],
+        [("stories", stories + ",kv-cache-memory=5MiB"),
+         ("embed", embedder + ",max-queue-requests=96")],
         extra=["--metrics-listen", "127.0.0.1:0"],
         log_prefix="inferd-stress-")
     try:
