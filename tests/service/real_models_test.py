@@ -151,6 +151,9 @@ def main():
     ap.add_argument("--stubs", required=True)
     ap.add_argument("--minilm", required=True)
     ap.add_argument("--venv-python", required=True)
+    ap.add_argument("--embedder", action="append", default=[],
+                    help="another real sentence-transformers embedder "
+                    "directory, checked against the reference too")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.minilm, "model.safetensors")):
         print(f"FAIL: {args.minilm} has no model.safetensors "
@@ -174,11 +177,19 @@ def main():
     long_text = " ".join(["retrieval augmented generation needs good embeddings"] * 60)
     texts.append(long_text)
 
+    extra = [(f"extra{i}", d) for i, d in enumerate(args.embedder)]
+    for _, d in extra:
+        if not os.path.isfile(os.path.join(d, "model.safetensors")):
+            print(f"FAIL: {d} has no model.safetensors "
+                  "(scripts/fetch-models.sh fetches it)")
+            return 1
     with lib.InferdProcess(args.inferd,
                            [("minilm", args.minilm),
-                            ("minilm-bf16", args.minilm + ",dtype=bfloat16")],
+                            ("minilm-bf16", args.minilm + ",dtype=bfloat16")]
+                           + extra,
                            log_prefix="inferd-real-") as server:
-        server.wait_ready(args.stubs, ["minilm", "minilm-bf16"])
+        server.wait_ready(args.stubs, ["minilm", "minilm-bf16"] +
+                          [n for n, _ in extra])
         channel = grpc.insecure_channel(server.address)
         stub = rpc.InferenceStub(channel)
         models = {m.name: m for m in mrpc.ModelsStub(channel).ListModels(
@@ -236,6 +247,24 @@ def main():
         check(not wrong, f"paraphrase closer than unrelated in "
               f"{len(TRIPLES) - len(wrong)}/{len(TRIPLES)} triples "
               f"(smallest margin {min(margins):.3f})")
+        # Other real embedders: float32 against the reference on their own
+        # tokenizer's ids (a subset of the texts keeps the NumPy time low).
+        for name, d in extra:
+            sub = texts[::3]
+            sub_ids = hf_ids(args.venv_python, os.path.join(d, "tokenizer.json"),
+                             sub, 256)
+            r = stub.EmbedBatch(pb.EmbedRequest(model=name, texts=sub,
+                                                truncate=True), timeout=300)
+            ref_x = REF.Model(d)
+            worst = 1.0
+            for e, t_ids in zip(r.embeddings, sub_ids):
+                hidden, _ = ref_x.forward(t_ids)
+                worst = min(worst, cosine(e.values,
+                                          REF.st_embedding(d, hidden)))
+            check(worst >= 0.99999,
+                  f"{os.path.basename(d.rstrip('/'))}: float32 vs NumPy "
+                  f"reference min cosine {worst:.7f} over {len(sub)} texts")
+
         sims = [cosine(emb[a], emb[b]) for a, b, _ in GRADED]
         rho = spearman(sims, [g for _, _, g in GRADED])
         for (a, b, g), sim in zip(GRADED, sims):

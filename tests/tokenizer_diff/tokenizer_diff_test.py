@@ -173,6 +173,8 @@ def main():
 
     candidates = [
         ("all-MiniLM-L6-v2", os.path.join(args.minilm, "tokenizer.json")),
+        ("sre-embedding", os.path.join(os.path.dirname(args.minilm.rstrip("/")),
+                                       "sre-embedding-minilm", "tokenizer.json")),
         ("stories260K", os.path.join(ROOT, "examples", "models", "stories260K",
                                      "tokenizer.json")),
     ]
@@ -188,9 +190,9 @@ def main():
     for name, path in candidates:
         if not os.path.isfile(path):
             print(f"  {name:18s} skipped: {path} absent")
-            if name == "all-MiniLM-L6-v2":
-                print("FAIL: the MiniLM tokenizer is required "
-                      "(scripts/fetch-models.sh)")
+            if name in ("all-MiniLM-L6-v2", "sre-embedding"):
+                print(f"FAIL: the {name} tokenizer is required "
+                      "(scripts/fetch-models.sh fetches it)")
                 return 1
             continue
         try:
