@@ -182,6 +182,7 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
              absl::Time deadline) {
     stats_.set_model(model->name());
     model_ = model->name();
+    tokenizer_ = &model->tokenizer();
     auto params = ToGenerateParams(req, model->info(), deadline);
     if (!params.ok()) {
       FinishNow(ToGrpcStatus(params.status()));
@@ -271,10 +272,12 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
     for (const TokenLogprobs& lp : c.logprobs) {
       v1::SampledLogprobs* out = resp.add_logprobs();
       out->mutable_sampled()->set_token_id(lp.sampled.token_id);
+      out->mutable_sampled()->set_token(tokenizer_->IdToToken(lp.sampled.token_id));
       out->mutable_sampled()->set_logprob(lp.sampled.logprob);
       for (const TokenLogprobValue& t : lp.top) {
         v1::TokenLogprob* o = out->add_top();
         o->set_token_id(t.token_id);
+        o->set_token(tokenizer_->IdToToken(t.token_id));
         o->set_logprob(t.logprob);
       }
     }
@@ -333,6 +336,8 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   const std::string request_id_;
   const std::shared_ptr<Link> link_;
   std::string model_;  // set by Start, before any chunk
+  // The model's tokenizer (it outlives every call); set by Start.
+  const Tokenizer* tokenizer_ = nullptr;
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   absl::Time last_token_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -487,6 +487,26 @@ class WorkflowsTest(unittest.TestCase):
                                            places=5)
             self.assertGreaterEqual(lp.sampled.logprob, top[-1] - 50)
 
+    def test_logprob_tokens_are_vocabulary_pieces(self):
+        # stories260K's vocabulary (tokenizer.json) names every id.
+        with open(os.path.join(lib.stories_dir(), "tokenizer.json")) as f:
+            tok = json.load(f)
+        piece = {v: k for k, v in tok["model"]["vocab"].items()}
+        for a in tok.get("added_tokens", []):
+            piece[a["id"]] = a["content"]
+        tokens, _, chunks = self.generate("stories", prompt="Once upon a time",
+                                          temperature=0.0, max_tokens=12,
+                                          logprobs=3)
+        lps = [lp for c in chunks for lp in c.logprobs]
+        self.assertEqual(len(lps), len(tokens))
+        for lp in lps:
+            self.assertEqual(lp.sampled.token, piece[lp.sampled.token_id])
+            for t in lp.top:
+                self.assertEqual(t.token, piece[t.token_id])
+        # Greedy: the sampled token is the best one.
+        self.assertTrue(all(lp.top[0].token_id == lp.sampled.token_id
+                            for lp in lps))
+
     def test_prompt_longer_than_context_is_invalid_with_numbers(self):
         ctx = self.info["llama-tiny"].max_input_tokens
         with self.assertRaises(GRPC.RpcError) as cm:
