@@ -196,6 +196,15 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
     }
     o.stop_token_ids.push_back(static_cast<int32_t>(id));
   }
+  for (const auto& [id, bias] : s.logit_bias()) {
+    if (static_cast<int64_t>(id) >= model.vocab_size) {
+      return Invalid("sampling.logit_bias",
+                     absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
+                                  model.vocab_size, ")"));
+    }
+    o.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+  }
+  std::sort(o.logit_bias.begin(), o.logit_bias.end());
   o.ignore_eos = s.ignore_eos();
   o.logprobs = static_cast<int32_t>(std::min<uint32_t>(s.logprobs(), INT32_MAX));
   o.skip_special_tokens =

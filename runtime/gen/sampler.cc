@@ -98,6 +98,9 @@ absl::Status Sampler::Sample(absl::Span<float> logits,
 void Sampler::ApplyPenalties(float* x, const SamplingState& state) const {
   const SamplingParams& p = state.params_;
   auto in_vocab = [this](int32_t id) { return id >= 0 && id < vocab_size_; };
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (in_vocab(id)) x[id] += bias;
+  }
   if (state.num_output_tokens_ < p.min_tokens) {
     for (int32_t id : state.eos_token_ids_) {
       if (in_vocab(id)) x[id] = kNegInf;

@@ -61,6 +61,22 @@ absl::Status SamplingParams::Validate() const {
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
     return OutOfRange("frequency_penalty", frequency_penalty, "[-2, 2]");
   }
+  if (static_cast<int32_t>(logit_bias.size()) > kMaxLogitBias) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.logit_bias has ", logit_bias.size(),
+                     " entries; at most ", kMaxLogitBias, " are allowed"));
+  }
+  for (const auto& [id, bias] : logit_bias) {
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling.logit_bias: the bias of token ", id, " is ", bias,
+          "; it must be in [-100, 100]"));
+    }
+    if (id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling.logit_bias: token id ", id, " is negative"));
+    }
+  }
   if (logprobs < 0 || logprobs > kMaxLogprobs) {
     return OutOfRange("logprobs", logprobs, "[0, 20]");
   }

@@ -54,6 +54,9 @@ struct SamplingParams {
   int32_t logprobs = 0;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  // (token id, bias) added to the logits before everything else; ids are
+  // checked against the vocabulary by the caller (service/convert.cc).
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Checks the ranges documented in inferd/v1/inference.proto.
   // INVALID_ARGUMENT naming the offending field.
@@ -65,6 +68,7 @@ struct SamplingParams {
 inline constexpr int32_t kMaxLogprobs = 20;
 inline constexpr int32_t kMaxStopStrings = 16;
 inline constexpr int32_t kMaxStopStringBytes = 256;
+inline constexpr int32_t kMaxLogitBias = 1024;
 
 }  // namespace inferd
 

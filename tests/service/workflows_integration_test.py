@@ -349,6 +349,9 @@ class WorkflowsTest(unittest.TestCase):
         for k, v in sampling.items():
             if k == "stop":
                 req.sampling.stop.extend(v)
+            elif k == "logit_bias":
+                for tid, bias in v.items():
+                    req.sampling.logit_bias[tid] = bias
             else:
                 setattr(req.sampling, k, v)
         chunks = list(self.stub.Generate(req, timeout=timeout))
@@ -506,6 +509,31 @@ class WorkflowsTest(unittest.TestCase):
         # Greedy: the sampled token is the best one.
         self.assertTrue(all(lp.top[0].token_id == lp.sampled.token_id
                             for lp in lps))
+
+    def test_logit_bias_bans_and_forces_tokens(self):
+        base, _, _ = self.generate("stories", prompt="Once upon a time",
+                                   temperature=0.0, max_tokens=6)
+        # Banning the greedy first token changes the first token.
+        banned, _, _ = self.generate("stories", prompt="Once upon a time",
+                                     temperature=0.0, max_tokens=6,
+                                     logit_bias={base[0]: -100.0})
+        self.assertNotEqual(banned[0], base[0])
+        self.assertNotIn(base[0], banned)
+        # Forcing a token makes greedy decoding repeat it.
+        forced, _, _ = self.generate("stories", prompt="Once upon a time",
+                                     temperature=0.0, max_tokens=5,
+                                     ignore_eos=True, logit_bias={300: 100.0})
+        self.assertEqual(forced, [300] * 5)
+        # Ids outside the vocabulary and biases out of range are refused.
+        for bias, what in (({512: 1.0}, "outside the vocabulary"),
+                           ({5: 101.0}, "[-100, 100]")):
+            with self.assertRaises(GRPC.RpcError) as cm:
+                self.generate("stories", prompt="x", max_tokens=1,
+                              logit_bias=bias)
+            self.assertEqual(cm.exception.code(),
+                             GRPC.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("logit_bias", cm.exception.details())
+            self.assertIn(what, cm.exception.details())
 
     def test_prompt_longer_than_context_is_invalid_with_numbers(self):
         ctx = self.info["llama-tiny"].max_input_tokens

@@ -82,6 +82,51 @@ TEST(SamplerTest, GreedyPicksTheArgmaxOfEveryRow) {
   }
 }
 
+TEST(SamplerTest, LogitBiasBansAndForcesTokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f, 0.5f};
+  auto greedy = [&](const SamplingParams& params) {
+    Sampler sampler(4);
+    SamplingState state(params, {}, {});
+    std::vector<float> row = logits;
+    SampleResult r;
+    EXPECT_TRUE(sampler.SampleRow(absl::MakeSpan(row), &state, &r).ok());
+    return r.token_id;
+  };
+  EXPECT_EQ(greedy(p), 2);
+  p.logit_bias = {{2, -100.0f}};
+  EXPECT_EQ(greedy(p), 1);  // the best one banned
+  p.logit_bias = {{3, 100.0f}};
+  EXPECT_EQ(greedy(p), 3);  // the worst one forced
+  p.logit_bias = {{0, 2.5f}};
+  EXPECT_EQ(greedy(p), 0);  // 1 + 2.5 > 3: a plain shift of one logit
+  p.logit_bias = {{0, 1.5f}};
+  EXPECT_EQ(greedy(p), 2);  // 1 + 1.5 < 3
+  // Sampled: a banned token never comes out.
+  SamplingParams s;
+  s.temperature = 1.0f;
+  s.seed = 5;
+  s.logit_bias = {{1, -100.0f}, {3, -100.0f}};
+  std::vector<int> counts = Histogram(LogitsOf(kProbs), s, 2000);
+  EXPECT_EQ(counts[1], 0);
+  EXPECT_EQ(counts[3], 0);
+  EXPECT_GT(counts[0] + counts[2] + counts[4], 1990);
+}
+
+TEST(SamplingParamsTest, LogitBiasOutOfRangeIsInvalid) {
+  SamplingParams p;
+  p.logit_bias = {{1, 150.0f}};
+  absl::Status s = p.Validate();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("logit_bias"), std::string::npos);
+  p.logit_bias = {{1, std::nanf("")}};
+  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kInvalidArgument);
+  p.logit_bias.clear();
+  for (int i = 0; i <= kMaxLogitBias; ++i) p.logit_bias.emplace_back(i, 1.0f);
+  EXPECT_EQ(p.Validate().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SamplerTest, TopKOfOneEqualsGreedy) {
   const int32_t vocab = 200;
   Sampler sampler(vocab);
