@@ -838,11 +838,11 @@ class LifecycleTest(unittest.TestCase):
                              self.ipb.FINISH_REASON_UNSPECIFIED)
         self.assertIn(f"drain timeout: cancelling {n} call(s)", log)
 
-    def test_drain_timeout_ends_an_open_embed_stream(self):
-        if not model_path("bert-embed"):
-            self.skipTest("bert-embed absent")
-        server = Inferd([("bert-embed", model_path("bert-embed"))],
-                        ["--drain-timeout", "0.2"])
+    def open_embed_stream(self, extra):
+        """A bert-embed server with `extra` flags and an Embed stream on it
+        that has one answered request and stays open (put None into the
+        returned queue to half-close it)."""
+        server = Inferd([("bert-embed", model_path("bert-embed"))], extra)
         channel = self.grpc.insecure_channel(server.address)
         wait_serving(channel)
         stub = self.ipb_grpc.InferenceStub(channel)
@@ -858,8 +858,14 @@ class LifecycleTest(unittest.TestCase):
                 yield r
 
         responses = stub.Embed(request_iter(), timeout=120)
-        first = next(responses)
-        self.assertEqual(first.id, "a")
+        self.assertEqual(next(responses).id, "a")
+        return server, channel, requests, responses
+
+    def test_drain_timeout_ends_an_open_embed_stream(self):
+        if not model_path("bert-embed"):
+            self.skipTest("bert-embed absent")
+        server, channel, requests, responses = self.open_embed_stream(
+            ["--drain-timeout", "0.2"])
         server.proc.send_signal(signal.SIGTERM)  # the client keeps it open
         with self.assertRaises(self.grpc.RpcError) as cm:
             for _ in responses:
@@ -895,24 +901,8 @@ class LifecycleTest(unittest.TestCase):
         # must not hold the drain for its whole timeout (300 s here).
         if not model_path("bert-embed"):
             self.skipTest("bert-embed absent")
-        server = Inferd([("bert-embed", model_path("bert-embed"))],
-                        ["--drain-timeout", "300"])
-        channel = self.grpc.insecure_channel(server.address)
-        wait_serving(channel)
-        stub = self.ipb_grpc.InferenceStub(channel)
-        requests = queue.Queue()
-        requests.put(self.ipb.EmbedRequest(model="bert-embed", id="a",
-                                           texts=["hello"]))
-
-        def request_iter():
-            while True:
-                r = requests.get()
-                if r is None:
-                    return
-                yield r
-
-        responses = stub.Embed(request_iter(), timeout=120)
-        self.assertEqual(next(responses).id, "a")
+        server, channel, requests, responses = self.open_embed_stream(
+            ["--drain-timeout", "300"])
         server.proc.send_signal(signal.SIGTERM)  # the client keeps it open
         with self.assertRaises(self.grpc.RpcError) as cm:
             for _ in responses:

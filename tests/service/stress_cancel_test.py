@@ -137,6 +137,16 @@ def main():
                     grpc.StatusCode.DEADLINE_EXCEEDED,
                     grpc.StatusCode.RESOURCE_EXHAUSTED}
 
+        def record_error(kind, mode, e):
+            """A call that ended with a status: counted, and a failure
+            unless the mode allows it (overload is always an answer)."""
+            code = e.code()
+            tally.add((kind, mode, code.name))
+            if mode == "complete" and code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                tally.fail(f"{kind} complete ended with {code}: {e.details()}")
+            elif code not in ok_codes:
+                tally.fail(f"{kind} {mode} ended with {code}: {e.details()}")
+
         def run_generate(mode, s):
             r = random.Random(s)
             req = pb.GenerateRequest(
@@ -165,12 +175,7 @@ def main():
                 if mode == "complete" and chunks == 0:
                     tally.fail("gen complete: no chunk")
             except grpc.RpcError as e:
-                code = e.code()
-                tally.add(("gen", mode, code.name))
-                if mode == "complete" and code != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    tally.fail(f"gen complete ended with {code}: {e.details()}")
-                elif code not in ok_codes:
-                    tally.fail(f"gen {mode} ended with {code}: {e.details()}")
+                record_error("gen", mode, e)
 
         def run_embed(mode, s):
             r = random.Random(s)
@@ -195,12 +200,7 @@ def main():
                 if mode == "complete" and sorted(got) != sorted(q.id for q in reqs):
                     tally.fail(f"emb complete: answered {len(got)} of {n}")
             except grpc.RpcError as e:
-                code = e.code()
-                tally.add(("emb", mode, code.name))
-                if mode == "complete" and code != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    tally.fail(f"emb complete ended with {code}: {e.details()}")
-                elif code not in ok_codes:
-                    tally.fail(f"emb {mode} ended with {code}: {e.details()}")
+                record_error("emb", mode, e)
 
         def run_batch(mode, s):
             r = random.Random(s)
@@ -220,12 +220,7 @@ def main():
             except grpc.FutureCancelledError:
                 tally.add(("batch", mode, "CANCELLED"))
             except grpc.RpcError as e:
-                code = e.code()
-                tally.add(("batch", mode, code.name))
-                if mode == "complete" and code != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                    tally.fail(f"batch complete ended with {code}: {e.details()}")
-                elif code not in ok_codes:
-                    tally.fail(f"batch {mode} ended with {code}: {e.details()}")
+                record_error("batch", mode, e)
 
         def run_greedy():
             ids, _ = greedy()
