@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libonig-dev libicu-dev
   clang libclang-rt-14-dev
   python3 python3-grpcio python3-protobuf python3-numpy
+  python3-venv python3-pip
   nodejs npm openssl
 )
 
