@@ -380,6 +380,7 @@ class EmbedStreamCall
     draining_ = !svc_->accepting();
     reading_ = true;
     StartRead(&request_);
+    if (draining_) PumpLocked();
   }
 
   // Drain timeout (InferenceService::CancelStreams, under its streams
