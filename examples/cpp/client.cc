@@ -4,7 +4,7 @@
 // reranks documents. Single-threaded except for the Embed writer thread.
 //
 //   inferd_example_client --address 127.0.0.1:50051 --generate-model stories
-//       --embed-model bert-embed --rerank-model xlmr-reranker [--json FILE]
+//       --embed-model minilm --rerank-model reranker-random [--json FILE]
 // An empty model name skips that call.
 #include <grpcpp/grpcpp.h>
 
@@ -41,8 +41,8 @@ const std::vector<std::string> kEmbedTexts = {
 struct Options {
   std::string address = "127.0.0.1:50051";
   std::string generate_model = "stories";
-  std::string embed_model = "bert-embed";
-  std::string rerank_model = "xlmr-reranker";
+  std::string embed_model = "minilm";
+  std::string rerank_model = "reranker-random";
   std::string prompt = "Once upon a time";
   int max_tokens = 40;
   float temperature = 0;

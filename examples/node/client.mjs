@@ -11,8 +11,8 @@
 // Setup: `npm install` in this folder, or use the copies in
 // tools/npm/node_modules of an inferd checkout (found automatically).
 //   node examples/node/client.mjs --address 127.0.0.1:50051 \
-//       --generate-model stories --embed-model bert-embed \
-//       --rerank-model xlmr-reranker
+//       --generate-model stories --embed-model minilm \
+//       --rerank-model reranker-random
 import { createRequire } from 'node:module';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -45,8 +45,8 @@ function parseArgs(argv) {
   const opts = {
     address: '127.0.0.1:50051',
     generateModel: 'stories',
-    embedModel: 'bert-embed',
-    rerankModel: 'xlmr-reranker',
+    embedModel: 'minilm',
+    rerankModel: 'reranker-random',
     prompt: 'Once upon a time',
     maxTokens: 40,
     temperature: 0,

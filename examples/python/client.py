@@ -14,8 +14,8 @@ or taken from --stubs DIR (a build tree's <build>/python).
 
 Example (against scripts/serve.sh):
   /usr/bin/python3 examples/python/client.py --address 127.0.0.1:50051 \
-      --generate-model stories --embed-model bert-embed \
-      --rerank-model xlmr-reranker
+      --generate-model stories --embed-model minilm \
+      --rerank-model reranker-random
 """
 import argparse
 import json
@@ -45,9 +45,9 @@ def parse_args(argv):
                    help="host:port of the inferd server")
     p.add_argument("--generate-model", default="stories",
                    help="model for Generate ('' skips Generate)")
-    p.add_argument("--embed-model", default="bert-embed",
+    p.add_argument("--embed-model", default="minilm",
                    help="model for Embed/EmbedBatch ('' skips them)")
-    p.add_argument("--rerank-model", default="xlmr-reranker",
+    p.add_argument("--rerank-model", default="reranker-random",
                    help="model for Rerank ('' skips Rerank)")
     p.add_argument("--prompt", default="Once upon a time")
     p.add_argument("--max-tokens", type=int, default=40)
