@@ -861,18 +861,23 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(next(responses).id, "a")
         return server, channel, requests, responses
 
-    def test_drain_timeout_ends_an_open_embed_stream(self):
-        if not model_path("bert-embed"):
-            self.skipTest("bert-embed absent")
-        server, channel, requests, responses = self.open_embed_stream(
-            ["--drain-timeout", "0.2"])
-        server.proc.send_signal(signal.SIGTERM)  # the client keeps it open
+    def sigterm_ends_stream_unavailable(self, server, requests, responses):
+        """SIGTERM while the client keeps the stream open: the stream must
+        end with UNAVAILABLE."""
+        server.proc.send_signal(signal.SIGTERM)
         with self.assertRaises(self.grpc.RpcError) as cm:
             for _ in responses:
                 pass
         requests.put(None)
         self.assertEqual(cm.exception.code(), self.grpc.StatusCode.UNAVAILABLE,
                          cm.exception.details())
+
+    def test_drain_timeout_ends_an_open_embed_stream(self):
+        if not model_path("bert-embed"):
+            self.skipTest("bert-embed absent")
+        server, channel, requests, responses = self.open_embed_stream(
+            ["--drain-timeout", "0.2"])
+        self.sigterm_ends_stream_unavailable(server, requests, responses)
         self.assertEqual(server.stop(), 0, server.output())
         channel.close()
 
@@ -903,13 +908,7 @@ class LifecycleTest(unittest.TestCase):
             self.skipTest("bert-embed absent")
         server, channel, requests, responses = self.open_embed_stream(
             ["--drain-timeout", "300"])
-        server.proc.send_signal(signal.SIGTERM)  # the client keeps it open
-        with self.assertRaises(self.grpc.RpcError) as cm:
-            for _ in responses:
-                pass
-        requests.put(None)
-        self.assertEqual(cm.exception.code(), self.grpc.StatusCode.UNAVAILABLE,
-                         cm.exception.details())
+        self.sigterm_ends_stream_unavailable(server, requests, responses)
         # Far less than the 300 s drain timeout: the drain had nothing to
         # wait for.
         self.assertEqual(server.stop(timeout=60), 0, server.output())
