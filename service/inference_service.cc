@@ -401,6 +401,7 @@ class EmbedStreamCall
   // other thread starts the next read into it meanwhile.
   void OnReadDone(bool ok) override {
     int64_t key = 0;
+    int64_t answers_before = 0;
     {
       absl::MutexLock lock(&mu_);
       if (!ok) {
@@ -415,6 +416,7 @@ class EmbedStreamCall
       }
       key = next_key_++;
       ++pending_;  // the engine may answer before SubmitOne returns
+      answers_before = answers_;
     }
     // Outside mu_: tokenization runs here, and engine answers for this
     // stream's other requests must not wait for it.
@@ -423,7 +425,10 @@ class EmbedStreamCall
     absl::MutexLock lock(&mu_);
     reading_ = false;
     if (!model_name.empty()) stats_.set_model(model_name);
-    if (!AfterSubmitLocked(handle, key, request_)) return;
+    if (!AfterSubmitLocked(handle, key, request_, answers_before)) return;
+    // Refused while the others were answered meanwhile: nothing of ours is
+    // left to wake the parked request, so submit it again now.
+    if (pending_ == 0) RetryParkedLocked();
     MaybeReadLocked();
   }
 
@@ -457,15 +462,17 @@ class EmbedStreamCall
   // counts it). A full engine queue while this stream has other requests
   // in flight parks the request instead of failing the stream: reading
   // stops, and the request is submitted again when one of the others is
-  // answered (backpressure). False when the stream failed.
+  // answered (backpressure). `answers_before` is answers_ when the submit
+  // began: an answer since then also freed room in the queue. False when
+  // the stream failed.
   bool AfterSubmitLocked(
       const absl::StatusOr<std::shared_ptr<RequestHandle>>& handle,
-      int64_t key, const v1::EmbedRequest& req)
+      int64_t key, const v1::EmbedRequest& req, int64_t answers_before)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!handle.ok()) {
       --pending_;
       if (handle.status().code() == absl::StatusCode::kResourceExhausted &&
-          pending_ > 0 && !failed_) {
+          (pending_ > 0 || answers_ != answers_before) && !failed_) {
         parked_ = req;
         parked_key_ = key;
         return true;
@@ -489,24 +496,15 @@ class EmbedStreamCall
                 absl::StatusOr<EmbedResult> result) {
     absl::MutexLock lock(&mu_);
     --pending_;
+    ++answers_;
     if (handles_.erase(key) == 0 && !failed_) answered_.insert(key);
     if (failed_) {
       PumpLocked();
       return;
     }
-    if (parked_.has_value()) {
-      // One of ours left the engine's queue: submit the parked request
-      // again (engine Submit never calls back inside, so mu_ may be held).
-      v1::EmbedRequest req = std::move(*parked_);
-      parked_.reset();
-      ++pending_;
-      std::string model_name;
-      auto handle = SubmitOne(req, parked_key_, &model_name);
-      if (AfterSubmitLocked(handle, parked_key_, req) && !parked_) {
-        MaybeReadLocked();
-      }
-      if (failed_) return;
-    }
+    // One of ours left the engine's queue: room for the parked request.
+    RetryParkedLocked();
+    if (failed_) return;
     if (!result.ok()) {
       FailLocked(ToGrpcStatus(absl::Status(
           result.status().code(),
@@ -560,6 +558,21 @@ class EmbedStreamCall
             call.OnResult(key, *shape, std::move(result));
           });
         });
+  }
+
+  // Submits the parked request again (engine Submit never calls back
+  // inside, so mu_ may be held). Refused again, it stays parked while
+  // others of this stream are in flight; with none, the stream fails.
+  void RetryParkedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!parked_.has_value() || failed_) return;
+    v1::EmbedRequest req = std::move(*parked_);
+    parked_.reset();
+    ++pending_;
+    std::string model_name;
+    auto handle = SubmitOne(req, parked_key_, &model_name);
+    if (AfterSubmitLocked(handle, parked_key_, req, answers_) && !parked_) {
+      MaybeReadLocked();
+    }
   }
 
   void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -628,6 +641,9 @@ class EmbedStreamCall
   // Responses to write; the front one is in flight while writing_.
   std::deque<v1::EmbedResponse> queue_ ABSL_GUARDED_BY(mu_);
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
+  // Engine answers received so far (a refused submit that overlapped one
+  // may be retried).
+  int64_t answers_ ABSL_GUARDED_BY(mu_) = 0;
   // A read is in flight, or its reaction still uses request_.
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
