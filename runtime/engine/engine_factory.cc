@@ -1,5 +1,7 @@
-// CreateEngine: builds the engine a model's workflow names, with its model
-// runner(s), scheduler and input/output processors.
+// The built-in executors ("prefill_loop", "continuous_batching_loop"): each
+// assembles its engine from the components the model's workflow names,
+// looked up in the registry; and CreateEngine, which picks the executor the
+// same way.
 #include <algorithm>
 #include <thread>
 
@@ -9,7 +11,10 @@
 #include "device/bf16.h"
 #include "runtime/loader/safetensors.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/common/registry.h"
+#include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/executors.h"
 #include "runtime/engine/generate_engine.h"
 #include "runtime/engine/model_manager.h"
 #include "runtime/engine/prefill_engine.h"
@@ -103,6 +108,18 @@ absl::StatusOr<DenseLayer> LoadDense(const std::string& dir,
   return layer;
 }
 
+template <typename T>
+absl::StatusOr<T> Component(const char* kind, const std::string& name,
+                            const Workflow& w) {
+  auto v = Registry::Global().Get<T>(kind, name);
+  if (!v.ok()) {
+    return absl::Status(v.status().code(),
+                        absl::StrCat("workflow ", w.name, ": ",
+                                     v.status().message()));
+  }
+  return v;
+}
+
 absl::StatusOr<ModelRunnerOptions> RunnerOptions(
     const ServedModel& model, int threads,
     std::shared_ptr<const WeightStore> weights) {
@@ -111,24 +128,43 @@ absl::StatusOr<ModelRunnerOptions> RunnerOptions(
   ro.weights = std::move(weights);
   ro.threads = threads;
   ASSIGN_OR_RETURN(ro.dtype, ParseComputeDType(model.spec().engine.dtype));
-  const Workflow& w = model.workflow();
-  if (w.kind == WorkflowKind::kCausalGenerate) {
-    ro.attention = AttentionBackendKind::kCausalPaged;
-    ro.bidirectional = false;
-  } else {
-    ro.attention = AttentionBackendKind::kBidirectionalPrefill;
-    if (w.kind == WorkflowKind::kDecoderEmbed) ro.bidirectional = w.bidirectional;
-  }
+  // The backend decides the mask (a decoder under bidirectional_prefill
+  // runs without its causal mask).
+  ro.attention = model.workflow().attention_backend;
+  ro.model_class = model.workflow().model_class;
   return ro;
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> CreatePrefillEngine(
-    const ServedModel& model, std::shared_ptr<const WeightStore> weights) {
+absl::StatusOr<std::unique_ptr<InputProcessor>> MakeInput(
+    const ServedModel& model, InputProcessorOptions io) {
+  const Workflow& w = model.workflow();
+  ASSIGN_OR_RETURN(InputProcessorFactory factory,
+                   Component<InputProcessorFactory>(
+                       registry_kind::kInputProcessor, w.input_processor, w));
+  InputProcessorContext ctx;
+  ctx.tokenizer = &model.tokenizer();
+  ctx.options = std::move(io);
+  ctx.eos_token_ids = EosIds(model);
+  ASSIGN_OR_RETURN(std::unique_ptr<InputProcessor> input, factory(ctx));
+  if (input == nullptr) {
+    return absl::InternalError(absl::StrCat("input processor ",
+                                            w.input_processor,
+                                            " returned no instance"));
+  }
+  return input;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
+    const EngineBuildContext& context) {
+  const ServedModel& model = *context.model;
   const EngineOptions& eo = model.spec().engine;
   const Workflow& w = model.workflow();
   const ServedModelInfo info = model.info();
   PrefillEngineOptions po;
-  po.workflow = w.kind;
+  po.workflow = w.name;
+  po.tasks = w.tasks;
   // Data parallelism: small encoders run faster as one single-threaded
   // replica per core than as one replica whose GEMMs are split across
   // cores (bench/README.md); large models use one replica with every core.
@@ -140,57 +176,93 @@ absl::StatusOr<std::unique_ptr<Engine>> CreatePrefillEngine(
   }
   int threads = eo.threads > 0 ? eo.threads : std::max(1, cores / replicas);
   po.replicas = replicas;
-  po.scheduler.max_batched_tokens =
+  PrefillSchedulerOptions so;
+  so.max_batched_tokens =
       std::max<int64_t>(eo.max_batched_tokens, info.max_input_tokens);
-  po.scheduler.max_seqs = eo.max_seqs;
-  po.scheduler.max_queue_requests = eo.max_queue_requests;
-  po.scheduler.max_queue_tokens = eo.max_queue_tokens;
+  so.max_seqs = eo.max_seqs;
+  so.max_queue_requests = eo.max_queue_requests;
+  so.max_queue_tokens = eo.max_queue_tokens;
   po.embedding_dims = info.embedding_dims;
   for (const StDenseConfig& d : model.st_config().dense) {
     ASSIGN_OR_RETURN(DenseLayer layer, LoadDense(model.spec().path, d));
     po.dense.push_back(std::move(layer));
   }
-  if (!info.pooling.empty()) {
-    ASSIGN_OR_RETURN(po.default_pooling, ParsePooling(info.pooling));
-  }
   const SentenceTransformersConfig& st = model.st_config();
   po.default_normalize = st.present ? st.has_normalize : true;
-  po.classify_scores =
-      model.config().problem_type == "multi_label_classification"
-          ? ScoreFunction::kSigmoid
-          : (model.config().num_labels == 1 ? ScoreFunction::kSigmoid
-                                            : ScoreFunction::kSoftmax);
 
+  PrefillComponents c;
   InputProcessorOptions io;
   io.max_input_tokens = info.max_input_tokens;
   io.include_prompt_in_pooling = st.include_prompt;
   io.prompts = st.prompts;
   io.default_prompt_name = st.default_prompt_name;
-  if (w.kind == WorkflowKind::kDecoderEmbed) {
-    std::vector<int32_t> eos = EosIds(model);
-    if (!eos.empty()) io.append_eos = eos[0];
+  ASSIGN_OR_RETURN(c.input, MakeInput(model, std::move(io)));
+
+  ASSIGN_OR_RETURN(PrefillSchedulerFactory make_scheduler,
+                   Component<PrefillSchedulerFactory>(registry_kind::kScheduler,
+                                                      w.scheduler, w));
+  c.scheduler = make_scheduler(so);
+  if (c.scheduler == nullptr) {
+    return absl::InternalError(absl::StrCat("scheduler ", w.scheduler,
+                                            " returned no instance"));
   }
+
+  OutputProcessorContext oc;
+  oc.scores = model.config().problem_type == "multi_label_classification" ||
+                      model.config().num_labels == 1
+                  ? ScoreFunction::kSigmoid
+                  : ScoreFunction::kSoftmax;
+  auto make_output = [&](const std::string& name)
+      -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
+    ASSIGN_OR_RETURN(OutputProcessorFactory factory,
+                     Component<OutputProcessorFactory>(
+                         registry_kind::kOutputProcessor, name, w));
+    ASSIGN_OR_RETURN(std::unique_ptr<OutputProcessor> out, factory(oc));
+    if (out == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("output processor ", name, " returned no instance"));
+    }
+    return out;
+  };
+  ASSIGN_OR_RETURN(c.output, make_output(model.output_processor()));
+  if (w.Supports(Task::kEmbed)) {
+    // Every registered pooling, for requests that choose theirs.
+    const std::string prefix = PoolingComponent("");
+    for (const std::string& name :
+         Registry::Global().Names(registry_kind::kOutputProcessor)) {
+      if (!absl::StartsWith(name, prefix)) continue;
+      ASSIGN_OR_RETURN(c.poolings[name.substr(prefix.size())],
+                       make_output(name));
+    }
+  }
+
   ASSIGN_OR_RETURN(ModelRunnerOptions ro,
-                   RunnerOptions(model, threads, std::move(weights)));
+                   RunnerOptions(model, threads, context.weights));
   auto make_runner = [&ro](int) -> absl::StatusOr<std::unique_ptr<StepRunner>> {
     ASSIGN_OR_RETURN(std::unique_ptr<ModelRunnerBase> r, CreateModelRunner(ro));
     return std::unique_ptr<StepRunner>(new ModelStepRunner(std::move(r)));
   };
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<PrefillEngine> e,
-      PrefillEngine::Create(po, InputProcessor(&model.tokenizer(), io),
-                            make_runner));
+  ASSIGN_OR_RETURN(std::unique_ptr<PrefillEngine> e,
+                   PrefillEngine::Create(std::move(po), std::move(c),
+                                         make_runner));
   return std::unique_ptr<Engine>(std::move(e));
 }
 
-absl::StatusOr<std::unique_ptr<Engine>> CreateGenerateEngine(
-    const ServedModel& model, std::shared_ptr<const WeightStore> weights) {
+absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
+    const EngineBuildContext& context) {
+  const ServedModel& model = *context.model;
+  const Workflow& w = model.workflow();
   const EngineOptions& eo = model.spec().engine;
   const int threads = eo.threads > 0 ? eo.threads : 0;
   ASSIGN_OR_RETURN(ModelRunnerOptions ro,
-                   RunnerOptions(model, threads, std::move(weights)));
+                   RunnerOptions(model, threads, context.weights));
   ASSIGN_OR_RETURN(std::unique_ptr<ModelRunnerBase> runner,
                    CreateModelRunner(ro));
+  if (!runner->uses_kv_cache()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "workflow ", w.name, ": continuous_batching_loop needs an attention "
+        "backend with a KV cache; ", w.attention_backend, " has none"));
+  }
   const int block_size = eo.block_size;
   int32_t max_model_len =
       static_cast<int32_t>(std::min<int64_t>(model.info().max_input_tokens,
@@ -236,19 +308,44 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateGenerateEngine(
   sc.kv_cache.enable_prefix_caching = eo.enable_prefix_caching;
   sc.kv_cache.hash_salt =
       absl::HashOf(model.spec().path, model.spec().engine.dtype);
+
+  GenerateComponents c;
+  InputProcessorOptions io;
+  io.max_input_tokens = max_model_len;
+  ASSIGN_OR_RETURN(c.input, MakeInput(model, std::move(io)));
+  ASSIGN_OR_RETURN(BatchingSchedulerFactory make_scheduler,
+                   Component<BatchingSchedulerFactory>(registry_kind::kScheduler,
+                                                       w.scheduler, w));
+  c.scheduler = make_scheduler(sc);
+  ASSIGN_OR_RETURN(SamplerFactory make_sampler,
+                   Component<SamplerFactory>(registry_kind::kOutputProcessor,
+                                             model.output_processor(), w));
+  c.sampler = make_sampler(go.vocab_size);
+  if (c.scheduler == nullptr || c.sampler == nullptr) {
+    return absl::InternalError(absl::StrCat(
+        "workflow ", w.name, ": a component factory returned no instance"));
+  }
   return std::unique_ptr<Engine>(new GenerateEngine(
-      std::move(go), &model.tokenizer(),
+      std::move(go), &model.tokenizer(), std::move(c),
       std::make_unique<ModelStepRunner>(std::move(runner))));
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(
     const ServedModel& model, std::shared_ptr<const WeightStore> weights) {
-  if (model.workflow().kind == WorkflowKind::kCausalGenerate) {
-    return CreateGenerateEngine(model, std::move(weights));
+  RegisterBuiltinComponents();
+  const Workflow& w = model.workflow();
+  ASSIGN_OR_RETURN(ExecutorFactory executor,
+                   Component<ExecutorFactory>(registry_kind::kExecutor,
+                                              w.executor, w));
+  EngineBuildContext context;
+  context.model = &model;
+  context.weights = std::move(weights);
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, executor(context));
+  if (engine == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("executor ", w.executor, " returned no engine"));
   }
-  return CreatePrefillEngine(model, std::move(weights));
+  return engine;
 }
 
 }  // namespace inferd

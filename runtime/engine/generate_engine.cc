@@ -28,12 +28,16 @@ struct GenerateEngine::Request {
 
 GenerateEngine::GenerateEngine(GenerateEngineOptions options,
                                const Tokenizer* tokenizer,
+                               GenerateComponents components,
                                std::unique_ptr<StepRunner> runner)
     : options_(std::move(options)),
       tokenizer_(tokenizer),
+      input_(std::move(components.input)),
       runner_(std::move(runner)),
-      scheduler_(options_.scheduler),
-      sampler_(options_.vocab_size) {
+      scheduler_owner_(std::move(components.scheduler)),
+      sampler_owner_(std::move(components.sampler)),
+      scheduler_(*scheduler_owner_),
+      sampler_(*sampler_owner_) {
   {
     absl::MutexLock lock(&mu_);
     stats_.kv_blocks_total = options_.scheduler.kv_cache.num_blocks;
@@ -64,13 +68,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
     GenerateParams params, GenerateCallback on_chunk) {
   auto r = std::make_unique<Request>();
   r->arrival = absl::Now();
-  if (params.prompt.has_value()) {
-    ASSIGN_OR_RETURN(Encoding enc,
-                     tokenizer_->Encode(*params.prompt, params.add_special_tokens));
-    r->prompt = std::move(enc.ids);
-  } else {
-    r->prompt = params.prompt_token_ids;
-  }
+  ASSIGN_OR_RETURN(r->prompt, input_->ProcessPrompt(params));
   if (r->prompt.empty()) {
     return absl::InvalidArgumentError("prompt: it has no tokens");
   }

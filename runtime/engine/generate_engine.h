@@ -1,9 +1,10 @@
-// GenerateEngine: the causal_generate workflow. One engine loop owns a
+// GenerateEngine: the "continuous_batching_loop" executor of the
+// causal_generate workflow. One engine loop owns a
 // ContinuousBatchingScheduler (paged KV cache with prefix caching, chunked
 // prefill, preemption by recompute), the model runner and the sampler; each
 // step it schedules, runs, samples, detokenizes incrementally, checks stops
-// and streams a chunk to every sequence that produced a token. Prompts are
-// tokenized on the submitting thread. Thread-safe (Submit/Abort/Stop from
+// and streams a chunk to every sequence that produced a token. Prompts go
+// through the workflow's input processor on the submitting thread. Thread-safe (Submit/Abort/Stop from
 // any thread).
 #ifndef INFERD_RUNTIME_ENGINE_GENERATE_ENGINE_H_
 #define INFERD_RUNTIME_ENGINE_GENERATE_ENGINE_H_
@@ -17,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/prefill_engine.h"
 #include "runtime/gen/sampler.h"
@@ -34,11 +36,22 @@ struct GenerateEngineOptions {
   int max_queue_requests = 1024;
 };
 
+// The workflow's components, built from the registry (engine_factory.cc):
+// prompt_tokenizer, continuous_batching, sample_detokenize.
+struct GenerateComponents {
+  std::unique_ptr<InputProcessor> input;
+  std::unique_ptr<ContinuousBatchingScheduler> scheduler;
+  std::unique_ptr<Sampler> sampler;
+};
+
 class GenerateEngine : public Engine {
  public:
   // `runner` must have its KV cache allocated with
-  // options.scheduler.kv_cache.{num_blocks, block_size}.
+  // options.scheduler.kv_cache.{num_blocks, block_size}; `components` must
+  // all be set, the scheduler built with options.scheduler. `tokenizer`
+  // detokenizes the output.
   GenerateEngine(GenerateEngineOptions options, const Tokenizer* tokenizer,
+                 GenerateComponents components,
                  std::unique_ptr<StepRunner> runner);
   ~GenerateEngine() override;
 
@@ -66,9 +79,12 @@ class GenerateEngine : public Engine {
 
   const GenerateEngineOptions options_;
   const Tokenizer* tokenizer_;
+  const std::unique_ptr<InputProcessor> input_;
   std::unique_ptr<StepRunner> runner_;
-  ContinuousBatchingScheduler scheduler_;  // engine thread only
-  Sampler sampler_;                        // engine thread only
+  const std::unique_ptr<ContinuousBatchingScheduler> scheduler_owner_;
+  const std::unique_ptr<Sampler> sampler_owner_;
+  ContinuousBatchingScheduler& scheduler_;  // engine thread only
+  Sampler& sampler_;                        // engine thread only
   absl::flat_hash_map<int64_t, std::unique_ptr<Request>> active_;  // engine thread
 
   mutable absl::Mutex mu_;

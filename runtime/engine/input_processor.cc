@@ -15,11 +15,21 @@ absl::Status TooLong(absl::string_view what, size_t index, size_t len,
 
 }  // namespace
 
-InputProcessor::InputProcessor(const Tokenizer* tokenizer,
-                               InputProcessorOptions options)
-    : tokenizer_(tokenizer), options_(std::move(options)) {}
+TokenizingInputProcessor::TokenizingInputProcessor(
+    std::string name, unsigned tasks, const Tokenizer* tokenizer,
+    InputProcessorOptions options)
+    : name_(std::move(name)),
+      tasks_(tasks),
+      tokenizer_(tokenizer),
+      options_(std::move(options)) {}
 
-absl::StatusOr<PrefillSequence> InputProcessor::FromEncoding(
+absl::Status TokenizingInputProcessor::NeedTokenizer() const {
+  if (tokenizer_ != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "input processor ", name_, " has no tokenizer; send token ids"));
+}
+
+absl::StatusOr<PrefillSequence> TokenizingInputProcessor::FromEncoding(
     const Encoding& e) const {
   PrefillSequence s;
   s.ids = e.ids;
@@ -29,7 +39,7 @@ absl::StatusOr<PrefillSequence> InputProcessor::FromEncoding(
   return s;
 }
 
-absl::Status InputProcessor::FitLength(size_t index, bool truncate, bool left,
+absl::Status TokenizingInputProcessor::FitLength(size_t index, bool truncate, bool left,
                                        PrefillSequence* seq) const {
   const size_t limit = static_cast<size_t>(options_.max_input_tokens);
   if (options_.append_eos &&
@@ -59,8 +69,9 @@ absl::Status InputProcessor::FitLength(size_t index, bool truncate, bool left,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<PrefillSequence>> InputProcessor::ProcessEmbed(
-    const EmbedParams& params) const {
+absl::StatusOr<std::vector<PrefillSequence>>
+TokenizingInputProcessor::ProcessEmbed(const EmbedParams& params) const {
+  if ((tasks_ & kEmbed) == 0) return Refuse("embed");
   std::vector<PrefillSequence> out;
   if (!params.token_ids.empty()) {
     for (size_t i = 0; i < params.token_ids.size(); ++i) {
@@ -71,6 +82,7 @@ absl::StatusOr<std::vector<PrefillSequence>> InputProcessor::ProcessEmbed(
     }
     return out;
   }
+  RETURN_IF_ERROR(NeedTokenizer());
   std::string prefix = params.prompt;
   if (prefix.empty()) {
     std::string name = params.prompt_name.empty() ? options_.default_prompt_name
@@ -128,8 +140,10 @@ absl::StatusOr<std::vector<PrefillSequence>> InputProcessor::ProcessEmbed(
   return out;
 }
 
-absl::StatusOr<std::vector<PrefillSequence>> InputProcessor::ProcessClassify(
-    const ClassifyParams& params) const {
+absl::StatusOr<std::vector<PrefillSequence>>
+TokenizingInputProcessor::ProcessClassify(const ClassifyParams& params) const {
+  if ((tasks_ & kClassify) == 0) return Refuse("classify");
+  RETURN_IF_ERROR(NeedTokenizer());
   std::vector<PrefillSequence> out;
   const size_t limit = static_cast<size_t>(options_.max_input_tokens);
   const size_t n = params.texts.empty() ? params.pairs.size() : params.texts.size();
@@ -159,8 +173,10 @@ absl::StatusOr<std::vector<PrefillSequence>> InputProcessor::ProcessClassify(
   return out;
 }
 
-absl::StatusOr<std::vector<PrefillSequence>> InputProcessor::ProcessRerank(
-    const RerankParams& params) const {
+absl::StatusOr<std::vector<PrefillSequence>>
+TokenizingInputProcessor::ProcessRerank(const RerankParams& params) const {
+  if ((tasks_ & kRerank) == 0) return Refuse("rerank");
+  RETURN_IF_ERROR(NeedTokenizer());
   std::vector<PrefillSequence> out;
   const size_t limit = static_cast<size_t>(options_.max_input_tokens);
   ASSIGN_OR_RETURN(Encoding q, tokenizer_->Encode(params.query, false));
@@ -190,6 +206,16 @@ absl::StatusOr<std::vector<PrefillSequence>> InputProcessor::ProcessRerank(
     out.push_back(std::move(s));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<int32_t>> TokenizingInputProcessor::ProcessPrompt(
+    const GenerateParams& params) const {
+  if ((tasks_ & kPrompt) == 0) return Refuse("generate");
+  if (!params.prompt.has_value()) return params.prompt_token_ids;
+  RETURN_IF_ERROR(NeedTokenizer());
+  ASSIGN_OR_RETURN(Encoding enc,
+                   tokenizer_->Encode(*params.prompt, params.add_special_tokens));
+  return std::move(enc.ids);
 }
 
 }  // namespace inferd

@@ -1,9 +1,8 @@
-// Input processors of the prefill-only workflows: text -> token ids with the
-// model's tokenizer, special tokens, prompt prefixes, pair encoding for
+// The built-in input processors: text -> token ids with the model's
+// tokenizer, special tokens, prompt prefixes, pair encoding for
 // cross-encoders, EOS for decoder embedders, and truncation or a clear
 // INVALID_ARGUMENT when an input is longer than the model takes.
-// Immutable after construction; thread-safe (run on the callers' threads so
-// tokenization overlaps the engine's compute).
+// Immutable after construction; thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_INPUT_PROCESSOR_H_
 #define INFERD_RUNTIME_ENGINE_INPUT_PROCESSOR_H_
 
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "runtime/engine/components.h"
 #include "runtime/engine/prefill_scheduler.h"
 #include "runtime/engine/requests.h"
 #include "runtime/engine/workflow.h"
@@ -21,26 +21,31 @@
 
 namespace inferd {
 
-struct InputProcessorOptions {
-  int64_t max_input_tokens = 512;
-  // Decoder embedders: make every input end with this id (EOS), as
-  // gte-Qwen2 / e5-mistral style models are trained.
-  std::optional<int32_t> append_eos;
-  bool include_prompt_in_pooling = true;
-  std::map<std::string, std::string> prompts;  // name -> prefix
-  std::string default_prompt_name;
-};
-
-class InputProcessor {
+// The built-in input processors: one tokenizer-driven implementation, told
+// which tasks it prepares ("embed_tokenizer" embeds, "pair_tokenizer"
+// reranks and classifies pairs, "prompt_tokenizer" tokenizes prompts, ...).
+class TokenizingInputProcessor : public InputProcessor {
  public:
-  InputProcessor(const Tokenizer* tokenizer, InputProcessorOptions options);
+  enum TaskBit : unsigned {
+    kEmbed = 1u << 0,
+    kClassify = 1u << 1,
+    kRerank = 1u << 2,
+    kPrompt = 1u << 3,
+  };
+  // `tasks`: TaskBit flags.
+  TokenizingInputProcessor(std::string name, unsigned tasks,
+                           const Tokenizer* tokenizer,
+                           InputProcessorOptions options);
 
+  absl::string_view name() const override { return name_; }
   absl::StatusOr<std::vector<PrefillSequence>> ProcessEmbed(
-      const EmbedParams& params) const;
+      const EmbedParams& params) const override;
   absl::StatusOr<std::vector<PrefillSequence>> ProcessClassify(
-      const ClassifyParams& params) const;
+      const ClassifyParams& params) const override;
   absl::StatusOr<std::vector<PrefillSequence>> ProcessRerank(
-      const RerankParams& params) const;
+      const RerankParams& params) const override;
+  absl::StatusOr<std::vector<int32_t>> ProcessPrompt(
+      const GenerateParams& params) const override;
 
   const InputProcessorOptions& options() const { return options_; }
 
@@ -51,7 +56,11 @@ class InputProcessor {
   absl::Status FitLength(size_t index, bool truncate, bool left,
                          PrefillSequence* seq) const;
   absl::StatusOr<PrefillSequence> FromEncoding(const Encoding& e) const;
+  // FAILED_PRECONDITION without a tokenizer (token-id-only tests).
+  absl::Status NeedTokenizer() const;
 
+  const std::string name_;
+  const unsigned tasks_;
   const Tokenizer* tokenizer_;
   InputProcessorOptions options_;
 };

@@ -4,6 +4,7 @@
 #define INFERD_RUNTIME_ENGINE_MODEL_INFO_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct ServedModelInfo {
   int64_t vocab_size = 0;
   std::string dtype;
   std::string pooling;
+  // The workflow's components as running for this model, by kind
+  // (input_processor, scheduler, attention_backend, output_processor,
+  // executor).
+  std::map<std::string, std::string> components;
   ModelState state = ModelState::kLoading;
   std::string error;
   // Filled by a successful load: weight tensors and their bytes on disk

@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "absl/time/clock.h"
 #include "runtime/loader/model_dir.h"
@@ -18,22 +20,25 @@ absl::Status Annotate(const absl::Status& s, absl::string_view model) {
   return absl::Status(s.code(), absl::StrCat("model '", model, "': ", s.message()));
 }
 
+// The pooling component name of a sentence-transformers pooling mode.
+std::string PoolingOf(PoolingMode mode) {
+  switch (mode) {
+    case PoolingMode::kCls: return "cls";
+    case PoolingMode::kMean: return "mean";
+    case PoolingMode::kLastToken: return "last";
+    case PoolingMode::kMax: return "max";
+    case PoolingMode::kMeanSqrtLen: return "mean_sqrt_len_tokens";
+    case PoolingMode::kWeightedMean: return "weightedmean";
+  }
+  return "unknown";
+}
+
 std::string DefaultPooling(const Workflow& w, const SentenceTransformersConfig& st,
                            const ModelOverrides& o) {
-  if (w.kind != WorkflowKind::kEncoderEmbed &&
-      w.kind != WorkflowKind::kDecoderEmbed) {
-    return "";
-  }
+  if (w.output_processor != kPoolingOutput) return "";
   if (o.pooling) return *o.pooling;
-  if (st.present && st.has_pooling) {
-    switch (st.pooling) {
-      case PoolingMode::kCls: return "cls";
-      case PoolingMode::kMean: return "mean";
-      case PoolingMode::kLastToken: return "last";
-      default: break;
-    }
-  }
-  return w.kind == WorkflowKind::kDecoderEmbed ? "last" : "cls";
+  if (st.present && st.has_pooling) return PoolingOf(st.pooling);
+  return w.default_pooling;
 }
 
 }  // namespace
@@ -56,30 +61,30 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
   i.vocab_size = config_.vocab_size;
   i.dtype = spec_.engine.dtype;
   i.pooling = DefaultPooling(workflow_, st_, spec_.overrides);
-  int64_t max_len = config_.max_position_embeddings;
-  if (config_.family == ModelFamily::kXlmRoberta ||
-      config_.family == ModelFamily::kBert) {
-    // Positions start at position_id_offset (XLM-R: padding_idx + 1).
-    max_len -= config_.position_id_offset();
-  }
+  i.components = {{"input_processor", workflow_.input_processor},
+                  {"scheduler", workflow_.scheduler},
+                  {"attention_backend", workflow_.attention_backend},
+                  {"output_processor", output_processor()},
+                  {"executor", workflow_.executor}};
+  // Positions start at position_id_offset (XLM-R: padding_idx + 1).
+  int64_t max_len =
+      config_.max_position_embeddings - config_.position_id_offset();
   if (tok_config_.model_max_length && *tok_config_.model_max_length > 0) {
     max_len = std::min<int64_t>(max_len, *tok_config_.model_max_length);
   }
   if (st_.max_seq_length && *st_.max_seq_length > 0 &&
-      workflow_.kind != WorkflowKind::kCausalGenerate) {
+      !workflow_.Supports(Task::kGenerate)) {
     max_len = std::min<int64_t>(max_len, *st_.max_seq_length);
   }
   if (spec_.engine.max_input_tokens > 0) {
     max_len = std::min<int64_t>(max_len, spec_.engine.max_input_tokens);
   }
   i.max_input_tokens = max_len;
-  if (workflow_.kind == WorkflowKind::kEncoderEmbed ||
-      workflow_.kind == WorkflowKind::kDecoderEmbed) {
+  if (workflow_.Supports(Task::kEmbed)) {
     i.embedding_dims = config_.hidden_size;
     if (!st_.dense.empty()) i.embedding_dims = st_.dense.back().out_features;
   }
-  if (workflow_.kind == WorkflowKind::kEncoderClassify ||
-      workflow_.kind == WorkflowKind::kCrossEncoderRerank) {
+  if (workflow_.Supports(Task::kClassify) || workflow_.Supports(Task::kRerank)) {
     for (int64_t l = 0; l < config_.num_labels; ++l) {
       auto it = config_.id2label.find(l);
       i.labels.push_back(it != config_.id2label.end() ? it->second
@@ -106,22 +111,51 @@ void ServedModel::SetFailed(const absl::Status& status) {
   state_.store(ModelState::kFailed, std::memory_order_release);
 }
 
-absl::Status ServedModel::Load() {
-  const bool embeds = workflow_.kind == WorkflowKind::kEncoderEmbed ||
-                      workflow_.kind == WorkflowKind::kDecoderEmbed;
-  if (embeds && !spec_.overrides.pooling && st_.present && st_.has_pooling &&
-      st_.pooling != PoolingMode::kCls && st_.pooling != PoolingMode::kMean &&
-      st_.pooling != PoolingMode::kLastToken) {
-    // Serving another pooling than the model was trained with would give
-    // wrong embeddings silently.
-    absl::Status s = absl::FailedPreconditionError(absl::StrCat(
-        "model '", spec_.name, "': its sentence-transformers pooling '",
-        PoolingModeName(st_.pooling),
-        "' is not supported (cls, mean, last); choose one with --model ",
-        spec_.name, "=PATH,pooling=... if that is what you want"));
-    SetFailed(s);
-    return s;
+std::string ServedModel::output_processor() const {
+  if (workflow_.output_processor != kPoolingOutput) {
+    return workflow_.output_processor;
   }
+  return PoolingComponent(DefaultPooling(workflow_, st_, spec_.overrides));
+}
+
+absl::Status ServedModel::CheckComponents() const {
+  const Registry& r = Registry::Global();
+  const std::pair<const char*, std::string> parts[] = {
+      {registry_kind::kInputProcessor, workflow_.input_processor},
+      {registry_kind::kScheduler, workflow_.scheduler},
+      {registry_kind::kAttentionBackend, workflow_.attention_backend},
+      {registry_kind::kOutputProcessor, output_processor()},
+      {registry_kind::kExecutor, workflow_.executor},
+      {registry_kind::kModel, workflow_.model_class},
+  };
+  for (const auto& [kind, name] : parts) {
+    if (r.Find(kind, name) != nullptr) continue;
+    std::string hint;
+    if (kind == std::string(registry_kind::kOutputProcessor) &&
+        workflow_.output_processor == kPoolingOutput) {
+      hint = absl::StrCat(
+          "; its pooling '", DefaultPooling(workflow_, st_, spec_.overrides),
+          "' (", st_.present && st_.has_pooling && !spec_.overrides.pooling
+                     ? "from 1_Pooling/config.json"
+                     : "chosen for it",
+          ") needs that output processor: load a plug-in that provides it "
+          "with --plugin PATH.so (examples/plugin builds pooling_max), or "
+          "serve another pooling with --model ",
+          spec_.name, "=", spec_.path, ",pooling=mean");
+    } else {
+      hint = "; load the plug-in that provides it with --plugin PATH.so";
+    }
+    const std::vector<std::string> names = r.Names(kind);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model '", spec_.name, "': workflow ", workflow_.name, " needs the ",
+        kind, " '", name, "', which is not registered (registered: ",
+        names.empty() ? std::string("none") : absl::StrJoin(names, ", "), ")",
+        hint));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServedModel::Load() {
   const absl::Time start = absl::Now();
   auto tok = Tokenizer::FromFile(spec_.path + "/tokenizer.json");
   if (!tok.ok()) {
@@ -178,9 +212,12 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(
     if (!dir.ok()) return Annotate(dir.status(), spec.name);
     auto workflow = SelectWorkflow(dir->config, dir->st, spec.overrides);
     if (!workflow.ok()) return Annotate(workflow.status(), spec.name);
-    m->models_.push_back(std::make_unique<ServedModel>(
+    auto model = std::make_unique<ServedModel>(
         std::move(spec), std::move(dir->config), std::move(dir->st),
-        std::move(dir->tokenizer_config), std::move(workflow).value()));
+        std::move(dir->tokenizer_config), std::move(workflow).value());
+    // A component no one registered is a startup error, not a FAILED model.
+    RETURN_IF_ERROR(model->CheckComponents());
+    m->models_.push_back(std::move(model));
   }
   return m;
 }

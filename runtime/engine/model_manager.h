@@ -50,6 +50,13 @@ class ServedModel {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Engine& engine() const { return *engine_; }
 
+  // The output processor the workflow runs for this model (a recipe's
+  // "pooling" resolved to pooling_<the model's pooling>).
+  std::string output_processor() const;
+  // FAILED_PRECONDITION naming the first component of the workflow that is
+  // not registered (e.g. pooling_max without its plug-in) and how to fix it.
+  absl::Status CheckComponents() const;
+
   // Loads tokenizer, weights and engine. Sets READY or FAILED (with the
   // error kept for ServedModelInfo.error) and returns the status.
   absl::Status Load();

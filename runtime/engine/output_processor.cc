@@ -6,39 +6,92 @@
 #include "absl/strings/str_cat.h"
 
 namespace inferd {
+namespace {
 
-absl::StatusOr<Pooling> ParsePooling(absl::string_view name) {
-  if (name == "cls") return Pooling::kCls;
-  if (name == "mean") return Pooling::kMean;
-  if (name == "last") return Pooling::kLast;
-  return absl::InvalidArgumentError(
-      absl::StrCat("pooling '", name, "': expected cls, mean or last"));
-}
-
-absl::StatusOr<std::vector<float>> PoolEmbedding(const SequenceResult& r,
-                                                 int32_t pool_start,
-                                                 const EmbedOutputOptions& o) {
-  const int32_t rows = r.rows;
-  const int32_t h = r.cols;
-  if (rows <= 0 || h <= 0 ||
-      r.values.size() != static_cast<size_t>(rows) * static_cast<size_t>(h)) {
+absl::Status CheckHidden(const SequenceResult& r) {
+  if (r.rows <= 0 || r.cols <= 0 ||
+      r.values.size() != static_cast<size_t>(r.rows) * static_cast<size_t>(r.cols)) {
     return absl::InternalError("the model returned no hidden states");
   }
-  std::vector<double> acc(h, 0.0);
-  if (r.output == StepOutput::kLastHiddenState || o.pooling == Pooling::kLast) {
-    const float* row = r.values.data() + static_cast<size_t>(rows - 1) * h;
-    for (int32_t j = 0; j < h; ++j) acc[j] = row[j];
-  } else if (o.pooling == Pooling::kCls) {
-    for (int32_t j = 0; j < h; ++j) acc[j] = r.values[j];
-  } else {
-    const int32_t start = std::clamp<int32_t>(pool_start, 0, rows - 1);
-    for (int32_t i = start; i < rows; ++i) {
-      const float* row = r.values.data() + static_cast<size_t>(i) * h;
-      for (int32_t j = 0; j < h; ++j) acc[j] += row[j];
-    }
-    const double inv = 1.0 / (rows - start);
-    for (double& v : acc) v *= inv;
+  return absl::OkStatus();
+}
+
+class PoolingProcessor : public OutputProcessor {
+ public:
+  explicit PoolingProcessor(Pooling pooling)
+      : pooling_(pooling),
+        name_(PoolingComponent(pooling == Pooling::kCls    ? "cls"
+                               : pooling == Pooling::kMean ? "mean"
+                                                           : "last")) {}
+  absl::string_view name() const override { return name_; }
+  StepOutput step_output() const override {
+    return pooling_ == Pooling::kLast ? StepOutput::kLastHiddenState
+                                      : StepOutput::kHiddenStates;
   }
+  absl::StatusOr<std::vector<float>> Process(
+      const SequenceResult& r, const OutputRequest& request) const override {
+    if (absl::Status s = CheckHidden(r); !s.ok()) return s;
+    const int32_t rows = r.rows;
+    const int32_t h = r.cols;
+    std::vector<float> out(static_cast<size_t>(h));
+    if (r.output == StepOutput::kLastHiddenState || pooling_ == Pooling::kLast) {
+      const float* row = r.values.data() + static_cast<size_t>(rows - 1) * h;
+      std::copy(row, row + h, out.begin());
+    } else if (pooling_ == Pooling::kCls) {
+      std::copy(r.values.begin(), r.values.begin() + h, out.begin());
+    } else {
+      const int32_t start = std::clamp<int32_t>(request.pool_start, 0, rows - 1);
+      std::vector<double> acc(static_cast<size_t>(h), 0.0);
+      for (int32_t i = start; i < rows; ++i) {
+        const float* row = r.values.data() + static_cast<size_t>(i) * h;
+        for (int32_t j = 0; j < h; ++j) acc[j] += row[j];
+      }
+      const double inv = 1.0 / (rows - start);
+      for (int32_t j = 0; j < h; ++j) out[j] = static_cast<float>(acc[j] * inv);
+    }
+    return out;
+  }
+
+ private:
+  const Pooling pooling_;
+  const std::string name_;
+};
+
+class ScoresProcessor : public OutputProcessor {
+ public:
+  ScoresProcessor(std::string name, ScoreFunction fn)
+      : name_(std::move(name)), fn_(fn) {}
+  absl::string_view name() const override { return name_; }
+  StepOutput step_output() const override {
+    return StepOutput::kClassifierLogits;
+  }
+  absl::StatusOr<std::vector<float>> Process(
+      const SequenceResult& r, const OutputRequest& request) const override {
+    if (r.values.empty()) {
+      return absl::InternalError("the model returned no score");
+    }
+    return ScoreLogits(r.values, request.raw_scores ? ScoreFunction::kRaw : fn_);
+  }
+
+ private:
+  const std::string name_;
+  const ScoreFunction fn_;
+};
+
+}  // namespace
+
+std::unique_ptr<OutputProcessor> CreatePoolingProcessor(Pooling pooling) {
+  return std::make_unique<PoolingProcessor>(pooling);
+}
+
+std::unique_ptr<OutputProcessor> CreateScoresProcessor(std::string name,
+                                                       ScoreFunction fn) {
+  return std::make_unique<ScoresProcessor>(std::move(name), fn);
+}
+
+absl::StatusOr<std::vector<float>> FinishEmbedding(
+    const std::vector<float>& pooled, const EmbedOutputOptions& o) {
+  std::vector<double> acc(pooled.begin(), pooled.end());
   if (o.dense != nullptr) {
     for (const DenseLayer& d : *o.dense) {
       if (static_cast<int64_t>(acc.size()) != d.in_features) {

@@ -1,36 +1,33 @@
 #include "runtime/engine/prefill_engine.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
-namespace {
 
-bool IsEmbed(WorkflowKind k) {
-  return k == WorkflowKind::kEncoderEmbed || k == WorkflowKind::kDecoderEmbed;
-}
-
-absl::Status Unsupported(WorkflowKind k, absl::string_view task) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "this model (", IsEmbed(k) ? "an embedder" : "a classification head",
-      ") cannot ", task));
-}
-
-}  // namespace
-
-PrefillEngine::PrefillEngine(PrefillEngineOptions options, InputProcessor input)
+PrefillEngine::PrefillEngine(PrefillEngineOptions options,
+                             PrefillComponents components)
     : options_(std::move(options)),
-      input_(std::move(input)),
-      scheduler_(options_.scheduler) {}
+      components_(std::move(components)),
+      scheduler_(*components_.scheduler) {}
 
 absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
-    PrefillEngineOptions options, InputProcessor input,
+    PrefillEngineOptions options, PrefillComponents components,
     const std::function<absl::StatusOr<std::unique_ptr<StepRunner>>(int)>&
         make_runner) {
   if (options.replicas < 1) options.replicas = 1;
+  if (components.input == nullptr || components.scheduler == nullptr ||
+      components.output == nullptr) {
+    return absl::InvalidArgumentError(
+        "prefill_loop needs an input processor, a scheduler and an output "
+        "processor");
+  }
   std::unique_ptr<PrefillEngine> e(
-      new PrefillEngine(std::move(options), std::move(input)));
+      new PrefillEngine(std::move(options), std::move(components)));
   for (int i = 0; i < e->options_.replicas; ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> r, make_runner(i));
     e->runners_.push_back(std::move(r));
@@ -41,6 +38,18 @@ absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
     e->loops_.emplace_back([self, runner] { self->Loop(runner); });
   }
   return e;
+}
+
+absl::Status PrefillEngine::CheckTask(Task task) const {
+  if (std::find(options_.tasks.begin(), options_.tasks.end(), task) !=
+      options_.tasks.end()) {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> tasks;
+  for (Task t : options_.tasks) tasks.emplace_back(TaskName(t));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this model's workflow (", options_.workflow, ") cannot ",
+      TaskName(task), "; it serves: ", absl::StrJoin(tasks, ", ")));
 }
 
 PrefillEngine::~PrefillEngine() { Stop(); }
@@ -98,15 +107,22 @@ void PrefillEngine::Loop(StepRunner* runner) {
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
-    std::vector<PrefillSequence> seqs, StepOutput output, absl::Time deadline,
-    double tokenization_seconds,
-    std::function<void(absl::StatusOr<std::vector<SequenceResult>>,
+    std::vector<PrefillSequence> seqs, const OutputProcessor* output,
+    bool raw_scores, absl::Time deadline, double tokenization_seconds,
+    std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
                        const RequestTimings&, int64_t)>
         finish) {
   if (stopped_.load()) return absl::UnavailableError("the model is shutting down");
   auto work = std::make_shared<PrefillWork>();
+  std::vector<OutputRequest> requests;
+  for (const PrefillSequence& s : seqs) {
+    OutputRequest r;
+    r.pool_start = s.pool_start;
+    r.raw_scores = raw_scores;
+    requests.push_back(r);
+  }
   work->seqs = std::move(seqs);
-  work->output = output;
+  work->output = output->step_output();
   work->handle = std::make_shared<RequestHandle>();
   work->arrival = absl::Now();
   work->deadline = deadline;
@@ -116,8 +132,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
   }
   const int64_t tokens = work->num_tokens();
   PrefillWork* raw = work.get();
-  work->done = [raw, finish = std::move(finish), tokens,
-                tokenization_seconds](
+  work->done = [raw, output, requests = std::move(requests),
+                finish = std::move(finish), tokens, tokenization_seconds](
                    absl::StatusOr<std::vector<SequenceResult>> r) {
     RequestTimings t;
     t.tokenization_seconds = tokenization_seconds;
@@ -127,7 +143,21 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
       t.inference_seconds = absl::ToDoubleSeconds(now - raw->first_scheduled);
     }
     t.total_seconds = absl::ToDoubleSeconds(now - raw->arrival);
-    finish(std::move(r), t, tokens);
+    if (!r.ok()) {
+      finish(r.status(), t, tokens);
+      return;
+    }
+    std::vector<std::vector<float>> out;
+    out.reserve(r->size());
+    for (size_t i = 0; i < r->size(); ++i) {
+      absl::StatusOr<std::vector<float>> v = output->Process((*r)[i], requests[i]);
+      if (!v.ok()) {
+        finish(v.status(), t, tokens);
+        return;
+      }
+      out.push_back(std::move(v).value());
+    }
+    finish(std::move(out), t, tokens);
   };
   std::shared_ptr<RequestHandle> handle = work->handle;
   RETURN_IF_ERROR(scheduler_.Submit(std::move(work)));
@@ -136,48 +166,55 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
     EmbedParams params, ResultCallback<EmbedResult> done) {
-  if (!IsEmbed(options_.workflow)) return Unsupported(options_.workflow, "embed");
+  RETURN_IF_ERROR(CheckTask(Task::kEmbed));
   if (params.dimensions > 0 && options_.embedding_dims > 0 &&
       params.dimensions > options_.embedding_dims) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dimensions: ", params.dimensions, " is larger than the model's ",
         options_.embedding_dims));
   }
-  EmbedOutputOptions o;
-  o.pooling = options_.default_pooling;
+  const OutputProcessor* pooling = components_.output.get();
   if (!params.pooling.empty()) {
-    ASSIGN_OR_RETURN(o.pooling, ParsePooling(params.pooling));
+    auto it = components_.poolings.find(params.pooling);
+    if (it == components_.poolings.end()) {
+      std::vector<std::string> names;
+      for (const auto& [name, p] : components_.poolings) names.push_back(name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pooling '", params.pooling, "': no output processor ",
+          PoolingComponent(params.pooling), " is registered (poolings: ",
+          absl::StrJoin(names, ", "), "); a plug-in can add one (--plugin)"));
+    }
+    pooling = it->second.get();
   }
+  EmbedOutputOptions o;
   o.normalize = params.normalize.value_or(options_.default_normalize);
   o.dimensions = params.dimensions;
   o.dense = &options_.dense;
   const absl::Time tokenize_start = absl::Now();
-  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs, input_.ProcessEmbed(params));
+  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
+                   components_.input->ProcessEmbed(params));
   const double tokenization_seconds =
       absl::ToDoubleSeconds(absl::Now() - tokenize_start);
-  std::vector<int32_t> pool_starts;
   std::vector<int32_t> lengths;
   for (const PrefillSequence& s : seqs) {
-    pool_starts.push_back(s.pool_start);
     lengths.push_back(static_cast<int32_t>(s.ids.size()));
   }
-  const StepOutput out = o.pooling == Pooling::kLast ? StepOutput::kLastHiddenState
-                                                     : StepOutput::kHiddenStates;
   return Enqueue(
-      std::move(seqs), out, params.deadline, tokenization_seconds,
-      [o, pool_starts, lengths, done = std::move(done)](
-          absl::StatusOr<std::vector<SequenceResult>> r,
+      std::move(seqs), pooling, /*raw_scores=*/false, params.deadline,
+      tokenization_seconds,
+      [o, lengths, done = std::move(done)](
+          absl::StatusOr<std::vector<std::vector<float>>> pooled,
           const RequestTimings& t, int64_t tokens) {
-        if (!r.ok()) {
-          done(r.status());
+        if (!pooled.ok()) {
+          done(pooled.status());
           return;
         }
         EmbedResult result;
         result.total_tokens = tokens;
         result.tokens = lengths;
         result.timings = t;
-        for (size_t i = 0; i < r->size(); ++i) {
-          auto e = PoolEmbedding((*r)[i], pool_starts[i], o);
+        for (const std::vector<float>& p : *pooled) {
+          auto e = FinishEmbedding(p, o);
           if (!e.ok()) {
             done(e.status());
             return;
@@ -188,52 +225,17 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
       });
 }
 
-absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::EnqueueHead(
-    std::vector<PrefillSequence> seqs, absl::Time deadline,
-    double tokenization_seconds, ScoreFunction fn,
-    std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
-                       const RequestTimings&, int64_t tokens)>
-        finish) {
-  return Enqueue(
-      std::move(seqs), StepOutput::kClassifierLogits, deadline,
-      tokenization_seconds,
-      [fn, finish = std::move(finish)](
-          absl::StatusOr<std::vector<SequenceResult>> r,
-          const RequestTimings& t, int64_t tokens) {
-        if (!r.ok()) {
-          finish(r.status(), t, tokens);
-          return;
-        }
-        std::vector<std::vector<float>> scores;
-        for (const SequenceResult& s : *r) {
-          if (s.values.empty()) {
-            finish(absl::InternalError("the model returned no score"), t,
-                   tokens);
-            return;
-          }
-          scores.push_back(ScoreLogits(s.values, fn));
-        }
-        finish(std::move(scores), t, tokens);
-      });
-}
-
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
     ClassifyParams params, ResultCallback<ClassifyResult> done) {
-  if (IsEmbed(options_.workflow)) {
-    return Unsupported(options_.workflow, "classify");
-  }
+  RETURN_IF_ERROR(CheckTask(Task::kClassify));
   const absl::Time tokenize_start = absl::Now();
   ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
-                   input_.ProcessClassify(params));
+                   components_.input->ProcessClassify(params));
   const double tokenization_seconds =
       absl::ToDoubleSeconds(absl::Now() - tokenize_start);
-  const ScoreFunction fn =
-      params.raw_scores ? ScoreFunction::kRaw
-                        : (options_.workflow == WorkflowKind::kCrossEncoderRerank
-                               ? ScoreFunction::kSigmoid
-                               : options_.classify_scores);
-  return EnqueueHead(
-      std::move(seqs), params.deadline, tokenization_seconds, fn,
+  return Enqueue(
+      std::move(seqs), components_.output.get(), params.raw_scores,
+      params.deadline, tokenization_seconds,
       [done = std::move(done)](
           absl::StatusOr<std::vector<std::vector<float>>> scores,
           const RequestTimings& t, int64_t tokens) {
@@ -251,18 +253,15 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
     RerankParams params, ResultCallback<RerankResult> done) {
-  if (options_.workflow != WorkflowKind::kCrossEncoderRerank) {
-    return Unsupported(options_.workflow, "rerank");
-  }
+  RETURN_IF_ERROR(CheckTask(Task::kRerank));
   const absl::Time tokenize_start = absl::Now();
   ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
-                   input_.ProcessRerank(params));
+                   components_.input->ProcessRerank(params));
   const double tokenization_seconds =
       absl::ToDoubleSeconds(absl::Now() - tokenize_start);
-  const ScoreFunction fn =
-      params.raw_scores ? ScoreFunction::kRaw : ScoreFunction::kSigmoid;
-  return EnqueueHead(
-      std::move(seqs), params.deadline, tokenization_seconds, fn,
+  return Enqueue(
+      std::move(seqs), components_.output.get(), params.raw_scores,
+      params.deadline, tokenization_seconds,
       [done = std::move(done)](
           absl::StatusOr<std::vector<std::vector<float>>> scores,
           const RequestTimings& t, int64_t tokens) {
@@ -275,6 +274,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
         result.timings = t;
         // A cross-encoder head has one logit: the relevance.
         for (const std::vector<float>& s : *scores) {
+          if (s.empty()) {
+            done(absl::InternalError("the model returned no score"));
+            return;
+          }
           result.scores.push_back(s[0]);
         }
         done(std::move(result));

@@ -1,8 +1,9 @@
-// PrefillEngine: the engine of the prefill-only workflows (encoder and
-// decoder embedders, cross-encoder rerankers, classifiers). Input processing
-// runs on the submitting thread; R replica loops, each with its own model
-// runner, pull batches from one PrefillOnlyScheduler, run them and answer
-// through the output processors. While one replica runs its batch, another
+// PrefillEngine: the "prefill_loop" executor of the prefill-only workflows
+// (encoder and decoder embedders, cross-encoder rerankers, classifiers).
+// Its input processor runs on the submitting thread; R replica loops, each
+// with its own model runner, pull batches from one PrefillScheduler, run
+// them and answer through the output processor (all three components come
+// from the registry by the workflow's names). While one replica runs its batch, another
 // assembles the next (and with one replica, callers tokenize the next
 // requests meanwhile). Thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_PREFILL_ENGINE_H_
@@ -10,10 +11,13 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/input_processor.h"
 #include "runtime/engine/output_processor.h"
@@ -31,17 +35,24 @@ class StepRunner {
 };
 
 struct PrefillEngineOptions {
-  WorkflowKind workflow = WorkflowKind::kEncoderEmbed;
+  std::string workflow;     // the recipe's name, for error messages
+  std::vector<Task> tasks;  // what the workflow serves
   int replicas = 1;
-  PrefillSchedulerOptions scheduler;
   // Embedders.
-  Pooling default_pooling = Pooling::kCls;
   bool default_normalize = true;
   int64_t embedding_dims = 0;
   // sentence-transformers Dense modules applied after pooling.
   std::vector<DenseLayer> dense;
-  // Classifiers: softmax (single-label) or sigmoid (multi-label).
-  ScoreFunction classify_scores = ScoreFunction::kSoftmax;
+};
+
+// The workflow's components, built from the registry (engine_factory.cc).
+struct PrefillComponents {
+  std::unique_ptr<InputProcessor> input;
+  std::unique_ptr<PrefillScheduler> scheduler;
+  std::unique_ptr<OutputProcessor> output;
+  // Embedders: the pooling processors a request may choose instead of the
+  // workflow's, by pooling name ("cls" for pooling_cls, ...).
+  std::map<std::string, std::unique_ptr<OutputProcessor>> poolings;
 };
 
 class PrefillEngine : public Engine {
@@ -49,7 +60,7 @@ class PrefillEngine : public Engine {
   // `make_runner(i)` builds replica i's runner (called on the constructing
   // thread, before any loop starts).
   static absl::StatusOr<std::unique_ptr<PrefillEngine>> Create(
-      PrefillEngineOptions options, InputProcessor input,
+      PrefillEngineOptions options, PrefillComponents components,
       const std::function<absl::StatusOr<std::unique_ptr<StepRunner>>(int)>&
           make_runner);
   ~PrefillEngine() override;
@@ -65,28 +76,23 @@ class PrefillEngine : public Engine {
   void Stop() override;
 
  private:
-  PrefillEngine(PrefillEngineOptions options, InputProcessor input);
+  PrefillEngine(PrefillEngineOptions options, PrefillComponents components);
   void Loop(StepRunner* runner);
-  // Queues `seqs` with `output`; `finish` converts the per-sequence results.
-  // `tokenization_seconds` is reported in the request's timings.
+  // FAILED_PRECONDITION unless the workflow serves `task`.
+  absl::Status CheckTask(Task task) const;
+  // Queues `seqs`; each finished sequence goes through `output` (with its
+  // OutputRequest), and `finish` gets the per-sequence vectors in input
+  // order. `tokenization_seconds` is reported in the request's timings.
   absl::StatusOr<std::shared_ptr<RequestHandle>> Enqueue(
-      std::vector<PrefillSequence> seqs, StepOutput output, absl::Time deadline,
-      double tokenization_seconds,
-      std::function<void(absl::StatusOr<std::vector<SequenceResult>>,
-                         const RequestTimings&, int64_t tokens)>
-          finish);
-  // Enqueue for classification heads: `finish` gets each sequence's
-  // logits scored with `fn`.
-  absl::StatusOr<std::shared_ptr<RequestHandle>> EnqueueHead(
-      std::vector<PrefillSequence> seqs, absl::Time deadline,
-      double tokenization_seconds, ScoreFunction fn,
+      std::vector<PrefillSequence> seqs, const OutputProcessor* output,
+      bool raw_scores, absl::Time deadline, double tokenization_seconds,
       std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
                          const RequestTimings&, int64_t tokens)>
           finish);
 
   const PrefillEngineOptions options_;
-  const InputProcessor input_;
-  PrefillOnlyScheduler scheduler_;
+  const PrefillComponents components_;
+  PrefillScheduler& scheduler_;
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::thread> loops_;
   std::atomic<bool> stopped_{false};

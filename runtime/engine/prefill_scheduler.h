@@ -75,27 +75,48 @@ struct PrefillSchedulerOptions {
   int64_t max_queue_tokens = 1 << 20;
 };
 
-class PrefillOnlyScheduler {
+// The scheduler interface of prefill-only executors (registry kind
+// "scheduler", value PrefillSchedulerFactory). Thread-safe.
+class PrefillScheduler {
+ public:
+  virtual ~PrefillScheduler() = default;
+
+  // Queues `work`. RESOURCE_EXHAUSTED (naming the limit) when the queue is
+  // full; UNAVAILABLE once closed. Never calls work->done inside.
+  virtual absl::Status Submit(std::shared_ptr<PrefillWork> work) = 0;
+
+  // Blocks until there is work (or Close) and returns the next batch.
+  // Requests it drops (aborted: CANCELLED, past deadline:
+  // DEADLINE_EXCEEDED) are answered through PrefillWork::FinishSeqs before
+  // it returns. Empty only once closed.
+  virtual std::vector<PrefillBatchItem> NextBatch() = 0;
+
+  // Wakes every waiter; queued requests are answered UNAVAILABLE (a request
+  // partly dispatched is answered by the loop finishing its last running
+  // sequence).
+  virtual void Close() = 0;
+
+  virtual int64_t waiting_requests() const = 0;
+  virtual int64_t waiting_tokens() const = 0;
+};
+
+// "prefill_only": first come, first served.
+class PrefillOnlyScheduler : public PrefillScheduler {
  public:
   explicit PrefillOnlyScheduler(PrefillSchedulerOptions options);
 
-  // Queues `work`. RESOURCE_EXHAUSTED (naming the limit) when the queue
-  // holds max_queue_requests requests or max_queue_tokens tokens already;
-  // UNAVAILABLE once closed.
-  absl::Status Submit(std::shared_ptr<PrefillWork> work);
+  // RESOURCE_EXHAUSTED (naming the limit) when the queue holds
+  // max_queue_requests requests or max_queue_tokens tokens already.
+  absl::Status Submit(std::shared_ptr<PrefillWork> work) override;
 
-  // Blocks until there is work (or Close) and returns the next batch: whole
-  // sequences in arrival order while they fit the token budget and the
-  // sequence cap (a single sequence longer than the budget runs alone).
-  // Dropped requests (aborted: CANCELLED, past deadline:
-  // DEADLINE_EXCEEDED) are answered before returning. Empty once closed.
-  std::vector<PrefillBatchItem> NextBatch();
+  // Whole sequences in arrival order while they fit the token budget and
+  // the sequence cap (a single sequence longer than the budget runs alone).
+  std::vector<PrefillBatchItem> NextBatch() override;
 
-  // Wakes every waiter; queued requests are answered UNAVAILABLE.
-  void Close();
+  void Close() override;
 
-  int64_t waiting_requests() const;
-  int64_t waiting_tokens() const;
+  int64_t waiting_requests() const override;
+  int64_t waiting_tokens() const override;
 
  private:
   const PrefillSchedulerOptions options_;

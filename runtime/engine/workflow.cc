@@ -4,86 +4,23 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/common/registry.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/engine/components.h"
+#include "runtime/model/attention_backend.h"
 
 namespace inferd {
 namespace {
 
-// How an architecture is served by default. Adding a model family is one
-// model file in runtime/model plus one line here.
-enum class Family { kEncoder, kEncoderHead, kDecoderLm, kDecoderBase };
-
-struct ArchitectureEntry {
-  const char* architecture;
-  Family family;
-};
-
-constexpr ArchitectureEntry kArchitectures[] = {
-    {"BertModel", Family::kEncoder},
-    {"XLMRobertaModel", Family::kEncoder},
-    {"BertForSequenceClassification", Family::kEncoderHead},
-    {"XLMRobertaForSequenceClassification", Family::kEncoderHead},
-    {"LlamaForCausalLM", Family::kDecoderLm},
-    {"MistralForCausalLM", Family::kDecoderLm},
-    {"Qwen2ForCausalLM", Family::kDecoderLm},
-    {"LlamaModel", Family::kDecoderBase},
-    {"MistralModel", Family::kDecoderBase},
-    {"Qwen2Model", Family::kDecoderBase},
-};
-
-Workflow Make(WorkflowKind kind, const std::string& arch, bool bidirectional) {
-  Workflow w;
-  w.kind = kind;
-  w.model_class = arch;
-  w.bidirectional = bidirectional;
-  switch (kind) {
-    case WorkflowKind::kCausalGenerate:
-      w.name = "causal_generate";
-      w.tasks = {Task::kGenerate};
-      w.input_processor = "prompt_tokenizer";
-      w.scheduler = "continuous_batching";
-      w.attention_backend = "causal_paged";
-      w.output_processor = "sample_detokenize";
-      break;
-    case WorkflowKind::kEncoderEmbed:
-      w.name = "encoder_embed";
-      w.tasks = {Task::kEmbed};
-      w.input_processor = "embed_tokenizer";
-      w.scheduler = "prefill_only";
-      w.attention_backend = "bidirectional_prefill";
-      w.output_processor = "pooling";
-      break;
-    case WorkflowKind::kDecoderEmbed:
-      w.name = "decoder_embed";
-      w.tasks = {Task::kEmbed};
-      w.input_processor = "embed_tokenizer_eos";
-      w.scheduler = "prefill_only";
-      w.attention_backend =
-          bidirectional ? "bidirectional_prefill" : "causal_prefill";
-      w.output_processor = "pooling";
-      break;
-    case WorkflowKind::kEncoderClassify:
-      w.name = "encoder_classify";
-      w.tasks = {Task::kClassify};
-      w.input_processor = "classify_tokenizer";
-      w.scheduler = "prefill_only";
-      w.attention_backend = "bidirectional_prefill";
-      w.output_processor = "label_scores";
-      break;
-    case WorkflowKind::kCrossEncoderRerank:
-      w.name = "cross_encoder_rerank";
-      w.tasks = {Task::kRerank, Task::kClassify};
-      w.input_processor = "pair_tokenizer";
-      w.scheduler = "prefill_only";
-      w.attention_backend = "bidirectional_prefill";
-      w.output_processor = "relevance_scores";
-      break;
-  }
-  return w;
-}
-
 absl::Status Unsupported(const std::string& arch, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("architecture ", arch, ": ", why));
+}
+
+std::string TaskList(const Workflow& w) {
+  std::vector<std::string> names;
+  for (Task t : w.tasks) names.emplace_back(TaskName(t));
+  return absl::StrJoin(names, ", ");
 }
 
 }  // namespace
@@ -98,94 +35,90 @@ absl::string_view TaskName(Task task) {
   return "unknown";
 }
 
+absl::StatusOr<Task> ParseTask(absl::string_view name) {
+  for (Task t : {Task::kGenerate, Task::kEmbed, Task::kRerank, Task::kClassify}) {
+    if (TaskName(t) == name) return t;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown task '", name, "' (generate, embed, rerank, classify)"));
+}
+
 bool Workflow::Supports(Task task) const {
   return std::find(tasks.begin(), tasks.end(), task) != tasks.end();
 }
 
 std::vector<std::string> WorkflowArchitectures() {
-  std::vector<std::string> out;
-  for (const ArchitectureEntry& e : kArchitectures) out.push_back(e.architecture);
-  std::sort(out.begin(), out.end());
-  return out;
+  RegisterBuiltinComponents();
+  return Registry::Global().Names(registry_kind::kArchitecture);
 }
 
 absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
                                         const SentenceTransformersConfig& st,
                                         const ModelOverrides& overrides) {
+  RegisterBuiltinComponents();
+  const Registry& registry = Registry::Global();
   if (config.architectures.empty()) {
     return absl::InvalidArgumentError(
         "config.json has no architectures; supported: " +
         absl::StrJoin(WorkflowArchitectures(), ", "));
   }
   const std::string& arch = config.architectures[0];
-  const ArchitectureEntry* entry = nullptr;
-  for (const ArchitectureEntry& e : kArchitectures) {
-    if (arch == e.architecture) entry = &e;
-  }
-  if (entry == nullptr) {
+  if (registry.Find(registry_kind::kArchitecture, arch) == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported architecture '", arch, "' in config.json; supported: ",
-        absl::StrJoin(WorkflowArchitectures(), ", ")));
+        absl::StrJoin(WorkflowArchitectures(), ", "),
+        " (plug-ins can add more: --plugin)"));
   }
-  const std::string task = overrides.task.value_or("");
-  bool bidirectional = overrides.bidirectional.value_or(
-      config.is_causal.has_value() ? !*config.is_causal : false);
+  ASSIGN_OR_RETURN(ArchitectureSpec spec, registry.Get<ArchitectureSpec>(
+                                              registry_kind::kArchitecture, arch));
 
-  switch (entry->family) {
-    case Family::kEncoder:
-      if (!task.empty() && task != "embed") {
-        return Unsupported(arch, absl::StrCat("task=", task,
-                                              " needs a model head; this "
-                                              "encoder only embeds"));
-      }
-      if (overrides.bidirectional.has_value() && !*overrides.bidirectional) {
-        return Unsupported(arch, "encoders are always bidirectional");
-      }
-      return Make(WorkflowKind::kEncoderEmbed, arch, true);
-    case Family::kEncoderHead: {
-      if (task == "generate") {
-        return Unsupported(arch, "task=generate needs a causal LM");
-      }
-      const bool single_logit = config.num_labels == 1;
-      if (task == "rerank" && !single_logit) {
-        return Unsupported(arch, absl::StrCat("task=rerank needs a 1-label "
-                                              "cross-encoder; this head has ",
-                                              config.num_labels, " labels"));
-      }
-      if (task == "embed") {
-        return Make(WorkflowKind::kEncoderEmbed, arch, true);
-      }
-      if (task == "classify" || !single_logit) {
-        return Make(WorkflowKind::kEncoderClassify, arch, true);
-      }
-      return Make(WorkflowKind::kCrossEncoderRerank, arch, true);
-    }
-    case Family::kDecoderLm:
-      // A causal LM that ships sentence-transformers pooling is an embedder
-      // (gte-Qwen2 style) unless told otherwise.
-      if (task == "embed" || (task.empty() && st.present && st.has_pooling)) {
-        return Make(WorkflowKind::kDecoderEmbed, arch, bidirectional);
-      }
-      if (!task.empty() && task != "generate") {
-        return Unsupported(arch, absl::StrCat("task=", task,
-                                              " is not available for a "
-                                              "causal LM"));
-      }
-      if (bidirectional) {
-        return Unsupported(arch, "generation needs causal attention; "
-                                 "bidirectional=true only applies to "
-                                 "task=embed");
-      }
-      return Make(WorkflowKind::kCausalGenerate, arch, false);
-    case Family::kDecoderBase:
-      if (!task.empty() && task != "embed") {
-        return Unsupported(arch, absl::StrCat("task=", task,
-                                              " needs an LM head; this "
-                                              "base model only embeds"));
-      }
-      return Make(WorkflowKind::kDecoderEmbed, arch, bidirectional);
+  // The recipe: the task override's, else the architecture's default.
+  const std::string task = overrides.task.value_or("");
+  std::string name;
+  if (!task.empty()) {
+    RETURN_IF_ERROR(ParseTask(task).status());
+    auto it = spec.task_workflows.find(task);
+    if (it != spec.task_workflows.end()) name = it->second;
   }
-  return absl::InternalError("unreachable");
+  if (name.empty() && spec.choose_default) name = spec.choose_default(config, st);
+  if (name.empty()) name = spec.default_workflow;
+  ASSIGN_OR_RETURN(Workflow w,
+                   registry.Get<Workflow>(registry_kind::kWorkflow, name));
+  if (!task.empty() && !w.Supports(*ParseTask(task))) {
+    std::vector<std::string> offered;
+    for (const auto& [t, wf] : spec.task_workflows) offered.push_back(t);
+    return Unsupported(arch, absl::StrCat(
+        "task=", task, " is not available (this architecture serves: ",
+        offered.empty() ? TaskList(w) : absl::StrJoin(offered, ", "), ")"));
+  }
+  if (spec.check) RETURN_IF_ERROR(spec.check(w.name, config));
+
+  // Attention direction: the override, else config.json's "is_causal":
+  // false. A causal recipe switches to its bidirectional variant.
+  ASSIGN_OR_RETURN(AttentionBackendRegistration backend,
+                   FindAttentionBackend(w.attention_backend));
+  bool bidirectional = backend.mask == AttentionMask::kBidirectional;
+  const bool want_bidirectional = overrides.bidirectional.value_or(
+      config.is_causal.has_value() && !*config.is_causal);
+  if (want_bidirectional && !bidirectional) {
+    if (w.bidirectional_variant.empty()) {
+      return Unsupported(arch, absl::StrCat(
+          "workflow ", w.name, " needs causal attention (", w.attention_backend,
+          "); bidirectional=true only applies to embedding workflows"));
+    }
+    ASSIGN_OR_RETURN(w, registry.Get<Workflow>(registry_kind::kWorkflow,
+                                               w.bidirectional_variant));
+    ASSIGN_OR_RETURN(backend, FindAttentionBackend(w.attention_backend));
+    bidirectional = backend.mask == AttentionMask::kBidirectional;
+  } else if (overrides.bidirectional.has_value() && !*overrides.bidirectional &&
+             bidirectional) {
+    return Unsupported(arch, absl::StrCat("workflow ", w.name, " (",
+                                          w.attention_backend,
+                                          ") is always bidirectional"));
+  }
+  w.model_class = spec.model_class.empty() ? arch : spec.model_class;
+  w.bidirectional = bidirectional;
+  return w;
 }
 
 }  // namespace inferd

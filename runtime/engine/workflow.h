@@ -1,10 +1,18 @@
-// Workflow registry: a model's config.json (architectures[0]) plus
-// request-independent overrides (task, pooling, bidirectional) select the
-// Workflow that serves it: input processor, scheduler, attention backend,
-// output processor and model class. Immutable tables; thread-safe.
+// Workflows and architectures (vLLM's Workflow Defined Engine, applied to
+// every model inferd serves). A Workflow is a named recipe of component
+// names — input processor, scheduler, attention backend, output processor,
+// executor — registered under kind "workflow"; CreateEngine assembles the
+// engine from the registry by those names. An ArchitectureSpec (kind
+// "architecture", keyed by config.json's architectures[0]) names the
+// model class, the config parser and the workflow the architecture gets by
+// default or per task. SelectWorkflow applies them to one model directory.
+// Built-ins are registered by RegisterBuiltinComponents (components.h);
+// plug-ins add their own. Thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_WORKFLOW_H_
 #define INFERD_RUNTIME_ENGINE_WORKFLOW_H_
 
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,32 +26,63 @@ namespace inferd {
 
 enum class Task { kGenerate, kEmbed, kRerank, kClassify };
 absl::string_view TaskName(Task task);
+// "generate", "embed", "rerank", "classify"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<Task> ParseTask(absl::string_view name);
 
-enum class WorkflowKind {
-  kCausalGenerate,   // decoder LM: paged KV cache, continuous batching
-  kEncoderEmbed,     // BERT-like encoder -> pooling -> embedding
-  kDecoderEmbed,     // decoder (causal or bidirectional) -> last-token pooling
-  kEncoderClassify,  // encoder + classification head -> label scores
-  kCrossEncoderRerank,  // encoder + 1-logit head over (query, document) pairs
-};
+// The output processor name that stands for "pooling_<the model's
+// pooling>" in a recipe (resolved per model: ServedModel).
+inline constexpr char kPoolingOutput[] = "pooling";
 
 struct Workflow {
-  WorkflowKind kind;
-  std::string name;  // reported in ServedModelInfo.workflow
+  std::string name;  // reported in ModelInfo.workflow
+  std::string description;
   std::vector<Task> tasks;
   std::string input_processor;
   std::string scheduler;
-  std::string attention_backend;  // "causal_paged" | "bidirectional_prefill"
-  std::string output_processor;
-  std::string model_class;        // architectures[0]
-  bool bidirectional = false;     // attention without the causal mask
+  std::string attention_backend;
+  std::string output_processor;  // or kPoolingOutput
+  std::string executor;
+  // Embedders: the pooling used when neither the request, the --model
+  // options nor the sentence-transformers files choose one.
+  std::string default_pooling;
+  // The recipe used instead when the model must attend bidirectionally
+  // (bidirectional=true, or config.json "is_causal": false); empty when the
+  // workflow has no such variant.
+  std::string bidirectional_variant;
+
+  // Filled by SelectWorkflow.
+  std::string model_class;     // architectures[0]
+  bool bidirectional = false;  // the attention backend's mask
 
   bool Supports(Task task) const;
+};
+
+// How an architecture is served.
+struct ArchitectureSpec {
+  // The model_type whose config parser reads its config.json (e.g. "llama").
+  std::string config_parser;
+  // The model class (kind "model") that builds it; empty = the
+  // architecture's own name.
+  std::string model_class;
+  std::string default_workflow;
+  // Workflow per task override ("embed" -> "encoder_embed", ...). The
+  // default workflow serves its own tasks without an entry.
+  std::map<std::string, std::string> task_workflows;
+  // Optional: the default workflow when it depends on the files (e.g. a
+  // 1-label head reranks, an N-label head classifies); "" = default_workflow.
+  std::function<std::string(const ModelConfig&,
+                            const SentenceTransformersConfig&)>
+      choose_default;
+  // Optional: refuses a config the chosen workflow cannot serve (e.g.
+  // task=rerank on a 3-label head), with a message saying what to change.
+  std::function<absl::Status(const std::string& workflow, const ModelConfig&)>
+      check;
 };
 
 // Chooses the workflow for a model. INVALID_ARGUMENT naming the
 // architecture and listing the supported ones when it is unknown, or when an
 // override does not fit the architecture (e.g. task=generate on BertModel).
+// The recipe's components are not checked here (CheckWorkflowComponents).
 absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
                                         const SentenceTransformersConfig& st,
                                         const ModelOverrides& overrides);

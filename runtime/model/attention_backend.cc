@@ -1,32 +1,42 @@
 #include "runtime/model/attention_backend.h"
 
+#include <mutex>
+
 #include "absl/strings/str_cat.h"
+#include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
 namespace {
 
+// VarlenAttention over batch.cu_seqlens with one fixed mask.
 class PrefillAttentionBackend : public AttentionBackend {
  public:
-  AttentionBackendKind kind() const override {
-    return AttentionBackendKind::kBidirectionalPrefill;
-  }
+  PrefillAttentionBackend(absl::string_view name, AttentionMask mask)
+      : name_(name), mask_(mask) {}
+  absl::string_view name() const override { return name_; }
+  bool uses_kv_cache() const override { return false; }
   absl::Status Forward(const ExecutionContext& ctx, const ForwardBatch& batch,
                        int layer, const TensorView& q, const TensorView& k,
                        const TensorView& v, const AttentionParams& params,
                        const TensorView& out) override {
+    (void)layer;
     AttentionParams p = params;
+    p.causal = mask_ == AttentionMask::kCausal;
     if (!p.causal) p.sliding_window = 0;  // windows only restrict causal masks
     return VarlenAttention(ctx, q, k, v, batch.cu_seqlens, p, out);
   }
+
+ private:
+  const absl::string_view name_;
+  const AttentionMask mask_;
 };
 
 class PagedAttentionBackend : public AttentionBackend {
  public:
   explicit PagedAttentionBackend(const KvCacheViews* cache) : cache_(cache) {}
-  AttentionBackendKind kind() const override {
-    return AttentionBackendKind::kCausalPaged;
-  }
+  absl::string_view name() const override { return "causal_paged"; }
+  bool uses_kv_cache() const override { return true; }
   absl::Status Forward(const ExecutionContext& ctx, const ForwardBatch& batch,
                        int layer, const TensorView& q, const TensorView& k,
                        const TensorView& v, const AttentionParams& params,
@@ -50,39 +60,50 @@ class PagedAttentionBackend : public AttentionBackend {
   const KvCacheViews* cache_;
 };
 
+void AddBackend(const char* name, const char* description,
+                AttentionBackendRegistration reg) {
+  absl::Status s = Registry::Global().Add(
+      {registry_kind::kAttentionBackend, name, description, "builtin",
+       std::move(reg)});
+  (void)s;  // only fails if registered twice, which call_once prevents
+}
+
 }  // namespace
 
-absl::string_view AttentionBackendName(AttentionBackendKind kind) {
-  switch (kind) {
-    case AttentionBackendKind::kAuto:
-      return "auto";
-    case AttentionBackendKind::kBidirectionalPrefill:
-      return "bidirectional_prefill";
-    case AttentionBackendKind::kCausalPaged:
-      return "causal_paged";
-  }
-  return "unknown";
+void RegisterBuiltinAttentionBackends() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    AddBackend("bidirectional_prefill",
+               "no KV cache; packed sequences, each token attends to its whole "
+               "sequence (encoders, bidirectional decoder embedders)",
+               {AttentionMask::kBidirectional, false, [](const KvCacheViews*) {
+                  return std::unique_ptr<AttentionBackend>(
+                      new PrefillAttentionBackend("bidirectional_prefill",
+                                                  AttentionMask::kBidirectional));
+                }});
+    AddBackend("causal_prefill",
+               "no KV cache; packed sequences, each token attends to the ones "
+               "before it (causal decoder embedders)",
+               {AttentionMask::kCausal, false, [](const KvCacheViews*) {
+                  return std::unique_ptr<AttentionBackend>(
+                      new PrefillAttentionBackend("causal_prefill",
+                                                  AttentionMask::kCausal));
+                }});
+    AddBackend("causal_paged",
+               "PagedAttention over a block-paged KV cache; prefill chunks and "
+               "decodes in one batch (generation)",
+               {AttentionMask::kCausal, true, [](const KvCacheViews* cache) {
+                  return std::unique_ptr<AttentionBackend>(
+                      new PagedAttentionBackend(cache));
+                }});
+  });
 }
 
-absl::StatusOr<AttentionBackendKind> ParseAttentionBackend(
+absl::StatusOr<AttentionBackendRegistration> FindAttentionBackend(
     absl::string_view name) {
-  for (AttentionBackendKind kind : {AttentionBackendKind::kAuto,
-                                    AttentionBackendKind::kBidirectionalPrefill,
-                                    AttentionBackendKind::kCausalPaged}) {
-    if (name == AttentionBackendName(kind)) return kind;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown attention backend \"", name,
-      "\" (expected auto, bidirectional_prefill or causal_paged)"));
-}
-
-std::unique_ptr<AttentionBackend> CreatePrefillAttentionBackend() {
-  return std::make_unique<PrefillAttentionBackend>();
-}
-
-std::unique_ptr<AttentionBackend> CreatePagedAttentionBackend(
-    const KvCacheViews* cache) {
-  return std::make_unique<PagedAttentionBackend>(cache);
+  RegisterBuiltinAttentionBackends();
+  return Registry::Global().Get<AttentionBackendRegistration>(
+      registry_kind::kAttentionBackend, name);
 }
 
 }  // namespace inferd

@@ -1,14 +1,20 @@
-// AttentionBackend: how a layer's attention reads keys and values.
+// AttentionBackend: how a layer's attention reads keys and values. A
+// registered component (runtime/common/registry.h, kind "attention_backend");
+// the built-ins:
 // - "bidirectional_prefill": no cache; packed variable-length sequences, each
-//   attending within itself (full mask, or causal when the model asks for
-//   it, e.g. a decoder embedder in causal mode).
+//   attending to all of itself (encoders, LLM2Vec-style decoder embedders).
+// - "causal_prefill": no cache; packed sequences, each token attending to
+//   the tokens before it (decoder embedders in causal mode).
 // - "causal_paged": PagedAttention (Kwon et al., 2023): new keys/values are
 //   written into a block-paged KV cache, then new queries attend over the
 //   cached context; prefill chunks and decodes share one batch.
+// The backend's mask decides how the model runs (a decoder under
+// bidirectional_prefill drops its causal mask).
 // Not thread-safe; owned by a model runner and used by one step at a time.
 #ifndef INFERD_RUNTIME_MODEL_ATTENTION_BACKEND_H_
 #define INFERD_RUNTIME_MODEL_ATTENTION_BACKEND_H_
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -21,17 +27,8 @@
 
 namespace inferd {
 
-enum class AttentionBackendKind {
-  kAuto,                  // causal_paged for causal LMs, else prefill
-  kBidirectionalPrefill,  // "bidirectional_prefill"
-  kCausalPaged,           // "causal_paged"
-};
-
-// "auto", "bidirectional_prefill", "causal_paged".
-absl::string_view AttentionBackendName(AttentionBackendKind kind);
-// INVALID_ARGUMENT for an unknown name.
-absl::StatusOr<AttentionBackendKind> ParseAttentionBackend(
-    absl::string_view name);
+// Which tokens a query may attend to.
+enum class AttentionMask { kCausal, kBidirectional };
 
 // The per-layer key/value caches, [num_blocks, block_size, kv_heads,
 // head_dim] each. Views into buffers the runner owns.
@@ -45,10 +42,10 @@ struct KvCacheViews {
 class AttentionBackend {
  public:
   virtual ~AttentionBackend() = default;
-  virtual AttentionBackendKind kind() const = 0;
-  bool uses_kv_cache() const {
-    return kind() == AttentionBackendKind::kCausalPaged;
-  }
+  // Its registered name.
+  virtual absl::string_view name() const = 0;
+  // Whether it keeps keys/values in the runner's paged KV cache.
+  virtual bool uses_kv_cache() const = 0;
 
   // Attention of layer `layer`: q [T, heads*head_dim]; k, v [T,
   // kv_heads*head_dim] (already rotated); out [T, heads*head_dim].
@@ -60,13 +57,23 @@ class AttentionBackend {
                                const TensorView& out) = 0;
 };
 
-// VarlenAttention over batch.cu_seqlens.
-std::unique_ptr<AttentionBackend> CreatePrefillAttentionBackend();
+// The registry value of kind "attention_backend". `create` gets the
+// runner's KV cache views (which outlive the backend; their contents may be
+// replaced when the cache is allocated); backends without a cache ignore
+// them.
+struct AttentionBackendRegistration {
+  AttentionMask mask = AttentionMask::kBidirectional;
+  bool uses_kv_cache = false;
+  std::function<std::unique_ptr<AttentionBackend>(const KvCacheViews* cache)>
+      create;
+};
 
-// ReshapeAndCache + PagedAttention over `cache` (which must outlive the
-// backend; its contents may be replaced, e.g. when the cache is allocated).
-std::unique_ptr<AttentionBackend> CreatePagedAttentionBackend(
-    const KvCacheViews* cache);
+// Registers the built-in backends (idempotent; the lookups below call it).
+void RegisterBuiltinAttentionBackends();
+
+// The registration of `name`; NOT_FOUND listing the registered ones.
+absl::StatusOr<AttentionBackendRegistration> FindAttentionBackend(
+    absl::string_view name);
 
 }  // namespace inferd
 

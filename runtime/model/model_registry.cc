@@ -1,9 +1,11 @@
 #include "runtime/model/model_registry.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/model/bert.h"
 #include "runtime/model/llama.h"
@@ -11,52 +13,69 @@
 namespace inferd {
 namespace {
 
-struct Registration {
-  absl::string_view architecture;
+struct Builtin {
+  const char* architecture;
   ModelFactory factory;
-};
-
-// One line per architecture.
-constexpr Registration kModels[] = {
-    {"BertModel", &CreateBertModel},
-    {"BertForSequenceClassification", &CreateBertForSequenceClassification},
-    {"XLMRobertaModel", &CreateXlmRobertaModel},
-    {"XLMRobertaForSequenceClassification",
-     &CreateXlmRobertaForSequenceClassification},
-    {"LlamaForCausalLM", &CreateDecoderForCausalLM},
-    {"MistralForCausalLM", &CreateDecoderForCausalLM},
-    {"Qwen2ForCausalLM", &CreateDecoderForCausalLM},
-    {"LlamaModel", &CreateDecoderModel},
-    {"MistralModel", &CreateDecoderModel},
-    {"Qwen2Model", &CreateDecoderModel},
+  const char* description;
 };
 
 }  // namespace
 
+void RegisterBuiltinModels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const Builtin kModels[] = {
+        {"BertModel", &CreateBertModel, "BERT encoder"},
+        {"BertForSequenceClassification", &CreateBertForSequenceClassification,
+         "BERT encoder + pooler + classification head"},
+        {"XLMRobertaModel", &CreateXlmRobertaModel, "XLM-RoBERTa encoder"},
+        {"XLMRobertaForSequenceClassification",
+         &CreateXlmRobertaForSequenceClassification,
+         "XLM-RoBERTa encoder + classification head"},
+        {"LlamaForCausalLM", &CreateDecoderForCausalLM,
+         "Llama decoder + LM head"},
+        {"MistralForCausalLM", &CreateDecoderForCausalLM,
+         "Mistral decoder (sliding window) + LM head"},
+        {"Qwen2ForCausalLM", &CreateDecoderForCausalLM,
+         "Qwen2 decoder (q/k/v bias) + LM head"},
+        {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
+        {"MistralModel", &CreateDecoderModel, "Mistral decoder, no head"},
+        {"Qwen2Model", &CreateDecoderModel, "Qwen2 decoder, no head"},
+    };
+    for (const Builtin& b : kModels) {
+      absl::Status s = Registry::Global().Add(
+          {registry_kind::kModel, b.architecture, b.description, "builtin",
+           b.factory});
+      (void)s;  // call_once: never registered twice
+    }
+  });
+}
+
 absl::StatusOr<ModelFactory> FindModelFactory(absl::string_view architecture) {
-  for (const Registration& r : kModels) {
-    if (r.architecture == architecture) return r.factory;
+  RegisterBuiltinModels();
+  if (Registry::Global().Find(registry_kind::kModel, architecture) == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "unsupported architecture \"", architecture,
+        "\"; supported: ", absl::StrJoin(SupportedArchitectures(), ", ")));
   }
-  return absl::NotFoundError(absl::StrCat(
-      "unsupported architecture \"", architecture,
-      "\"; supported: ", absl::StrJoin(SupportedArchitectures(), ", ")));
+  return Registry::Global().Get<ModelFactory>(registry_kind::kModel,
+                                              architecture);
 }
 
 std::vector<std::string> SupportedArchitectures() {
-  std::vector<std::string> names;
-  for (const Registration& r : kModels) names.emplace_back(r.architecture);
-  std::sort(names.begin(), names.end());
-  return names;
+  RegisterBuiltinModels();
+  return Registry::Global().Names(registry_kind::kModel);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(
     const ModelConfig& config, const WeightStore& weights,
-    const ModelLoadOptions& options) {
+    const ModelLoadOptions& options, const std::string& model_class) {
   if (config.architectures.empty()) {
     return absl::InvalidArgumentError("config has no architectures");
   }
   ASSIGN_OR_RETURN(ModelFactory factory,
-                   FindModelFactory(config.architectures[0]));
+                   FindModelFactory(model_class.empty() ? config.architectures[0]
+                                                        : model_class));
   return factory(config, weights, options);
 }
 

@@ -1,9 +1,12 @@
-// Model registry: HF `architectures[0]` -> the factory that builds that
-// model. A new architecture is one model file plus one line in
-// model_registry.cc. Thread-safe (the table is immutable).
+// Model classes: HF `architectures[0]` -> the factory that builds that
+// model, kept in the registry (runtime/common/registry.h, kind "model").
+// A new architecture is one model file plus one registration (built-ins in
+// model_registry.cc; plug-ins through runtime/engine/plugin_api.h).
+// Thread-safe.
 #ifndef INFERD_RUNTIME_MODEL_MODEL_REGISTRY_H_
 #define INFERD_RUNTIME_MODEL_MODEL_REGISTRY_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,9 +19,13 @@
 
 namespace inferd {
 
-using ModelFactory = absl::StatusOr<std::unique_ptr<Model>> (*)(
+using ModelFactory = std::function<absl::StatusOr<std::unique_ptr<Model>>(
     const ModelConfig& config, const WeightStore& weights,
-    const ModelLoadOptions& options);
+    const ModelLoadOptions& options)>;
+
+// Registers the built-in model classes (idempotent; the lookups below call
+// it).
+void RegisterBuiltinModels();
 
 // NOT_FOUND listing the supported architectures for an unknown one.
 absl::StatusOr<ModelFactory> FindModelFactory(absl::string_view architecture);
@@ -26,10 +33,11 @@ absl::StatusOr<ModelFactory> FindModelFactory(absl::string_view architecture);
 // Sorted.
 std::vector<std::string> SupportedArchitectures();
 
-// Builds config.architectures[0]. `weights` must outlive the model.
+// Builds `model_class` (empty: config.architectures[0]). `weights` must
+// outlive the model.
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(
     const ModelConfig& config, const WeightStore& weights,
-    const ModelLoadOptions& options);
+    const ModelLoadOptions& options, const std::string& model_class = "");
 
 }  // namespace inferd
 

@@ -82,28 +82,58 @@ absl::Status ModelRunnerBase::Init(Device* device,
     weights_ = std::move(store);
   }
 
+  // The attention backend decides the mask: a named one fixes it (a
+  // decoder under bidirectional_prefill drops its causal mask); "auto"
+  // follows `bidirectional` / config.json and picks causal_paged for a
+  // causal LM, else a prefill backend with the model's mask.
+  const bool auto_backend =
+      options.attention.empty() || options.attention == "auto";
+  absl::optional<AttentionBackendRegistration> named;
+  if (!auto_backend) {
+    ASSIGN_OR_RETURN(named, FindAttentionBackend(options.attention));
+  }
+  bool bidirectional = options.bidirectional.value_or(
+      config.is_causal.has_value() && !*config.is_causal);
+  if (named.has_value()) {
+    const bool backend_bidirectional =
+        named->mask == AttentionMask::kBidirectional;
+    if (options.bidirectional.has_value() &&
+        *options.bidirectional != backend_bidirectional) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.attention, " attention is ",
+          backend_bidirectional ? "bidirectional" : "causal",
+          "; it cannot run ", config.architectures[0],
+          *options.bidirectional ? " bidirectionally" : " causally"));
+    }
+    bidirectional = backend_bidirectional;
+  }
+  if (config.IsEncoder()) {
+    if (named.has_value() && named->mask == AttentionMask::kCausal) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          config.architectures[0], " is an encoder (always bidirectional); ",
+          options.attention, " attention is causal"));
+    }
+    bidirectional = true;
+  }
+
   ModelLoadOptions load;
   load.device = device;
   load.compute_dtype = compute_dtype_;
-  load.bidirectional = options.bidirectional.value_or(
-      config.is_causal.has_value() && !*config.is_causal);
-  if (config.IsEncoder()) load.bidirectional = true;
-  ASSIGN_OR_RETURN(model_, CreateModel(config, *weights_, load));
+  load.bidirectional = bidirectional;
+  ASSIGN_OR_RETURN(model_, CreateModel(config, *weights_, load, options.model_class));
 
-  AttentionBackendKind kind = options.attention;
-  if (kind == AttentionBackendKind::kAuto) {
-    kind = model_->info().has_lm_head && model_->info().causal
-               ? AttentionBackendKind::kCausalPaged
-               : AttentionBackendKind::kBidirectionalPrefill;
+  std::string backend_name = options.attention;
+  if (auto_backend) {
+    backend_name = !model_->info().causal ? "bidirectional_prefill"
+                   : model_->info().has_lm_head ? "causal_paged"
+                                                : "causal_prefill";
+    ASSIGN_OR_RETURN(named, FindAttentionBackend(backend_name));
   }
-  if (kind == AttentionBackendKind::kCausalPaged && !model_->info().causal) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "causal_paged attention needs a causal model; ",
-        model_->info().architecture, " runs bidirectionally here"));
+  backend_ = named->create(&kv_views_);
+  if (backend_ == nullptr) {
+    return absl::InternalError(absl::StrCat("attention backend ", backend_name,
+                                            " returned no instance"));
   }
-  backend_ = kind == AttentionBackendKind::kCausalPaged
-                 ? CreatePagedAttentionBackend(&kv_views_)
-                 : CreatePrefillAttentionBackend();
   workspace_ = std::make_unique<Workspace>(device);
   return absl::OkStatus();
 }
@@ -126,7 +156,7 @@ absl::Status ModelRunnerBase::AllocateKvCache(int64_t num_blocks,
                                               int block_size) {
   if (!uses_kv_cache()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "attention backend ", AttentionBackendName(attention_backend()),
+        "attention backend ", attention_backend(),
         " uses no KV cache"));
   }
   if (num_blocks <= 0 || block_size <= 0) {

@@ -47,7 +47,14 @@ struct ModelRunnerOptions {
   // Decoders: run without the causal mask. Default: config "is_causal":
   // false asks for it, otherwise causal.
   absl::optional<bool> bidirectional;
-  AttentionBackendKind attention = AttentionBackendKind::kAuto;
+  // A registered attention backend ("causal_paged", "causal_prefill",
+  // "bidirectional_prefill", or one a plug-in adds); "auto" (or empty):
+  // causal_paged for a causal LM, else a prefill backend with the model's
+  // mask.
+  std::string attention = "auto";
+  // The registered model class (kind "model") to build; empty = the
+  // config's architectures[0].
+  std::string model_class;
 };
 
 // "float32"/"f32"/"fp32" -> F32, "bfloat16"/"bf16" -> BF16.
@@ -84,7 +91,8 @@ class ModelRunnerBase {
   int64_t kv_cache_num_blocks() const { return kv_views_.num_blocks; }
   int kv_cache_block_size() const { return kv_views_.block_size; }
   DType kv_cache_dtype() const { return kv_dtype_; }
-  AttentionBackendKind attention_backend() const { return backend_->kind(); }
+  // The attention backend's registered name.
+  absl::string_view attention_backend() const { return backend_->name(); }
 
   // Model metadata.
   const ModelInfo& info() const { return model_->info(); }

@@ -10,7 +10,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "runtime/common/registry.h"
+#include "runtime/engine/components.h"
 #include "runtime/engine/prefill_scheduler.h"
+#include "runtime/engine/workflow.h"
 
 namespace inferd {
 namespace {
@@ -292,21 +295,49 @@ class FakeRunner : public StepRunner {
 
 // A whitespace tokenizer is not available without files, so these engine
 // tests feed token ids directly.
-std::unique_ptr<PrefillEngine> MakeEngine(WorkflowKind kind,
+// The engine of the registered workflow `workflow`, its components built
+// from the registry by the recipe's names (mean pooling for embedders).
+std::unique_ptr<PrefillEngine> MakeEngine(const std::string& workflow,
                                           std::atomic<int>* calls,
                                           Gate* gate,
                                           int replicas = 1,
                                           int max_queue_requests = 1024) {
+  RegisterBuiltinComponents();
+  const Registry& reg = Registry::Global();
+  auto w = reg.Get<Workflow>(registry_kind::kWorkflow, workflow);
+  EXPECT_TRUE(w.ok()) << w.status();
   PrefillEngineOptions o;
-  o.workflow = kind;
+  o.workflow = w->name;
+  o.tasks = w->tasks;
   o.replicas = replicas;
-  o.default_pooling = Pooling::kMean;
   o.default_normalize = false;
-  o.scheduler.max_queue_requests = max_queue_requests;
-  InputProcessorOptions io;
-  io.max_input_tokens = 8;
+  PrefillComponents c;
+  InputProcessorContext ic;
+  ic.options.max_input_tokens = 8;
+  c.input = std::move(
+      reg.Get<InputProcessorFactory>(registry_kind::kInputProcessor,
+                                     w->input_processor)
+          .value()(ic)
+          .value());
+  PrefillSchedulerOptions so;
+  so.max_queue_requests = max_queue_requests;
+  c.scheduler = reg.Get<PrefillSchedulerFactory>(registry_kind::kScheduler,
+                                                 w->scheduler)
+                    .value()(so);
+  const std::string output = w->output_processor == kPoolingOutput
+                                 ? PoolingComponent("mean")
+                                 : w->output_processor;
+  auto make_output = [&](const std::string& name) {
+    return std::move(reg.Get<OutputProcessorFactory>(
+                            registry_kind::kOutputProcessor, name)
+                         .value()(OutputProcessorContext{})
+                         .value());
+  };
+  c.output = make_output(output);
+  c.poolings["cls"] = make_output("pooling_cls");
+  c.poolings["mean"] = make_output("pooling_mean");
   auto e = PrefillEngine::Create(
-      o, InputProcessor(nullptr, io),
+      o, std::move(c),
       [&](int) -> absl::StatusOr<std::unique_ptr<StepRunner>> {
         return std::unique_ptr<StepRunner>(new FakeRunner(calls, gate));
       });
@@ -322,7 +353,7 @@ EmbedParams Ids(std::vector<std::vector<int32_t>> ids) {
 
 TEST(PrefillEngineTest, EmbedsPoolsAndAnswersInInputOrder) {
   std::atomic<int> calls{0};
-  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, nullptr);
+  auto engine = MakeEngine("encoder_embed", &calls, nullptr);
   absl::Notification done;
   absl::StatusOr<EmbedResult> got;
   auto h = engine->SubmitEmbed(Ids({{1, 2, 3}, {5}}), [&](absl::StatusOr<EmbedResult> r) {
@@ -342,7 +373,7 @@ TEST(PrefillEngineTest, EmbedsPoolsAndAnswersInInputOrder) {
 
 TEST(PrefillEngineTest, NormalizesAndCutsDimensionsOnRequest) {
   std::atomic<int> calls{0};
-  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, nullptr);
+  auto engine = MakeEngine("encoder_embed", &calls, nullptr);
   EmbedParams p = Ids({{3, 4}});
   p.pooling = "cls";
   p.normalize = true;
@@ -363,7 +394,7 @@ TEST(PrefillEngineTest, NormalizesAndCutsDimensionsOnRequest) {
 
 TEST(PrefillEngineTest, TooLongInputIsInvalidUnlessTruncated) {
   std::atomic<int> calls{0};
-  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, nullptr);
+  auto engine = MakeEngine("encoder_embed", &calls, nullptr);
   auto bad = engine->SubmitEmbed(Ids({std::vector<int32_t>(9, 1)}),
                                  [](absl::StatusOr<EmbedResult>) {});
   ASSERT_FALSE(bad.ok());
@@ -387,7 +418,7 @@ TEST(PrefillEngineTest, TooLongInputIsInvalidUnlessTruncated) {
 TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
   std::atomic<int> calls{0};
   Gate gate;
-  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate);
+  auto engine = MakeEngine("encoder_embed", &calls, &gate);
   // The first request occupies the (blocked) replica; the second waits in
   // the queue and is aborted there.
   absl::Notification first_done, second_done;
@@ -413,7 +444,7 @@ TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
 TEST(PrefillEngineTest, QueueOverflowIsResourceExhaustedAtOnce) {
   std::atomic<int> calls{0};
   Gate gate;
-  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate, 1,
+  auto engine = MakeEngine("encoder_embed", &calls, &gate, 1,
                            /*max_queue_requests=*/2);
   absl::Mutex mu;
   int answered = 0;
@@ -438,7 +469,7 @@ TEST(PrefillEngineTest, QueueOverflowIsResourceExhaustedAtOnce) {
 
 TEST(PrefillEngineTest, RejectsTasksOutsideItsWorkflow) {
   std::atomic<int> calls{0};
-  auto engine = MakeEngine(WorkflowKind::kEncoderClassify, &calls, nullptr);
+  auto engine = MakeEngine("encoder_classify", &calls, nullptr);
   // Embedding is not this workflow's task.
   auto embed = engine->SubmitEmbed(Ids({{1}}), [](absl::StatusOr<EmbedResult>) {});
   EXPECT_EQ(embed.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -449,7 +480,7 @@ TEST(PrefillEngineTest, RejectsTasksOutsideItsWorkflow) {
 TEST(PrefillEngineTest, StopAnswersQueuedRequestsUnavailable) {
   std::atomic<int> calls{0};
   Gate gate;
-  auto engine = MakeEngine(WorkflowKind::kEncoderEmbed, &calls, &gate);
+  auto engine = MakeEngine("encoder_embed", &calls, &gate);
   std::vector<absl::Status> answers;
   absl::Mutex mu;
   auto cb = [&](absl::StatusOr<EmbedResult> r) {

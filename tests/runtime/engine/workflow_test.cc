@@ -1,6 +1,8 @@
 #include "runtime/engine/workflow.h"
 
 #include "gtest/gtest.h"
+#include "runtime/common/registry.h"
+#include "runtime/engine/components.h"
 #include "runtime/loader/model_config.h"
 
 namespace inferd {
@@ -45,12 +47,14 @@ TEST(WorkflowTest, ClassificationHeadsPickRerankOrClassifyByLabels) {
   auto rerank = SelectWorkflow(
       Config("XLMRobertaForSequenceClassification", "xlm-roberta", 1), st, {});
   ASSERT_TRUE(rerank.ok());
-  EXPECT_EQ(rerank->kind, WorkflowKind::kCrossEncoderRerank);
+  EXPECT_EQ(rerank->name, "cross_encoder_rerank");
+  EXPECT_EQ(rerank->output_processor, "relevance_scores");
   EXPECT_TRUE(rerank->Supports(Task::kRerank));
   auto classify = SelectWorkflow(
       Config("BertForSequenceClassification", "bert", 3), st, {});
   ASSERT_TRUE(classify.ok());
-  EXPECT_EQ(classify->kind, WorkflowKind::kEncoderClassify);
+  EXPECT_EQ(classify->name, "encoder_classify");
+  EXPECT_EQ(classify->output_processor, "label_scores");
   EXPECT_FALSE(classify->Supports(Task::kRerank));
   ModelOverrides o;
   o.task = "rerank";
@@ -66,7 +70,7 @@ TEST(WorkflowTest, OverridesTaskAndBidirectional) {
   embed.bidirectional = true;
   auto w = SelectWorkflow(Config("MistralForCausalLM", "mistral"), st, embed);
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(w->kind, WorkflowKind::kDecoderEmbed);
+  EXPECT_EQ(w->name, "decoder_embed_bidirectional");
   EXPECT_TRUE(w->bidirectional);
   EXPECT_EQ(w->attention_backend, "bidirectional_prefill");
 
@@ -83,7 +87,8 @@ TEST(WorkflowTest, CausalLmWithSentenceTransformersPoolingEmbeds) {
   st.has_pooling = true;
   auto w = SelectWorkflow(Config("Qwen2ForCausalLM", "qwen2"), st, {});
   ASSERT_TRUE(w.ok());
-  EXPECT_EQ(w->kind, WorkflowKind::kDecoderEmbed);
+  EXPECT_EQ(w->name, "decoder_embed");
+  EXPECT_EQ(w->input_processor, "embed_tokenizer_eos");
 }
 
 TEST(WorkflowTest, UnknownArchitectureListsSupportedOnes) {
@@ -97,6 +102,104 @@ TEST(WorkflowTest, UnknownArchitectureListsSupportedOnes) {
   for (const std::string& arch : WorkflowArchitectures()) {
     EXPECT_NE(msg.find(arch), std::string::npos) << arch;
   }
+}
+
+TEST(WorkflowTest, ConfigIsCausalFalseSelectsTheBidirectionalVariant) {
+  SentenceTransformersConfig st;
+  ModelConfig c = Config("Qwen2Model", "qwen2");
+  c.is_causal = false;
+  auto w = SelectWorkflow(c, st, {});
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->attention_backend, "bidirectional_prefill");
+  // A causal LM asked to generate has no bidirectional variant.
+  ModelConfig lm = Config("LlamaForCausalLM", "llama");
+  lm.is_causal = false;
+  EXPECT_EQ(SelectWorkflow(lm, st, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Encoders are never causal.
+  ModelOverrides causal;
+  causal.bidirectional = false;
+  EXPECT_EQ(SelectWorkflow(Config("BertModel", "bert"), st, causal)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(WorkflowTest, EveryBuiltinRecipeNamesRegisteredComponents) {
+  RegisterBuiltinComponents();
+  const Registry& r = Registry::Global();
+  const std::vector<std::string> workflows = r.Names(registry_kind::kWorkflow);
+  ASSERT_GE(workflows.size(), 6u);
+  for (const std::string& name : workflows) {
+    auto w = r.Get<Workflow>(registry_kind::kWorkflow, name);
+    ASSERT_TRUE(w.ok()) << name;
+    EXPECT_NE(r.Find(registry_kind::kInputProcessor, w->input_processor),
+              nullptr) << name;
+    EXPECT_NE(r.Find(registry_kind::kScheduler, w->scheduler), nullptr) << name;
+    EXPECT_NE(r.Find(registry_kind::kAttentionBackend, w->attention_backend),
+              nullptr) << name;
+    EXPECT_NE(r.Find(registry_kind::kExecutor, w->executor), nullptr) << name;
+    if (w->output_processor == kPoolingOutput) {
+      EXPECT_NE(r.Find(registry_kind::kOutputProcessor,
+                       PoolingComponent(w->default_pooling)),
+                nullptr) << name;
+    } else {
+      EXPECT_NE(r.Find(registry_kind::kOutputProcessor, w->output_processor),
+                nullptr) << name;
+    }
+  }
+  // Every architecture's workflows exist, and so does its model class.
+  for (const std::string& arch : r.Names(registry_kind::kArchitecture)) {
+    auto a = r.Get<ArchitectureSpec>(registry_kind::kArchitecture, arch);
+    ASSERT_TRUE(a.ok()) << arch;
+    EXPECT_NE(r.Find(registry_kind::kWorkflow, a->default_workflow), nullptr)
+        << arch;
+    for (const auto& [task, wf] : a->task_workflows) {
+      EXPECT_NE(r.Find(registry_kind::kWorkflow, wf), nullptr) << arch;
+    }
+    EXPECT_NE(r.Find(registry_kind::kModel,
+                     a->model_class.empty() ? arch : a->model_class),
+              nullptr) << arch;
+  }
+}
+
+TEST(WorkflowTest, ANewArchitectureIsOneRegistration) {
+  RegisterBuiltinComponents();
+  // An architecture served by an existing model class under a new name,
+  // with its own default workflow.
+  ArchitectureSpec spec;
+  spec.config_parser = "bert";
+  spec.model_class = "BertModel";
+  spec.default_workflow = "encoder_embed";
+  spec.task_workflows = {{"embed", "encoder_embed"}};
+  ASSERT_TRUE(Registry::Global()
+                  .Add({registry_kind::kArchitecture, "TestBertAlias",
+                        "test", "workflow_test", spec})
+                  .ok());
+  SentenceTransformersConfig st;
+  ModelConfig c = Config("BertModel", "bert");
+  c.architectures = {"TestBertAlias"};
+  auto w = SelectWorkflow(c, st, {});
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->name, "encoder_embed");
+  EXPECT_EQ(w->model_class, "BertModel");
+  // Registering the same name twice is refused, naming both origins.
+  absl::Status again = Registry::Global().Add(
+      {registry_kind::kArchitecture, "TestBertAlias", "test", "second", spec});
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(again.message().find("workflow_test"), std::string::npos);
+}
+
+TEST(RegistryTest, GetChecksTheValueType) {
+  Registry r;
+  ASSERT_TRUE(r.Add({"thing", "a", "", "", 42}).ok());
+  EXPECT_EQ(*r.Get<int>("thing", "a"), 42);
+  EXPECT_EQ(r.Get<std::string>("thing", "a").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto missing = r.Get<int>("thing", "b");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("registered: a"), std::string::npos);
+  EXPECT_EQ(r.Find("thing", "a")->origin, "builtin");
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ TEST_P(HiddenStatesTest, BatchedHiddenStatesMatchReference) {
   auto runner = Runner(c.model, DType::kF32, c.bidirectional);
   ASSERT_NE(runner, nullptr);
   EXPECT_EQ(runner->attention_backend(),
-            AttentionBackendKind::kBidirectionalPrefill);
+            c.bidirectional || runner->info().is_encoder ? "bidirectional_prefill"
+                                                         : "causal_prefill");
   const auto prompts = TestPrompts(runner->vocab_size());
   BatchPlan plan;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -230,7 +231,7 @@ class CausalLmTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(CausalLmTest, PrefillLogitsAndGreedyTokensMatchReference) {
   auto runner = Runner(GetParam());
   ASSERT_NE(runner, nullptr);
-  EXPECT_EQ(runner->attention_backend(), AttentionBackendKind::kCausalPaged);
+  EXPECT_EQ(runner->attention_backend(), "causal_paged");
   const BlockLayout layout;
   ASSERT_TRUE(
       runner->AllocateKvCache(8 * layout.per_seq, layout.block_size).ok());
@@ -605,8 +606,39 @@ TEST(ModelRunnerTest, RejectsPlansTheModelCannotRun) {
 TEST(ModelRunnerTest, CausalPagedBackendRejectsBidirectionalModels) {
   auto runner =
       MakeRunner(TestModelDir("llama-tiny"), DType::kF32,
-                 /*bidirectional=*/true, AttentionBackendKind::kCausalPaged);
+                 /*bidirectional=*/true, "causal_paged");
   EXPECT_EQ(runner.status().code(), absl::StatusCode::kInvalidArgument);
+  // Encoders are bidirectional: a causal backend is refused.
+  auto encoder = MakeRunner(TestModelDir("bert-embed"), DType::kF32,
+                            /*bidirectional=*/absl::nullopt, "causal_prefill");
+  EXPECT_EQ(encoder.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The backend decides the mask: a decoder embedder run under
+// bidirectional_prefill (as the decoder_embed_bidirectional workflow does)
+// matches the reference's bidirectional pass, and under causal_prefill the
+// causal one.
+TEST(ModelRunnerTest, NamedPrefillBackendsSetTheDecoderMask) {
+  const std::vector<int32_t> ids = RandomIds(11, 5, 2000, 9);
+  for (const char* backend : {"bidirectional_prefill", "causal_prefill"}) {
+    auto runner = MakeRunner(TestModelDir("qwen2-embed"), DType::kF32,
+                             absl::nullopt, backend);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    EXPECT_EQ((*runner)->attention_backend(), backend);
+    BatchPlan plan;
+    SequencePlan sp;
+    sp.token_ids = ids;
+    sp.output = StepOutput::kHiddenStates;
+    plan.seqs.push_back(sp);
+    auto result = (*runner)->Execute(plan);
+    ASSERT_TRUE(result.ok()) << result.status();
+    const bool bidi = std::string(backend) == "bidirectional_prefill";
+    auto ref = RunReference(TestModelDir("qwen2-embed"), ids,
+                            bidi ? "--bidirectional" : "");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ExpectClose(result->seqs[0].values, (*ref)["hidden_states"],
+                (*runner)->hidden_size(), kF32Tol, backend);
+  }
 }
 
 TEST(ModelRunnerTest, UnknownArchitectureIsNotFound) {
@@ -624,9 +656,12 @@ TEST(ModelRunnerTest, ParsesComputeDTypes) {
   EXPECT_EQ(*ParseComputeDType("bfloat16"), DType::kBF16);
   EXPECT_EQ(*ParseComputeDType("float32"), DType::kF32);
   EXPECT_FALSE(ParseComputeDType("float16").ok());
-  EXPECT_EQ(*ParseAttentionBackend("causal_paged"),
-            AttentionBackendKind::kCausalPaged);
-  EXPECT_FALSE(ParseAttentionBackend("flash").ok());
+  auto paged = FindAttentionBackend("causal_paged");
+  ASSERT_TRUE(paged.ok());
+  EXPECT_TRUE(paged->uses_kv_cache);
+  EXPECT_EQ(paged->mask, AttentionMask::kCausal);
+  EXPECT_EQ(FindAttentionBackend("flash").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -101,8 +101,8 @@ ErrorStats Compare(const std::vector<float>& actual,
 }
 
 absl::StatusOr<std::unique_ptr<ModelRunnerBase>> MakeRunner(
-    const std::string& model_dir, DType dtype, bool bidirectional,
-    AttentionBackendKind attention) {
+    const std::string& model_dir, DType dtype,
+    absl::optional<bool> bidirectional, const std::string& attention) {
   ModelRunnerOptions options;
   options.model_dir = model_dir;
   options.dtype = dtype;

@@ -42,8 +42,8 @@ ErrorStats Compare(const std::vector<float>& actual,
 // A runner for a tiny model.
 absl::StatusOr<std::unique_ptr<ModelRunnerBase>> MakeRunner(
     const std::string& model_dir, DType dtype = DType::kF32,
-    bool bidirectional = false,
-    AttentionBackendKind attention = AttentionBackendKind::kAuto);
+    absl::optional<bool> bidirectional = false,
+    const std::string& attention = "auto");
 
 // Hands out KV blocks to sequences of a test: sequence slot i owns blocks
 // [i * per_seq, (i + 1) * per_seq).

@@ -1,0 +1,277 @@
+// inferd's built-in registry entries: input processors, schedulers, output
+// processors, executors, workflow recipes and architectures. Adding a model
+// family is one model file in runtime/model plus its model-class
+// registration (model_registry.cc) and its architecture entry here.
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/common/registry.h"
+#include "runtime/engine/components.h"
+#include "runtime/engine/executors.h"
+#include "runtime/engine/input_processor.h"
+#include "runtime/engine/output_processor.h"
+#include "runtime/engine/prefill_scheduler.h"
+#include "runtime/engine/workflow.h"
+#include "runtime/gen/sampler.h"
+#include "runtime/gen/scheduler.h"
+#include "runtime/model/attention_backend.h"
+#include "runtime/model/model_registry.h"
+
+namespace inferd {
+namespace {
+
+void Add(const char* kind, const std::string& name,
+         const std::string& description, std::any value) {
+  absl::Status s = Registry::Global().Add(
+      {kind, name, description, "builtin", std::move(value)});
+  (void)s;  // call_once: built-ins are registered once
+}
+
+void AddInput(const char* name, unsigned tasks, bool append_eos,
+              const char* description) {
+  Add(registry_kind::kInputProcessor, name, description,
+      InputProcessorFactory(
+          [name = std::string(name), tasks, append_eos](
+              const InputProcessorContext& ctx)
+              -> absl::StatusOr<std::unique_ptr<InputProcessor>> {
+            InputProcessorOptions o = ctx.options;
+            if (append_eos && !ctx.eos_token_ids.empty()) {
+              o.append_eos = ctx.eos_token_ids[0];
+            }
+            return std::unique_ptr<InputProcessor>(
+                new TokenizingInputProcessor(name, tasks, ctx.tokenizer, o));
+          }));
+}
+
+void AddPooling(Pooling pooling, const char* mode, const char* description) {
+  Add(registry_kind::kOutputProcessor, PoolingComponent(mode), description,
+      OutputProcessorFactory([pooling](const OutputProcessorContext&)
+                                 -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
+        return CreatePoolingProcessor(pooling);
+      }));
+}
+
+void AddWorkflow(Workflow w) {
+  const std::string name = w.name;
+  const std::string description = w.description;
+  Add(registry_kind::kWorkflow, name, description, std::move(w));
+}
+
+Workflow Recipe(const char* name, const char* description,
+                std::vector<Task> tasks, const char* input,
+                const char* scheduler, const char* attention,
+                const char* output, const char* executor) {
+  Workflow w;
+  w.name = name;
+  w.description = description;
+  w.tasks = std::move(tasks);
+  w.input_processor = input;
+  w.scheduler = scheduler;
+  w.attention_backend = attention;
+  w.output_processor = output;
+  w.executor = executor;
+  return w;
+}
+
+void AddArchitecture(const char* architecture, const char* config_parser,
+                     const char* description, ArchitectureSpec spec) {
+  spec.config_parser = config_parser;
+  Add(registry_kind::kArchitecture, architecture, description,
+      std::move(spec));
+}
+
+// The architecture kinds inferd serves.
+ArchitectureSpec Encoder() {
+  ArchitectureSpec a;
+  a.default_workflow = "encoder_embed";
+  a.task_workflows = {{"embed", "encoder_embed"}};
+  return a;
+}
+
+ArchitectureSpec EncoderWithHead() {
+  ArchitectureSpec a;
+  a.default_workflow = "encoder_classify";
+  a.task_workflows = {{"embed", "encoder_embed"},
+                      {"classify", "encoder_classify"},
+                      {"rerank", "cross_encoder_rerank"}};
+  // A 1-logit head is a cross-encoder (reranks and classifies); more
+  // labels classify.
+  a.choose_default = [](const ModelConfig& c, const SentenceTransformersConfig&) {
+    return std::string(c.num_labels == 1 ? "cross_encoder_rerank"
+                                         : "encoder_classify");
+  };
+  a.check = [](const std::string& workflow, const ModelConfig& c) {
+    if (workflow == "cross_encoder_rerank" && c.num_labels != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "architecture ", c.architectures[0],
+          ": task=rerank needs a 1-label cross-encoder; this head has ",
+          c.num_labels, " labels (use task=classify)"));
+    }
+    return absl::OkStatus();
+  };
+  return a;
+}
+
+ArchitectureSpec CausalLm() {
+  ArchitectureSpec a;
+  a.default_workflow = "causal_generate";
+  a.task_workflows = {{"generate", "causal_generate"},
+                      {"embed", "decoder_embed"}};
+  // A causal LM that ships sentence-transformers pooling is an embedder
+  // (gte-Qwen2 style) unless told otherwise.
+  a.choose_default = [](const ModelConfig&,
+                        const SentenceTransformersConfig& st) {
+    return std::string(st.present && st.has_pooling ? "decoder_embed" : "");
+  };
+  return a;
+}
+
+ArchitectureSpec DecoderBase() {
+  ArchitectureSpec a;
+  a.default_workflow = "decoder_embed";
+  a.task_workflows = {{"embed", "decoder_embed"}};
+  return a;
+}
+
+void RegisterAll() {
+  RegisterBuiltinModels();
+  RegisterBuiltinAttentionBackends();
+  using TIP = TokenizingInputProcessor;
+
+  // Input processors.
+  AddInput("embed_tokenizer", TIP::kEmbed, false,
+           "texts (with the model's prompt prefixes) -> ids with special "
+           "tokens; truncation or a clear error past the model's limit");
+  AddInput("embed_tokenizer_eos", TIP::kEmbed, true,
+           "embed_tokenizer that ends every input with EOS (decoder "
+           "embedders)");
+  AddInput("classify_tokenizer", TIP::kClassify, false,
+           "texts or text pairs -> ids for a classification head");
+  AddInput("pair_tokenizer", TIP::kRerank | TIP::kClassify, false,
+           "(query, document) pairs -> ids for a cross-encoder; truncates "
+           "the document only");
+  AddInput("prompt_tokenizer", TIP::kPrompt, false,
+           "prompt text -> ids (or ids as given) for generation");
+
+  // Schedulers.
+  Add(registry_kind::kScheduler, "prefill_only",
+      "first come, first served batches of whole sequences up to a token "
+      "budget; no KV cache, no preemption",
+      PrefillSchedulerFactory([](const PrefillSchedulerOptions& o) {
+        return std::unique_ptr<PrefillScheduler>(new PrefillOnlyScheduler(o));
+      }));
+  Add(registry_kind::kScheduler, "continuous_batching",
+      "continuous batching over a paged KV cache with chunked prefill, "
+      "prefix caching and preemption by recompute",
+      BatchingSchedulerFactory([](const SchedulerConfig& c) {
+        return std::make_unique<ContinuousBatchingScheduler>(c);
+      }));
+
+  // Output processors.
+  AddPooling(Pooling::kCls, "cls", "first token's hidden state");
+  AddPooling(Pooling::kMean, "mean",
+             "mean of the input's hidden states (prompt tokens excluded when "
+             "the model says so)");
+  AddPooling(Pooling::kLast, "last", "last token's hidden state");
+  Add(registry_kind::kOutputProcessor, "label_scores",
+      "classifier logits -> softmax (single-label) or sigmoid (multi-label) "
+      "scores per label",
+      OutputProcessorFactory([](const OutputProcessorContext& c)
+                                 -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
+        return CreateScoresProcessor("label_scores", c.scores);
+      }));
+  Add(registry_kind::kOutputProcessor, "relevance_scores",
+      "cross-encoder logit -> sigmoid relevance",
+      OutputProcessorFactory([](const OutputProcessorContext&)
+                                 -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
+        return CreateScoresProcessor("relevance_scores",
+                                     ScoreFunction::kSigmoid);
+      }));
+  Add(registry_kind::kOutputProcessor, "sample_detokenize",
+      "logits -> penalties, temperature, top-k/p, min-p sampling; then "
+      "incremental detokenization and stop checks",
+      SamplerFactory([](int32_t vocab) {
+        return std::make_unique<Sampler>(vocab);
+      }));
+
+  // Executors.
+  Add(registry_kind::kExecutor, "prefill_loop",
+      "replica loops (one model runner each) pulling batches from a prefill "
+      "scheduler",
+      ExecutorFactory(&BuildPrefillLoop));
+  Add(registry_kind::kExecutor, "continuous_batching_loop",
+      "one engine loop: schedule, run, sample, detokenize, stream",
+      ExecutorFactory(&BuildContinuousBatchingLoop));
+
+  // Workflows.
+  AddWorkflow(Recipe("causal_generate", "decoder LM generation",
+                     {Task::kGenerate}, "prompt_tokenizer",
+                     "continuous_batching", "causal_paged",
+                     "sample_detokenize", "continuous_batching_loop"));
+  {
+    Workflow w = Recipe("encoder_embed", "encoder -> pooling -> embedding",
+                        {Task::kEmbed}, "embed_tokenizer", "prefill_only",
+                        "bidirectional_prefill", kPoolingOutput,
+                        "prefill_loop");
+    w.default_pooling = "cls";
+    AddWorkflow(std::move(w));
+  }
+  {
+    Workflow w = Recipe("decoder_embed",
+                        "causal decoder -> pooling (last token) -> embedding",
+                        {Task::kEmbed}, "embed_tokenizer_eos", "prefill_only",
+                        "causal_prefill", kPoolingOutput, "prefill_loop");
+    w.default_pooling = "last";
+    w.bidirectional_variant = "decoder_embed_bidirectional";
+    AddWorkflow(std::move(w));
+  }
+  {
+    Workflow w = Recipe("decoder_embed_bidirectional",
+                        "decoder without its causal mask (LLM2Vec style) -> "
+                        "pooling -> embedding",
+                        {Task::kEmbed}, "embed_tokenizer_eos", "prefill_only",
+                        "bidirectional_prefill", kPoolingOutput,
+                        "prefill_loop");
+    w.default_pooling = "last";
+    AddWorkflow(std::move(w));
+  }
+  AddWorkflow(Recipe("encoder_classify",
+                     "encoder + classification head -> label scores",
+                     {Task::kClassify}, "classify_tokenizer", "prefill_only",
+                     "bidirectional_prefill", "label_scores", "prefill_loop"));
+  AddWorkflow(Recipe("cross_encoder_rerank",
+                     "encoder + 1-logit head over (query, document) pairs -> "
+                     "relevance",
+                     {Task::kRerank, Task::kClassify}, "pair_tokenizer",
+                     "prefill_only", "bidirectional_prefill",
+                     "relevance_scores", "prefill_loop"));
+
+  // Architectures.
+  AddArchitecture("BertModel", "bert", "BERT encoder", Encoder());
+  AddArchitecture("XLMRobertaModel", "xlm-roberta", "XLM-RoBERTa encoder",
+                  Encoder());
+  AddArchitecture("BertForSequenceClassification", "bert",
+                  "BERT classifier or cross-encoder", EncoderWithHead());
+  AddArchitecture("XLMRobertaForSequenceClassification", "xlm-roberta",
+                  "XLM-RoBERTa classifier or cross-encoder",
+                  EncoderWithHead());
+  AddArchitecture("LlamaForCausalLM", "llama", "Llama causal LM", CausalLm());
+  AddArchitecture("MistralForCausalLM", "mistral", "Mistral causal LM",
+                  CausalLm());
+  AddArchitecture("Qwen2ForCausalLM", "qwen2", "Qwen2 causal LM", CausalLm());
+  AddArchitecture("LlamaModel", "llama", "Llama decoder embedder",
+                  DecoderBase());
+  AddArchitecture("MistralModel", "mistral", "Mistral decoder embedder",
+                  DecoderBase());
+  AddArchitecture("Qwen2Model", "qwen2", "Qwen2 decoder embedder",
+                  DecoderBase());
+}
+
+}  // namespace
+
+void RegisterBuiltinComponents() {
+  static std::once_flag once;
+  std::call_once(once, RegisterAll);
+}
+
+}  // namespace inferd

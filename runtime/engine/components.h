@@ -1,0 +1,192 @@
+// The component interfaces a workflow is assembled from, and the registry
+// value types (runtime/common/registry.h) under which implementations are
+// registered by name:
+//
+//   kind              value type                     built-ins
+//   input_processor   InputProcessorFactory          embed_tokenizer,
+//                                                    embed_tokenizer_eos,
+//                                                    classify_tokenizer,
+//                                                    pair_tokenizer,
+//                                                    prompt_tokenizer
+//   scheduler         PrefillSchedulerFactory        prefill_only
+//                     BatchingSchedulerFactory       continuous_batching
+//   attention_backend AttentionBackendRegistration   (runtime/model)
+//   output_processor  OutputProcessorFactory         pooling_cls, pooling_mean,
+//                                                    pooling_last,
+//                                                    label_scores,
+//                                                    relevance_scores
+//                     SamplerFactory                 sample_detokenize
+//   executor          ExecutorFactory                prefill_loop,
+//                                                    continuous_batching_loop
+//
+// An executor is the engine loop: it reads the model's resolved workflow,
+// builds each component from the registry by name and runs them. Plug-ins
+// register more implementations (runtime/engine/plugin_api.h). Every
+// interface here is header-only, so a plug-in needs no inferd symbols to
+// implement one.
+#ifndef INFERD_RUNTIME_ENGINE_COMPONENTS_H_
+#define INFERD_RUNTIME_ENGINE_COMPONENTS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "runtime/engine/prefill_scheduler.h"
+#include "runtime/engine/requests.h"
+#include "runtime/model/batch_plan.h"
+
+namespace inferd {
+
+class ContinuousBatchingScheduler;
+struct SchedulerConfig;
+class Sampler;
+class Engine;
+class ServedModel;
+class Tokenizer;
+class WeightStore;
+struct Workflow;
+
+// ------------------------------------------------------------ input
+
+struct InputProcessorOptions {
+  int64_t max_input_tokens = 512;
+  // Decoder embedders: make every input end with this id (EOS), as
+  // gte-Qwen2 / e5-mistral style models are trained.
+  std::optional<int32_t> append_eos;
+  bool include_prompt_in_pooling = true;
+  std::map<std::string, std::string> prompts;  // name -> prefix
+  std::string default_prompt_name;
+};
+
+// Request text -> token ids. One instance per engine, called from any
+// thread: implementations must be thread-safe (const and stateless).
+class InputProcessor {
+ public:
+  virtual ~InputProcessor() = default;
+  virtual absl::string_view name() const = 0;
+
+  // Each task a processor does not take is FAILED_PRECONDITION.
+  virtual absl::StatusOr<std::vector<PrefillSequence>> ProcessEmbed(
+      const EmbedParams& params) const {
+    (void)params;
+    return Refuse("embed");
+  }
+  virtual absl::StatusOr<std::vector<PrefillSequence>> ProcessClassify(
+      const ClassifyParams& params) const {
+    (void)params;
+    return Refuse("classify");
+  }
+  virtual absl::StatusOr<std::vector<PrefillSequence>> ProcessRerank(
+      const RerankParams& params) const {
+    (void)params;
+    return Refuse("rerank");
+  }
+  // Generation: the prompt's ids (checked against the vocabulary by the
+  // executor).
+  virtual absl::StatusOr<std::vector<int32_t>> ProcessPrompt(
+      const GenerateParams& params) const {
+    (void)params;
+    return Refuse("generate");
+  }
+
+ protected:
+  absl::Status Refuse(absl::string_view task) const {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "input processor ", name(), " does not prepare ", task, " requests"));
+  }
+};
+
+struct InputProcessorContext {
+  const Tokenizer* tokenizer = nullptr;  // the model's; null in some tests
+  InputProcessorOptions options;
+  // The model's EOS ids (config.json, then the tokenizer config's).
+  std::vector<int32_t> eos_token_ids;
+};
+
+using InputProcessorFactory =
+    std::function<absl::StatusOr<std::unique_ptr<InputProcessor>>(
+        const InputProcessorContext& context)>;
+
+// ------------------------------------------------------------ output
+
+// What the output processor needs about one sequence besides its step
+// result.
+struct OutputRequest {
+  // First row that takes part in pooling (prompt rows excluded).
+  int32_t pool_start = 0;
+  // Classification heads: logits as they are, no softmax/sigmoid.
+  bool raw_scores = false;
+};
+
+// Step results of prefill workflows -> per-sequence vectors: a pooled
+// embedding (before Dense modules, Matryoshka cut and normalization, which
+// the executor applies), label scores or a relevance score. Thread-safe
+// (const and stateless): replica loops call it concurrently.
+class OutputProcessor {
+ public:
+  virtual ~OutputProcessor() = default;
+  virtual absl::string_view name() const = 0;
+  // What the model runner must return for each sequence.
+  virtual StepOutput step_output() const = 0;
+  virtual absl::StatusOr<std::vector<float>> Process(
+      const SequenceResult& result, const OutputRequest& request) const = 0;
+};
+
+enum class ScoreFunction { kSoftmax, kSigmoid, kRaw };
+
+struct OutputProcessorContext {
+  // Classifiers: how the model's logits become scores (single-label
+  // softmax, multi-label or 1-label sigmoid).
+  ScoreFunction scores = ScoreFunction::kSoftmax;
+};
+
+using OutputProcessorFactory =
+    std::function<absl::StatusOr<std::unique_ptr<OutputProcessor>>(
+        const OutputProcessorContext& context)>;
+
+// Generation's output processor: samples each step's logits (the engine
+// then detokenizes incrementally and checks stops).
+using SamplerFactory =
+    std::function<std::unique_ptr<Sampler>(int32_t vocab_size)>;
+
+// Pooling output processors are registered as "pooling_<mode>" (cls, mean,
+// last; max from examples/plugin).
+inline std::string PoolingComponent(absl::string_view pooling) {
+  return absl::StrCat("pooling_", pooling);
+}
+
+// ------------------------------------------------------------ schedulers
+
+using PrefillSchedulerFactory = std::function<std::unique_ptr<PrefillScheduler>(
+    const PrefillSchedulerOptions& options)>;
+using BatchingSchedulerFactory =
+    std::function<std::unique_ptr<ContinuousBatchingScheduler>(
+        const SchedulerConfig& config)>;
+
+// ------------------------------------------------------------ executors
+
+struct EngineBuildContext {
+  const ServedModel* model = nullptr;
+  // The model's opened weights (shared by every replica's runner).
+  std::shared_ptr<const WeightStore> weights;
+};
+
+using ExecutorFactory = std::function<absl::StatusOr<std::unique_ptr<Engine>>(
+    const EngineBuildContext& context)>;
+
+// Registers inferd's built-in components, workflows and architectures
+// (idempotent). Lookups through SelectWorkflow / CreateEngine call it; main
+// calls it before loading plug-ins.
+void RegisterBuiltinComponents();
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_COMPONENTS_H_
