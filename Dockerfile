@@ -18,10 +18,12 @@ RUN bash scripts/install-deps.sh \
 COPY . .
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DINFERD_BUILD_TESTS=OFF -DINFERD_BUILD_BENCH=OFF \
-    && cmake --build build --target inferd \
+    && cmake --build build --target inferd inferd_max_pooling \
     && bin="$(find build -type f -name inferd -perm -u+x | head -n 1)" \
     && test -n "$bin" \
-    && install -D -m 0755 "$bin" /out/inferd
+    && install -D -m 0755 "$bin" /out/inferd \
+    && install -D -m 0644 build/examples/plugin/libinferd_max_pooling.so \
+        /out/plugins/libinferd_max_pooling.so
 
 FROM debian:bookworm-slim AS runtime
 # Runtime libraries only; their dependencies (libgrpc29, libssl3, libre2-9,
@@ -44,6 +46,8 @@ RUN groupadd --system --gid 10001 inferd \
         --home-dir /nonexistent --shell /usr/sbin/nologin inferd \
     && mkdir -p /models
 COPY --from=build /out/inferd /usr/local/bin/inferd
+# The example plug-in (max pooling): server.plugins in the helm chart.
+COPY --from=build /out/plugins/ /usr/local/lib/inferd/plugins/
 # Model directories are mounted here (read-only is enough).
 VOLUME ["/models"]
 # gRPC (API + grpc.health.v1) and Prometheus /metrics.

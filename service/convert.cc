@@ -71,6 +71,7 @@ absl::StatusOr<EmbedParams> ToEmbedParams(const v1::EmbedRequest& req,
     case v1::POOLING_CLS: p.pooling = "cls"; break;
     case v1::POOLING_MEAN: p.pooling = "mean"; break;
     case v1::POOLING_LAST: p.pooling = "last"; break;
+    case v1::POOLING_MAX: p.pooling = "max"; break;
     default: break;
   }
   if (!req.prompt_name().empty() && !req.prompt().empty()) {
@@ -325,6 +326,9 @@ void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
   out->set_vocab_size(static_cast<uint32_t>(info.vocab_size));
   out->set_dtype(info.dtype);
   out->set_pooling(info.pooling);
+  for (const auto& [kind, name] : info.components) {
+    (*out->mutable_components())[kind] = name;
+  }
   switch (info.state) {
     case ModelState::kLoading: out->set_state(v1::MODEL_STATE_LOADING); break;
     case ModelState::kReady: out->set_state(v1::MODEL_STATE_READY); break;

@@ -240,6 +240,12 @@ const FlagDoc kFlags[] = {
      "Let several processes listen on the same --listen / --health-listen "
      "port (SO_REUSEPORT; the kernel spreads connections over them). Off: "
      "an address in use is a startup error."},
+    {"plugin", "PATH.so", "",
+     "Load an inferd plug-in (architectures, workflows or components; "
+     "docs/plugins.md) before the models. Repeatable."},
+    {"list-components", "", "",
+     "Print every registered architecture, workflow and component (after "
+     "--plugin) and exit."},
     {"help", "", "", "Print this help and exit."},
     {"version", "", "", "Print the version and exit."},
 };
@@ -252,7 +258,8 @@ bool IsKnownFlag(absl::string_view name) {
 }
 
 bool IsBoolFlag(absl::string_view name) {
-  return name == "help" || name == "version" || name == "reuse-port";
+  return name == "help" || name == "version" || name == "reuse-port" ||
+         name == "list-components";
 }
 
 }  // namespace
@@ -305,6 +312,7 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
       if (name == "help") o.help = b;
       if (name == "version") o.version = b;
       if (name == "reuse-port") o.reuse_port = b;
+      if (name == "list-components") o.list_components = b;
       continue;
     }
     if (!has_value) {
@@ -334,6 +342,9 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
       o.health_listen = value;
     } else if (name == "model") {
       model_values.push_back(value);
+    } else if (name == "plugin") {
+      if (value.empty()) return Bad(name, value, "expected the path of a .so");
+      o.plugins.push_back(value);
     } else if (name == "max-inputs-per-request") {
       ASSIGN_OR_RETURN(o.max_inputs_per_request,
                        ParseInt(name, value, 1, 1 << 20));
@@ -372,7 +383,7 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
       o.api_key_file = value;
     }
   }
-  if (o.help || o.version) return o;
+  if (o.help || o.version || o.list_components) return o;
 
   // Models are parsed last so they inherit every engine flag, wherever the
   // flag appears on the command line.

@@ -32,13 +32,17 @@ struct ServerOptions {
   // SO_REUSEPORT on the gRPC listeners (gRPC turns it on by default on
   // Linux, which lets a second server start silently on a port in use).
   bool reuse_port = false;
+  // Shared libraries to load before the models (--plugin, in order).
+  std::vector<std::string> plugins;
+  bool list_components = false;
   bool help = false;
   bool version = false;
 };
 
 // Parses argv (argv[0] is skipped). Accepts `--flag value` and
 // `--flag=value`. Errors are INVALID_ARGUMENT with one line saying what to
-// fix. `--help` sets options.help and skips the checks that need models.
+// fix. `--help`, `--version` and `--list-components` skip the checks that
+// need models.
 absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv);
 
 // The --help text: every flag with its default and meaning.

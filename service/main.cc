@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "runtime/engine/plugin.h"
 #include "service/flags.h"
 #include "service/logging.h"
 #include "service/server.h"
@@ -21,6 +22,16 @@ int main(int argc, char** argv) {
   }
   if (options->version) {
     std::cout << "inferd 0.1.0\n";
+    return 0;
+  }
+  if (options->list_components) {
+    absl::Status plugins = inferd::LoadPlugins(options->plugins);
+    if (!plugins.ok()) {
+      std::fprintf(stderr, "inferd: %s\n",
+                   std::string(plugins.message()).c_str());
+      return 2;
+    }
+    std::cout << inferd::ListComponents();
     return 0;
   }
   auto log = inferd::InitLogging(options->log_format == "json"

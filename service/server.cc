@@ -8,6 +8,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/engine/plugin.h"
 #include "service/logging.h"
 
 namespace inferd {
@@ -51,12 +53,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options) {
   std::unique_ptr<Server> s(new Server());
   s->options_ = options;
+  // Plug-ins first: a model may need what they register.
+  RETURN_IF_ERROR(LoadPlugins(options.plugins));
+  for (const std::string& p : options.plugins) LOG_INFO("loaded plug-in {}", p);
   auto models = ModelManager::Create(options.models);
   if (!models.ok()) return models.status();
   s->models_ = std::move(models).value();
   for (const auto& m : s->models_->models()) {
-    LOG_INFO("model '{}': {} from {} -> workflow {}", m->name(),
-             m->config().architectures[0], m->spec().path, m->workflow().name);
+    const Workflow& w = m->workflow();
+    LOG_INFO("model '{}': {} from {} -> workflow {} (input {}, scheduler {}, "
+             "attention {}, output {}, executor {})",
+             m->name(), m->config().architectures[0], m->spec().path, w.name,
+             w.input_processor, w.scheduler, w.attention_backend,
+             m->output_processor(), w.executor);
   }
 
   auto creds = MakeCredentials(options);

@@ -496,6 +496,10 @@ MODELS = {
     "bert-mean": dict(kind="encoder", family="bert", arch="BertModel", tok="bert",
                       shape=TINY_ENC, pooling="mean", normalize=False,
                       position_ids_buffer=True),
+    # Max pooling: served only with the example plug-in (examples/plugin).
+    "bert-maxpool": dict(kind="encoder", family="bert", arch="BertModel",
+                         tok="bert", shape=TINY_ENC, pooling="max",
+                         normalize=True),
     "xlmr-embed": dict(kind="encoder", family="xlmr", arch="XLMRobertaModel",
                        tok="xlmr", shape=TINY_ENC, pooling="cls", normalize=True),
     "bert-classifier": dict(
@@ -570,7 +574,7 @@ def write_st_files(out_dir, spec, hidden):
     pooling = {"word_embedding_dimension": hidden,
                "pooling_mode_cls_token": mode == "cls",
                "pooling_mode_mean_tokens": mode == "mean",
-               "pooling_mode_max_tokens": False,
+               "pooling_mode_max_tokens": mode == "max",
                "pooling_mode_mean_sqrt_len_tokens": False,
                "pooling_mode_weightedmean_tokens": False,
                "pooling_mode_lasttoken": mode == "lasttoken",

@@ -30,6 +30,8 @@ namespace inferd {
 // The kinds inferd itself uses.
 namespace registry_kind {
 inline constexpr char kArchitecture[] = "architecture";
+// model_type -> the built-in model_type whose config parser reads it.
+inline constexpr char kConfigParser[] = "config_parser";
 inline constexpr char kModel[] = "model";
 inline constexpr char kWorkflow[] = "workflow";
 inline constexpr char kInputProcessor[] = "input_processor";

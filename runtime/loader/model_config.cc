@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/loader/json_util.h"
 
@@ -249,6 +250,20 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
       if (c.model_type.empty()) c.model_type = std::string(fam.model_type);
       found = true;
       break;
+    }
+  }
+  if (!found && !c.model_type.empty()) {
+    // A plug-in may let another model_type parse like a built-in one.
+    auto based_on = Registry::Global().Get<std::string>(
+        registry_kind::kConfigParser, c.model_type);
+    if (based_on.ok()) {
+      for (const FamilyName& fam : kFamilies) {
+        if (*based_on == fam.model_type) {
+          c.family = fam.family;
+          found = true;
+          break;
+        }
+      }
     }
   }
   if (!found) {

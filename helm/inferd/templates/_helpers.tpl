@@ -123,6 +123,10 @@ tcpSocket:
 {{- $s := .Values.server }}
 - --listen
 - {{ printf "0.0.0.0:%d" (int $s.grpcPort) | quote }}
+{{- range $s.plugins }}
+- --plugin
+- {{ . | quote }}
+{{- end }}
 {{- range $s.models }}
 - --model
 - {{ printf "%s=%s" .name .path | quote }}

@@ -5,6 +5,7 @@ cat <<'HELP'
 Usage: inferd [flags]
   --listen HOST:PORT
   --model NAME=PATH
+  --plugin PATH.so
   --metrics-listen HOST:PORT
   --threads N
   --replicas-per-model N

@@ -1,0 +1,207 @@
+#include "runtime/engine/plugin.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/common/registry.h"
+#include "runtime/engine/plugin_api.h"
+
+namespace inferd {
+namespace {
+
+constexpr const char* kBuiltinConfigParsers[] = {"bert", "xlm-roberta",
+                                                 "roberta", "llama",
+                                                 "mistral", "qwen2"};
+
+// Registers into the global registry with the plug-in's path as origin.
+class Registrar : public PluginRegistrar {
+ public:
+  explicit Registrar(std::string origin) : origin_(std::move(origin)) {}
+
+  absl::Status AddInputProcessor(const std::string& name,
+                                 const std::string& description,
+                                 InputProcessorFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kInputProcessor, name, description,
+               std::move(factory));
+  }
+  absl::Status AddOutputProcessor(const std::string& name,
+                                  const std::string& description,
+                                  OutputProcessorFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kOutputProcessor, name, description,
+               std::move(factory));
+  }
+  absl::Status AddPrefillScheduler(const std::string& name,
+                                   const std::string& description,
+                                   PrefillSchedulerFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kScheduler, name, description,
+               std::move(factory));
+  }
+  absl::Status AddAttentionBackend(
+      const std::string& name, const std::string& description,
+      AttentionBackendRegistration backend) override {
+    if (!backend.create) return Empty(name);
+    return Add(registry_kind::kAttentionBackend, name, description,
+               std::move(backend));
+  }
+  absl::Status AddExecutor(const std::string& name,
+                           const std::string& description,
+                           ExecutorFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kExecutor, name, description,
+               std::move(factory));
+  }
+  absl::Status AddModelClass(const std::string& name,
+                             const std::string& description,
+                             ModelFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kModel, name, description, std::move(factory));
+  }
+  absl::Status AddWorkflow(Workflow workflow) override {
+    if (workflow.tasks.empty() || workflow.input_processor.empty() ||
+        workflow.scheduler.empty() || workflow.attention_backend.empty() ||
+        workflow.output_processor.empty() || workflow.executor.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "workflow '", workflow.name,
+          "' needs tasks and every component name (input_processor, "
+          "scheduler, attention_backend, output_processor, executor)"));
+    }
+    const std::string name = workflow.name;
+    const std::string description = workflow.description;
+    return Add(registry_kind::kWorkflow, name, description,
+               std::move(workflow));
+  }
+  absl::Status AddArchitecture(const std::string& architecture,
+                               const std::string& description,
+                               ArchitectureSpec spec) override {
+    if (spec.default_workflow.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "architecture '", architecture, "' needs a default_workflow"));
+    }
+    return Add(registry_kind::kArchitecture, architecture, description,
+               std::move(spec));
+  }
+  absl::Status AddConfigParser(const std::string& model_type,
+                               const std::string& based_on) override {
+    const auto* end = std::end(kBuiltinConfigParsers);
+    if (std::find(std::begin(kBuiltinConfigParsers), end, based_on) == end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "config parser for '", model_type, "': based_on '", based_on,
+          "' is not a built-in model_type (",
+          absl::StrJoin(std::begin(kBuiltinConfigParsers), end, ", "), ")"));
+    }
+    return Add(registry_kind::kConfigParser, model_type,
+               absl::StrCat("config.json parsed like model_type ", based_on),
+               based_on);
+  }
+
+ private:
+  absl::Status Empty(const std::string& name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", name, "' was registered without a factory"));
+  }
+  absl::Status Add(const char* kind, const std::string& name,
+                   const std::string& description, std::any value) {
+    return Registry::Global().Add(
+        {kind, name, description, origin_, std::move(value)});
+  }
+
+  const std::string origin_;
+};
+
+absl::Status Refuse(const std::string& path, absl::string_view why) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("--plugin ", path, ": ", why));
+}
+
+}  // namespace
+
+absl::Status LoadPlugin(const std::string& path) {
+  RegisterBuiltinComponents();
+  // The same file loaded twice (e.g. two servers in one process) registers
+  // once.
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* loaded = new std::set<std::string>();
+  char resolved[PATH_MAX];
+  const std::string key =
+      realpath(path.c_str(), resolved) != nullptr ? resolved : path;
+  absl::MutexLock lock(&mu);
+  if (loaded->count(key) > 0) return absl::OkStatus();
+  // RTLD_LOCAL: plug-ins do not see each other's symbols; RTLD_NOW: a
+  // missing symbol fails here, not at the first call.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return Refuse(path, absl::StrCat("cannot load it (",
+                                     err != nullptr ? err : "unknown error",
+                                     "); give the path of a built .so"));
+  }
+  using VersionFn = int (*)();
+  using RegisterFn = void (*)(PluginRegistrar*, absl::Status*);
+  auto version =
+      reinterpret_cast<VersionFn>(dlsym(handle, "inferd_plugin_api_version"));
+  auto register_fn =
+      reinterpret_cast<RegisterFn>(dlsym(handle, "inferd_plugin_register"));
+  if (version == nullptr || register_fn == nullptr) {
+    return Refuse(path,
+                  "not an inferd plug-in (it exports no "
+                  "inferd_plugin_api_version / inferd_plugin_register; "
+                  "define them with INFERD_PLUGIN from "
+                  "runtime/engine/plugin_api.h)");
+  }
+  const int got = version();
+  if (got != INFERD_PLUGIN_API_VERSION) {
+    return Refuse(path, absl::StrCat(
+                            "built against plug-in API version ", got,
+                            "; this inferd provides version ",
+                            INFERD_PLUGIN_API_VERSION,
+                            ". Rebuild the plug-in against this inferd's "
+                            "runtime/engine/plugin_api.h"));
+  }
+  Registrar registrar(path);
+  absl::Status status;
+  register_fn(&registrar, &status);
+  if (!status.ok()) {
+    return Refuse(path, absl::StrCat("its registration failed: ",
+                                     status.message()));
+  }
+  // Never dlclose: its factories are registered for the process's life.
+  loaded->insert(key);
+  return absl::OkStatus();
+}
+
+absl::Status LoadPlugins(const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) {
+    absl::Status s = LoadPlugin(p);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::string ListComponents() {
+  RegisterBuiltinComponents();
+  std::string out;
+  std::string kind;
+  for (const Registry::Listing& e : Registry::Global().List()) {
+    if (e.kind != kind) {
+      kind = e.kind;
+      absl::StrAppend(&out, out.empty() ? "" : "\n", kind, ":\n");
+    }
+    absl::StrAppend(&out, "  ", e.name,
+                    e.origin == "builtin" ? "" : absl::StrCat(" [", e.origin, "]"),
+                    e.description.empty() ? "" : absl::StrCat(" - ", e.description),
+                    "\n");
+  }
+  return out;
+}
+
+}  // namespace inferd

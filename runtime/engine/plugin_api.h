@@ -1,0 +1,90 @@
+// The inferd plug-in API: what a shared library loaded with
+// `inferd --plugin PATH.so` includes to add architectures, model classes,
+// workflows or components to the registry (runtime/common/registry.h).
+//
+// A plug-in defines one registration function and exports it with
+// INFERD_PLUGIN:
+//
+//   #include "runtime/engine/plugin_api.h"
+//
+//   absl::Status Register(inferd::PluginRegistrar& r) {
+//     return r.AddOutputProcessor("pooling_max", "max over tokens", ...);
+//   }
+//   INFERD_PLUGIN(Register)
+//
+// inferd refuses, at startup, a plug-in built against another
+// INFERD_PLUGIN_API_VERSION, and any registration whose name is taken. The
+// interfaces a plug-in implements (components.h, attention_backend.h,
+// model.h) are header-only or virtual, and every registration goes through
+// the PluginRegistrar's virtual methods, so a plug-in links no inferd
+// library; it must be built with the same compiler, standard library and
+// abseil as the inferd binary (docs/plugins.md).
+#ifndef INFERD_RUNTIME_ENGINE_PLUGIN_API_H_
+#define INFERD_RUNTIME_ENGINE_PLUGIN_API_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "runtime/engine/components.h"
+#include "runtime/engine/workflow.h"
+#include "runtime/model/attention_backend.h"
+#include "runtime/model/model_registry.h"
+
+// Bumped whenever a type or signature a plug-in sees changes.
+#define INFERD_PLUGIN_API_VERSION 1
+
+namespace inferd {
+
+// Each Add* registers under the plug-in's path as origin. ALREADY_EXISTS
+// when the name is taken (built-ins cannot be replaced);
+// INVALID_ARGUMENT for an empty name or factory.
+class PluginRegistrar {
+ public:
+  virtual ~PluginRegistrar() = default;
+
+  virtual absl::Status AddInputProcessor(const std::string& name,
+                                         const std::string& description,
+                                         InputProcessorFactory factory) = 0;
+  virtual absl::Status AddOutputProcessor(const std::string& name,
+                                          const std::string& description,
+                                          OutputProcessorFactory factory) = 0;
+  virtual absl::Status AddPrefillScheduler(const std::string& name,
+                                           const std::string& description,
+                                           PrefillSchedulerFactory factory) = 0;
+  virtual absl::Status AddAttentionBackend(
+      const std::string& name, const std::string& description,
+      AttentionBackendRegistration backend) = 0;
+  virtual absl::Status AddExecutor(const std::string& name,
+                                   const std::string& description,
+                                   ExecutorFactory factory) = 0;
+  // A model class (kind "model"), named like the architecture it builds.
+  virtual absl::Status AddModelClass(const std::string& name,
+                                     const std::string& description,
+                                     ModelFactory factory) = 0;
+  // A workflow recipe; its components may come from this plug-in or any
+  // other registration.
+  virtual absl::Status AddWorkflow(Workflow workflow) = 0;
+  virtual absl::Status AddArchitecture(const std::string& architecture,
+                                       const std::string& description,
+                                       ArchitectureSpec spec) = 0;
+  // Lets config.json files with model_type `model_type` parse like
+  // `based_on` (a built-in model_type: "bert", "llama", ...).
+  virtual absl::Status AddConfigParser(const std::string& model_type,
+                                       const std::string& based_on) = 0;
+};
+
+}  // namespace inferd
+
+// The symbols inferd looks up in a plug-in.
+#define INFERD_PLUGIN(register_function)                                     \
+  extern "C" __attribute__((visibility("default"))) int                      \
+  inferd_plugin_api_version() {                                              \
+    return INFERD_PLUGIN_API_VERSION;                                        \
+  }                                                                          \
+  extern "C" __attribute__((visibility("default"))) void                     \
+  inferd_plugin_register(::inferd::PluginRegistrar* registrar,               \
+                         ::absl::Status* status) {                           \
+    *status = register_function(*registrar);                                 \
+  }
+
+#endif  // INFERD_RUNTIME_ENGINE_PLUGIN_API_H_
