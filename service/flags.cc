@@ -154,8 +154,13 @@ absl::Status ParseModel(absl::string_view value, const EngineOptions& defaults,
       }
       spec->overrides.task = v;
     } else if (k == "pooling") {
-      if (v != "cls" && v != "mean" && v != "last") {
-        return Bad("model", value, "pooling must be cls, mean or last");
+      // cls, mean, last, or a pooling a plug-in registers (pooling_<v>);
+      // whether it exists is checked once plug-ins are loaded.
+      if (v.empty() || v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
+                           std::string::npos) {
+        return Bad("model", value,
+                   "pooling must be cls, mean, last or the name of a pooling "
+                   "a plug-in registers (e.g. max with examples/plugin)");
       }
       spec->overrides.pooling = v;
     } else if (k == "bidirectional") {
@@ -185,7 +190,7 @@ const FlagDoc kFlags[] = {
      "Address of the gRPC server (0.0.0.0:PORT for every interface)."},
     {"model", "NAME=PATH[,k=v]", "",
      "Serve the Hugging Face model directory PATH as NAME; repeatable. "
-     "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last, "
+     "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, and any engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
     {"metrics-listen", "HOST:PORT", "(off)",
