@@ -168,6 +168,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     for (const auto& m : raw->models_->models()) {
       if (m->state() == ModelState::kReady) ++ready;
     }
+    if (raw->models_->loading_cancelled()) {
+      LOG_INFO("loading stopped after {:.2f}s ({} of {} model(s) ready): "
+               "shutting down",
+               absl::ToDoubleSeconds(absl::Now() - start), ready, total);
+      return;
+    }
     LOG_INFO("{} of {} model(s) ready after {:.2f}s; serving", ready, total,
              absl::ToDoubleSeconds(absl::Now() - start));
     raw->SetServing(true);
@@ -191,6 +197,9 @@ void Server::WaitForModels() {
 void Server::Shutdown(absl::Duration drain_timeout) {
   if (shut_down_) return;
   shut_down_ = true;
+  // A shutdown during startup does not wait for the remaining models: the
+  // loader stops at the current model's next phase.
+  if (models_ != nullptr) models_->CancelLoading();
   if (loader_.joinable()) loader_.join();
   if (server_ == nullptr) return;  // Start() failed before serving
   // Readiness first, so load balancers stop sending; then refuse new calls.

@@ -155,7 +155,16 @@ absl::Status ServedModel::CheckComponents() const {
   return absl::OkStatus();
 }
 
-absl::Status ServedModel::Load() {
+absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
+  auto cancelled = [&]() {
+    if (cancel == nullptr || !cancel->load(std::memory_order_acquire)) {
+      return false;
+    }
+    SetFailed(absl::UnavailableError(
+        "not loaded: the server shut down while loading models"));
+    return true;
+  };
+  if (cancelled()) return absl::UnavailableError("loading cancelled");
   const absl::Time start = absl::Now();
   auto tok = Tokenizer::FromFile(spec_.path + "/tokenizer.json");
   if (!tok.ok()) {
@@ -178,6 +187,7 @@ absl::Status ServedModel::Load() {
     return s;
   }
   std::shared_ptr<const WeightStore> store = std::move(weights).value();
+  if (cancelled()) return absl::UnavailableError("loading cancelled");
   auto engine = CreateEngine(*this, store);
   if (!engine.ok()) {
     absl::Status s = Annotate(engine.status(), spec_.name);
@@ -227,7 +237,7 @@ ModelManager::~ModelManager() { Shutdown(); }
 void ModelManager::LoadAll(
     const std::function<void(const ServedModel&)>& on_loaded) {
   for (auto& model : models_) {
-    (void)model->Load();  // the status is kept in the model's info
+    (void)model->Load(&cancel_);  // the status is kept in the model's info
     if (on_loaded) on_loaded(*model);
   }
   loaded_.store(true, std::memory_order_release);

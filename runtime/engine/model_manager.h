@@ -58,8 +58,10 @@ class ServedModel {
   absl::Status CheckComponents() const;
 
   // Loads tokenizer, weights and engine. Sets READY or FAILED (with the
-  // error kept for ServedModelInfo.error) and returns the status.
-  absl::Status Load();
+  // error kept for ServedModelInfo.error) and returns the status. When
+  // `cancel` (may be null) becomes true, stops before its next phase:
+  // FAILED, UNAVAILABLE.
+  absl::Status Load(const std::atomic<bool>* cancel = nullptr);
   // The engine's step observer, applied when Load creates the engine (call
   // before Load). Not owned; must outlive this model.
   void set_step_observer(StepObserver* observer) { step_observer_ = observer; }
@@ -93,9 +95,16 @@ class ModelManager {
 
   // Loads every model, in order. Blocking; call from a loader thread.
   // `on_loaded`, when set, is called after each model's load (READY or
-  // FAILED), on the loading thread.
+  // FAILED), on the loading thread. After CancelLoading, the models not
+  // loaded yet are marked FAILED ("the server shut down before ...")
+  // without loading, and a model still loading stops at its next phase.
   void LoadAll(
       const std::function<void(const ServedModel&)>& on_loaded = nullptr);
+  // Makes a running LoadAll stop early (SIGTERM during startup). Thread-safe.
+  void CancelLoading() { cancel_.store(true, std::memory_order_release); }
+  bool loading_cancelled() const {
+    return cancel_.load(std::memory_order_acquire);
+  }
   // True once every model finished loading (READY or FAILED).
   bool AllLoaded() const { return loaded_.load(std::memory_order_acquire); }
 
@@ -120,6 +129,7 @@ class ModelManager {
   ModelManager() = default;
   std::vector<std::unique_ptr<ServedModel>> models_;
   std::atomic<bool> loaded_{false};
+  std::atomic<bool> cancel_{false};
 };
 
 }  // namespace inferd
