@@ -42,12 +42,13 @@ absl_libs=$(pkg-config --libs absl_status absl_statusor absl_strings \
 sources_for() {
   case "$1" in
     safetensors_fuzz|config_fuzz)
-      echo "$root"/runtime/loader/*.cc "$root/device/tensor.cc" ;;
+      echo "$root"/runtime/loader/*.cc "$root/device/tensor.cc" \
+           "$root/runtime/common/registry.cc" ;;
     tokenizer_fuzz)
       echo "$root"/runtime/tokenizer/*.cc "$root/device/tensor.cc" ;;
     *)
       echo "$root"/runtime/loader/*.cc "$root"/runtime/tokenizer/*.cc \
-           "$root/device/tensor.cc" ;;
+           "$root/device/tensor.cc" "$root/runtime/common/registry.cc" ;;
   esac
 }
 extra_flags_for() {

@@ -176,6 +176,10 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   }
   int threads = eo.threads > 0 ? eo.threads : std::max(1, cores / replicas);
   po.replicas = replicas;
+  // Tokenization workers: one per four cores (tokenizing costs far less
+  // than the forward pass of the same tokens).
+  po.prep_threads = std::max(1, cores / 4);
+  po.max_queue_requests = eo.max_queue_requests;
   PrefillSchedulerOptions so;
   so.max_batched_tokens =
       std::max<int64_t>(eo.max_batched_tokens, info.max_input_tokens);

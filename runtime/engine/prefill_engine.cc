@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
     PrefillEngine* self = e.get();
     e->loops_.emplace_back([self, runner] { self->Loop(runner); });
   }
+  for (int i = 0; i < std::max(1, e->options_.prep_threads); ++i) {
+    PrefillEngine* self = e.get();
+    e->prep_threads_.emplace_back([self] { self->PrepLoop(); });
+  }
   return e;
 }
 
@@ -56,6 +60,15 @@ PrefillEngine::~PrefillEngine() { Stop(); }
 
 void PrefillEngine::Stop() {
   if (stopped_.exchange(true)) return;
+  // Prep workers answer what they have not tokenized yet (UNAVAILABLE) and
+  // exit; then the scheduler answers its queue.
+  {
+    absl::MutexLock lock(&mu_);
+    prep_stop_ = true;
+  }
+  for (std::thread& t : prep_threads_) {
+    if (t.joinable()) t.join();
+  }
   scheduler_.Close();
   for (std::thread& t : loops_) {
     if (t.joinable()) t.join();
@@ -64,7 +77,11 @@ void PrefillEngine::Stop() {
 
 EngineStats PrefillEngine::Stats() const {
   EngineStats s;
-  s.waiting_requests = scheduler_.waiting_requests();
+  {
+    absl::MutexLock lock(&mu_);
+    s.waiting_requests = in_prep_;
+  }
+  s.waiting_requests += scheduler_.waiting_requests();
   s.running_requests = running_.load();
   s.model_calls = model_calls_.load();
   s.batched_tokens = batched_tokens_.load();
@@ -106,34 +123,103 @@ void PrefillEngine::Loop(StepRunner* runner) {
   }
 }
 
-absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
-    std::vector<PrefillSequence> seqs, const OutputProcessor* output,
-    bool raw_scores, absl::Time deadline, double tokenization_seconds,
-    std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
-                       const RequestTimings&, int64_t)>
-        finish) {
-  if (stopped_.load()) return absl::UnavailableError("the model is shutting down");
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Admit(
+    PrepTask task) {
+  task.handle = std::make_shared<RequestHandle>();
+  task.arrival = absl::Now();
+  std::shared_ptr<RequestHandle> handle = task.handle;
+  absl::MutexLock lock(&mu_);
+  if (prep_stop_ || stopped_.load()) {
+    return absl::UnavailableError("the model is shutting down");
+  }
+  const int64_t waiting = in_prep_ + scheduler_.waiting_requests();
+  if (waiting >= options_.max_queue_requests) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the model's queue is full (", waiting,
+        " requests waiting, --max-queue-requests=",
+        options_.max_queue_requests, "); retry later"));
+  }
+  ++in_prep_;
+  prep_queue_.push_back(std::move(task));
+  return handle;
+}
+
+void PrefillEngine::PrepLoop() {
+  while (true) {
+    PrepTask task;
+    bool stopping = false;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](PrefillEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+            return e->prep_stop_ || !e->prep_queue_.empty();
+          },
+          this));
+      if (prep_queue_.empty()) return;  // stopping, nothing left
+      task = std::move(prep_queue_.front());
+      prep_queue_.pop_front();
+      stopping = prep_stop_;
+      if (stopping) --in_prep_;
+    }
+    if (stopping) {
+      task.finish(absl::UnavailableError("the model is shutting down"),
+                  RequestTimings{}, 0);
+      continue;
+    }
+    Prepare(std::move(task));
+  }
+}
+
+void PrefillEngine::Prepare(PrepTask task) {
+  auto leave = [&](const absl::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      --in_prep_;
+    }
+    RequestTimings t;
+    t.total_seconds = absl::ToDoubleSeconds(absl::Now() - task.arrival);
+    task.finish(status, t, 0);
+  };
+  // Cancelled or expired while waiting: no tokenization either.
+  if (task.handle->aborted()) {
+    leave(absl::CancelledError("the request was cancelled"));
+    return;
+  }
+  if (absl::Now() > task.deadline) {
+    leave(absl::DeadlineExceededError(
+        "the deadline passed while the request was queued"));
+    return;
+  }
+  const absl::Time tokenize_start = absl::Now();
+  absl::StatusOr<std::vector<PrefillSequence>> seqs = task.tokenize();
+  if (!seqs.ok()) {
+    leave(seqs.status());
+    return;
+  }
+  const double tokenization_seconds =
+      absl::ToDoubleSeconds(absl::Now() - tokenize_start);
+
   auto work = std::make_shared<PrefillWork>();
   std::vector<OutputRequest> requests;
-  for (const PrefillSequence& s : seqs) {
+  for (const PrefillSequence& s : *seqs) {
     OutputRequest r;
     r.pool_start = s.pool_start;
-    r.raw_scores = raw_scores;
+    r.raw_scores = task.raw_scores;
     requests.push_back(r);
   }
-  work->seqs = std::move(seqs);
-  work->output = output->step_output();
-  work->handle = std::make_shared<RequestHandle>();
-  work->arrival = absl::Now();
-  work->deadline = deadline;
+  work->seqs = std::move(seqs).value();
+  work->output = task.output->step_output();
+  work->handle = task.handle;
+  work->arrival = task.arrival;
+  work->deadline = task.deadline;
   {
     absl::MutexLock lock(&work->mu);
     work->results.resize(work->seqs.size());
   }
   const int64_t tokens = work->num_tokens();
   PrefillWork* raw = work.get();
-  work->done = [raw, output, requests = std::move(requests),
-                finish = std::move(finish), tokens, tokenization_seconds](
+  work->done = [raw, output = task.output, requests = std::move(requests),
+                finish = task.finish, tokens, tokenization_seconds](
                    absl::StatusOr<std::vector<SequenceResult>> r) {
     RequestTimings t;
     t.tokenization_seconds = tokenization_seconds;
@@ -159,9 +245,16 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Enqueue(
     }
     finish(std::move(out), t, tokens);
   };
-  std::shared_ptr<RequestHandle> handle = work->handle;
-  RETURN_IF_ERROR(scheduler_.Submit(std::move(work)));
-  return handle;
+  absl::Status submitted;
+  {
+    // Into the scheduler and out of in_prep_ in one step (see in_prep_).
+    absl::MutexLock lock(&mu_);
+    submitted = scheduler_.Submit(work);
+    --in_prep_;
+  }
+  // Refused (e.g. --max-queue-tokens, or closed): the work never ran, so
+  // its done was not called.
+  if (!submitted.ok()) task.finish(submitted, RequestTimings{}, tokens);
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
@@ -190,18 +283,23 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
   o.normalize = params.normalize.value_or(options_.default_normalize);
   o.dimensions = params.dimensions;
   o.dense = &options_.dense;
-  const absl::Time tokenize_start = absl::Now();
-  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
-                   components_.input->ProcessEmbed(params));
-  const double tokenization_seconds =
-      absl::ToDoubleSeconds(absl::Now() - tokenize_start);
-  std::vector<int32_t> lengths;
-  for (const PrefillSequence& s : seqs) {
-    lengths.push_back(static_cast<int32_t>(s.ids.size()));
-  }
-  return Enqueue(
-      std::move(seqs), pooling, /*raw_scores=*/false, params.deadline,
-      tokenization_seconds,
+  auto shared = std::make_shared<const EmbedParams>(std::move(params));
+  // Token counts per input, filled by the prep worker before the request
+  // is queued (read by the finish callback after it).
+  auto lengths = std::make_shared<std::vector<int32_t>>();
+  PrepTask task;
+  task.deadline = shared->deadline;
+  task.output = pooling;
+  task.tokenize = [this, shared, lengths]()
+      -> absl::StatusOr<std::vector<PrefillSequence>> {
+    ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
+                     components_.input->ProcessEmbed(*shared));
+    for (const PrefillSequence& s : seqs) {
+      lengths->push_back(static_cast<int32_t>(s.ids.size()));
+    }
+    return seqs;
+  };
+  task.finish =
       [o, lengths, done = std::move(done)](
           absl::StatusOr<std::vector<std::vector<float>>> pooled,
           const RequestTimings& t, int64_t tokens) {
@@ -211,7 +309,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
         }
         EmbedResult result;
         result.total_tokens = tokens;
-        result.tokens = lengths;
+        result.tokens = *lengths;
         result.timings = t;
         for (const std::vector<float>& p : *pooled) {
           auto e = FinishEmbedding(p, o);
@@ -222,20 +320,22 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
           result.embeddings.push_back(std::move(e).value());
         }
         done(std::move(result));
-      });
+      };
+  return Admit(std::move(task));
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
     ClassifyParams params, ResultCallback<ClassifyResult> done) {
   RETURN_IF_ERROR(CheckTask(Task::kClassify));
-  const absl::Time tokenize_start = absl::Now();
-  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
-                   components_.input->ProcessClassify(params));
-  const double tokenization_seconds =
-      absl::ToDoubleSeconds(absl::Now() - tokenize_start);
-  return Enqueue(
-      std::move(seqs), components_.output.get(), params.raw_scores,
-      params.deadline, tokenization_seconds,
+  auto shared = std::make_shared<const ClassifyParams>(std::move(params));
+  PrepTask task;
+  task.deadline = shared->deadline;
+  task.output = components_.output.get();
+  task.raw_scores = shared->raw_scores;
+  task.tokenize = [this, shared] {
+    return components_.input->ProcessClassify(*shared);
+  };
+  task.finish =
       [done = std::move(done)](
           absl::StatusOr<std::vector<std::vector<float>>> scores,
           const RequestTimings& t, int64_t tokens) {
@@ -248,20 +348,22 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
         result.timings = t;
         result.scores = std::move(scores).value();
         done(std::move(result));
-      });
+      };
+  return Admit(std::move(task));
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
     RerankParams params, ResultCallback<RerankResult> done) {
   RETURN_IF_ERROR(CheckTask(Task::kRerank));
-  const absl::Time tokenize_start = absl::Now();
-  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
-                   components_.input->ProcessRerank(params));
-  const double tokenization_seconds =
-      absl::ToDoubleSeconds(absl::Now() - tokenize_start);
-  return Enqueue(
-      std::move(seqs), components_.output.get(), params.raw_scores,
-      params.deadline, tokenization_seconds,
+  auto shared = std::make_shared<const RerankParams>(std::move(params));
+  PrepTask task;
+  task.deadline = shared->deadline;
+  task.output = components_.output.get();
+  task.raw_scores = shared->raw_scores;
+  task.tokenize = [this, shared] {
+    return components_.input->ProcessRerank(*shared);
+  };
+  task.finish =
       [done = std::move(done)](
           absl::StatusOr<std::vector<std::vector<float>>> scores,
           const RequestTimings& t, int64_t tokens) {
@@ -281,7 +383,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
           result.scores.push_back(s[0]);
         }
         done(std::move(result));
-      });
+      };
+  return Admit(std::move(task));
 }
 
 }  // namespace inferd

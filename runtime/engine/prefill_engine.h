@@ -1,15 +1,19 @@
 // PrefillEngine: the "prefill_loop" executor of the prefill-only workflows
 // (encoder and decoder embedders, cross-encoder rerankers, classifiers).
-// Its input processor runs on the submitting thread; R replica loops, each
-// with its own model runner, pull batches from one PrefillScheduler, run
-// them and answer through the output processor (all three components come
-// from the registry by the workflow's names). While one replica runs its batch, another
-// assembles the next (and with one replica, callers tokenize the next
-// requests meanwhile). Thread-safe.
+// Submit* checks and admits a request on the caller's thread (a gRPC
+// callback thread) and returns; the engine's prep worker(s) run the input
+// processor (tokenization) and queue the request in the PrefillScheduler,
+// so while the replicas run batch N the next requests are being
+// tokenized. R replica loops, each with its own model runner, pull batches
+// from the scheduler, run them and answer through the output processor
+// (all three components come from the registry by the workflow's names).
+// While one replica runs its batch, another assembles the next.
+// Thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_PREFILL_ENGINE_H_
 #define INFERD_RUNTIME_ENGINE_PREFILL_ENGINE_H_
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -17,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/input_processor.h"
@@ -38,6 +44,11 @@ struct PrefillEngineOptions {
   std::string workflow;     // the recipe's name, for error messages
   std::vector<Task> tasks;  // what the workflow serves
   int replicas = 1;
+  // Input-processing workers (tokenization off the callers' threads).
+  int prep_threads = 1;
+  // Admission: requests waiting for tokenization or in the scheduler's
+  // queue; one more is RESOURCE_EXHAUSTED at Submit.
+  int max_queue_requests = 1024;
   // Embedders.
   bool default_normalize = true;
   int64_t embedding_dims = 0;
@@ -76,23 +87,48 @@ class PrefillEngine : public Engine {
   void Stop() override;
 
  private:
+  using Finish =
+      std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
+                         const RequestTimings&, int64_t tokens)>;
+  // A request admitted but not yet tokenized.
+  struct PrepTask {
+    std::shared_ptr<RequestHandle> handle;
+    absl::Time arrival;
+    absl::Time deadline;
+    // Runs the input processor.
+    std::function<absl::StatusOr<std::vector<PrefillSequence>>()> tokenize;
+    const OutputProcessor* output = nullptr;
+    bool raw_scores = false;
+    Finish finish;
+  };
+
   PrefillEngine(PrefillEngineOptions options, PrefillComponents components);
   void Loop(StepRunner* runner);
+  void PrepLoop();
   // FAILED_PRECONDITION unless the workflow serves `task`.
   absl::Status CheckTask(Task task) const;
-  // Queues `seqs`; each finished sequence goes through `output` (with its
-  // OutputRequest), and `finish` gets the per-sequence vectors in input
-  // order. `tokenization_seconds` is reported in the request's timings.
-  absl::StatusOr<std::shared_ptr<RequestHandle>> Enqueue(
-      std::vector<PrefillSequence> seqs, const OutputProcessor* output,
-      bool raw_scores, absl::Time deadline, double tokenization_seconds,
-      std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
-                         const RequestTimings&, int64_t tokens)>
-          finish);
+  // Admits the request (RESOURCE_EXHAUSTED when the queue is full,
+  // UNAVAILABLE once stopped) and hands it to a prep worker, which
+  // tokenizes it and queues it in the scheduler; each finished sequence
+  // then goes through `output`, and `finish` gets the per-sequence vectors
+  // in input order, or the first error.
+  absl::StatusOr<std::shared_ptr<RequestHandle>> Admit(PrepTask task);
+  // Prep worker: tokenizes `task` and moves it into the scheduler.
+  void Prepare(PrepTask task);
 
   const PrefillEngineOptions options_;
   const PrefillComponents components_;
   PrefillScheduler& scheduler_;
+
+  // Admission and the prep queue. in_prep_ counts admitted requests not
+  // yet in the scheduler; it drops under mu_ in the same step that puts
+  // the request into the scheduler, so admission never sees a request in
+  // neither place.
+  mutable absl::Mutex mu_;
+  std::deque<PrepTask> prep_queue_ ABSL_GUARDED_BY(mu_);
+  int64_t in_prep_ ABSL_GUARDED_BY(mu_) = 0;
+  bool prep_stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> prep_threads_;
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::thread> loops_;
   std::atomic<bool> stopped_{false};

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -297,11 +298,10 @@ class FakeRunner : public StepRunner {
 // tests feed token ids directly.
 // The engine of the registered workflow `workflow`, its components built
 // from the registry by the recipe's names (mean pooling for embedders).
-std::unique_ptr<PrefillEngine> MakeEngine(const std::string& workflow,
-                                          std::atomic<int>* calls,
-                                          Gate* gate,
-                                          int replicas = 1,
-                                          int max_queue_requests = 1024) {
+std::unique_ptr<PrefillEngine> MakeEngine(
+    const std::string& workflow, std::atomic<int>* calls, Gate* gate,
+    int replicas = 1, int max_queue_requests = 1024,
+    std::unique_ptr<InputProcessor> input = nullptr) {
   RegisterBuiltinComponents();
   const Registry& reg = Registry::Global();
   auto w = reg.Get<Workflow>(registry_kind::kWorkflow, workflow);
@@ -311,14 +311,17 @@ std::unique_ptr<PrefillEngine> MakeEngine(const std::string& workflow,
   o.tasks = w->tasks;
   o.replicas = replicas;
   o.default_normalize = false;
+  o.max_queue_requests = max_queue_requests;
   PrefillComponents c;
   InputProcessorContext ic;
   ic.options.max_input_tokens = 8;
-  c.input = std::move(
-      reg.Get<InputProcessorFactory>(registry_kind::kInputProcessor,
-                                     w->input_processor)
-          .value()(ic)
-          .value());
+  c.input = input != nullptr
+                ? std::move(input)
+                : std::move(reg.Get<InputProcessorFactory>(
+                                   registry_kind::kInputProcessor,
+                                   w->input_processor)
+                                .value()(ic)
+                                .value());
   PrefillSchedulerOptions so;
   so.max_queue_requests = max_queue_requests;
   c.scheduler = reg.Get<PrefillSchedulerFactory>(registry_kind::kScheduler,
@@ -395,12 +398,22 @@ TEST(PrefillEngineTest, NormalizesAndCutsDimensionsOnRequest) {
 TEST(PrefillEngineTest, TooLongInputIsInvalidUnlessTruncated) {
   std::atomic<int> calls{0};
   auto engine = MakeEngine("encoder_embed", &calls, nullptr);
-  auto bad = engine->SubmitEmbed(Ids({std::vector<int32_t>(9, 1)}),
-                                 [](absl::StatusOr<EmbedResult>) {});
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("9 tokens"), std::string::npos);
-  EXPECT_NE(bad.status().message().find("at most 8"), std::string::npos);
+  // Input processing runs on the engine's prep worker: the error comes
+  // through the callback, and costs no model call.
+  absl::Notification bad_done;
+  absl::Status bad;
+  ASSERT_TRUE(engine
+                  ->SubmitEmbed(Ids({std::vector<int32_t>(9, 1)}),
+                                [&](absl::StatusOr<EmbedResult> r) {
+                                  bad = r.status();
+                                  bad_done.Notify();
+                                })
+                  .ok());
+  bad_done.WaitForNotification();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("9 tokens"), std::string::npos);
+  EXPECT_NE(bad.message().find("at most 8"), std::string::npos);
+  EXPECT_EQ(calls.load(), 0);
 
   EmbedParams p = Ids({std::vector<int32_t>(9, 1)});
   p.truncate = true;
@@ -413,6 +426,70 @@ TEST(PrefillEngineTest, TooLongInputIsInvalidUnlessTruncated) {
   done.WaitForNotification();
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->tokens[0], 8);
+}
+
+// An input processor that records the threads it runs on.
+class RecordingInput : public InputProcessor {
+ public:
+  absl::string_view name() const override { return "recording"; }
+  absl::StatusOr<std::vector<PrefillSequence>> ProcessEmbed(
+      const EmbedParams& params) const override {
+    absl::MutexLock lock(&mu_);
+    threads_.push_back(std::this_thread::get_id());
+    std::vector<PrefillSequence> out;
+    for (const auto& ids : params.token_ids) out.push_back({ids, {}, 0});
+    return out;
+  }
+  // Waits until `n` requests were processed; their threads.
+  std::vector<std::thread::id> WaitProcessed(size_t n) const {
+    absl::MutexLock lock(&mu_);
+    std::pair<const std::vector<std::thread::id>*, size_t> want(&threads_, n);
+    mu_.Await(absl::Condition(
+        +[](std::pair<const std::vector<std::thread::id>*, size_t>* a) {
+          return a->first->size() >= a->second;
+        },
+        &want));
+    return threads_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+// Tokenization runs on the engine's own worker, never on the submitting
+// (gRPC callback) thread, and the next requests are prepared while a
+// batch runs.
+TEST(PrefillEngineTest, InputProcessingRunsOnTheEngineWhileABatchRuns) {
+  std::atomic<int> calls{0};
+  Gate gate;
+  auto input = std::make_unique<RecordingInput>();
+  const RecordingInput* recorder = input.get();
+  auto engine = MakeEngine("encoder_embed", &calls, &gate, 1, 1024,
+                           std::move(input));
+  absl::Mutex mu;
+  int answered = 0;
+  auto cb = [&](absl::StatusOr<EmbedResult> r) {
+    EXPECT_TRUE(r.ok()) << r.status();
+    absl::MutexLock lock(&mu);
+    ++answered;
+  };
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1, 2}}), cb).ok());
+  gate.WaitEntered(1);  // batch 1 is running (and blocked)
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{3}}), cb).ok());
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{4}, {5}}), cb).ok());
+  // Both were prepared while batch 1 still runs.
+  const std::vector<std::thread::id> threads = recorder->WaitProcessed(3);
+  EXPECT_EQ(calls.load(), 0);
+  for (const std::thread::id& t : threads) {
+    EXPECT_NE(t, std::this_thread::get_id());
+  }
+  EXPECT_EQ(engine->Stats().waiting_requests, 2);
+  gate.Notify();
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(mu.AwaitWithTimeout(
+      absl::Condition(+[](int* n) { return *n >= 3; }, &answered),
+      absl::Seconds(60)));
 }
 
 TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
