@@ -97,6 +97,12 @@ absl::Status SetEngineOption(absl::string_view key, absl::string_view value,
     ASSIGN_OR_RETURN(e->threads, ParseInt(key, value, 0, 1024));
   } else if (key == "replicas-per-model" || key == "replicas") {
     ASSIGN_OR_RETURN(e->replicas, ParseInt(key, value, 0, 256));
+  } else if (key == "tokenization-workers") {
+    if (value == "auto") {
+      e->tokenization_workers = -1;
+    } else {
+      ASSIGN_OR_RETURN(e->tokenization_workers, ParseInt(key, value, 0, 256));
+    }
   } else if (key == "max-batched-tokens") {
     ASSIGN_OR_RETURN(e->max_batched_tokens, ParseInt(key, value, 1, 1 << 24));
   } else if (key == "max-seqs") {
@@ -203,6 +209,9 @@ const FlagDoc kFlags[] = {
      "Kernel threads per model replica."},
     {"replicas-per-model", "N", "0 (workflow default)",
      "Data-parallel replicas of each model, each with its own engine loop."},
+    {"tokenization-workers", "N|auto", "auto (cores / 4, at least 1)",
+     "Engine threads per embedding/rerank/classify model that tokenize "
+     "requests while batches run; 0 tokenizes on the gRPC thread."},
     {"max-batched-tokens", "N", "2048", "Token budget of one engine step."},
     {"max-seqs", "N", "64", "Sequences batched in one engine step."},
     {"max-queue-requests", "N", "1024",

@@ -176,9 +176,10 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   }
   int threads = eo.threads > 0 ? eo.threads : std::max(1, cores / replicas);
   po.replicas = replicas;
-  // Tokenization workers: one per four cores (tokenizing costs far less
-  // than the forward pass of the same tokens).
-  po.prep_threads = std::max(1, cores / 4);
+  // Tokenization workers: by default one per four cores (tokenizing costs
+  // far less than the forward pass of the same tokens); 0 = inline.
+  po.prep_threads = eo.tokenization_workers >= 0 ? eo.tokenization_workers
+                                                 : std::max(1, cores / 4);
   po.max_queue_requests = eo.max_queue_requests;
   PrefillSchedulerOptions so;
   so.max_batched_tokens =

@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
     PrefillEngine* self = e.get();
     e->loops_.emplace_back([self, runner] { self->Loop(runner); });
   }
-  for (int i = 0; i < std::max(1, e->options_.prep_threads); ++i) {
+  for (int i = 0; i < e->options_.prep_threads; ++i) {
     PrefillEngine* self = e.get();
     e->prep_threads_.emplace_back([self] { self->PrepLoop(); });
   }
@@ -128,6 +128,23 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Admit(
   task.handle = std::make_shared<RequestHandle>();
   task.arrival = absl::Now();
   std::shared_ptr<RequestHandle> handle = task.handle;
+  if (prep_threads_.empty()) {
+    // Inline: tokenize here; errors return from Submit* (no callback).
+    ASSIGN_OR_RETURN(std::shared_ptr<PrefillWork> work, BuildWork(task));
+    absl::MutexLock lock(&mu_);
+    if (prep_stop_ || stopped_.load()) {
+      return absl::UnavailableError("the model is shutting down");
+    }
+    const int64_t waiting = scheduler_.waiting_requests();
+    if (waiting >= options_.max_queue_requests) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the model's queue is full (", waiting,
+          " requests waiting, --max-queue-requests=",
+          options_.max_queue_requests, "); retry later"));
+    }
+    RETURN_IF_ERROR(scheduler_.Submit(std::move(work)));
+    return handle;
+  }
   absl::MutexLock lock(&mu_);
   if (prep_stop_ || stopped_.load()) {
     return absl::UnavailableError("the model is shutting down");
@@ -190,12 +207,30 @@ void PrefillEngine::Prepare(PrepTask task) {
         "the deadline passed while the request was queued"));
     return;
   }
-  const absl::Time tokenize_start = absl::Now();
-  absl::StatusOr<std::vector<PrefillSequence>> seqs = task.tokenize();
-  if (!seqs.ok()) {
-    leave(seqs.status());
+  absl::StatusOr<std::shared_ptr<PrefillWork>> work = BuildWork(task);
+  if (!work.ok()) {
+    leave(work.status());
     return;
   }
+  absl::Status submitted;
+  {
+    // Into the scheduler and out of in_prep_ in one step (see in_prep_).
+    absl::MutexLock lock(&mu_);
+    submitted = scheduler_.Submit(*work);
+    --in_prep_;
+  }
+  // Refused (e.g. --max-queue-tokens, or closed): the work never ran, so
+  // its done was not called.
+  if (!submitted.ok()) {
+    task.finish(submitted, RequestTimings{}, (*work)->num_tokens());
+  }
+}
+
+absl::StatusOr<std::shared_ptr<PrefillWork>> PrefillEngine::BuildWork(
+    const PrepTask& task) {
+  const absl::Time tokenize_start = absl::Now();
+  absl::StatusOr<std::vector<PrefillSequence>> seqs = task.tokenize();
+  if (!seqs.ok()) return seqs.status();
   const double tokenization_seconds =
       absl::ToDoubleSeconds(absl::Now() - tokenize_start);
 
@@ -245,16 +280,7 @@ void PrefillEngine::Prepare(PrepTask task) {
     }
     finish(std::move(out), t, tokens);
   };
-  absl::Status submitted;
-  {
-    // Into the scheduler and out of in_prep_ in one step (see in_prep_).
-    absl::MutexLock lock(&mu_);
-    submitted = scheduler_.Submit(work);
-    --in_prep_;
-  }
-  // Refused (e.g. --max-queue-tokens, or closed): the work never ran, so
-  // its done was not called.
-  if (!submitted.ok()) task.finish(submitted, RequestTimings{}, tokens);
+  return work;
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(

@@ -44,7 +44,8 @@ struct PrefillEngineOptions {
   std::string workflow;     // the recipe's name, for error messages
   std::vector<Task> tasks;  // what the workflow serves
   int replicas = 1;
-  // Input-processing workers (tokenization off the callers' threads).
+  // Input-processing workers (tokenization off the callers' threads); 0 =
+  // tokenize on the submitting thread (errors then return from Submit*).
   int prep_threads = 1;
   // Admission: requests waiting for tokenization or in the scheduler's
   // queue; one more is RESOURCE_EXHAUSTED at Submit.
@@ -115,6 +116,9 @@ class PrefillEngine : public Engine {
   absl::StatusOr<std::shared_ptr<RequestHandle>> Admit(PrepTask task);
   // Prep worker: tokenizes `task` and moves it into the scheduler.
   void Prepare(PrepTask task);
+  // Tokenizes `task` and builds its scheduler work (null + error status
+  // when the input processor refuses it).
+  absl::StatusOr<std::shared_ptr<PrefillWork>> BuildWork(const PrepTask& task);
 
   const PrefillEngineOptions options_;
   const PrefillComponents components_;

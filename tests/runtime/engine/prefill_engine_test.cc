@@ -301,7 +301,7 @@ class FakeRunner : public StepRunner {
 std::unique_ptr<PrefillEngine> MakeEngine(
     const std::string& workflow, std::atomic<int>* calls, Gate* gate,
     int replicas = 1, int max_queue_requests = 1024,
-    std::unique_ptr<InputProcessor> input = nullptr) {
+    std::unique_ptr<InputProcessor> input = nullptr, int prep_threads = 1) {
   RegisterBuiltinComponents();
   const Registry& reg = Registry::Global();
   auto w = reg.Get<Workflow>(registry_kind::kWorkflow, workflow);
@@ -312,6 +312,7 @@ std::unique_ptr<PrefillEngine> MakeEngine(
   o.replicas = replicas;
   o.default_normalize = false;
   o.max_queue_requests = max_queue_requests;
+  o.prep_threads = prep_threads;
   PrefillComponents c;
   InputProcessorContext ic;
   ic.options.max_input_tokens = 8;
@@ -490,6 +491,31 @@ TEST(PrefillEngineTest, InputProcessingRunsOnTheEngineWhileABatchRuns) {
   EXPECT_TRUE(mu.AwaitWithTimeout(
       absl::Condition(+[](int* n) { return *n >= 3; }, &answered),
       absl::Seconds(60)));
+}
+
+// --tokenization-workers 0: the input processor runs inside Submit*, so
+// its errors return from it (and the callback never fires).
+TEST(PrefillEngineTest, InlineTokenizationReturnsInputErrorsFromSubmit) {
+  std::atomic<int> calls{0};
+  auto engine = MakeEngine("encoder_embed", &calls, nullptr, 1, 1024, nullptr,
+                           /*prep_threads=*/0);
+  std::atomic<int> callbacks{0};
+  auto bad = engine->SubmitEmbed(
+      Ids({std::vector<int32_t>(9, 1)}),
+      [&](absl::StatusOr<EmbedResult>) { callbacks.fetch_add(1); });
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  absl::Notification done;
+  absl::StatusOr<EmbedResult> got;
+  ASSERT_TRUE(engine->SubmitEmbed(Ids({{1, 2, 3}}),
+                                  [&](absl::StatusOr<EmbedResult> r) {
+                                    got = std::move(r);
+                                    done.Notify();
+                                  })
+                  .ok());
+  done.WaitForNotification();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->tokens[0], 3);
+  EXPECT_EQ(callbacks.load(), 0);
 }
 
 TEST(PrefillEngineTest, AbortBeforeRunCostsNoModelCall) {
