@@ -2,6 +2,8 @@
 // the AVX2 and scalar builds. Included inside a namespace by gemm_avx2.cc /
 // gemm_scalar.cc after they define kNr and kMr.
 
+// A unit with its own micro-kernel defines INFERD_GEMM_OWN_MICRO_KERNEL.
+#ifndef INFERD_GEMM_OWN_MICRO_KERNEL
 template <int MR>
 void MicroF32(int64_t kc, const float* a, int64_t lda, const float* bp,
               float* c, int64_t ldc, int nvalid, bool init,
@@ -24,6 +26,7 @@ void MicroF32(int64_t kc, const float* a, int64_t lda, const float* bp,
     }
   }
 }
+#endif  // INFERD_GEMM_OWN_MICRO_KERNEL
 
 void GemvRows(const GemmArgs& g, int64_t n_begin, int64_t n_end) {
   constexpr int kLanes = 16;
