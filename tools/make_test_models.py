@@ -502,6 +502,17 @@ MODELS = {
                          normalize=True),
     "xlmr-embed": dict(kind="encoder", family="xlmr", arch="XLMRobertaModel",
                        tok="xlmr", shape=TINY_ENC, pooling="cls", normalize=True),
+    # RoBERTa: XLM-RoBERTa's modeling under model_type "roberta".
+    "roberta-embed": dict(kind="encoder", family="xlmr", arch="RobertaModel",
+                          tok="xlmr", shape=TINY_ENC, pooling="mean",
+                          normalize=True, extra={"model_type": "roberta"}),
+    "roberta-classifier": dict(
+        kind="encoder", family="xlmr", arch="RobertaForSequenceClassification",
+        tok="xlmr", shape=TINY_ENC, head="xlmr",
+        extra={"model_type": "roberta",
+               "id2label": {"0": "contradiction", "1": "neutral",
+                            "2": "entailment"},
+               "label2id": {"contradiction": 0, "neutral": 1, "entailment": 2}}),
     "bert-classifier": dict(
         kind="encoder", family="bert", arch="BertForSequenceClassification",
         tok="bert", shape=TINY_ENC, head="bert",

@@ -255,6 +255,9 @@ void RegisterAll() {
   AddArchitecture("XLMRobertaForSequenceClassification", "xlm-roberta",
                   "XLM-RoBERTa classifier or cross-encoder",
                   EncoderWithHead());
+  AddArchitecture("RobertaModel", "roberta", "RoBERTa encoder", Encoder());
+  AddArchitecture("RobertaForSequenceClassification", "roberta",
+                  "RoBERTa classifier or cross-encoder", EncoderWithHead());
   AddArchitecture("LlamaForCausalLM", "llama", "Llama causal LM", CausalLm());
   AddArchitecture("MistralForCausalLM", "mistral", "Mistral causal LM",
                   CausalLm());

@@ -36,10 +36,11 @@ P = None
 REF = None
 GRPC = IPB = IRPC = MPB = MRPC = None
 
-EMBEDDERS = ["bert-embed", "bert-mean", "xlmr-embed", "qwen2-embed",
-             "mistral-embed"]
+EMBEDDERS = ["bert-embed", "bert-mean", "xlmr-embed", "roberta-embed",
+             "qwen2-embed", "mistral-embed"]
 DECODERS = ["llama-tiny", "mistral-tiny", "qwen2-tiny"]
-HEADS = ["bert-classifier", "bert-multilabel", "xlmr-reranker"]
+HEADS = ["bert-classifier", "bert-multilabel", "xlmr-reranker",
+         "roberta-classifier"]
 
 TEXTS = [
     "hello world",
@@ -311,7 +312,8 @@ class WorkflowsTest(unittest.TestCase):
         self.assertFalse(top.results[0].HasField("document"))
 
     def test_classify_probabilities_match_reference(self):
-        for name, multi in (("bert-classifier", False), ("bert-multilabel", True)):
+        for name, multi in (("bert-classifier", False), ("bert-multilabel", True),
+                            ("roberta-classifier", False)):
             r = self.stub.Classify(IPB.ClassifyRequest(model=name, texts=TEXTS[:3]))
             cfg = load_cfg(name)
             labels = [cfg["id2label"][str(i)] for i in range(len(cfg["id2label"]))]

@@ -104,7 +104,8 @@ INSTANTIATE_TEST_SUITE_P(
     TinyModels, HiddenStatesTest,
     ::testing::Values(
         HiddenCase{"bert-embed", false}, HiddenCase{"bert-mean", false},
-        HiddenCase{"xlmr-embed", false}, HiddenCase{"qwen2-embed", false},
+        HiddenCase{"xlmr-embed", false}, HiddenCase{"roberta-embed", false},
+        HiddenCase{"bert-maxpool", false}, HiddenCase{"qwen2-embed", false},
         HiddenCase{"mistral-embed", false}, HiddenCase{"qwen2-embed", true},
         HiddenCase{"mistral-embed", true}, HiddenCase{"llama-tiny", true}),
     [](const ::testing::TestParamInfo<HiddenCase>& info) {
@@ -173,7 +174,7 @@ TEST_P(ClassifierTest, BatchedClassifierLogitsMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, ClassifierTest,
                          ::testing::Values("bert-classifier", "bert-multilabel",
-                                           "xlmr-reranker"),
+                                           "xlmr-reranker", "roberta-classifier"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
