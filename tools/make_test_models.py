@@ -427,6 +427,11 @@ def decoder_config(arch, family, vocab, s, extra):
     elif family == "qwen2":
         cfg.update({"use_sliding_window": False, "sliding_window": None,
                     "max_window_layers": s["layers"]})
+    elif family == "qwen3":
+        # head_dim deliberately not hidden / heads (as in Qwen3 checkpoints).
+        cfg.update({"use_sliding_window": False, "sliding_window": None,
+                    "max_window_layers": s["layers"], "attention_bias": False,
+                    "head_dim": s.get("head_dim", 2 * s["hidden"] // s["heads"])})
     cfg.update(extra)
     return dict(sorted(cfg.items()))
 
@@ -448,6 +453,9 @@ def decoder_specs(cfg, family, causal_lm):
             specs += [(L + "self_attn.q_proj.bias", (heads * D,)),
                       (L + "self_attn.k_proj.bias", (kv * D,)),
                       (L + "self_attn.v_proj.bias", (kv * D,))]
+        if family == "qwen3":
+            specs += [(L + "self_attn.q_norm.weight", (D,)),
+                      (L + "self_attn.k_norm.weight", (D,))]
         specs += [(L + "self_attn.o_proj.weight", (H, heads * D)),
                   (L + "post_attention_layernorm.weight", (H,)),
                   (L + "mlp.gate_proj.weight", (I, H)),
@@ -548,6 +556,13 @@ MODELS = {
         kind="decoder", family="qwen2", arch="Qwen2Model", tok="qwen2",
         shape=TINY_QWEN, pooling="lasttoken", normalize=True,
         prompts=QWEN_PROMPTS, extra={"tie_word_embeddings": False}),
+    "qwen3-tiny": dict(
+        kind="decoder", family="qwen3", arch="Qwen3ForCausalLM", tok="qwen2",
+        shape=TINY_QWEN, extra={"tie_word_embeddings": True}),
+    "qwen3-embed": dict(
+        kind="decoder", family="qwen3", arch="Qwen3Model", tok="qwen2",
+        shape=TINY_QWEN, pooling="lasttoken", normalize=True,
+        prompts=QWEN_PROMPTS, extra={"tie_word_embeddings": False}),
     "mistral-embed": dict(
         kind="decoder", family="mistral", arch="MistralModel", tok="mistral",
         shape=dict(TINY_DEC, max_pos=4096), pooling="lasttoken", normalize=True,
@@ -609,7 +624,7 @@ def build_model(name, spec, out_dir, dtype, shared_dir):
     os.makedirs(out_dir, exist_ok=True)
     tok, tok_source = install_tokenizer(out_dir, spec["tok"], shared_dir)
     vocab = spec.get("vocab") or max(tokenizer_vocab_size(tok), MIN_TEST_VOCAB)
-    if spec["family"] == "qwen2" and tok_source.startswith("shared"):
+    if spec["family"] in ("qwen2", "qwen3") and tok_source.startswith("shared"):
         vocab = max(vocab, 151936)  # Qwen2 checkpoints pad the embedding table
     extra = dict(spec.get("extra", {}))
     if spec["kind"] == "encoder":
@@ -624,7 +639,7 @@ def build_model(name, spec, out_dir, dtype, shared_dir):
     else:
         fam = spec["family"]
         ids = {}
-        if fam == "qwen2":
+        if fam in ("qwen2", "qwen3"):
             ids["bos_token_id"] = token_id(tok, "<|endoftext|>")
             ids["eos_token_id"] = token_id(tok, "<|endoftext|>" if spec["arch"].endswith("Model")
                                            else "<|im_end|>")

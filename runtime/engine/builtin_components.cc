@@ -262,6 +262,11 @@ void RegisterAll() {
   AddArchitecture("MistralForCausalLM", "mistral", "Mistral causal LM",
                   CausalLm());
   AddArchitecture("Qwen2ForCausalLM", "qwen2", "Qwen2 causal LM", CausalLm());
+  AddArchitecture("Qwen3ForCausalLM", "qwen3", "Qwen3 causal LM", CausalLm());
+  AddArchitecture("Qwen3Model", "qwen3",
+                  "Qwen3 decoder embedder (Qwen3-Embedding: last-token "
+                  "pooling)",
+                  DecoderBase());
   AddArchitecture("LlamaModel", "llama", "Llama decoder embedder",
                   DecoderBase());
   AddArchitecture("MistralModel", "mistral", "Mistral decoder embedder",

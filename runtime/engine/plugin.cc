@@ -18,7 +18,8 @@ namespace {
 
 constexpr const char* kBuiltinConfigParsers[] = {"bert", "xlm-roberta",
                                                  "roberta", "llama",
-                                                 "mistral", "qwen2"};
+                                                 "mistral", "qwen2",
+                                                 "qwen3"};
 
 // Registers into the global registry with the plug-in's path as origin.
 class Registrar : public PluginRegistrar {

@@ -32,6 +32,7 @@ constexpr FamilyName kFamilies[] = {
     {"llama", "Llama", ModelFamily::kLlama},
     {"mistral", "Mistral", ModelFamily::kMistral},
     {"qwen2", "Qwen2", ModelFamily::kQwen2},
+    {"qwen3", "Qwen3", ModelFamily::kQwen3},
 };
 
 // Defaults of the transformers config classes (BertConfig,
@@ -59,6 +60,9 @@ FamilyDefaults DefaultsFor(ModelFamily family) {
     case ModelFamily::kQwen2:
       return {"silu", 22016, 32768, 32, absl::nullopt, absl::nullopt,
               absl::nullopt, true};
+    case ModelFamily::kQwen3:
+      return {"silu", 22016, 32768, 32, absl::nullopt, absl::nullopt,
+              absl::nullopt, false};
   }
   return {};
 }
@@ -206,6 +210,7 @@ absl::optional<int64_t> ModelConfig::SlidingWindowForLayer(
     case ModelFamily::kMistral:
       return sliding_window;
     case ModelFamily::kQwen2:
+    case ModelFamily::kQwen3:
       if (use_sliding_window && layer >= max_window_layers) {
         return sliding_window;
       }
@@ -270,7 +275,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
     return absl::InvalidArgumentError(absl::StrCat(
         source, ": unsupported model_type '", c.model_type, "' (architecture ",
         c.architectures[0],
-        "); supported: bert, xlm-roberta, roberta, llama, mistral, qwen2"));
+        "); supported: bert, xlm-roberta, roberta, llama, mistral, qwen2, "
+        "qwen3"));
   }
   const FamilyDefaults d = DefaultsFor(c.family);
 
@@ -310,6 +316,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
                                 c.num_attention_heads, ")"));
   }
   ASSIGN_OR_RETURN(absl::optional<int64_t> head_dim, f.OptionalInt("head_dim"));
+  // Qwen3Config's head_dim defaults to 128 whatever hidden_size / heads is.
+  if (!head_dim.has_value() && c.family == ModelFamily::kQwen3) head_dim = 128;
   if (head_dim.has_value()) {
     if (*head_dim <= 0) return f.Error("head_dim", "must be positive");
     c.head_dim = *head_dim;
@@ -394,6 +402,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
   ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
   ASSIGN_OR_RETURN(c.attention_bias, f.Bool("attention_bias", d.attention_bias));
   if (c.family == ModelFamily::kQwen2) c.attention_bias = true;  // q/k/v always
+  c.qk_norm = c.family == ModelFamily::kQwen3;
   ASSIGN_OR_RETURN(c.mlp_bias, f.Bool("mlp_bias", false));
 
   if (c.family == ModelFamily::kMistral) {
@@ -404,7 +413,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
       ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
     }
     c.use_sliding_window = c.sliding_window.has_value();
-  } else if (c.family == ModelFamily::kQwen2) {
+  } else if (c.family == ModelFamily::kQwen2 ||
+             c.family == ModelFamily::kQwen3) {
     ASSIGN_OR_RETURN(c.use_sliding_window, f.Bool("use_sliding_window", false));
     if (!root.contains("sliding_window")) {
       c.sliding_window = 4096;

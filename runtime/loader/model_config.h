@@ -1,5 +1,5 @@
 // ModelConfig: a typed view of a Hugging Face config.json for the families
-// inferd serves (BERT, XLM-RoBERTa, Llama, Mistral, Qwen2). Absent fields
+// inferd serves (BERT, XLM-RoBERTa, Llama, Mistral, Qwen2, Qwen3). Absent fields
 // take the defaults of the corresponding transformers config class, so a
 // model behaves as it does there. Plain value type; thread-compatible.
 #ifndef INFERD_RUNTIME_LOADER_MODEL_CONFIG_H_
@@ -16,9 +16,9 @@
 
 namespace inferd {
 
-enum class ModelFamily { kBert, kXlmRoberta, kLlama, kMistral, kQwen2 };
+enum class ModelFamily { kBert, kXlmRoberta, kLlama, kMistral, kQwen2, kQwen3 };
 
-// "bert", "xlm-roberta", "llama", "mistral", "qwen2".
+// "bert", "xlm-roberta", "llama", "mistral", "qwen2", "qwen3".
 absl::string_view ModelFamilyName(ModelFamily family);
 
 // RoPE frequency scaling (rope_scaling / rope_parameters). Fields a type does
@@ -72,6 +72,8 @@ struct ModelConfig {
   absl::optional<RopeScalingConfig> rope_scaling;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v (and o for Llama) projections
+  // Per-head RMSNorm of queries and keys before RoPE (Qwen3).
+  bool qk_norm = false;
   bool mlp_bias = false;
   // Mistral: window for every layer; Qwen2: window when use_sliding_window
   // for layers >= max_window_layers. nullopt = full attention.

@@ -124,10 +124,11 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     Block& b = blocks_[static_cast<size_t>(i)];
     const std::string p = loader.Base(absl::StrCat("encoder.layer.", i, "."));
-    AttentionLayer::Names names{absl::StrCat(p, "attention.self.query"),
-                                absl::StrCat(p, "attention.self.key"),
-                                absl::StrCat(p, "attention.self.value"),
-                                absl::StrCat(p, "attention.output.dense")};
+    AttentionLayer::Names names;
+    names.q = absl::StrCat(p, "attention.self.query");
+    names.k = absl::StrCat(p, "attention.self.key");
+    names.v = absl::StrCat(p, "attention.self.value");
+    names.o = absl::StrCat(p, "attention.output.dense");
     ASSIGN_OR_RETURN(
         b.attention,
         AttentionLayer::Load(loader, names, hidden, static_cast<int>(i), params,

@@ -152,6 +152,15 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(
       layer.v_, LinearLayer::Load(loader, names.v, kv_dim, hidden, qkv_bias));
   ASSIGN_OR_RETURN(layer.o_,
                    LinearLayer::Load(loader, names.o, hidden, q_dim, o_bias));
+  if (!names.q_norm.empty()) {
+    layer.qk_norm_ = true;
+    ASSIGN_OR_RETURN(layer.q_norm_,
+                     RmsNormLayer::Load(loader, names.q_norm, params.head_dim,
+                                        names.qk_norm_eps));
+    ASSIGN_OR_RETURN(layer.k_norm_,
+                     RmsNormLayer::Load(loader, names.k_norm, params.head_dim,
+                                        names.qk_norm_eps));
+  }
   return layer;
 }
 
@@ -171,6 +180,19 @@ absl::Status AttentionLayer::Forward(const ForwardContext& ctx,
   RETURN_IF_ERROR(q_.Forward(ctx.exec, x, q));
   RETURN_IF_ERROR(k_.Forward(ctx.exec, x, k));
   RETURN_IF_ERROR(v_.Forward(ctx.exec, x, v));
+  if (qk_norm_) {
+    // Each head's slice is a [tokens, head_dim] view with the row stride of
+    // the fused q|k|v buffer; normalized in place.
+    const int64_t hd = params_.head_dim;
+    for (int h = 0; h < params_.num_heads; ++h) {
+      const TensorView qh = ColumnSlice(q, h * hd, hd);
+      RETURN_IF_ERROR(q_norm_.Forward(ctx.exec, qh, qh));
+    }
+    for (int h = 0; h < params_.num_kv_heads; ++h) {
+      const TensorView kh = ColumnSlice(k, h * hd, hd);
+      RETURN_IF_ERROR(k_norm_.Forward(ctx.exec, kh, kh));
+    }
+  }
   if (cos_sin.data != nullptr) {
     RETURN_IF_ERROR(
         ApplyRotary(ctx.exec, q, k, cos_sin, params_.head_dim, rope_style));

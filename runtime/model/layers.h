@@ -114,6 +114,10 @@ class AttentionLayer {
  public:
   struct Names {
     std::string q, k, v, o;  // Linear names (without ".weight")
+    // Per-head RMSNorm of queries and keys before RoPE (Qwen3): weight
+    // names (without ".weight"), empty for none, and their epsilon.
+    std::string q_norm, k_norm;
+    float qk_norm_eps = 0.0f;
   };
   AttentionLayer() = default;
   // `params` gives heads, kv heads, head_dim, causal and sliding window.
@@ -132,6 +136,8 @@ class AttentionLayer {
 
  private:
   LinearLayer q_, k_, v_, o_;
+  bool qk_norm_ = false;
+  RmsNormLayer q_norm_, k_norm_;  // over head_dim, when qk_norm_
   AttentionParams params_;
   int layer_index_ = 0;
 };

@@ -107,10 +107,16 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
         b.input_norm,
         RmsNormLayer::Load(loader, absl::StrCat(p, "input_layernorm"), hidden,
                            eps));
-    AttentionLayer::Names names{absl::StrCat(p, "self_attn.q_proj"),
-                                absl::StrCat(p, "self_attn.k_proj"),
-                                absl::StrCat(p, "self_attn.v_proj"),
-                                absl::StrCat(p, "self_attn.o_proj")};
+    AttentionLayer::Names names;
+    names.q = absl::StrCat(p, "self_attn.q_proj");
+    names.k = absl::StrCat(p, "self_attn.k_proj");
+    names.v = absl::StrCat(p, "self_attn.v_proj");
+    names.o = absl::StrCat(p, "self_attn.o_proj");
+    if (config.qk_norm) {
+      names.q_norm = absl::StrCat(p, "self_attn.q_norm");
+      names.k_norm = absl::StrCat(p, "self_attn.k_norm");
+      names.qk_norm_eps = eps;
+    }
     ASSIGN_OR_RETURN(
         b.attention,
         AttentionLayer::Load(loader, names, hidden, static_cast<int>(i), params,

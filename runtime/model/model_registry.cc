@@ -43,7 +43,11 @@ void RegisterBuiltinModels() {
          "Mistral decoder (sliding window) + LM head"},
         {"Qwen2ForCausalLM", &CreateDecoderForCausalLM,
          "Qwen2 decoder (q/k/v bias) + LM head"},
+        {"Qwen3ForCausalLM", &CreateDecoderForCausalLM,
+         "Qwen3 decoder (per-head q/k RMSNorm) + LM head"},
         {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
+        {"Qwen3Model", &CreateDecoderModel,
+         "Qwen3 decoder, no head (Qwen3-Embedding style)"},
         {"MistralModel", &CreateDecoderModel, "Mistral decoder, no head"},
         {"Qwen2Model", &CreateDecoderModel, "Qwen2 decoder, no head"},
     };

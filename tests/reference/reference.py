@@ -301,7 +301,7 @@ def sliding_window_for_layer(cfg, layer):
         return window if cfg["layer_types"][layer] == "sliding_attention" else None
     if cfg["model_type"] == "mistral":
         return window
-    if cfg["model_type"] == "qwen2":
+    if cfg["model_type"] in ("qwen2", "qwen3"):
         if cfg.get("use_sliding_window", False) and layer >= cfg.get("max_window_layers", 28):
             return window
     return None
@@ -324,7 +324,9 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
     T = len(ids)
     H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     kv = cfg.get("num_key_value_heads") or heads
-    D = cfg.get("head_dim") or H // heads
+    # Qwen3's head_dim defaults to 128 (Qwen3Config), others to H / heads.
+    D = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else H // heads)
+    qk_norm = cfg["model_type"] == "qwen3"
     eps = cfg.get("rms_norm_eps", 1e-6)
     act = activation(cfg.get("hidden_act", "silu"))
     positions = np.arange(T, dtype=np.float64)
@@ -341,6 +343,10 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
         q = proj("self_attn.q_proj", h).reshape(T, heads, D).transpose(1, 0, 2)
         k = proj("self_attn.k_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
         v = proj("self_attn.v_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
+        if qk_norm:
+            # Qwen3: RMSNorm over each head's vector, before RoPE.
+            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
+            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
         q = apply_rope(q, positions, inv_freq, rope_scale)
         k = apply_rope(k, positions, inv_freq, rope_scale)
         mask = decoder_mask(T, sliding_window_for_layer(cfg, layer), bidirectional)

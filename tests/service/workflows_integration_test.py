@@ -37,8 +37,8 @@ REF = None
 GRPC = IPB = IRPC = MPB = MRPC = None
 
 EMBEDDERS = ["bert-embed", "bert-mean", "xlmr-embed", "roberta-embed",
-             "qwen2-embed", "mistral-embed"]
-DECODERS = ["llama-tiny", "mistral-tiny", "qwen2-tiny"]
+             "qwen2-embed", "qwen3-embed", "mistral-embed"]
+DECODERS = ["llama-tiny", "mistral-tiny", "qwen2-tiny", "qwen3-tiny"]
 HEADS = ["bert-classifier", "bert-multilabel", "xlmr-reranker",
          "roberta-classifier"]
 
@@ -136,7 +136,7 @@ class WorkflowsTest(unittest.TestCase):
     def ref_embedding(self, name, text, pooling, normalize, dims=0):
         ids = self.tokenize(name, text)
         cfg = load_cfg(name)
-        if name in ("qwen2-embed", "mistral-embed"):
+        if name in ("qwen2-embed", "qwen3-embed", "mistral-embed"):
             eos = eos_ids(cfg)
             if eos and (not ids or ids[-1] != eos[0]):
                 ids = ids + [eos[0]]

@@ -139,6 +139,37 @@ TEST(ModelConfigTest, Qwen2DefaultsAndPerLayerWindow) {
   EXPECT_FALSE(lt.SlidingWindowForLayer(1).has_value());
 }
 
+TEST(ModelConfigTest, Qwen3DefaultsQkNormAndHeadDim) {
+  nlohmann::json j = Minimal("Qwen3ForCausalLM", "qwen3");
+  j["num_attention_heads"] = 32;  // kv heads default to 32
+  ModelConfig c = MustParse(j);
+  EXPECT_EQ(c.family, ModelFamily::kQwen3);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.attention_bias);  // Qwen3Config: attention_bias=False
+  EXPECT_EQ(c.head_dim, 128);      // Qwen3Config's default, not H / heads
+  EXPECT_EQ(c.max_position_embeddings, 32768);
+  EXPECT_EQ(c.num_key_value_heads, 32);
+  EXPECT_FALSE(c.SlidingWindowForLayer(0).has_value());
+  j["head_dim"] = 64;
+  j["attention_bias"] = true;
+  ModelConfig e = MustParse(j);
+  EXPECT_EQ(e.head_dim, 64);
+  EXPECT_TRUE(e.attention_bias);
+  // Without model_type the architecture names the family; Qwen3-MoE is
+  // another family, not Qwen3.
+  nlohmann::json base = Minimal("Qwen3Model", "");
+  base.erase("model_type");
+  base["num_attention_heads"] = 32;
+  EXPECT_EQ(MustParse(base).family, ModelFamily::kQwen3);
+  nlohmann::json moe = Minimal("Qwen3MoeForCausalLM", "");
+  moe.erase("model_type");
+  EXPECT_FALSE(ParseModelConfig(moe.dump()).ok());
+  // Qwen2 has no q/k norm.
+  nlohmann::json qwen2 = Minimal("Qwen2ForCausalLM", "qwen2");
+  qwen2["num_key_value_heads"] = 2;
+  EXPECT_FALSE(MustParse(qwen2).qk_norm);
+}
+
 TEST(ModelConfigTest, MissingRequiredFieldNamesFieldAndFile) {
   for (const char* field : {"architectures", "vocab_size", "hidden_size",
                             "num_hidden_layers", "num_attention_heads"}) {

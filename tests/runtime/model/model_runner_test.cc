@@ -107,6 +107,7 @@ INSTANTIATE_TEST_SUITE_P(
         HiddenCase{"xlmr-embed", false}, HiddenCase{"roberta-embed", false},
         HiddenCase{"bert-maxpool", false}, HiddenCase{"qwen2-embed", false},
         HiddenCase{"mistral-embed", false}, HiddenCase{"qwen2-embed", true},
+        HiddenCase{"qwen3-embed", false}, HiddenCase{"qwen3-embed", true},
         HiddenCase{"mistral-embed", true}, HiddenCase{"llama-tiny", true}),
     [](const ::testing::TestParamInfo<HiddenCase>& info) {
       std::string name = info.param.model;
@@ -386,7 +387,7 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
                          ::testing::Values("llama-tiny", "mistral-tiny",
-                                           "qwen2-tiny"),
+                                           "qwen2-tiny", "qwen3-tiny"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -466,7 +467,8 @@ TEST_P(Bf16Test, Bf16HiddenStatesStayCloseToReference) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, Bf16Test,
                          ::testing::Values("bert-embed", "xlmr-reranker",
-                                           "llama-tiny", "qwen2-tiny"),
+                                           "llama-tiny", "qwen2-tiny",
+                                           "qwen3-tiny"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');
