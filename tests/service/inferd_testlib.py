@@ -40,6 +40,25 @@ def add_common_args(parser):
     parser.add_argument("--test-models", required=True)
 
 
+def models_present(test_models, names):
+    """True when every named generated model is in `test_models`; else
+    prints the ctest skip line."""
+    if all(os.path.isfile(os.path.join(test_models, n, "config.json"))
+           for n in names):
+        return True
+    print("SKIP: generated test models missing in " + test_models)
+    return False
+
+
+def import_reference():
+    """tests/reference/reference.py, the NumPy reference forward pass."""
+    path = os.path.join(SOURCE_DIR, "tests", "reference")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import reference
+    return reference
+
+
 def import_stubs(stubs_dir):
     """Puts the generated inferd.v1 stubs on sys.path and returns
     (grpc, inference_pb2, inference_pb2_grpc, models_pb2, models_pb2_grpc)."""

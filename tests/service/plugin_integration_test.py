@@ -194,13 +194,9 @@ def main():
     parser.add_argument("--bad-plugin", required=True)
     ARGS, rest = parser.parse_known_args()
     P = lib.Paths(ARGS)
-    if not all(os.path.isfile(os.path.join(P.test_models, n, "config.json"))
-               for n in ("bert-maxpool", "bert-embed")):
-        print("SKIP: generated test models missing in " + P.test_models)
+    if not lib.models_present(P.test_models, ("bert-maxpool", "bert-embed")):
         return 77
-    sys.path.insert(0, os.path.join(P.source, "tests", "reference"))
-    import reference
-    REF = reference
+    REF = lib.import_reference()
     GRPC, IPB, IRPC, MPB, MRPC = lib.import_stubs(P.stubs)
     return lib.run_unittest([sys.argv[0]] + rest)
 

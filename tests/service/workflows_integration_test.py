@@ -701,13 +701,9 @@ def main():
     lib.add_common_args(parser)
     args, rest = parser.parse_known_args()
     P = lib.Paths(args)
-    if not all(os.path.isfile(os.path.join(P.test_models, n, "config.json"))
-               for n in EMBEDDERS + DECODERS + HEADS):
-        print("SKIP: generated test models missing in " + P.test_models)
+    if not lib.models_present(P.test_models, EMBEDDERS + DECODERS + HEADS):
         return 77
-    sys.path.insert(0, os.path.join(P.source, "tests", "reference"))
-    import reference
-    REF = reference
+    REF = lib.import_reference()
     GRPC, IPB, IRPC, MPB, MRPC = lib.import_stubs(P.stubs)
     return lib.run_unittest([sys.argv[0]] + rest)
 
