@@ -13,12 +13,41 @@
 
 namespace inferd {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kI8, kU8 };
+// The block-quantized dtypes hold ggml's block layouts (see device/quant.h):
+// a run of DTypeBlockElements() values is stored as DTypeBlockBytes() bytes.
+// A quantized tensor is a weight: rank 2 [N, K] in elements, K a multiple of
+// the block size, N rows of DTypeRowBytes(dtype, K) bytes, contiguous,
+// nominal strides {K, 1}.
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kI32,
+  kI64,
+  kI8,
+  kU8,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ4_K,
+  kQ6_K,
+};
 
-// Size of one element in bytes.
+// Size of one element in bytes; 0 for block-quantized dtypes (their size is
+// per block: DTypeBlockBytes).
 size_t DTypeSize(DType dtype);
-// "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8".
+// "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
+// "q8_0", "q4_0", "q4_1", "q4_k", "q6_k".
 absl::string_view DTypeName(DType dtype);
+
+// Whether values are stored in ggml blocks (kQ8_0 .. kQ6_K).
+bool IsBlockQuantized(DType dtype);
+// Values per block: 32 (Q8_0, Q4_0, Q4_1), 256 (Q4_K, Q6_K), 1 otherwise.
+int64_t DTypeBlockElements(DType dtype);
+// Bytes per block (DTypeSize for the plain dtypes).
+size_t DTypeBlockBytes(DType dtype);
+// Bytes of `cols` values (cols a multiple of DTypeBlockElements).
+size_t DTypeRowBytes(DType dtype, int64_t cols);
 
 inline constexpr int kMaxTensorRank = 4;
 
@@ -35,7 +64,8 @@ struct TensorView {
 
   int64_t dim(int i) const { return shape[i < 0 ? rank + i : i]; }
   int64_t numel() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype); }
+  // numel / block elements * block bytes (numel * DTypeSize when plain).
+  size_t nbytes() const;
   bool is_contiguous() const;
 
   template <typename T>
