@@ -94,6 +94,28 @@ AttentionParams ResolveScale(AttentionParams p) {
   return p;
 }
 
+// A weight [rows, cols]: contiguous F32, BF16, F16 or block-quantized (cols
+// a whole number of blocks).
+absl::Status CheckWeightMatrix(absl::string_view op, absl::string_view name,
+                               const TensorView& w) {
+  const bool dtype_ok = w.dtype == DType::kF32 || w.dtype == DType::kBF16 ||
+                        w.dtype == DType::kF16 || IsBlockQuantized(w.dtype);
+  if (w.rank != 2 || !dtype_ok || !w.is_contiguous() || w.data == nullptr ||
+      w.shape[0] < 0 || w.shape[1] < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", name, " must be a contiguous F32/BF16/F16/quantized 2-D "
+        "tensor, got ", w.DebugString()));
+  }
+  const int64_t block = DTypeBlockElements(w.dtype);
+  if (w.shape[1] % block != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": ", name, " ", w.DebugString(), ": row length ", w.shape[1],
+        " is not a multiple of the ", DTypeName(w.dtype), " block size ",
+        block));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckRows(const TensorView& x, const TensorView& out) {
   INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("x", x, DType::kF32));
   INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("out", out, DType::kF32));
@@ -106,12 +128,7 @@ absl::Status Linear(const ExecutionContext& ctx, const TensorView& x,
                     const TensorView& w, const TensorView& bias,
                     const TensorView& y) {
   INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("x", x, DType::kF32));
-  if (w.rank != 2 || !(w.dtype == DType::kF32 || w.dtype == DType::kBF16) ||
-      !w.is_contiguous() || w.data == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Linear: weight must be a contiguous F32/BF16 [N, K], got ",
-        w.DebugString()));
-  }
+  INFERD_DEVICE_RETURN_IF_ERROR(CheckWeightMatrix("Linear", "weight", w));
   const int64_t k = x.shape[1], n = w.shape[0];
   if (w.shape[1] != k) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -148,12 +165,7 @@ absl::Status MatMul(const ExecutionContext& ctx, const TensorView& a,
 
 absl::Status Embedding(const ExecutionContext& ctx, const TensorView& table,
                        const TensorView& ids, const TensorView& out) {
-  if (table.rank != 2 || !table.is_contiguous() || table.data == nullptr ||
-      !(table.dtype == DType::kF32 || table.dtype == DType::kBF16)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Embedding: table must be a contiguous F32/BF16 [V, H], got ",
-        table.DebugString()));
-  }
+  INFERD_DEVICE_RETURN_IF_ERROR(CheckWeightMatrix("Embedding", "table", table));
   INFERD_DEVICE_RETURN_IF_ERROR(CheckVector("ids", ids, DType::kI32, -1));
   INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("out", out, DType::kF32));
   INFERD_DEVICE_RETURN_IF_ERROR(

@@ -9,8 +9,11 @@
 //   be contiguous (strides[1] == 1); a row stride (strides[0]) larger than the
 //   row width is accepted, so a column slice of a fused buffer (e.g. q out of
 //   a qkv projection) can be passed without a copy.
-// - Weights use the Hugging Face layout [out_features, in_features], F32 or
-//   BF16 (F32 accumulation), and must be contiguous.
+// - Weights use the Hugging Face layout [out_features, in_features], F32,
+//   BF16, F16 or a ggml block-quantized dtype (device/quant.h; in_features a
+//   multiple of the block size), with F32 accumulation, and must be
+//   contiguous. Quantized weights are decoded inside the kernels; the
+//   activations stay F32.
 // - Index tensors (ids, positions, cu_seqlens, metadata) are I32, contiguous.
 // - An optional tensor is passed as an empty TensorView{} (data == nullptr).
 // - Unless stated, the output must not alias an input; ops that allow it say so.
@@ -44,7 +47,8 @@ struct ExecutionContext {
 // GEMM
 
 // y[M, N] = x[M, K] · w[N, K]^T (+ bias[N]).
-// x: F32 [M, K]; w: F32 or BF16 [N, K]; bias: F32 [N] or empty; y: F32 [M, N].
+// x: F32 [M, K]; w: F32, BF16, F16 or block-quantized [N, K] (K a multiple
+// of the block size); bias: F32 [N] or empty; y: F32 [M, N].
 absl::Status Linear(const ExecutionContext& ctx, const TensorView& x,
                     const TensorView& w, const TensorView& bias,
                     const TensorView& y);
@@ -56,7 +60,8 @@ absl::Status MatMul(const ExecutionContext& ctx, const TensorView& a,
 // ---------------------------------------------------------------------------
 // Embedding, conversion, elementwise
 
-// out[t, :] = table[ids[t], :]. table: F32/BF16 [V, H]; ids: I32 [T];
+// out[t, :] = table[ids[t], :]. table: F32/BF16/F16 or block-quantized
+// [V, H] (rows decoded as DequantizeRow does); ids: I32 [T];
 // out: F32 [T, H]. INVALID_ARGUMENT if an id is outside [0, V).
 absl::Status Embedding(const ExecutionContext& ctx, const TensorView& table,
                        const TensorView& ids, const TensorView& out);

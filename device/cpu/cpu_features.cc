@@ -11,7 +11,8 @@ namespace {
 CpuIsa Detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))) {
     return CpuIsa::kScalar;
   }
   if (!(__builtin_cpu_supports("avx512f") &&

@@ -10,7 +10,7 @@ namespace inferd {
 // Ordered: each level implies the ones below it.
 enum class CpuIsa : int {
   kScalar = 0,      // portable C++ only
-  kAvx2 = 1,        // AVX2 + FMA
+  kAvx2 = 1,        // AVX2 + FMA + F16C
   kAvx512 = 2,      // AVX-512 F/BW/VL/DQ
   kAvx512Bf16 = 3,  // + AVX512_BF16 (vdpbf16ps)
 };

@@ -13,6 +13,7 @@
 #include "device/cpu/fast_math.h"
 #include "device/cpu/kernels.h"
 #include "device/internal/check.h"
+#include "device/quant.h"
 
 namespace inferd {
 namespace cpu {
@@ -155,8 +156,14 @@ absl::Status Embedding(const KernelContext& ctx, const TensorView& table,
       if (table.dtype == DType::kF32) {
         std::memcpy(dst, table.as<const float>() + id[t] * h,
                     h * sizeof(float));
-      } else {
+      } else if (table.dtype == DType::kBF16) {
         Bf16RowToF32(table.as<const uint16_t>() + id[t] * h, dst, h);
+      } else {  // F16 or block-quantized (h validated by ops.cc)
+        DequantizeRow(table.dtype,
+                      static_cast<const uint8_t*>(table.data) +
+                          id[t] * DTypeRowBytes(table.dtype, h),
+                      h, dst)
+            .IgnoreError();
       }
     }
   });

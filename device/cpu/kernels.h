@@ -20,6 +20,11 @@ absl::Status MatMul(const KernelContext& ctx, const TensorView& a,
                     const TensorView& b, bool transpose_b,
                     const TensorView& c);
 
+// quant_linear_cpu.cc: Linear with F16 or block-quantized weights.
+absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
+                         const TensorView& w, const TensorView& bias,
+                         const TensorView& y);
+
 // elementwise_cpu.cc
 absl::Status Embedding(const KernelContext& ctx, const TensorView& table,
                        const TensorView& ids, const TensorView& out);

@@ -21,6 +21,9 @@ void RunGemm(ThreadPool* pool, const GemmArgs& g) {
 absl::Status Linear(const KernelContext& ctx, const TensorView& x,
                     const TensorView& w, const TensorView& bias,
                     const TensorView& y) {
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16) {
+    return QuantLinear(ctx, x, w, bias, y);
+  }
   GemmArgs g;
   g.x = x.as<const float>();
   g.ldx = x.shape[0] > 1 ? x.strides[0] : x.shape[1];

@@ -10,6 +10,7 @@
 #include "device/internal/check.h"
 #include "device/internal/paged.h"
 #include "device/op_table.h"
+#include "device/quant.h"
 
 namespace inferd {
 namespace {
@@ -35,19 +36,25 @@ void Store(void* base, DType dtype, int64_t i, float v) {
   }
 }
 
+// Weights of any dtype Linear accepts: each row decoded to F32 first
+// (device/quant.h), then dotted in double.
 absl::Status RefLinear(const KernelContext&, const TensorView& x,
                        const TensorView& w, const TensorView& bias,
                        const TensorView& y) {
   const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xr = Row<const float>(x, i);
-    float* yr = Row<float>(y, i);
-    for (int64_t j = 0; j < n; ++j) {
+  const size_t row_bytes = DTypeRowBytes(w.dtype, k);
+  std::vector<float> wrow(k);
+  for (int64_t j = 0; j < n; ++j) {
+    INFERD_DEVICE_RETURN_IF_ERROR(DequantizeRow(
+        w.dtype, static_cast<const uint8_t*>(w.data) + j * row_bytes, k,
+        wrow.data()));
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xr = Row<const float>(x, i);
       double acc = IsEmpty(bias) ? 0.0 : bias.as<const float>()[j];
       for (int64_t p = 0; p < k; ++p) {
-        acc += static_cast<double>(xr[p]) * Load(w.data, w.dtype, j * k + p);
+        acc += static_cast<double>(xr[p]) * wrow[p];
       }
-      yr[j] = static_cast<float>(acc);
+      Row<float>(y, i)[j] = static_cast<float>(acc);
     }
   }
   return absl::OkStatus();
@@ -74,15 +81,16 @@ absl::Status RefMatMul(const KernelContext&, const TensorView& a,
 absl::Status RefEmbedding(const KernelContext&, const TensorView& table,
                           const TensorView& ids, const TensorView& out) {
   const int64_t vocab = table.shape[0], h = table.shape[1];
+  const size_t row_bytes = DTypeRowBytes(table.dtype, h);
   for (int64_t t = 0; t < ids.shape[0]; ++t) {
     const int32_t id = ids.as<const int32_t>()[t];
     if (id < 0 || id >= vocab) {
       return absl::InvalidArgumentError(
           absl::StrCat("Embedding: id ", id, " outside [0, ", vocab, ")"));
     }
-    for (int64_t j = 0; j < h; ++j) {
-      Row<float>(out, t)[j] = Load(table.data, table.dtype, id * h + j);
-    }
+    INFERD_DEVICE_RETURN_IF_ERROR(DequantizeRow(
+        table.dtype, static_cast<const uint8_t*>(table.data) + id * row_bytes,
+        h, Row<float>(out, t)));
   }
   return absl::OkStatus();
 }

@@ -1,8 +1,8 @@
 // Reference dequantization of ggml tensor blocks (the data of GGUF
 // tensors): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K, one row at a
-// time into float32. Plain scalar code written from the block layouts; the
-// optimized kernels that compute on quantized weights are checked against
-// it. Pure functions; thread-safe.
+// time into float32, by the device layer's reference decoders
+// (device/quant.h), which the optimized kernels are checked against. Pure
+// functions; thread-safe.
 #ifndef INFERD_RUNTIME_LOADER_GGUF_QUANT_H_
 #define INFERD_RUNTIME_LOADER_GGUF_QUANT_H_
 

@@ -1,0 +1,47 @@
+// Internal interface between the quantized/F16-weight Linear kernel
+// (quant_linear_cpu.cc) and its ISA-specific translation units. The
+// functions are thread-safe; the args are read-only.
+#ifndef INFERD_DEVICE_CPU_QUANT_GEMM_H_
+#define INFERD_DEVICE_CPU_QUANT_GEMM_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "device/tensor.h"
+
+namespace inferd {
+
+// y[m, n] = sum_k x[m, k] * W(n, k) (+ bias[n]) for W an F16 or
+// block-quantized [n, k] weight whose row r starts at w + r * row_bytes.
+struct QuantGemmArgs {
+  DType dtype = DType::kF16;
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const uint8_t* w = nullptr;
+  size_t row_bytes = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  int64_t m = 0, n = 0, k = 0;
+  // Q4_1 and Q4_K (whose values carry an offset): xsum[i * (k / 32) + b] =
+  // sum of x[i, 32 b .. 32 b + 32); null for the other dtypes.
+  const float* xsum = nullptr;
+};
+
+// Whether a dtype needs QuantGemmArgs::xsum.
+inline bool QuantNeedsXSum(DType dtype) {
+  return dtype == DType::kQ4_1 || dtype == DType::kQ4_K;
+}
+
+// Weight rows [n_begin, n_end) of y, all m activation rows: weights are
+// decoded in registers with F32 math, each row block read once for all of x.
+namespace cpu_avx2 {
+void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
+}  // namespace cpu_avx2
+namespace cpu_avx512 {
+void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
+}  // namespace cpu_avx512
+
+}  // namespace inferd
+
+#endif  // INFERD_DEVICE_CPU_QUANT_GEMM_H_

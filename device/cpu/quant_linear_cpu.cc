@@ -1,0 +1,160 @@
+// Linear with F16 or ggml block-quantized weights (device/quant.h) on the
+// CPU, F32 activations and F32 math throughout (no activation quantization):
+// - M <= kQuantSmallMMaxM (decode, batched decode): weights stream from
+//   memory once and are decoded in registers (quant_avx2.cc /
+//   quant_avx512.cc), or, at the scalar level, a weight row is decoded to
+//   F32 and dotted with the auto-vectorized loop below;
+// - larger M (prefill): tiles of W are decoded to F32 and run through the
+//   blocked F32 GEMM (RunGemm).
+// Work is split over N on the thread pool.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "device/cpu/cpu_features.h"
+#include "device/cpu/gemm.h"
+#include "device/cpu/kernels.h"
+#include "device/cpu/quant_gemm.h"
+#include "device/quant.h"
+
+namespace inferd {
+namespace cpu {
+namespace {
+
+constexpr int64_t kQuantSmallMMaxM = 64;
+// Weight rows decoded per tile on the large-M path (a tile of K F32 values
+// per row is packed by the GEMM next; 64 rows keep its N blocking useful).
+constexpr int64_t kDecodeTileRows = 64;
+// As gemm_driver_impl.h: below this many multiply-adds a chunk stays on one
+// thread.
+constexpr int64_t kMinParallelMacs = 64 * 1024;
+
+using RowsFn = void (*)(const QuantGemmArgs&, int64_t, int64_t);
+
+float* ThreadBuffer(int64_t floats) {
+  static thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < floats) buf.resize(floats);
+  return buf.data();
+}
+
+// Portable: decode one weight row to F32, then dot it with each x row in
+// 16 independent lanes (vectorizable without reassociation flags).
+void PortableRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
+  constexpr int kLanes = 16;
+  float* wrow = ThreadBuffer(g.k);
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    DequantizeRow(g.dtype, g.w + n * g.row_bytes, g.k, wrow).IgnoreError();
+    for (int64_t i = 0; i < g.m; ++i) {
+      const float* x = g.x + i * g.ldx;
+      float part[kLanes] = {};
+      int64_t p = 0;
+      for (; p + kLanes <= g.k; p += kLanes) {
+        for (int l = 0; l < kLanes; ++l) part[l] += wrow[p + l] * x[p + l];
+      }
+      float sum = 0.0f;
+      for (; p < g.k; ++p) sum += wrow[p] * x[p];
+      for (int l = 0; l < kLanes; ++l) sum += part[l];
+      g.y[i * g.ldy + n] = sum + (g.bias != nullptr ? g.bias[n] : 0.0f);
+    }
+  }
+}
+
+struct RowsTask {
+  RowsFn fn;
+  const QuantGemmArgs* args;
+};
+
+void RunRowsTask(void* arg, int64_t begin, int64_t end) {
+  const RowsTask& t = *static_cast<const RowsTask*>(arg);
+  t.fn(*t.args, begin, end);
+}
+
+// Large M: tile [begin, end) of kDecodeTileRows weight rows each.
+void RunDecodedTiles(void* arg, int64_t begin, int64_t end) {
+  const QuantGemmArgs& g = *static_cast<const QuantGemmArgs*>(arg);
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t n0 = t * kDecodeTileRows;
+    const int64_t rows = std::min(kDecodeTileRows, g.n - n0);
+    float* tile = ThreadBuffer(rows * g.k);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(g.dtype, g.w + (n0 + r) * g.row_bytes, g.k, tile + r * g.k)
+          .IgnoreError();
+    }
+    GemmArgs gemm;
+    gemm.x = g.x;
+    gemm.ldx = g.ldx;
+    gemm.w = tile;
+    gemm.w_bf16 = false;
+    gemm.w_layout_nk = true;
+    gemm.ldw = g.k;
+    gemm.bias = g.bias != nullptr ? g.bias + n0 : nullptr;
+    gemm.y = g.y + n0;
+    gemm.ldy = g.ldy;
+    gemm.m = g.m;
+    gemm.n = rows;
+    gemm.k = g.k;
+    RunGemm(nullptr, gemm);
+  }
+}
+
+}  // namespace
+
+absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
+                         const TensorView& w, const TensorView& bias,
+                         const TensorView& y) {
+  QuantGemmArgs g;
+  g.dtype = w.dtype;
+  g.x = x.as<const float>();
+  g.ldx = x.shape[0] > 1 ? x.strides[0] : x.shape[1];
+  g.w = static_cast<const uint8_t*>(w.data);
+  g.m = x.shape[0];
+  g.n = w.shape[0];
+  g.k = x.shape[1];
+  g.row_bytes = DTypeRowBytes(w.dtype, g.k);
+  g.bias = bias.as<const float>();
+  g.y = y.as<float>();
+  g.ldy = y.shape[0] > 1 ? y.strides[0] : y.shape[1];
+  if (g.k == 0) {
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t j = 0; j < g.n; ++j) {
+        g.y[i * g.ldy + j] = g.bias != nullptr ? g.bias[j] : 0.0f;
+      }
+    }
+    return absl::OkStatus();
+  }
+  ThreadPool* pool = ctx.pool;
+  if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
+
+  if (g.m > kQuantSmallMMaxM) {
+    const int64_t tiles = (g.n + kDecodeTileRows - 1) / kDecodeTileRows;
+    ParallelForRaw(pool, tiles, 1, &RunDecodedTiles, &g);
+    return absl::OkStatus();
+  }
+
+  std::vector<float> xsum;
+  if (QuantNeedsXSum(g.dtype)) {
+    const int64_t blocks = g.k / 32;
+    xsum.resize(g.m * blocks);
+    for (int64_t i = 0; i < g.m; ++i) {
+      const float* xr = g.x + i * g.ldx;
+      for (int64_t b = 0; b < blocks; ++b) {
+        float s = 0.0f;
+        for (int j = 0; j < 32; ++j) s += xr[32 * b + j];
+        xsum[i * blocks + b] = s;
+      }
+    }
+    g.xsum = xsum.data();
+  }
+  const CpuIsa isa = ActiveCpuIsa();
+  RowsTask task;
+  task.args = &g;
+  task.fn = isa >= CpuIsa::kAvx512 ? &cpu_avx512::QuantGemmRows
+            : isa >= CpuIsa::kAvx2 ? &cpu_avx2::QuantGemmRows
+                                   : &PortableRows;
+  const int64_t min_rows = std::max<int64_t>(16, kMinParallelMacs / (g.m * g.k) + 1);
+  ParallelForRaw(pool, g.n, min_rows, &RunRowsTask, &task);
+  return absl::OkStatus();
+}
+
+}  // namespace cpu
+}  // namespace inferd
