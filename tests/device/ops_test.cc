@@ -1,10 +1,14 @@
 // Optimized CPU ops vs the reference kernels and vs direct formulas, for every
 // ISA level the machine supports (capped via SetCpuIsaCap).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <tuple>
 #include <vector>
 
 #include "device/ops.h"
+#include "device/quant.h"
 #include "gtest/gtest.h"
 #include "tests/device/test_util.h"
 
@@ -56,6 +60,105 @@ TEST_P(LinearTest, MatchesReferenceForF32AndBf16Weights) {
               for (int64_t p = 0; p < k; ++p) mag += std::fabs(x[i * ldx + p] * w[j * k + p]);
               ASSERT_NEAR(y[i * n + j], y_ref[i * n + j], rel * mag + 1e-6)
                   << "m=" << m << " n=" << n << " k=" << k << " bf16=" << bf16
+                  << " at (" << i << "," << j << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Random weights for a quantized (or F16) dtype: random floats through
+// QuantizeRow; for the K-quants half the rows are random bytes with small
+// f16 scales instead, so every packed scale bit is exercised.
+std::vector<uint8_t> RandomWeights(DType dtype, int64_t n, int64_t k,
+                                   uint32_t seed) {
+  const size_t row_bytes = DTypeRowBytes(dtype, k);
+  std::vector<uint8_t> w(n * row_bytes);
+  std::vector<float> src = RandomVector(n * k, seed);
+  for (int64_t r = 0; r < n; ++r) {
+    EXPECT_TRUE(QuantizeRow(dtype, src.data() + r * k, k, w.data() + r * row_bytes).ok());
+  }
+  if (dtype == DType::kQ4_K || dtype == DType::kQ6_K) {
+    std::mt19937 rng(seed);
+    const size_t bb = DTypeBlockBytes(dtype);
+    for (int64_t r = 0; r < n; r += 2) {
+      uint8_t* row = w.data() + r * row_bytes;
+      for (size_t i = 0; i < row_bytes; ++i) row[i] = static_cast<uint8_t>(rng());
+      for (size_t b = 0; b < row_bytes; b += bb) {
+        const uint16_t d = FloatToF16(0.01f), dmin = FloatToF16(0.02f);
+        if (dtype == DType::kQ4_K) {
+          std::memcpy(row + b, &d, 2);
+          std::memcpy(row + b + 2, &dmin, 2);
+        } else {
+          std::memcpy(row + b + 208, &d, 2);
+        }
+      }
+    }
+  }
+  return w;
+}
+
+// Quantized and F16 weights, optimized vs reference (which decodes each row
+// with DequantizeRow and accumulates in double); every M regime (GEMV,
+// small M, decoded tiles), N and K not multiples of the kernels' blocking.
+// Tolerance 1e-5 relative to sum |x| (|w| + |block offset|): the kernels
+// accumulate d * sum(x q) + m * sum(x) in F32, whose terms can exceed |w|.
+TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
+  uint32_t seed = 100;
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
+                      DType::kQ6_K, DType::kF16}) {
+    const int64_t block = DTypeBlockElements(dtype);
+    std::vector<int64_t> ks;
+    if (block == 1) {
+      ks = {1, 17, 129, 1000};
+    } else if (block == 32) {
+      ks = {32, 96, 288, 1056};  // 1, 3, 9, 33 blocks
+    } else {
+      ks = {256, 768, 2304};
+    }
+    for (int64_t m : {1, 2, 3, 7, 16, 33, 64, 65, 130}) {
+      for (int64_t n : {1, 5, 17, 67}) {
+        for (int64_t k : ks) {
+          const int64_t ldx = k + (m % 2);
+          std::vector<float> x = RandomVector(m * ldx, seed++);
+          std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
+          std::vector<float> bias = RandomVector(n, seed++);
+          std::vector<float> wf(n * k);
+          const size_t row_bytes = DTypeRowBytes(dtype, k);
+          for (int64_t r = 0; r < n; ++r) {
+            ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, wf.data() + r * k).ok());
+          }
+          // |block offset| per value: Q4_1 m, Q4_K dmin * min (from the
+          // dequantized value of q = 0 is not available; bound by the
+          // block's largest |w|).
+          std::vector<float> off(n * k, 0.0f);
+          if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K) {
+            for (int64_t r = 0; r < n; ++r) {
+              for (int64_t b = 0; b < k; b += 32) {
+                float mx = 0;
+                for (int j = 0; j < 32; ++j) mx = std::max(mx, std::fabs(wf[r * k + b + j]));
+                for (int j = 0; j < 32; ++j) off[r * k + b + j] = mx;
+              }
+            }
+          }
+          const TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});
+          const TensorView bv = TensorView::Contiguous(bias.data(), DType::kF32, {n});
+          const bool use_bias = (m + n) % 2 == 0;
+          std::vector<float> y(m * n), y_ref(m * n);
+          ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k, ldx), wv, use_bias ? bv : TensorView{},
+                             View2(y.data(), m, n)).ok());
+          ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k, ldx), wv, use_bias ? bv : TensorView{},
+                             View2(y_ref.data(), m, n)).ok());
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double mag = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                mag += std::fabs(x[i * ldx + p]) * (std::fabs(wf[j * k + p]) + off[j * k + p]);
+              }
+              ASSERT_NEAR(y[i * n + j], y_ref[i * n + j], 1e-5 * mag + 1e-6)
+                  << DTypeName(dtype) << " m=" << m << " n=" << n << " k=" << k
                   << " at (" << i << "," << j << ")";
             }
           }
@@ -203,6 +306,32 @@ TEST_P(ElementwiseTest, EmbeddingGathersF32AndBf16Rows) {
   EXPECT_EQ(Embedding(kOpt, TensorView::Contiguous(table.data(), DType::kF32, {vocab, h}), idv,
                       View2(out.data(), 5, h)).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_P(ElementwiseTest, EmbeddingDecodesQuantizedAndF16Rows) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
+                      DType::kQ6_K, DType::kF16}) {
+    const int64_t vocab = 40, h = DTypeBlockElements(dtype) == 256 ? 512 : 96;
+    std::vector<uint8_t> table = RandomWeights(dtype, vocab, h, 9);
+    const size_t row_bytes = DTypeRowBytes(dtype, h);
+    std::vector<int32_t> ids = {3, 0, 39, 3, 17, 22, 8};
+    const int64_t t = ids.size();
+    const TensorView idv = TensorView::Contiguous(ids.data(), DType::kI32, {t});
+    const TensorView tv = TensorView::Contiguous(table.data(), dtype, {vocab, h});
+    std::vector<float> out(t * h), out_ref(t * h), want(h);
+    ASSERT_TRUE(Embedding(kOpt, tv, idv, View2(out.data(), t, h)).ok());
+    ASSERT_TRUE(Embedding(kRef, tv, idv, View2(out_ref.data(), t, h)).ok());
+    for (int64_t r = 0; r < t; ++r) {
+      ASSERT_TRUE(DequantizeRow(dtype, table.data() + ids[r] * row_bytes, h, want.data()).ok());
+      for (int64_t j = 0; j < h; ++j) {
+        ASSERT_EQ(out[r * h + j], want[j]) << DTypeName(dtype);
+        ASSERT_EQ(out_ref[r * h + j], want[j]) << DTypeName(dtype);
+      }
+    }
+    ids[2] = 40;
+    EXPECT_EQ(Embedding(kOpt, tv, idv, View2(out.data(), t, h)).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ElementwiseTest, INFERD_ALL_ISAS, testing_util::IsaParamName);
