@@ -1,4 +1,5 @@
-// Kernel benchmarks: Linear (F32 / BF16 weights) GEMM and decode GEMV on the
+// Kernel benchmarks: Linear (F32 / BF16 weights; quantized and F16 weights in
+// BM_QuantLinear) GEMM and decode GEMV on the
 // cpu device, with the machine's measured FP32 FMA peak, vdpbf16ps peak and
 // streaming-read bandwidth as reference counters. The CPU column is the whole
 // process's CPU time (all threads), for comparisons on a busy machine.
@@ -8,8 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <time.h>
 #include <vector>
@@ -19,6 +22,7 @@
 #include "device/cpu/thread_pool.h"
 #include "device/device.h"
 #include "device/ops.h"
+#include "device/quant.h"
 
 namespace inferd {
 namespace bench {
@@ -163,6 +167,71 @@ void BM_Linear(benchmark::State& state) {
   state.counters["weight_GB/s"] = benchmark::Counter(gbytes * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["mem_bw_GB/s"] = mach.bandwidth[threads];
 }
+
+// Weight dtypes of BM_QuantLinear, by index.
+constexpr DType kQuantBenchDTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0,
+                                       DType::kQ4_K, DType::kQ6_K, DType::kF16,
+                                       DType::kBF16};
+
+// Args: M, N, K, dtype (index into kQuantBenchDTypes), threads. Decode with
+// quantized / half-precision weights. The weights rotate over enough copies
+// (>= 512 MB in all) that each call streams them from memory, as a model's
+// layers do, instead of from the last-level cache.
+void BM_QuantLinear(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const DType dtype = kQuantBenchDTypes[state.range(3)];
+  const int threads = static_cast<int>(state.range(4));
+  const Machine& mach = GetMachine();
+  std::vector<float> x = Random(m * k, 1), y(m * n);
+  const size_t row_bytes = DTypeRowBytes(dtype, k);
+  const size_t bytes = row_bytes * n;
+  const int copies = static_cast<int>(std::min<size_t>(256, (size_t{512} << 20) / bytes + 1));
+  std::vector<uint8_t> w(bytes * copies);
+  {
+    std::vector<float> wf = Random(n * k, 2);
+    for (int64_t r = 0; r < n; ++r) {
+      if (!QuantizeRow(dtype, wf.data() + r * k, k, w.data() + r * row_bytes).ok()) {
+        state.SkipWithError("QuantizeRow failed");
+        return;
+      }
+    }
+    for (int c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
+  }
+  ExecutionContext ctx{DeviceWithThreads(threads), KernelChoice::kOptimized};
+  int c = 0;
+  for (auto _ : state) {
+    const TensorView wv = TensorView::Contiguous(w.data() + c * bytes, dtype, {n, k});
+    c = (c + 1) % copies;
+    auto st = Linear(ctx, TensorView::Contiguous(x.data(), DType::kF32, {m, k}), wv,
+                     TensorView{}, TensorView::Contiguous(y.data(), DType::kF32, {m, n}));
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(DTypeName(dtype)));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(bytes / 1e9 * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["mem_bw_GB/s"] = mach.bandwidth[threads];
+}
+
+// TinyLlama-1.1B projections (q/o, gate/up, down, lm_head), M = 1 and 16.
+void QuantArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (int m : {1, 16}) {
+      for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) {
+        b->Args({m, 2048, 2048, d, threads});
+        b->Args({m, 5632, 2048, d, threads});
+        b->Args({m, 2048, 5632, d, threads});
+        b->Args({m, 32000, 2048, d, threads});
+      }
+    }
+  }
+  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.3);
+}
+
+BENCHMARK(BM_QuantLinear)->Apply(QuantArgs);
 
 // Eigen F32 GEMM, N split across threads (comparison only).
 void BM_EigenLinearF32(benchmark::State& state) {

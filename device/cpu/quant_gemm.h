@@ -23,14 +23,15 @@ struct QuantGemmArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t m = 0, n = 0, k = 0;
-  // Q4_1 and Q4_K (whose values carry an offset): xsum[i * (k / 32) + b] =
-  // sum of x[i, 32 b .. 32 b + 32); null for the other dtypes.
+  // Q4_0, Q4_1 and Q4_K (whose values carry an offset): xsum[i * (k / 32)
+  // + b] = sum of x[i, 32 b .. 32 b + 32); null for the other dtypes.
   const float* xsum = nullptr;
 };
 
 // Whether a dtype needs QuantGemmArgs::xsum.
 inline bool QuantNeedsXSum(DType dtype) {
-  return dtype == DType::kQ4_1 || dtype == DType::kQ4_K;
+  return dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
+         dtype == DType::kQ4_K;
 }
 
 // Weight rows [n_begin, n_end) of y, all m activation rows: weights are

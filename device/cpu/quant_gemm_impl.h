@@ -1,7 +1,7 @@
 // Quantized / F16 weight GEMV and small-M GEMM with 256-bit AVX2 + FMA +
 // F16C intrinsics: each weight block is decoded in registers (nibbles or
 // bytes -> int32 -> float) and multiplied with F32 activations; the block
-// scale multiplies the block's partial dot product, and the Q4_1/Q4_K
+// scale multiplies the block's partial dot product, and the Q4_0/Q4_1/Q4_K
 // offsets use the precomputed per-32 sums of x (sum x*(d q + m) = d sum x q
 // + m sum x). Included inside an anonymous namespace by one ISA translation
 // unit each (quant_avx2.cc, quant_avx512.cc), which defines nothing before
@@ -69,33 +69,14 @@ void RowQ8_0(const uint8_t* w, int64_t k, const float* const* x,
   for (int i = 0; i < M; ++i) out[i] = HSum(acc[i]);
 }
 
-template <int M>
-void RowQ4_0(const uint8_t* w, int64_t k, const float* const* x,
-             const float* const*, float* out) {
-  const __m256i low = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
-  __m256 acc[M];
-  for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const uint8_t* blk = w + 18 * b;
-    const __m256 d = _mm256_set1_ps(HalfAt(blk));
-    const __m256i v0 = U8x8(blk + 2), v1 = U8x8(blk + 10);
-    __m256 wv[4];
-    wv[0] = ToF(_mm256_sub_epi32(_mm256_and_si256(v0, low), eight));
-    wv[1] = ToF(_mm256_sub_epi32(_mm256_and_si256(v1, low), eight));
-    wv[2] = ToF(_mm256_sub_epi32(_mm256_srli_epi32(v0, 4), eight));
-    wv[3] = ToF(_mm256_sub_epi32(_mm256_srli_epi32(v1, 4), eight));
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      acc[i] = _mm256_fmadd_ps(Dot<4>(wv, x[i] + 32 * b), d, acc[i]);
-    }
-  }
-  for (int i = 0; i < M; ++i) out[i] = HSum(acc[i]);
-}
-
-// The block minimums m_b are gathered 8 at a time and dotted with xsum.
-template <int M>
-void RowQ4_1(const uint8_t* w, int64_t k, const float* const* x,
-             const float* const* xsum, float* out) {
+// Q4_1 (x = d q + m) and Q4_0 (the same with m = -8 d, which saves the
+// integer subtraction per value): the block offsets m_b are gathered 8 at a
+// time and dotted with xsum.
+template <int M, bool kQ4_0>
+void RowQ4(const uint8_t* w, int64_t k, const float* const* x,
+           const float* const* xsum, float* out) {
+  constexpr int kBlockBytes = kQ4_0 ? 18 : 20;
+  constexpr int kNibbles = kQ4_0 ? 2 : 4;
   const __m256i low = _mm256_set1_epi32(0x0F);
   __m256 acc[M], corr[M];
   float tail[M];
@@ -109,10 +90,11 @@ void RowQ4_1(const uint8_t* w, int64_t k, const float* const* x,
   for (int64_t b0 = 0; b0 < nb; b0 += 8) {
     const int64_t b1 = nb - b0 < 8 ? nb : b0 + 8;
     for (int64_t b = b0; b < b1; ++b) {
-      const uint8_t* blk = w + 20 * b;
-      const __m256 d = _mm256_set1_ps(HalfAt(blk));
-      mins[b - b0] = HalfAt(blk + 2);
-      const __m256i v0 = U8x8(blk + 4), v1 = U8x8(blk + 12);
+      const uint8_t* blk = w + kBlockBytes * b;
+      const float db = HalfAt(blk);
+      const __m256 d = _mm256_set1_ps(db);
+      mins[b - b0] = kQ4_0 ? -8.0f * db : HalfAt(blk + 2);
+      const __m256i v0 = U8x8(blk + kNibbles), v1 = U8x8(blk + kNibbles + 8);
       __m256 wv[4];
       wv[0] = ToF(_mm256_and_si256(v0, low));
       wv[1] = ToF(_mm256_and_si256(v1, low));
@@ -292,8 +274,8 @@ void RowsOfM(const QuantGemmArgs& g, int64_t m0, int64_t n_begin,
     float out[M];
     switch (g.dtype) {
       case DType::kQ8_0: RowQ8_0<M>(w, g.k, x, xs, out); break;
-      case DType::kQ4_0: RowQ4_0<M>(w, g.k, x, xs, out); break;
-      case DType::kQ4_1: RowQ4_1<M>(w, g.k, x, xs, out); break;
+      case DType::kQ4_0: RowQ4<M, true>(w, g.k, x, xs, out); break;
+      case DType::kQ4_1: RowQ4<M, false>(w, g.k, x, xs, out); break;
       case DType::kQ4_K: RowQ4_K<M>(w, g.k, x, xs, out); break;
       case DType::kQ6_K: RowQ6_K<M>(w, g.k, x, xs, out); break;
       default: RowF16<M>(w, g.k, x, xs, out); break;
