@@ -99,7 +99,8 @@ class MetaspacePreTokenizer : public PreTokenizer {
       p.ReplaceChar(' ', replacement_);
       const bool starts =
           p.get().compare(0, replacement_.size(), replacement_) == 0;
-      if (!starts &&
+      // As in `tokenizers`, prepending to an empty piece does nothing.
+      if (!starts && !p.get().empty() &&
           (scheme_ == PrependScheme::kAlways ||
            (scheme_ == PrependScheme::kFirst && p.original_start() == 0))) {
         p.Prepend(replacement_);
