@@ -21,13 +21,19 @@ GGUF files checked:
 
 Where llama.cpp and transformers disagree inferd follows llama.cpp (it defines
 what a GGUF means), and the reference is adjusted in the same way, stated per
-file in ADJUST below: transformers keeps GPT-2's pre-tokenizer for pre types it
+case below: transformers keeps GPT-2's pre-tokenizer for pre types it
 does not list (smollm splits digits one by one in llama.cpp and in SmolLM2's
-own tokenizer.json) and never sets BPE ignore_merges (llama.cpp sets it for
-llama-bpe, as Llama 3's tokenizer.json does). The unadjusted mismatch count
-is printed too.
+own tokenizer.json), never sets BPE ignore_merges (llama.cpp sets it for
+llama-bpe, as Llama 3's tokenizer.json does), and appends GPT2Tokenizer's
+default "<|endoftext|>" past the vocabulary when the vocabulary lacks it.
+The unadjusted mismatch count is printed too.
 
-usage: gguf_tokenizer_diff_test.py --cli BIN --models DIR [--count N]
+  * optionally (--shared DIR or $INFERD_SHARED_DIR), the real Llama 3 and
+    Qwen3 tokenizer.json files there, written as gpt2 GGUFs (llama-bpe,
+    qwen2) the way convert_hf_to_gguf.py does; skipped when absent.
+
+usage: gguf_tokenizer_diff_test.py --cli BIN --models DIR [--shared DIR]
+       [--count N]
 Run with the venv's Python (build/venv/bin/python).
 """
 import argparse
@@ -95,10 +101,18 @@ def reference(path, adjust):
         backend.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(r"\p{N}"), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    j = json.loads(backend.to_str())
     if adjust.get("ignore_merges"):
-        j = json.loads(backend.to_str())
         j["model"]["ignore_merges"] = True
-        backend = type(backend).from_str(json.dumps(j))
+    # GPT2Tokenizer's default special token "<|endoftext|>" gets appended
+    # past the file's vocabulary when the vocabulary lacks it (a token the
+    # model has no embedding for); inferd adds no such token.
+    n = len(read_fields(path)["tokenizer.ggml.tokens"])
+    extra = [a for a in j["added_tokens"] if a["id"] >= n]
+    if extra:
+        adjust["beyond-vocab " + ",".join(a["content"] for a in extra)] = True
+        j["added_tokens"] = [a for a in j["added_tokens"] if a["id"] < n]
+    backend = type(backend).from_str(json.dumps(j))
     for t in (backend, raw):
         t.no_truncation()
         t.no_padding()
@@ -231,6 +245,40 @@ def stories_spm():
             "add_space_prefix": True}
 
 
+def hf_bytelevel_as_gguf(folder, pre, add_bos):
+    """A byte-level BPE tokenizer.json as convert_hf_to_gguf.py writes it:
+    tokens by id, added special tokens as control (3), other added tokens as
+    user-defined (4)."""
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as fh:
+        tj = json.load(fh)
+    with open(os.path.join(folder, "tokenizer_config.json"),
+              encoding="utf-8") as fh:
+        tc = json.load(fh)
+    ids = dict(tj["model"]["vocab"])
+    types = {}
+    for a in tj["added_tokens"]:
+        ids[a["content"]] = a["id"]
+        types[a["id"]] = 3 if a["special"] else 4
+    n = max(ids.values()) + 1
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    for t, i in ids.items():
+        tokens[i] = t
+    merges = [m if isinstance(m, str) else " ".join(m)
+              for m in tj["model"]["merges"]]
+
+    def token_id(name):
+        v = tc.get(name)
+        if isinstance(v, dict):
+            v = v.get("content")
+        return ids.get(v) if v is not None else None
+
+    return {"model": "gpt2", "pre": pre, "tokens": tokens,
+            "types": [types.get(i, 1) for i in range(n)], "merges": merges,
+            "bos": token_id("bos_token"), "eos": token_id("eos_token"),
+            "pad": token_id("pad_token"), "add_bos": add_bos,
+            "add_eos": False}
+
+
 # ---------------------------------------------------------------- main
 
 def compare(name, cli, path, texts, adjust, failures):
@@ -276,6 +324,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
     ap.add_argument("--models", required=True)
+    ap.add_argument("--shared", default=os.environ.get("INFERD_SHARED_DIR"),
+                    help="optional: real tokenizers under DIR/tokenizers")
     ap.add_argument("--count", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=20261124)
     args = ap.parse_args()
@@ -307,6 +357,21 @@ def main():
         os.makedirs(os.path.dirname(path))
         write_gguf(path, stories_spm())
         cases.append(("stories260K (llama SPM)", path, {}))
+        # Optional: real Llama 3 and Qwen3 vocabularies when ../shared has
+        # them (not required; the test passes without).
+        for folder, pre, add_bos, adjust in (
+                ("llama3", "llama-bpe", True, {"ignore_merges": True}),
+                ("qwen3", "qwen2", False, {})):
+            src = os.path.join(args.shared or "", "tokenizers", folder)
+            if not args.shared or not os.path.isfile(
+                    os.path.join(src, "tokenizer.json")):
+                print(f"  {folder + ' (' + pre + ')':26s} skipped: "
+                      f"{src} absent")
+                continue
+            path = os.path.join(tmp, folder, f"{folder}.gguf")
+            os.makedirs(os.path.dirname(path))
+            write_gguf(path, hf_bytelevel_as_gguf(src, pre, add_bos))
+            cases.append((f"{folder} vocab as {pre}", path, adjust))
         for name, path, adjust in cases:
             compare(name, args.cli, path, texts, adjust, failures)
     if failures:
