@@ -49,7 +49,8 @@ constexpr char kGpt4oRegex[] =
     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
-    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|"
+    "\\s+(?!\\S)|\\s+";
 constexpr char kTekkenRegex[] =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*"
     "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
@@ -545,17 +546,23 @@ Json SpmMerges(const Vocab& v, const Json& vocab) {
                        Merge{left, right, score, k, cps.size() - k}});
     }
     std::stable_sort(local.begin(), local.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+                     [](const auto& a, const auto& b) {
+                       return a.first < b.first;
+                     });
     for (auto& m : local) merges.push_back(std::move(m.second));
   }
   std::stable_sort(merges.begin(), merges.end(),
                    [](const Merge& a, const Merge& b) {
                      if (a.score != b.score) return a.score > b.score;
-                     if (a.left_len != b.left_len) return a.left_len > b.left_len;
+                     if (a.left_len != b.left_len) {
+                       return a.left_len > b.left_len;
+                     }
                      return a.right_len > b.right_len;
                    });
   Json out = Json::array();
-  for (Merge& m : merges) out.push_back({std::move(m.left), std::move(m.right)});
+  for (Merge& m : merges) {
+    out.push_back({std::move(m.left), std::move(m.right)});
+  }
   return out;
 }
 
@@ -618,7 +625,8 @@ absl::StatusOr<GgufTokenizer> Convert(const GgufFile& file) {
   Json tok;
   bool default_add_bos = false;
   if (*model == "gpt2") {
-    ASSIGN_OR_RETURN(absl::optional<std::string> pre, r.OptionalString(kPreKey));
+    ASSIGN_OR_RETURN(absl::optional<std::string> pre,
+                     r.OptionalString(kPreKey));
     // llama.cpp treats a missing pre type as "default" (with a warning).
     const std::string pre_name = pre.value_or("default");
     const BpePreType* pre_type = FindBpePreType(pre_name);

@@ -10,7 +10,7 @@
 //   llama  SentencePiece BPE, built as transformers' LlamaTokenizer does: BPE
 //          with byte_fallback, merges derived from the vocabulary ordered by
 //          score, Metaspace (prefix space unless add_space_prefix is false).
-//   bert   WordPiece with BERT's normalizer and pre-tokenizer.
+// Others (bert, t5, rwkv, ...) are INVALID_ARGUMENT naming the model.
 // Token types (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused,
 // 6 byte) decide the added tokens: control -> special, user-defined -> plain.
 #ifndef INFERD_RUNTIME_LOADER_GGUF_TOKENIZER_H_

@@ -241,8 +241,9 @@ TEST(GgufTokenizerTest, MalformedMetadataIsInvalidArgumentNamingTheKey) {
       {"model not a string",
        [](GgufBytes* b) { b->U32("tokenizer.ggml.model", 1); }, false,
        "tokenizer.ggml.model"},
-      {"unknown model", [](GgufBytes* b) { b->Str("tokenizer.ggml.model", "rwkv"); },
-       false, "tokenizer.ggml.model"},
+      {"unknown model",
+       [](GgufBytes* b) { b->Str("tokenizer.ggml.model", "rwkv"); }, false,
+       "tokenizer.ggml.model"},
       {"unknown pre",
        [](GgufBytes* b) { b->Str("tokenizer.ggml.pre", "no-such-pre"); }, false,
        "no-such-pre"},
@@ -252,11 +253,12 @@ TEST(GgufTokenizerTest, MalformedMetadataIsInvalidArgumentNamingTheKey) {
       {"tokens of integers",
        [](GgufBytes* b) { b->I32s("tokenizer.ggml.tokens", {1, 2}); }, false,
        "tokenizer.ggml.tokens"},
-      {"empty tokens", [](GgufBytes* b) { b->Strs("tokenizer.ggml.tokens", {}); },
-       false, "tokenizer.ggml.tokens"},
+      {"empty tokens",
+       [](GgufBytes* b) { b->Strs("tokenizer.ggml.tokens", {}); }, false,
+       "tokenizer.ggml.tokens"},
       {"token types too short",
-       [](GgufBytes* b) { b->I32s("tokenizer.ggml.token_type", {1, 1}); }, false,
-       "tokenizer.ggml.token_type"},
+       [](GgufBytes* b) { b->I32s("tokenizer.ggml.token_type", {1, 1}); },
+       false, "tokenizer.ggml.token_type"},
       {"token type out of range",
        [](GgufBytes* b) {
          b->I32s("tokenizer.ggml.token_type", {1, 1, 1, 1, 1, 9, 1});
@@ -264,7 +266,8 @@ TEST(GgufTokenizerTest, MalformedMetadataIsInvalidArgumentNamingTheKey) {
        false, "tokenizer.ggml.token_type"},
       {"token types of strings",
        [](GgufBytes* b) {
-         b->Strs("tokenizer.ggml.token_type", {"1", "1", "1", "1", "1", "1", "1"});
+         b->Strs("tokenizer.ggml.token_type",
+                 {"1", "1", "1", "1", "1", "1", "1"});
        },
        false, "tokenizer.ggml.token_type"},
       {"bos out of range",
