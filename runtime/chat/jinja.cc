@@ -413,25 +413,23 @@ class Renderer {
       return Exec(s.else_body, frame, out, &inner);
     }
     const int64_t n = static_cast<int64_t>(items.size());
+    static const char* const kLoopKeys[] = {
+        "index", "index0", "revindex", "revindex0", "first", "last",
+        "length", "depth", "depth0", "previtem", "nextitem"};
+    std::vector<Value> keys;
+    for (const char* k : kLoopKeys) keys.push_back(Value::String(k));
     for (int64_t i = 0; i < n; ++i) {
       RETURN_IF_ERROR(Tick(s));
       Frame f;
       f.parent = frame;
       auto loop = std::make_shared<ValueDict>();
-      auto set = [&](const char* k, Value v) {
-        loop->entries.emplace_back(Value::String(k), std::move(v));
-      };
-      set("index", Value::Int(i + 1));
-      set("index0", Value::Int(i));
-      set("revindex", Value::Int(n - i));
-      set("revindex0", Value::Int(n - i - 1));
-      set("first", Value::Bool(i == 0));
-      set("last", Value::Bool(i == n - 1));
-      set("length", Value::Int(n));
-      set("depth", Value::Int(1));
-      set("depth0", Value::Int(0));
-      set("previtem", i > 0 ? items[i - 1] : Value());
-      set("nextitem", i + 1 < n ? items[i + 1] : Value());
+      loop->entries.reserve(11);
+      Value values[] = {Value::Int(i + 1), Value::Int(i), Value::Int(n - i),
+                        Value::Int(n - i - 1), Value::Bool(i == 0),
+                        Value::Bool(i == n - 1), Value::Int(n), Value::Int(1),
+                        Value::Int(0), i > 0 ? items[i - 1] : Value(),
+                        i + 1 < n ? items[i + 1] : Value()};
+      for (int k = 0; k < 11; ++k) loop->entries.emplace_back(keys[k], std::move(values[k]));
       f.vars.emplace_back("loop", Value::Dict(std::move(loop)));
       RETURN_IF_ERROR(Assign(s, s.targets, items[i], &f));
       Flow inner = Flow::kNormal;

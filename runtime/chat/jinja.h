@@ -24,7 +24,7 @@ struct RenderOptions {
   absl::TimeZone time_zone = absl::LocalTimeZone();
   // Limits that turn a hostile template into an error.
   size_t max_output_bytes = 16 << 20;  // Also the longest string built.
-  int64_t max_steps = 20'000'000;      // Statements + expressions evaluated.
+  int64_t max_steps = 5'000'000;       // Statements + expressions evaluated.
   int max_depth = 300;                 // Nested evaluation (incl. macros).
   size_t max_list_items = 100'000;     // Longest list built (and range()).
 };
