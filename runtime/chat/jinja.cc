@@ -65,14 +65,44 @@ const char* TypeName(const Value& v) {
   return "object";
 }
 
-std::string AsciiLower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+// Case mapping for ASCII, Latin-1, basic Greek and Cyrillic (what chat
+// content mostly needs); other code points are left as they are.
+uint32_t UpperCp(uint32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if ((c >= 0xe0 && c <= 0xfe && c != 0xf7)) return c - 32;
+  if (c == 0xff) return 0x178;
+  if (c >= 0x3b1 && c <= 0x3c9 && c != 0x3c2) return c - 32;
+  if (c == 0x3c2) return 0x3a3;
+  if (c >= 0x430 && c <= 0x44f) return c - 32;
+  if (c >= 0x450 && c <= 0x45f) return c - 80;
+  return c;
 }
-std::string AsciiUpper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
+uint32_t LowerCp(uint32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if ((c >= 0xc0 && c <= 0xde && c != 0xd7)) return c + 32;
+  if (c == 0x178) return 0xff;
+  if (c >= 0x391 && c <= 0x3a9 && c != 0x3a2) return c + 32;
+  if (c >= 0x410 && c <= 0x42f) return c + 32;
+  if (c >= 0x400 && c <= 0x40f) return c + 80;
+  return c;
 }
+std::string MapCase(const std::string& s, bool upper) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t start = i;
+    uint32_t cp = DecodeUtf8(s, &i);
+    uint32_t mapped = upper ? UpperCp(cp) : LowerCp(cp);
+    if (mapped == cp) {
+      out.append(s, start, i - start);
+    } else {
+      AppendUtf8(mapped, &out);
+    }
+  }
+  return out;
+}
+std::string PyLower(std::string s) { return MapCase(s, false); }
+std::string PyUpper(std::string s) { return MapCase(s, true); }
 
 // Python str.strip/lstrip/rstrip; `chars` null means whitespace.
 std::string PyStrip(const std::string& s, const std::string* chars, bool left,
@@ -1003,11 +1033,11 @@ class Renderer {
         const std::string* cs = chars != nullptr && chars->is_string() ? &chars->str() : nullptr;
         return Value::String(PyStrip(s, cs, name != "rstrip", name != "lstrip"));
       }
-      if (name == "upper") return Value::String(AsciiUpper(s));
-      if (name == "lower") return Value::String(AsciiLower(s));
+      if (name == "upper") return Value::String(PyUpper(s));
+      if (name == "lower") return Value::String(PyLower(s));
       if (name == "title") return Value::String(PyTitle(s));
       if (name == "capitalize") {
-        std::string r = AsciiLower(s);
+        std::string r = PyLower(s);
         if (!r.empty()) r[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(r[0])));
         return Value::String(r);
       }
@@ -1407,10 +1437,10 @@ class Renderer {
     }
     if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
       ASSIGN_OR_RETURN(std::string s, ToStr(at, v));
-      if (name == "upper") return Value::String(AsciiUpper(s));
-      if (name == "lower") return Value::String(AsciiLower(s));
+      if (name == "upper") return Value::String(PyUpper(s));
+      if (name == "lower") return Value::String(PyLower(s));
       if (name == "title") return Value::String(JinjaTitle(s));
-      s = AsciiLower(s);
+      s = PyLower(s);
       if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
       return Value::String(s);
     }
@@ -1598,7 +1628,7 @@ class Renderer {
       absl::Status error;
       auto key = [&](const Value& item) {
         Value x = item.items()[pos];
-        if (!case_sensitive && x.is_string()) return Value::String(AsciiLower(x.str()));
+        if (!case_sensitive && x.is_string()) return Value::String(PyLower(x.str()));
         return x;
       };
       std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
@@ -1624,7 +1654,7 @@ class Renderer {
       if (attribute != nullptr && !attribute->is_none()) {
         ASSIGN_OR_RETURN(k, AttrPath(at, item, *attribute));
       }
-      if (!case_sensitive && k.is_string() && name != "sum") k = Value::String(AsciiLower(k.str()));
+      if (!case_sensitive && k.is_string() && name != "sum") k = Value::String(PyLower(k.str()));
       keys.push_back(std::move(k));
     }
     if (name == "sum") {
@@ -1700,7 +1730,7 @@ class Renderer {
     if (name == "lower" || name == "upper") {
       if (!v.is_string()) return false;
       std::string s = v.str();
-      return name == "lower" ? AsciiLower(s) == s : AsciiUpper(s) == s;
+      return name == "lower" ? PyLower(s) == s : PyUpper(s) == s;
     }
     if (name == "odd" || name == "even" || name == "divisibleby") {
       if (!v.is_int() && !v.is_bool()) {

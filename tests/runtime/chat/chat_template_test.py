@@ -100,6 +100,50 @@ def conversations():
     return convs
 
 
+# Constructs checked one by one against transformers' Jinja environment,
+# rendered with SNIPPET_CONTEXT.
+SNIPPET_CONTEXT = {"d": {"a": 1, "b": "x"}, "xs": [3, 1, 2], "s": "héllo wörld",
+                   "ms": [{"role": "user", "c": 1}, {"role": "bot", "c": 2}]}
+SNIPPETS = [
+    "{{ u }}|{{ u|length }}|{{ u ~ 'a' }}|{{ 'a' in u }}|{{ u is none }}|{{ not u }}|{{ u|default('x') }}|{{ u|string }}|{{ u|trim }}",
+    "{{ u.x }}", "{{ u['x'] }}", "{{ u + 'a' }}", "{{ u|tojson }}", "{% for x in u %}a{% endfor %}b",
+    "{{ d.missing }}|{{ [1,'a',None,True,1.5,{'k':(1,2)}] }}|{{ 1e16 }} {{ 1e-5 }} {{ 0.1+0.2 }} {{ 7//2 }} {{ -7//2 }} {{ -7%3 }} {{ 7/2 }} {{ 2**10 }} {{ 'ab'*3 }}",
+    "{{ [1,2].append(3) }}", "{{ 'x' ~ 1.0 ~ True ~ None }}", "{{ d|tojson }}|{{ d|tojson(indent=2) }}|{{ [] |tojson(indent=2)}}",
+    "{{ '\\u00e9\\n\\\"\\'' }}|{{ ['\\n', \"it's\", 'a\"b', 'é'] }}",
+    "{{ 1 == 1.0 }} {{ True == 1 }} {{ 'a' < 'b' }} {{ [1,2] < [1,3] }} {{ 1 < 2 < 3 }} {{ 3 > 2 > 5 }}",
+    "{{ d.a.b }}", "{{ range(3)|list }} {{ (1,2) }} {{ range(1, 7, 2)|list }}",
+    "{% if true %}\n  x\n  {% endif %}\n  {%- if true %}y{% endif %}  \n{# c #}\nz {{ 'v' }}\n",
+    "a  {% if true -%}  \n b {%+ if true %} c{% endif %}{% endif %}",
+    "  {% for x in xs %}\n    {{ x }}\n  {% endfor %}\n\t{#- c -#}\n end  {{- ' e ' -}}  !",
+    "{{ 'abc'[::-1] }} {{ xs[1:] }} {{ xs[:-1] }} {{ xs[::2] }} {{ s[1] }} {{ s[-3:] }} {{ 'a,b'.split(',') }} {{ ' a '.strip() }} {{ 'Hello World'.title() }} {{ 'aXb'|lower }}",
+    "{{ x if false }}|{{ 3 is integer }} {{ True is integer }} {{ True is number }} {{ 'a' is sequence }} {{ {} is sequence }} {{ {} is iterable }} {{ 3 is odd }}",
+    "{{ 2.5|round }} {{ 3|round }} {{ -3|abs }} {{ 'x'|int }} {{ '3.7'|int }} {{ 3.0|int }} {{ 'a b'|capitalize }} {{ 2.567|round(2) }} {{ 2.5|round(0, 'floor') }}",
+    "{{ raise_exception('boom') }}", "{{ nofilter|foo }}", "{% set x = 1 %}{% for i in [1,2] %}{% set x = i %}{% endfor %}{{ x }}",
+    "{{ {'a':1}.get('b', 5) }} {{ {'a':1}.a }} {{ 'abc'.find('c') }} {{ s.find('w') }} {{ s|length }} {{ s.upper() }}",
+    "{{ [1,2]|join(',') }} {{ 'abc'|list }} {{ 'abc'|first }} {{ [3,1]|last }} {{ xs|sort }} {{ xs|max }} {{ xs|min }} {{ xs|sum }} {{ [1,1,2]|unique|list }}",
+    "{{ {'b':1,'a':[1,{'c':None}], 'e': [], 'f': {}}|tojson(indent=4) }}",
+    "{{ 1.5e300*1e300 }} {{ (0.1)|string }} {{ 100000000000000000.0 }} {{ 1.23e-7 }} {{ 1/3 }} {{ -0.0 }} {{ 2.0**0.5 }}",
+    "{% macro f(a, b='z') %}[{{ a }}{{ b }}]{% endmacro %}{{ f(1) }}{{ f(2, b=3) }}",
+    "{% for k, v in d.items() %}{{ loop.index }}{{ k }}={{ v }}{{ loop.last }};{% else %}none{% endfor %}",
+    "{% for x in xs if x > 1 %}{{ x }}/{{ loop.length }}/{{ loop.revindex }};{% endfor %}",
+    "{% for x in xs %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% if x == 1 %}{% break %}{% endif %}{% endfor %}",
+    "{% set ns = namespace(n=0, l=[]) %}{% for x in xs %}{% set ns.n = ns.n + x %}{% set ns.l = ns.l + [x] %}{% endfor %}{{ ns.n }} {{ ns.l }}",
+    "{{ ms|selectattr('role', 'equalto', 'user')|list }} {{ ms|rejectattr('role', 'eq', 'user')|map(attribute='c')|list }} {{ ms|map(attribute='role')|join('+') }}",
+    "{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set t %}blk{{ a }}{% endset %}{{ t }}",
+    "{{ 'a\nb\n\nc'|indent(2) }}|{{ 'a\nb'|indent(2, true) }}|{{ 'x'|escape }}|{{ '<&>'|e }}",
+    "{{ 'hi {} {}'.format(1, 'a') }} {{ 'a b  c'.split() }} {{ 'a,b,c'.split(',', 1) }} {{ 'a,b,c'.rsplit(',', 1) }} {{ 'xxhixx'.strip('x') }}",
+    "{{ d['a'] }} {{ d.keys()|list }} {{ d.values()|list }} {{ d|length }} {{ 'a' in d }} {{ dict(x=1) }} {{ namespace(a=1).a }}",
+    "{{ 'Hello'|replace('l', 'L', 1) }} {{ 'abc'|replace('', '-') }} {{ 'hello world'|title }} {{ 'hello-world x'|title }} {{ 'x'|float }} {{ '1e3'|float }}",
+    "{{ 10 % 3 }} {{ -10 % 3 }} {{ 10.5 % 3 }} {{ -7.5 // 2 }} {{ 5 / 2 * 2 }} {{ 2 ** -1 }} {{ -2 ** 2 }} {{ not 1 == 2 }}",
+    "{% if xs is defined and xs|length > 2 and xs[0] is number %}yes{% elif false %}no{% else %}else{% endif %}",
+    "{{ xs|reverse|list }} {{ 'ab'|reverse }} {{ xs|length is even }} {{ none is not none }}",
+    "{% with v = 5 %}{{ v }}{% endwith %}{{ v }}",
+    "{% generation %}gen{% endgeneration %}",
+    "{{ 1 / 0 }}", "{{ xs + 1 }}", "{% for a, b in xs %}{% endfor %}", "{{ 'a' < 1 }}", "{{ d.items }}x",
+    "{% if %}", "{{ (1 }}", "{% for x in xs %}", "{% endif %}", "{{ 'unterminated }}", "{% include 'x' %}",
+]
+
+
 def render_reference(template, messages, extra, agp, bos, eos):
     kwargs = dict(extra)
     tools = kwargs.pop("tools", None)
@@ -163,6 +207,16 @@ def main():
                         "context": context_for(messages, extra, agp, bos, eos),
                         "now": FIXED_NOW.strftime("%Y-%m-%dT%H:%M:%S")}
                 cases.append((path.stem, conv_name, agp, expected, line))
+
+    for i, snippet in enumerate(SNIPPETS):
+        try:
+            expected = (True, ctu._compile_jinja_template(snippet).render(**SNIPPET_CONTEXT))
+        except Exception as e:
+            expected = (False, f"{type(e).__name__}: {e}")
+        if expected[0] and "<built-in method" in expected[1]:
+            continue  # Python object reprs are not reproduced.
+        cases.append(("snippets", f"#{i} {snippet!r}", False, expected,
+                      {"template": snippet, "context": SNIPPET_CONTEXT}))
 
     proc = subprocess.run([args.cli], input="".join(json.dumps(c[4], ensure_ascii=False) + "\n" for c in cases),
                           capture_output=True, text=True, encoding="utf-8", timeout=240)
