@@ -3,6 +3,8 @@
 # inferd on 127.0.0.1:50051 in the foreground (Ctrl-C drains and stops it).
 #
 # Default models, real where a real one exists:
+#   smollm2  SmolLM2-135M-Instruct, a real instruct LLM with a chat template
+#            (one GGUF file, Q4_1; fetched from PyPI by scripts/fetch-models.sh)
 #   stories  stories260K, a real tiny Llama (examples/models, in the repo)
 #   minilm   sentence-transformers/all-MiniLM-L6-v2, a real embedder (fetched
 #            from PyPI by scripts/fetch-models.sh into build/models)
@@ -19,12 +21,13 @@ listen="${INFERD_LISTEN:-127.0.0.1:50051}"
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" >/dev/null
 
-"$root/scripts/fetch-models.sh" all-minilm-l6-v2
+"$root/scripts/fetch-models.sh" all-minilm-l6-v2 smollm2-135m-instruct
 models_dir="$build/demo_models"
 /usr/bin/python3 "$root/tools/make_test_models.py" --out "$models_dir" \
   --only xlmr-reranker,bert-classifier >/dev/null
 
 args=(--listen "$listen"
+      --model "smollm2=$build/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
       --model "stories=$root/examples/models/stories260K"
       --model "minilm=$build/models/all-minilm-l6-v2"
       --model "reranker-random=$models_dir/xlmr-reranker"
@@ -37,6 +40,7 @@ inferd starting on $listen. Try, from another terminal (docs/curl.md has
 a line for every RPC):
 
   $buf curl --protocol grpc --http2-prior-knowledge --data '{}' http://$listen/inferd.v1.Models/ListModels
+  $buf curl --protocol grpc --http2-prior-knowledge --data '{"model":"smollm2","messages":[{"role":"user","content":"What is the capital of France?"}],"sampling":{"maxTokens":60,"temperature":0}}' http://$listen/inferd.v1.Inference/Generate
   $buf curl --protocol grpc --http2-prior-knowledge --data '{"model":"stories","prompt":"Once upon a time","sampling":{"maxTokens":40,"temperature":0}}' http://$listen/inferd.v1.Inference/Generate
   $buf curl --protocol grpc --http2-prior-knowledge --data '{"model":"minilm","texts":["A man is playing a guitar.","Someone is strumming a guitar."]}' http://$listen/inferd.v1.Inference/EmbedBatch
 

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/common/status_macros.h"
 
 namespace inferd {
 namespace {
@@ -143,12 +144,39 @@ absl::StatusOr<RerankParams> ToRerankParams(const v1::RerankRequest& req,
   return p;
 }
 
+absl::Status ToChatMessages(
+    const google::protobuf::RepeatedPtrField<v1::ChatMessage>& in,
+    std::vector<ChatMessage>* out) {
+  if (in.size() > kMaxChatMessages) {
+    return Invalid("messages", absl::StrCat(in.size(), " messages; at most ",
+                                            kMaxChatMessages));
+  }
+  for (int i = 0; i < in.size(); ++i) {
+    if (in[i].role().empty()) {
+      return Invalid(absl::StrCat("messages[", i, "].role"),
+                     "must not be empty (e.g. \"user\")");
+    }
+    out->push_back(ChatMessage{in[i].role(), in[i].content()});
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
                                                 const ServedModelInfo& model,
                                                 absl::Time deadline) {
   GenerateParams p;
   p.request_id = req.request_id();
-  switch (req.input_case()) {
+  if (req.messages_size() > 0) {
+    if (req.input_case() != v1::GenerateRequest::INPUT_NOT_SET) {
+      return Invalid("messages",
+                     "give messages, prompt or prompt_token_ids, not several");
+    }
+    RETURN_IF_ERROR(ToChatMessages(req.messages(), &p.messages));
+    p.add_generation_prompt =
+        req.has_add_generation_prompt() ? req.add_generation_prompt() : true;
+  }
+  switch (p.messages.empty() ? req.input_case()
+                             : v1::GenerateRequest::INPUT_NOT_SET) {
     case v1::GenerateRequest::kPrompt:
       p.prompt = req.prompt();
       break;
@@ -166,10 +194,15 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
       }
       break;
     default:
-      return Invalid("prompt", "set prompt or prompt_token_ids");
+      if (p.messages.empty()) {
+        return Invalid("prompt", "set prompt, prompt_token_ids or messages");
+      }
+      break;
   }
-  p.add_special_tokens =
-      req.has_add_special_tokens() ? req.add_special_tokens() : true;
+  // A chat template writes its own special tokens.
+  p.add_special_tokens = req.has_add_special_tokens()
+                             ? req.add_special_tokens()
+                             : p.messages.empty();
   p.disable_prefix_cache = req.disable_prefix_cache();
   const v1::SamplingParams& s = req.sampling();
   SamplingParams& o = p.sampling;

@@ -4,6 +4,8 @@
 #ifndef INFERD_SERVICE_CONVERT_H_
 #define INFERD_SERVICE_CONVERT_H_
 
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "inferd/v1/inference.pb.h"
@@ -27,6 +29,14 @@ absl::StatusOr<ClassifyParams> ToClassifyParams(const v1::ClassifyRequest& req,
 absl::StatusOr<RerankParams> ToRerankParams(const v1::RerankRequest& req,
                                             const ApiLimits& limits,
                                             absl::Time deadline);
+// Most turns a conversation may have.
+inline constexpr int kMaxChatMessages = 4096;
+
+// The messages of a Generate/Tokenize request (roles non-empty).
+absl::Status ToChatMessages(
+    const google::protobuf::RepeatedPtrField<v1::ChatMessage>& in,
+    std::vector<ChatMessage>* out);
+
 absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
                                                 const ServedModelInfo& model,
                                                 absl::Time deadline);

@@ -83,8 +83,10 @@ absl::Status ParseDtype(absl::string_view flag, absl::string_view value,
     *out = "float32";
   } else if (v == "bfloat16" || v == "bf16") {
     *out = "bfloat16";
+  } else if (v == "q8_0" || v == "q4_0" || v == "q4_1") {
+    *out = v;  // GEMM weights quantized at load
   } else {
-    return Bad(flag, value, "expected float32 or bfloat16");
+    return Bad(flag, value, "expected float32, bfloat16, q8_0, q4_0 or q4_1");
   }
   return absl::OkStatus();
 }
@@ -234,7 +236,10 @@ const FlagDoc kFlags[] = {
     {"block-size", "N", "16", "Tokens per KV cache block."},
     {"enable-prefix-caching", "BOOL", "true",
      "Reuse KV cache blocks of identical prompt prefixes."},
-    {"dtype", "float32|bfloat16", "float32", "Compute dtype of the models."},
+    {"dtype", "float32|bfloat16|q8_0|q4_0|q4_1", "float32",
+     "Compute dtype of the models: float32, bfloat16 GEMM weights, or GEMM "
+     "weights quantized at load to q8_0 / q4_0 / q4_1 (GGUF files keep "
+     "their own quantization)."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},
     {"drain-timeout", "SECONDS", "30",

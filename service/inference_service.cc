@@ -841,9 +841,37 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
     return call;
   }
   call->SetModel((*model)->name());
-  const bool add_special =
-      request->has_add_special_tokens() ? request->add_special_tokens() : true;
-  auto enc = (*model)->tokenizer().Encode(request->text(), add_special);
+  const bool chat = request->messages_size() > 0;
+  if (chat && !request->text().empty()) {
+    call->Done(absl::InvalidArgumentError(
+        "messages: give text or messages, not both"));
+    return call;
+  }
+  // A chat template writes its own special tokens.
+  const bool add_special = request->has_add_special_tokens()
+                               ? request->add_special_tokens()
+                               : !chat;
+  std::string rendered;
+  if (chat) {
+    std::vector<ChatMessage> messages;
+    absl::Status valid = ToChatMessages(request->messages(), &messages);
+    if (!valid.ok()) {
+      call->Done(valid);
+      return call;
+    }
+    auto text = (*model)->RenderChat(
+        messages, request->has_add_generation_prompt()
+                      ? request->add_generation_prompt()
+                      : true);
+    if (!text.ok()) {
+      call->Done(text.status());
+      return call;
+    }
+    rendered = std::move(text).value();
+  }
+  auto enc = (*model)->tokenizer().Encode(chat ? rendered : request->text(),
+                                          add_special);
+  if (chat) response->set_rendered_prompt(rendered);
   if (!enc.ok()) {
     call->Done(enc.status());
     return call;

@@ -125,6 +125,7 @@ absl::StatusOr<ModelRunnerOptions> RunnerOptions(
     std::shared_ptr<const WeightStore> weights) {
   ModelRunnerOptions ro;
   ro.model_dir = model.spec().path;
+  ro.config = model.config();  // also for GGUF files (no config.json)
   ro.weights = std::move(weights);
   ro.threads = threads;
   ASSIGN_OR_RETURN(ro.dtype, ParseComputeDType(model.spec().engine.dtype));
@@ -317,6 +318,11 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   GenerateComponents c;
   InputProcessorOptions io;
   io.max_input_tokens = max_model_len;
+  const ServedModel* served = &model;  // outlives its engine
+  io.render_chat = [served](const std::vector<ChatMessage>& messages,
+                            bool add_generation_prompt) {
+    return served->RenderChat(messages, add_generation_prompt);
+  };
   ASSIGN_OR_RETURN(c.input, MakeInput(model, std::move(io)));
   ASSIGN_OR_RETURN(BatchingSchedulerFactory make_scheduler,
                    Component<BatchingSchedulerFactory>(registry_kind::kScheduler,

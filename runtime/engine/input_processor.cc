@@ -211,6 +211,19 @@ TokenizingInputProcessor::ProcessRerank(const RerankParams& params) const {
 absl::StatusOr<std::vector<int32_t>> TokenizingInputProcessor::ProcessPrompt(
     const GenerateParams& params) const {
   if ((tasks_ & kPrompt) == 0) return Refuse("generate");
+  if (!params.messages.empty()) {
+    RETURN_IF_ERROR(NeedTokenizer());
+    if (!options_.render_chat) {
+      return absl::FailedPreconditionError(
+          "this model cannot render chat messages; send a prompt");
+    }
+    ASSIGN_OR_RETURN(std::string text, options_.render_chat(
+                                           params.messages,
+                                           params.add_generation_prompt));
+    ASSIGN_OR_RETURN(Encoding enc,
+                     tokenizer_->Encode(text, params.add_special_tokens));
+    return std::move(enc.ids);
+  }
   if (!params.prompt.has_value()) return params.prompt_token_ids;
   RETURN_IF_ERROR(NeedTokenizer());
   ASSIGN_OR_RETURN(Encoding enc,

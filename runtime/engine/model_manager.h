@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/chat/chat_template.h"
 #include "runtime/engine/model_info.h"
 #include "runtime/engine/model_options.h"
 #include "runtime/engine/workflow.h"
@@ -50,6 +51,18 @@ class ServedModel {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Engine& engine() const { return *engine_; }
 
+  // The conversation rendered with the model's chat template.
+  // FAILED_PRECONDITION when the model has none (or its template could not
+  // be parsed: the message says why); INVALID_ARGUMENT when the template
+  // rejects the conversation. Thread-safe.
+  absl::StatusOr<std::string> RenderChat(
+      const std::vector<ChatMessage>& messages,
+      bool add_generation_prompt) const;
+  // Empty when the chat template parsed (or there is none); else why not.
+  const std::string& chat_template_error() const {
+    return chat_template_error_;
+  }
+
   // The output processor the workflow runs for this model (a recipe's
   // "pooling" resolved to pooling_<the model's pooling>).
   std::string output_processor() const;
@@ -76,6 +89,10 @@ class ServedModel {
   const SentenceTransformersConfig st_;
   const TokenizerConfig tok_config_;
   const Workflow workflow_;
+
+  // Parsed once at construction; null without a (usable) template.
+  std::unique_ptr<const ChatTemplate> chat_template_;
+  std::string chat_template_error_;
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;

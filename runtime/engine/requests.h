@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "runtime/chat/chat_template.h"
 #include "runtime/gen/sampling_params.h"
 
 namespace inferd {
@@ -87,7 +88,10 @@ struct RerankResult {
 struct GenerateParams {
   std::string request_id;
   std::optional<std::string> prompt;   // or
-  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> prompt_token_ids;  // or
+  // A conversation for the model's chat template.
+  std::vector<ChatMessage> messages;
+  bool add_generation_prompt = true;
   bool add_special_tokens = true;
   SamplingParams sampling;
   bool disable_prefix_cache = false;

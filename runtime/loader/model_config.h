@@ -74,6 +74,10 @@ struct ModelConfig {
   bool attention_bias = false;  // q/k/v (and o for Llama) projections
   // Per-head RMSNorm of queries and keys before RoPE (Qwen3).
   bool qk_norm = false;
+  // The rows of each head's q/k projections are interleaved (GGUF files of
+  // llama.cpp's `llama` architecture): rotary pairs are (2i, 2i+1) instead
+  // of (i, i + head_dim/2). Never set by config.json.
+  bool rope_interleaved = false;
   bool mlp_bias = false;
   // Mistral: window for every layer; Qwen2: window when use_sliding_window
   // for layers >= max_window_layers. nullopt = full attention.

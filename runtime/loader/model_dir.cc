@@ -1,21 +1,70 @@
 #include "runtime/loader/model_dir.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/loader/gguf.h"
+#include "runtime/loader/gguf_model.h"
+#include "runtime/loader/gguf_tokenizer.h"
 #include "runtime/loader/json_util.h"
 
 namespace inferd {
+namespace {
+
+absl::StatusOr<ModelDirectory> OpenGgufModel(const std::string& path,
+                                             bool load_weights) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> owned, GgufFile::Open(path));
+  std::shared_ptr<const GgufFile> file = std::move(owned);
+  ModelDirectory dir;
+  dir.path = path;
+  dir.gguf = true;
+  ASSIGN_OR_RETURN(dir.config, GgufModelConfig(*file));
+  ASSIGN_OR_RETURN(GgufTokenizer tok, LoadGgufTokenizer(*file));
+  dir.tokenizer_json = std::move(tok.tokenizer_json);
+  dir.tokenizer_config = std::move(tok.tokenizer_config);
+  for (int64_t id : tok.eos_token_ids) {
+    if (std::find(dir.config.eos_token_ids.begin(),
+                  dir.config.eos_token_ids.end(),
+                  id) == dir.config.eos_token_ids.end()) {
+      dir.config.eos_token_ids.push_back(id);
+    }
+  }
+  // Encoders: llama.cpp's pooling type (0 none, 1 mean, 2 cls, 3 last);
+  // embeddings normalized, as llama.cpp's server returns them.
+  if (dir.config.IsEncoder()) {
+    const std::string key =
+        absl::StrCat(dir.config.model_type, ".pooling_type");
+    if (file->Find(key) != nullptr) {
+      ASSIGN_OR_RETURN(int64_t type, file->GetInt(key));
+      dir.st.present = true;
+      dir.st.has_normalize = true;
+      dir.st.has_pooling = type >= 1 && type <= 3;
+      if (type == 1) dir.st.pooling = PoolingMode::kMean;
+      if (type == 2) dir.st.pooling = PoolingMode::kCls;
+      if (type == 3) dir.st.pooling = PoolingMode::kLastToken;
+    }
+  }
+  if (load_weights) {
+    ASSIGN_OR_RETURN(dir.weights, GgufWeights(file));
+  }
+  return dir;
+}
+
+}  // namespace
 
 absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
                                                   bool load_weights) {
   using loader_internal::IsRegularFile;
   using loader_internal::JoinPath;
+  if (IsGgufPath(path)) return OpenGgufModel(path, load_weights);
   if (!loader_internal::IsDirectory(path)) {
-    return absl::NotFoundError(
-        absl::StrCat("model path ", path, " is not a directory"));
+    return absl::NotFoundError(absl::StrCat(
+        "model path ", path,
+        " is neither a directory nor a .gguf file (give a Hugging Face model "
+        "directory or a GGUF file)"));
   }
   if (!IsRegularFile(JoinPath(path, "config.json"))) {
     return absl::NotFoundError(absl::StrCat(
@@ -39,6 +88,25 @@ absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
     ASSIGN_OR_RETURN(dir.weights, WeightStore::OpenDirectory(path));
   }
   return dir;
+}
+
+absl::StatusOr<std::string> LoadModelTokenizerJson(const std::string& path) {
+  if (IsGgufPath(path)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+    ASSIGN_OR_RETURN(GgufTokenizer tok, LoadGgufTokenizer(*file));
+    return std::move(tok.tokenizer_json);
+  }
+  const std::string file = loader_internal::JoinPath(path, "tokenizer.json");
+  return loader_internal::ReadTextFile(file);
+}
+
+absl::StatusOr<std::unique_ptr<WeightStore>> OpenModelWeights(
+    const std::string& path) {
+  if (IsGgufPath(path)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> owned, GgufFile::Open(path));
+    return GgufWeights(std::shared_ptr<const GgufFile>(std::move(owned)));
+  }
+  return WeightStore::OpenDirectory(path);
 }
 
 }  // namespace inferd

@@ -1,6 +1,7 @@
 // ModelDirectory: everything inferd reads from a Hugging Face model
 // directory, bundled: config.json, tokenizer files, sentence-transformers
-// configs and (optionally) the memory-mapped weights. Move-only value;
+// configs and (optionally) the memory-mapped weights. A single GGUF file
+// gives the same bundle (runtime/loader/gguf_model.h). Move-only value;
 // thread-compatible (the WeightStore inside is thread-safe).
 #ifndef INFERD_RUNTIME_LOADER_MODEL_DIR_H_
 #define INFERD_RUNTIME_LOADER_MODEL_DIR_H_
@@ -21,16 +22,29 @@ struct ModelDirectory {
   ModelConfig config;
   TokenizerConfig tokenizer_config;    // present=false without the file
   SentenceTransformersConfig st;       // present=false without modules.json
-  std::string tokenizer_json_path;     // always an existing file
+  // An existing tokenizer.json file, or empty when tokenizer_json holds
+  // the tokenizer (GGUF: built from the file's metadata).
+  std::string tokenizer_json_path;
+  std::string tokenizer_json;
+  bool gguf = false;
   // Null unless opened with load_weights=true. Owned here.
   std::unique_ptr<WeightStore> weights;
 };
 
-// Opens `path`: NOT_FOUND when it is not a directory or lacks config.json or
+// Opens `path` (a directory, or a .gguf file): NOT_FOUND when it is not a directory or lacks config.json or
 // tokenizer.json; INVALID_ARGUMENT for malformed files; weight errors as
 // WeightStore::OpenDirectory reports them.
 absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
                                                   bool load_weights);
+
+// The tokenizer.json text of the model at `path` (read from the directory,
+// or built from a GGUF file's metadata).
+absl::StatusOr<std::string> LoadModelTokenizerJson(const std::string& path);
+
+// The weights of the model at `path` (safetensors of a directory, or the
+// tensors of a GGUF file), memory-mapped.
+absl::StatusOr<std::unique_ptr<WeightStore>> OpenModelWeights(
+    const std::string& path);
 
 }  // namespace inferd
 

@@ -155,7 +155,44 @@ absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::OpenDirectory(
       " has neither model.safetensors nor model.safetensors.index.json"));
 }
 
+absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::FromTensors(
+    std::string display_name, std::vector<SafetensorsTensorInfo> tensors,
+    std::shared_ptr<const void> owner) {
+  std::unique_ptr<WeightStore> store(new WeightStore());
+  store->dir_ = std::move(display_name);
+  store->owner_ = std::move(owner);
+  for (SafetensorsTensorInfo& t : tensors) {
+    if (!t.dtype.has_value() || t.shape.empty() ||
+        t.shape.size() > static_cast<size_t>(kMaxTensorRank)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", t.name, "' in ", store->dir_,
+                       " has no usable dtype or shape"));
+    }
+    store->total_bytes_ += t.nbytes();
+    std::string name = t.name;
+    if (!store->external_.emplace(name, std::move(t)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", name, "' appears twice in ", store->dir_));
+    }
+  }
+  return store;
+}
+
 absl::StatusOr<TensorView> WeightStore::Get(absl::string_view name) const {
+  if (auto ext = external_.find(name); ext != external_.end()) {
+    const SafetensorsTensorInfo& t = ext->second;
+    TensorView v;
+    v.data = const_cast<uint8_t*>(t.data);
+    v.dtype = *t.dtype;
+    v.rank = static_cast<int>(t.shape.size());
+    int64_t stride = 1;
+    for (int i = v.rank - 1; i >= 0; --i) {
+      v.shape[i] = t.shape[static_cast<size_t>(i)];
+      v.strides[i] = stride;
+      stride *= v.shape[i];
+    }
+    return v;
+  }
   auto it = index_.find(name);
   if (it == index_.end()) {
     return absl::NotFoundError(absl::StrCat(
@@ -165,10 +202,13 @@ absl::StatusOr<TensorView> WeightStore::Get(absl::string_view name) const {
 }
 
 bool WeightStore::Has(absl::string_view name) const {
-  return index_.contains(name);
+  return index_.contains(name) || external_.contains(name);
 }
 
 const SafetensorsTensorInfo* WeightStore::Info(absl::string_view name) const {
+  if (auto ext = external_.find(name); ext != external_.end()) {
+    return &ext->second;
+  }
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : it->second->Find(name);
 }
@@ -188,8 +228,9 @@ absl::StatusOr<std::string> WeightStore::FindWithPrefixes(
 
 std::vector<std::string> WeightStore::Names() const {
   std::vector<std::string> names;
-  names.reserve(index_.size());
+  names.reserve(index_.size() + external_.size());
   for (const auto& [name, file] : index_) names.push_back(name);
+  for (const auto& [name, info] : external_) names.push_back(name);
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -197,6 +238,7 @@ std::vector<std::string> WeightStore::Names() const {
 std::vector<std::string> WeightStore::files() const {
   std::vector<std::string> paths;
   for (const auto& f : files_) paths.push_back(f->path());
+  if (!external_.empty()) paths.push_back(dir_);
   return paths;
 }
 

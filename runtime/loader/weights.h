@@ -48,9 +48,22 @@ class WeightStore {
       absl::Span<const absl::string_view> prefixes =
           kCommonWeightPrefixes) const;
 
+  // A store over tensors that live elsewhere (a GGUF file's mapping):
+  // each info needs name, dtype, shape, data, byte range and alignment.
+  // `owner` keeps their memory alive as long as the store. `display_name`
+  // stands for the directory in messages. INVALID_ARGUMENT for a duplicate
+  // name or an info without a dtype.
+  static absl::StatusOr<std::unique_ptr<WeightStore>> FromTensors(
+      std::string display_name, std::vector<SafetensorsTensorInfo> tensors,
+      std::shared_ptr<const void> owner);
+
+  // True for a store made by FromTensors (GGUF): its tensors are computed
+  // with in the dtype stored (F16 and quantized weights stay as they are).
+  bool prefers_stored_dtypes() const { return !external_.empty(); }
+
   // Sorted tensor names.
   std::vector<std::string> Names() const;
-  size_t tensor_count() const { return index_.size(); }
+  size_t tensor_count() const { return index_.size() + external_.size(); }
   uint64_t total_bytes() const { return total_bytes_; }
   const std::string& directory() const { return dir_; }
   // Paths of the mapped files, in load order.
@@ -62,6 +75,9 @@ class WeightStore {
 
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  // FromTensors: the tensors by name, and what keeps them alive.
+  absl::flat_hash_map<std::string, SafetensorsTensorInfo> external_;
+  std::shared_ptr<const void> owner_;
   absl::flat_hash_map<std::string, const SafetensorsFile*> index_;
   uint64_t total_bytes_ = 0;
 };

@@ -166,7 +166,7 @@ absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     RETURN_IF_ERROR(
-        b.attention.Forward(ctx, x, cos_sin, RopeStyle::kNeox, tmp));
+        b.attention.Forward(ctx, x, cos_sin, rope_.config().style, tmp));
     RETURN_IF_ERROR(
         b.post_attention_norm.AddForward(ctx.exec, tmp, residual, x));
     RETURN_IF_ERROR(b.mlp.Forward(ctx, x, tmp));
@@ -193,7 +193,8 @@ absl::StatusOr<RopeConfig> RopeConfigFromModelConfig(
   rope.rotary_dim = static_cast<int>(config.head_dim);
   rope.theta = config.rope_theta > 0 ? config.rope_theta : 10000.0;
   rope.max_position_embeddings = config.max_position_embeddings;
-  rope.style = RopeStyle::kNeox;
+  rope.style =
+      config.rope_interleaved ? RopeStyle::kGptJ : RopeStyle::kNeox;
   if (!config.rope_scaling.has_value()) return rope;
   const RopeScalingConfig& in = *config.rope_scaling;
   RopeScaling& s = rope.scaling;

@@ -1,5 +1,7 @@
 #include "runtime/model/model_runner.h"
 
+#include "runtime/loader/model_dir.h"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -7,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/loader/model_dir.h"
 #include "runtime/model/cpu_model_runner.h"
 #include "runtime/model/model_registry.h"
 
@@ -24,8 +27,13 @@ absl::StatusOr<DType> ParseComputeDType(absl::string_view name) {
   const std::string n = absl::AsciiStrToLower(name);
   if (n == "float32" || n == "f32" || n == "fp32") return DType::kF32;
   if (n == "bfloat16" || n == "bf16") return DType::kBF16;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unsupported compute dtype \"", name, "\" (float32 or bfloat16)"));
+  // Weights quantized at load; activations stay float32.
+  if (n == "q8_0") return DType::kQ8_0;
+  if (n == "q4_0") return DType::kQ4_0;
+  if (n == "q4_1") return DType::kQ4_1;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported compute dtype \"", name,
+                   "\" (float32, bfloat16, q8_0, q4_0 or q4_1)"));
 }
 
 ModelRunnerBase::~ModelRunnerBase() { ReleaseDeviceMemory(); }
@@ -48,13 +56,18 @@ absl::Status ModelRunnerBase::Init(Device* device,
         absl::StrCat("model runner needs a host-accessible device; ",
                      device->name(), " is not"));
   }
-  if (options.dtype != DType::kF32 && options.dtype != DType::kBF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("compute dtype must be float32 or bfloat16, not ",
-                     DTypeName(options.dtype)));
+  const bool quantized = options.dtype == DType::kQ8_0 ||
+                         options.dtype == DType::kQ4_0 ||
+                         options.dtype == DType::kQ4_1;
+  if (options.dtype != DType::kF32 && options.dtype != DType::kBF16 &&
+      !quantized) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compute dtype must be float32, bfloat16, q8_0, q4_0 or q4_1, not ",
+        DTypeName(options.dtype)));
   }
   compute_dtype_ = options.dtype;
-  kv_dtype_ = options.kv_cache_dtype.value_or(options.dtype);
+  kv_dtype_ = options.kv_cache_dtype.value_or(quantized ? DType::kF32
+                                                        : options.dtype);
   if (kv_dtype_ != DType::kF32 && kv_dtype_ != DType::kBF16) {
     return absl::InvalidArgumentError(
         absl::StrCat("KV cache dtype must be float32 or bfloat16, not ",
@@ -69,7 +82,10 @@ absl::Status ModelRunnerBase::Init(Device* device,
       return absl::InvalidArgumentError(
           "model runner: neither model_dir nor config given");
     }
-    ASSIGN_OR_RETURN(config, LoadModelConfig(options.model_dir));
+    ASSIGN_OR_RETURN(ModelDirectory dir,
+                     OpenModelDirectory(options.model_dir,
+                                        /*load_weights=*/false));
+    config = std::move(dir.config);
   }
   weights_ = options.weights;
   if (weights_ == nullptr) {
@@ -78,7 +94,7 @@ absl::Status ModelRunnerBase::Init(Device* device,
           "model runner: neither model_dir nor weights given");
     }
     ASSIGN_OR_RETURN(std::unique_ptr<WeightStore> store,
-                     WeightStore::OpenDirectory(options.model_dir));
+                     OpenModelWeights(options.model_dir));
     weights_ = std::move(store);
   }
 

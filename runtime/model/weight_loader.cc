@@ -1,10 +1,12 @@
 #include "runtime/model/weight_loader.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "device/ops.h"
+#include "device/quant.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
@@ -43,12 +45,75 @@ absl::StatusOr<TensorView> WeightLoader::Stored(
                      absl::StrJoin(shape, ", "), "]"));
   }
   if (view.dtype != DType::kF32 && view.dtype != DType::kBF16 &&
-      view.dtype != DType::kF16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("weight ", full_name, " has unsupported dtype ",
-                     DTypeName(view.dtype), " (need F32, BF16 or F16)"));
+      view.dtype != DType::kF16 && !IsBlockQuantized(view.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weight ", full_name, " has unsupported dtype ", DTypeName(view.dtype),
+        " (need F32, BF16, F16 or a block-quantized type)"));
   }
   return view;
+}
+
+bool WeightLoader::KeepAsStored(const TensorView& src) const {
+  if (IsBlockQuantized(src.dtype)) return true;
+  return src.dtype == DType::kF16 && store_->prefers_stored_dtypes();
+}
+
+absl::StatusOr<TensorView> WeightLoader::InPlace(const TensorView& src) {
+  out_->bytes_mapped += static_cast<int64_t>(src.nbytes());
+  return src;
+}
+
+absl::StatusOr<TensorView> WeightLoader::Dequantized(
+    absl::string_view full_name, const TensorView& src) {
+  TensorView dst = src;
+  dst.dtype = DType::kF32;
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Create(device_, dst.nbytes(), 64));
+  dst.data = buffer.data();
+  const int64_t cols = src.shape[src.rank - 1];
+  const int64_t rows = src.numel() / cols;
+  const size_t row_bytes = DTypeRowBytes(src.dtype, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    absl::Status s = DequantizeRow(
+        src.dtype, static_cast<const uint8_t*>(src.data) + r * row_bytes,
+        cols, dst.as<float>() + r * cols);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weight ", full_name, ": ", s.message()));
+    }
+  }
+  out_->bytes_allocated += static_cast<int64_t>(buffer.size());
+  out_->buffers.push_back(std::move(buffer));
+  return dst;
+}
+
+absl::StatusOr<TensorView> WeightLoader::Quantized(
+    absl::string_view full_name, const TensorView& src, DType dtype) {
+  const int64_t cols = src.shape[src.rank - 1];
+  if (cols % DTypeBlockElements(dtype) != 0) {
+    // Rows that do not fill whole blocks keep a float dtype.
+    return As(full_name, src, DType::kF32);
+  }
+  TensorView dst = src;
+  dst.dtype = dtype;
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Create(device_, dst.nbytes(), 64));
+  dst.data = buffer.data();
+  const int64_t rows = src.numel() / cols;
+  const size_t src_row_bytes = DTypeRowBytes(src.dtype, cols);
+  const size_t row_bytes = DTypeRowBytes(dtype, cols);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    RETURN_IF_ERROR(DequantizeRow(
+        src.dtype, static_cast<const uint8_t*>(src.data) + r * src_row_bytes,
+        cols, row.data()));
+    RETURN_IF_ERROR(QuantizeRow(
+        dtype, row.data(), cols,
+        static_cast<uint8_t*>(dst.data) + r * row_bytes));
+  }
+  out_->bytes_allocated += static_cast<int64_t>(buffer.size());
+  out_->buffers.push_back(std::move(buffer));
+  return dst;
 }
 
 absl::StatusOr<TensorView> WeightLoader::As(absl::string_view full_name,
@@ -86,12 +151,17 @@ absl::StatusOr<TensorView> WeightLoader::As(absl::string_view full_name,
 absl::StatusOr<TensorView> WeightLoader::LinearWeight(
     absl::string_view full_name, int64_t out, int64_t in) {
   ASSIGN_OR_RETURN(TensorView src, Stored(full_name, {out, in}));
+  if (KeepAsStored(src)) return InPlace(src);
+  if (IsBlockQuantized(linear_dtype_)) {
+    return Quantized(full_name, src, linear_dtype_);
+  }
   return As(full_name, src, linear_dtype_);
 }
 
 absl::StatusOr<TensorView> WeightLoader::F32(
     absl::string_view full_name, std::initializer_list<int64_t> shape) {
   ASSIGN_OR_RETURN(TensorView src, Stored(full_name, shape));
+  if (IsBlockQuantized(src.dtype)) return Dequantized(full_name, src);
   return As(full_name, src, DType::kF32);
 }
 
@@ -99,6 +169,11 @@ absl::StatusOr<TensorView> WeightLoader::Table(absl::string_view full_name,
                                                int64_t rows, int64_t cols,
                                                absl::optional<DType> want) {
   ASSIGN_OR_RETURN(TensorView src, Stored(full_name, {rows, cols}));
+  if (KeepAsStored(src)) return InPlace(src);
+  if (want.has_value() && IsBlockQuantized(*want)) {
+    // A tied table that doubles as a quantized LM head.
+    return Quantized(full_name, src, *want);
+  }
   DType dtype = src.dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
   if (want.has_value()) dtype = *want;
   return As(full_name, src, dtype);

@@ -31,7 +31,8 @@ struct WeightBuffers {
 class WeightLoader {
  public:
   // `store`, `device` and `out` must outlive the loader; `store` must also
-  // outlive every view handed out. `linear_dtype` is F32 or BF16.
+  // outlive every view handed out. `linear_dtype` is F32 or BF16, or a
+  // block-quantized type to quantize float GEMM weights at load.
   WeightLoader(const WeightStore* store, Device* device, DType linear_dtype,
                WeightBuffers* out);
 
@@ -61,6 +62,17 @@ class WeightLoader {
   // The stored view after shape checks.
   absl::StatusOr<TensorView> Stored(absl::string_view full_name,
                                     std::initializer_list<int64_t> shape);
+  // Block-quantized weights (and F16 ones of a GGUF store) are computed
+  // with as stored.
+  bool KeepAsStored(const TensorView& src) const;
+  absl::StatusOr<TensorView> InPlace(const TensorView& src);
+  // A float32 copy of a block-quantized tensor.
+  absl::StatusOr<TensorView> Dequantized(absl::string_view full_name,
+                                         const TensorView& src);
+  // `src` quantized to the block type `dtype` at load (rows that are not a
+  // whole number of blocks stay float32).
+  absl::StatusOr<TensorView> Quantized(absl::string_view full_name,
+                                       const TensorView& src, DType dtype);
   // `src` as `dtype`: in place when possible, else converted.
   absl::StatusOr<TensorView> As(absl::string_view full_name,
                                 const TensorView& src, DType dtype);

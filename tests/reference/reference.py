@@ -366,6 +366,81 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
     return x, x @ head.T
 
 
+def decoder_step(cfg, w, ids, cache):
+    """Causal forward of new tokens `ids` after the len(cache) tokens whose
+    keys/values `cache` holds (a dict filled in place: layer -> (k, v),
+    [kv_heads, T, D]). Returns the logits of the new tokens [T, V]. The same
+    computation as decoder_forward on the whole sequence, without
+    recomputing earlier tokens (greedy decoding of long outputs)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = len(ids)
+    start = cache.get("len", 0)
+    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or heads
+    D = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else H // heads)
+    qk_norm = cfg["model_type"] == "qwen3"
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    act = activation(cfg.get("hidden_act", "silu"))
+    theta, scaling = rope_parameters(cfg)
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "dynamic":
+        raise ValueError("decoder_step: dynamic RoPE depends on the length")
+    positions = np.arange(start, start + T, dtype=np.float64)
+    inv_freq, rope_scale = rope_inv_freq(cfg, D, start + T)
+    x = w("embed_tokens.weight")[ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = "layers.%d." % layer
+
+        def proj(name, inp):
+            bias = w(p + name + ".bias") if w.has(p + name + ".bias") else None
+            return linear(inp, w(p + name + ".weight"), bias)
+
+        h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
+        q = proj("self_attn.q_proj", h).reshape(T, heads, D).transpose(1, 0, 2)
+        k = proj("self_attn.k_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
+        v = proj("self_attn.v_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
+        if qk_norm:
+            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
+            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
+        q = apply_rope(q, positions, inv_freq, rope_scale)
+        k = apply_rope(k, positions, inv_freq, rope_scale)
+        if layer in cache:
+            pk, pv = cache[layer]
+            k = np.concatenate([pk, k], axis=1)
+            v = np.concatenate([pv, v], axis=1)
+        cache[layer] = (k, v)
+        window = sliding_window_for_layer(cfg, layer)
+        i = np.arange(start, start + T)[:, None]
+        j = np.arange(start + T)[None, :]
+        mask = j <= i
+        if window is not None:
+            mask &= (i - j) < window
+        ctx = attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, heads * D)
+        x = x + proj("self_attn.o_proj", ctx)
+        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
+        x = x + proj("mlp.down_proj", act(proj("mlp.gate_proj", h)) * proj("mlp.up_proj", h))
+    cache["len"] = start + T
+    x = rms_norm(x, w("norm.weight"), eps)
+    if "lm_head.weight" in w.t:
+        head = w.t["lm_head.weight"]
+    else:
+        head = w("embed_tokens.weight")
+    return x @ head.T
+
+
+def greedy_cached(cfg, w, ids, n, eos_ids=()):
+    """Greedy decoding with decoder_step: up to n new ids (stops after EOS)."""
+    cache = {}
+    logits = decoder_step(cfg, w, ids, cache)
+    out = []
+    for _ in range(n):
+        nxt = int(np.argmax(logits[-1]))
+        out.append(nxt)
+        if nxt in eos_ids or len(out) == n:
+            break
+        logits = decoder_step(cfg, w, [nxt], cache)
+    return out
+
+
 # --------------------------------------------------------------------------
 # Pooling
 

@@ -1,0 +1,372 @@
+#include "runtime/loader/gguf_model.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/types/optional.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/status_macros.h"
+#include "runtime/loader/json_util.h"
+
+namespace inferd {
+namespace {
+
+// One GGUF architecture inferd serves: the HF names it maps to.
+struct ArchSpec {
+  const char* arch;
+  const char* model_type;
+  const char* architecture;  // HF architectures[0]
+  bool decoder;
+};
+
+constexpr ArchSpec kArchs[] = {
+    {"llama", "llama", "LlamaForCausalLM", true},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", true},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", true},
+    {"bert", "bert", "BertModel", false},
+};
+
+const ArchSpec* FindArch(absl::string_view arch) {
+  for (const ArchSpec& a : kArchs) {
+    if (arch == a.arch) return &a;
+  }
+  return nullptr;
+}
+
+// ggml type id -> the DType inferd computes with; nullopt for the others.
+absl::optional<DType> DTypeOfGgml(uint32_t id) {
+  switch (id) {
+    case 0: return DType::kF32;
+    case 1: return DType::kF16;
+    case 30: return DType::kBF16;
+    case 8: return DType::kQ8_0;
+    case 2: return DType::kQ4_0;
+    case 3: return DType::kQ4_1;
+    case 12: return DType::kQ4_K;
+    case 14: return DType::kQ6_K;
+    default: return absl::nullopt;
+  }
+}
+
+constexpr char kSupportedTypes[] = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K";
+
+// Largest power of two (capped at 64) dividing the address.
+size_t AlignmentOf(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  size_t align = 1;
+  while (align < 64 && a % (align * 2) == 0) align *= 2;
+  return align;
+}
+
+// Per-layer tensor names (the part after "blk.N.").
+struct LayerName {
+  const char* gguf;
+  const char* hf;
+};
+
+constexpr LayerName kDecoderLayer[] = {
+    {"attn_norm", "input_layernorm"},
+    {"attn_q", "self_attn.q_proj"},
+    {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},
+    {"attn_output", "self_attn.o_proj"},
+    {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"},
+    {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_up", "mlp.up_proj"},
+    {"ffn_down", "mlp.down_proj"},
+};
+
+constexpr LayerName kBertLayer[] = {
+    {"attn_q", "attention.self.query"},
+    {"attn_k", "attention.self.key"},
+    {"attn_v", "attention.self.value"},
+    {"attn_output", "attention.output.dense"},
+    {"attn_output_norm", "attention.output.LayerNorm"},
+    {"ffn_up", "intermediate.dense"},
+    {"ffn_down", "output.dense"},
+    {"layer_output_norm", "output.LayerNorm"},
+};
+
+constexpr LayerName kDecoderGlobal[] = {
+    {"token_embd", "model.embed_tokens"},
+    {"output_norm", "model.norm"},
+    {"output", "lm_head"},
+};
+
+constexpr LayerName kBertGlobal[] = {
+    {"token_embd", "embeddings.word_embeddings"},
+    {"token_types", "embeddings.token_type_embeddings"},
+    {"position_embd", "embeddings.position_embeddings"},
+    {"token_embd_norm", "embeddings.LayerNorm"},
+};
+
+// Optional integer / float metadata.
+absl::StatusOr<absl::optional<int64_t>> OptInt(const GgufFile& f,
+                                               const std::string& key) {
+  if (f.Find(key) == nullptr) return absl::optional<int64_t>();
+  ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
+  return absl::optional<int64_t>(v);
+}
+
+absl::StatusOr<absl::optional<double>> OptDouble(const GgufFile& f,
+                                                 const std::string& key) {
+  if (f.Find(key) == nullptr) return absl::optional<double>();
+  ASSIGN_OR_RETURN(double v, f.GetDouble(key));
+  return absl::optional<double>(v);
+}
+
+absl::Status Annotate(const absl::Status& s, const GgufFile& f) {
+  if (s.ok()) return s;
+  if (absl::StrContains(s.message(), f.path())) return s;
+  return absl::Status(s.code(), absl::StrCat(f.path(), ": ", s.message()));
+}
+
+// A required positive integer hyper-parameter.
+absl::StatusOr<int64_t> RequiredInt(const GgufFile& f, const std::string& key) {
+  if (f.Find(key) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.path(), " has no '", key, "' (a hyper-parameter inferd needs)"));
+  }
+  ASSIGN_OR_RETURN(int64_t v, f.GetInt(key));
+  if (v <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.path(), ": '", key, "' is ", v, "; it must be > 0"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> Architecture(const GgufFile& f) {
+  if (f.Find("general.architecture") == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.path(), " has no 'general.architecture'"));
+  }
+  ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (FindArch(arch) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.path(), ": general.architecture '", arch,
+        "' is not supported (inferd serves GGUF files of: ",
+        absl::StrJoin(SupportedGgufArchitectures(), ", "), ")"));
+  }
+  return arch;
+}
+
+}  // namespace
+
+bool IsGgufPath(const std::string& path) {
+  return absl::EndsWithIgnoreCase(path, ".gguf") &&
+         loader_internal::IsRegularFile(path);
+}
+
+std::vector<std::string> SupportedGgufArchitectures() {
+  std::vector<std::string> out;
+  for (const ArchSpec& a : kArchs) out.emplace_back(a.arch);
+  return out;
+}
+
+std::string GgufTensorHfName(absl::string_view arch, absl::string_view name) {
+  const ArchSpec* spec = FindArch(arch);
+  if (spec == nullptr) return "";
+  // Split off the ".weight" / ".bias" suffix.
+  const size_t dot = name.rfind('.');
+  if (dot == absl::string_view::npos) return "";
+  const absl::string_view stem = name.substr(0, dot);
+  const absl::string_view suffix = name.substr(dot);  // ".weight"
+  if (suffix != ".weight" && suffix != ".bias") return "";
+  if (absl::StartsWith(stem, "blk.")) {
+    const absl::string_view rest = stem.substr(4);
+    const size_t dot2 = rest.find('.');
+    if (dot2 == absl::string_view::npos) return "";
+    int64_t layer = 0;
+    if (!absl::SimpleAtoi(rest.substr(0, dot2), &layer) || layer < 0) return "";
+    const absl::string_view part = rest.substr(dot2 + 1);
+    if (spec->decoder) {
+      for (const LayerName& n : kDecoderLayer) {
+        if (part == n.gguf) {
+          return absl::StrCat("model.layers.", layer, ".", n.hf, suffix);
+        }
+      }
+    } else {
+      for (const LayerName& n : kBertLayer) {
+        if (part == n.gguf) {
+          return absl::StrCat("encoder.layer.", layer, ".", n.hf, suffix);
+        }
+      }
+    }
+    return "";
+  }
+  if (spec->decoder) {
+    for (const LayerName& n : kDecoderGlobal) {
+      if (stem == n.gguf) return absl::StrCat(n.hf, suffix);
+    }
+  } else {
+    for (const LayerName& n : kBertGlobal) {
+      if (stem == n.gguf) return absl::StrCat(n.hf, suffix);
+    }
+  }
+  return "";
+}
+
+absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
+  ASSIGN_OR_RETURN(std::string arch, Architecture(f));
+  const ArchSpec& spec = *FindArch(arch);
+  const std::string p = arch + ".";
+  nlohmann::json c;
+  c["architectures"] = {spec.architecture};
+  c["model_type"] = spec.model_type;
+
+  ASSIGN_OR_RETURN(int64_t hidden, RequiredInt(f, p + "embedding_length"));
+  ASSIGN_OR_RETURN(int64_t layers, RequiredInt(f, p + "block_count"));
+  ASSIGN_OR_RETURN(int64_t heads, RequiredInt(f, p + "attention.head_count"));
+  ASSIGN_OR_RETURN(int64_t ffn, RequiredInt(f, p + "feed_forward_length"));
+  ASSIGN_OR_RETURN(auto kv_heads, OptInt(f, p + "attention.head_count_kv"));
+  ASSIGN_OR_RETURN(auto context, OptInt(f, p + "context_length"));
+  ASSIGN_OR_RETURN(auto vocab, OptInt(f, p + "vocab_size"));
+  if (!vocab.has_value()) {
+    // Older files: the tokenizer's token list, else the embedding rows.
+    if (const GgufValue* tokens = f.Find("tokenizer.ggml.tokens");
+        tokens != nullptr && tokens->type == GgufValueType::kArray) {
+      vocab = static_cast<int64_t>(tokens->elements.size());
+    } else if (const GgufTensorInfo* t = f.FindTensor("token_embd.weight");
+               t != nullptr && t->dims.size() == 2) {
+      vocab = t->dims[1];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          f.path(), " has neither '", p,
+          "vocab_size' nor a token list to take the vocabulary size from"));
+    }
+  }
+  c["hidden_size"] = hidden;
+  c["num_hidden_layers"] = layers;
+  c["num_attention_heads"] = heads;
+  c["intermediate_size"] = ffn;
+  c["vocab_size"] = *vocab;
+  c["max_position_embeddings"] = context.value_or(spec.decoder ? 2048 : 512);
+
+  if (spec.decoder) {
+    c["num_key_value_heads"] = kv_heads.value_or(heads);
+    c["hidden_act"] = "silu";
+    ASSIGN_OR_RETURN(auto eps, OptDouble(f, p + "attention.layer_norm_rms_epsilon"));
+    c["rms_norm_eps"] = eps.value_or(1e-6);
+    ASSIGN_OR_RETURN(auto theta, OptDouble(f, p + "rope.freq_base"));
+    c["rope_theta"] = theta.value_or(10000.0);
+    ASSIGN_OR_RETURN(auto key_length, OptInt(f, p + "attention.key_length"));
+    ASSIGN_OR_RETURN(auto rope_dims, OptInt(f, p + "rope.dimension_count"));
+    const int64_t head_dim = key_length.value_or(hidden / heads);
+    c["head_dim"] = head_dim;
+    if (rope_dims.has_value() && *rope_dims != head_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          f.path(), ": ", p, "rope.dimension_count is ", *rope_dims,
+          " but the head dimension is ", head_dim,
+          "; inferd rotates whole heads for ", arch));
+    }
+    ASSIGN_OR_RETURN(auto window, OptInt(f, p + "attention.sliding_window"));
+    if (window.has_value() && *window > 0) {
+      c["sliding_window"] = *window;
+      if (arch != "llama") {
+        c["use_sliding_window"] = true;
+        c["max_window_layers"] = 0;
+      }
+    }
+    if (f.Find(p + "rope.scaling.type") != nullptr) {
+      ASSIGN_OR_RETURN(std::string type, f.GetString(p + "rope.scaling.type"));
+      if (type == "linear" || type == "yarn") {
+        nlohmann::json rs;
+        rs["rope_type"] = type;
+        ASSIGN_OR_RETURN(auto factor, OptDouble(f, p + "rope.scaling.factor"));
+        rs["factor"] = factor.value_or(1.0);
+        ASSIGN_OR_RETURN(auto orig,
+                         OptInt(f, p + "rope.scaling.original_context_length"));
+        if (orig.has_value()) rs["original_max_position_embeddings"] = *orig;
+        c["rope_scaling"] = rs;
+      } else if (type != "none") {
+        return absl::InvalidArgumentError(
+            absl::StrCat(f.path(), ": ", p, "rope.scaling.type '", type,
+                         "' is not supported (none, linear, yarn)"));
+      }
+    }
+    if (f.FindTensor("rope_freqs.weight") != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          f.path(),
+          " carries per-dimension RoPE frequency factors (rope_freqs.weight, "
+          "Llama 3.1-style scaling), which inferd does not apply yet; serve "
+          "the Hugging Face directory of this model instead"));
+    }
+    c["tie_word_embeddings"] = f.FindTensor("output.weight") == nullptr;
+    c["attention_bias"] = f.FindTensor("blk.0.attn_q.bias") != nullptr;
+  } else {
+    c["hidden_act"] = "gelu";
+    ASSIGN_OR_RETURN(auto eps, OptDouble(f, p + "attention.layer_norm_epsilon"));
+    c["layer_norm_eps"] = eps.value_or(1e-12);
+    int64_t types = 2;
+    if (const GgufTensorInfo* t = f.FindTensor("token_types.weight");
+        t != nullptr && t->dims.size() == 2) {
+      types = t->dims[1];
+    }
+    c["type_vocab_size"] = types;
+  }
+
+  // Special token ids from the tokenizer metadata.
+  ASSIGN_OR_RETURN(auto bos, OptInt(f, "tokenizer.ggml.bos_token_id"));
+  if (bos.has_value()) c["bos_token_id"] = *bos;
+  ASSIGN_OR_RETURN(auto pad, OptInt(f, "tokenizer.ggml.padding_token_id"));
+  if (pad.has_value()) c["pad_token_id"] = *pad;
+  std::vector<int64_t> eos_ids;
+  for (const char* key : {"tokenizer.ggml.eos_token_id",
+                          "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    ASSIGN_OR_RETURN(auto id, OptInt(f, key));
+    if (id.has_value() && *id >= 0 &&
+        std::find(eos_ids.begin(), eos_ids.end(), *id) == eos_ids.end()) {
+      eos_ids.push_back(*id);
+    }
+  }
+  if (!eos_ids.empty()) c["eos_token_id"] = eos_ids;
+
+  auto config = ParseModelConfig(c.dump(), f.path());
+  if (!config.ok()) return Annotate(config.status(), f);
+  // llama.cpp's converter interleaves each head's q/k rows for `llama`
+  // files only (qwen2/qwen3 keep the Hugging Face order).
+  config->rope_interleaved = arch == "llama";
+  return config;
+}
+
+absl::StatusOr<std::unique_ptr<WeightStore>> GgufWeights(
+    std::shared_ptr<const GgufFile> file) {
+  ASSIGN_OR_RETURN(std::string arch, Architecture(*file));
+  std::vector<SafetensorsTensorInfo> infos;
+  for (const GgufTensorInfo& t : file->tensors()) {
+    std::string hf = GgufTensorHfName(arch, t.name);
+    if (hf.empty()) continue;  // not used by inferd's model classes
+    const absl::optional<DType> dtype = DTypeOfGgml(t.type->id);
+    if (!dtype.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file->path(), ": tensor ", t.name, " has type ", t.type->name,
+          ", which inferd does not compute with (supported: ", kSupportedTypes,
+          "); re-quantize the file to one of those (e.g. Q4_K_M or Q8_0)"));
+    }
+    SafetensorsTensorInfo info;
+    info.name = std::move(hf);
+    info.dtype_name = t.type->name;
+    info.dtype = dtype;
+    // GGUF lists the innermost dimension first; HF shapes are row-major.
+    info.shape.assign(t.dims.rbegin(), t.dims.rend());
+    info.begin = t.offset;
+    info.end = t.offset + t.nbytes;
+    info.data = t.data;
+    info.alignment = AlignmentOf(t.data);
+    infos.push_back(std::move(info));
+  }
+  const std::string path = file->path();
+  return WeightStore::FromTensors(path, std::move(infos), std::move(file));
+}
+
+}  // namespace inferd
