@@ -1,9 +1,21 @@
-// Quantized / F16 weight GEMV and small-M GEMM for Linear at
-// the avx512 level: the same 256-bit kernels built with AVX-512 enabled (EVEX encoding, 32 vector registers); see quant_gemm_impl.h.
+// Quantized / F16 weight GEMV and small-M GEMM for Linear at the avx512
+// level, 512-bit kernels with F32 activations and F32 math:
+// - M = 1 (decode): weight rows stream once, two rows per pass (independent
+//   accumulator chains, shared activation loads). 4-bit blocks become F32
+//   through a 16-entry table per block or sub-block (vpermps on the zero-
+//   extended nibbles: table[q] = d q + offset), so the offsets need no
+//   activation sums and the decode is one shuffle per 16 weights; Q8_0 and
+//   Q6_K convert integers (vcvtdq2ps) and scale per block.
+// - M >= 2 (batched decode): a chunk of 4 weight rows x 256 values is decoded
+//   once into an L1-resident F32 panel (the values DequantizeRow gives) and
+//   run against all M activation rows with a 4 x 4 register tile.
+// Compiled with AVX-512 flags and called only after the run-time CPU check;
+// internal-linkage helpers and raw pointers only (see device/CMakeLists.txt).
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "device/cpu/quant_gemm.h"
 
@@ -11,12 +23,455 @@ namespace inferd {
 namespace cpu_avx512 {
 namespace {
 
-#include "device/cpu/quant_gemm_impl.h"
+// Blocks whose f16 scales are converted to F32 in one instruction.
+constexpr int kScaleGroup = 16;
+// Batched path: weight rows and K values per decoded panel, activation
+// rows per register tile.
+constexpr int kPanelRows = 4;
+constexpr int64_t kPanelK = 256;
+constexpr int kTileM = 4;
+
+inline __m512 Iota() {
+  return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
+inline __m512i U8x16(const uint8_t* p) {
+  return _mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m512i I8x16(const void* p) {
+  return _mm512_cvtepi8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// out[j] = the f16 at p + stride * j as F32, j < count <= 16 (the rest 0).
+inline void HalvesToFloats(const uint8_t* p, size_t stride, int count,
+                           float* out) {
+  alignas(32) uint16_t h[kScaleGroup];
+  if (count < kScaleGroup) std::memset(h, 0, sizeof(h));
+  for (int j = 0; j < count; ++j) std::memcpy(&h[j], p + stride * j, 2);
+  _mm512_store_ps(out, _mm512_cvtph_ps(_mm256_load_si256(
+                           reinterpret_cast<const __m256i*>(h))));
+}
+
+inline float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// ---- Q4_0 / Q4_1 ----------------------------------------------------------
+
+// Table of a Q4_0 (x = d (q - 8)) or Q4_1 (x = d q + m) block.
+template <bool kQ4_0>
+inline __m512 Q4Table(float d, float m) {
+  if (kQ4_0) {
+    return _mm512_mul_ps(_mm512_set1_ps(d),
+                         _mm512_sub_ps(Iota(), _mm512_set1_ps(8.0f)));
+  }
+  return _mm512_fmadd_ps(_mm512_set1_ps(d), Iota(), _mm512_set1_ps(m));
+}
+
+// out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 blocks.
+template <int R, bool kQ4_0>
+void GemvQ4(const uint8_t* const* w, int64_t nb, const float* x,
+            float* out) {
+  constexpr int kBytes = kQ4_0 ? 18 : 20;
+  constexpr int kQs = kQ4_0 ? 2 : 4;
+  const __m512 iota = Iota();
+  const __m512 iota8 = _mm512_sub_ps(iota, _mm512_set1_ps(8.0f));
+  __m512 lo[R], hi[R];
+  for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+  alignas(64) float d[R][kScaleGroup], m[R][kScaleGroup];
+  for (int64_t g = 0; g < nb; g += kScaleGroup) {
+    const int count =
+        nb - g < kScaleGroup ? static_cast<int>(nb - g) : kScaleGroup;
+    for (int r = 0; r < R; ++r) {
+      HalvesToFloats(w[r] + kBytes * g, kBytes, count, d[r]);
+      if (!kQ4_0) HalvesToFloats(w[r] + kBytes * g + 2, kBytes, count, m[r]);
+    }
+    for (int j = 0; j < count; ++j) {
+      const float* xb = x + 32 * (g + j);
+      const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512i q = U8x16(w[r] + kBytes * (g + j) + kQs);
+        const __m512 t =
+            kQ4_0 ? _mm512_mul_ps(_mm512_set1_ps(d[r][j]), iota8)
+                  : _mm512_fmadd_ps(_mm512_set1_ps(d[r][j]), iota,
+                                    _mm512_set1_ps(m[r][j]));
+        // vpermps reads the low 4 bits of each index: the low nibble as is.
+        lo[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(q, t), x0, lo[r]);
+        hi[r] = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t), x1, hi[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(lo[r], hi[r]));
+  }
+}
+
+template <bool kQ4_0>
+void DecodeQ4(const uint8_t* w, int64_t b0, int64_t nb, float* out) {
+  constexpr int kBytes = kQ4_0 ? 18 : 20;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + kBytes * (b0 + b);
+    const __m512 t = Q4Table<kQ4_0>(HalfAt(blk), kQ4_0 ? 0.0f : HalfAt(blk + 2));
+    const __m512i q = U8x16(blk + (kQ4_0 ? 2 : 4));
+    _mm512_store_ps(out + 32 * b, _mm512_permutexvar_ps(q, t));
+    _mm512_store_ps(out + 32 * b + 16,
+                    _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t));
+  }
+}
+
+// ---- Q8_0 ------------------------------------------------------------------
+
+template <int R>
+void GemvQ8_0(const uint8_t* const* w, int64_t nb, const float* x,
+              float* out) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  alignas(64) float d[R][kScaleGroup];
+  for (int64_t g = 0; g < nb; g += kScaleGroup) {
+    const int count =
+        nb - g < kScaleGroup ? static_cast<int>(nb - g) : kScaleGroup;
+    for (int r = 0; r < R; ++r) HalvesToFloats(w[r] + 34 * g, 34, count, d[r]);
+    for (int j = 0; j < count; ++j) {
+      const float* xb = x + 32 * (g + j);
+      const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* q = w[r] + 34 * (g + j) + 2;
+        __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(I8x16(q)), x0);
+        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I8x16(q + 16)), x1, t);
+        acc[r][j & 1] = _mm512_fmadd_ps(t, _mm512_set1_ps(d[r][j]), acc[r][j & 1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+  }
+}
+
+void DecodeQ8_0(const uint8_t* w, int64_t b0, int64_t nb, float* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + 34 * (b0 + b);
+    const __m512 d = _mm512_set1_ps(HalfAt(blk));
+    _mm512_store_ps(out + 32 * b,
+                    _mm512_mul_ps(d, _mm512_cvtepi32_ps(I8x16(blk + 2))));
+    _mm512_store_ps(out + 32 * b + 16,
+                    _mm512_mul_ps(d, _mm512_cvtepi32_ps(I8x16(blk + 18))));
+  }
+}
+
+// ---- Q4_K ------------------------------------------------------------------
+
+// The 8 sub-block scales d * sc (out[0..7]) and offsets dmin * m (out[8..15])
+// of a Q4_K super-block: 6-bit values unpacked four at a time in 32-bit words.
+inline void ScalesQ4_K(const uint8_t* blk, float* out) {
+  uint32_t u[3];
+  std::memcpy(u, blk + 4, 12);
+  const uint32_t sc_lo = u[0] & 0x3F3F3F3Fu;
+  const uint32_t m_lo = u[1] & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  const __m128i bytes = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
+                                       static_cast<int>(m_lo), static_cast<int>(m_hi));
+  const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(HalfAt(blk)),
+                                       _mm256_set1_ps(HalfAt(blk + 2)), 1);
+  _mm512_store_ps(out, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes))));
+}
+
+template <int R>
+void GemvQ4_K(const uint8_t* const* w, int64_t nsb, const float* x,
+              float* out) {
+  const __m512 iota = Iota();
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  alignas(64) float s[R][16];
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    for (int r = 0; r < R; ++r) ScalesQ4_K(w[r] + 144 * sb, s[r]);
+    for (int p = 0; p < 4; ++p) {
+      const float* xp = x + 256 * sb + 64 * p;
+      const __m512 x0 = _mm512_loadu_ps(xp), x1 = _mm512_loadu_ps(xp + 16),
+                   x2 = _mm512_loadu_ps(xp + 32), x3 = _mm512_loadu_ps(xp + 48);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* q = w[r] + 144 * sb + 16 + 32 * p;
+        const __m512i v0 = U8x16(q), v1 = U8x16(q + 16);
+        const __m512 ta = _mm512_fmsub_ps(_mm512_set1_ps(s[r][2 * p]), iota,
+                                          _mm512_set1_ps(s[r][8 + 2 * p]));
+        const __m512 tb = _mm512_fmsub_ps(_mm512_set1_ps(s[r][2 * p + 1]), iota,
+                                          _mm512_set1_ps(s[r][9 + 2 * p]));
+        acc[r][0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v0, ta), x0, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v1, ta), x1, acc[r][1]);
+        acc[r][0] = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), tb), x2, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), tb), x3, acc[r][1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+  }
+}
+
+void DecodeQ4_K(const uint8_t* w, int64_t sb, float* out) {
+  const __m512 iota = Iota();
+  const uint8_t* blk = w + 144 * sb;
+  alignas(64) float s[16];
+  ScalesQ4_K(blk, s);
+  for (int p = 0; p < 4; ++p) {
+    const __m512i v0 = U8x16(blk + 16 + 32 * p), v1 = U8x16(blk + 32 + 32 * p);
+    // As DequantizeRow: (d sc) q - (dmin m), each product rounded.
+    const __m512 ta = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(s[2 * p]), iota),
+                                    _mm512_set1_ps(s[8 + 2 * p]));
+    const __m512 tb = _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(s[2 * p + 1]), iota),
+                                    _mm512_set1_ps(s[9 + 2 * p]));
+    float* o = out + 64 * p;
+    _mm512_store_ps(o, _mm512_permutexvar_ps(v0, ta));
+    _mm512_store_ps(o + 16, _mm512_permutexvar_ps(v1, ta));
+    _mm512_store_ps(o + 32, _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), tb));
+    _mm512_store_ps(o + 48, _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), tb));
+  }
+}
+
+// ---- Q6_K ------------------------------------------------------------------
+
+// The 256 values of a Q6_K super-block as int8 q - 32 in order (q[v]), and
+// its 16 scales d * sc as F32.
+inline void UnpackQ6_K(const uint8_t* blk, int8_t* q, float* s) {
+  const __m512i low = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30),
+                off = _mm512_set1_epi8(32);
+  for (int h = 0; h < 2; ++h) {
+    // ql[0..63]: low nibbles are values 0..63 of the half, high ones
+    // 64..127; qh[l] holds the high 2 bits of values l, l + 32, l + 64,
+    // l + 96 at bits 0, 2, 4, 6. hx = [qh, qh >> 2] lines them up with ql.
+    const __m512i l = _mm512_loadu_si512(blk + 64 * h);
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+    const __m512i hx = _mm512_inserti64x4(_mm512_castsi256_si512(qh),
+                                          _mm256_srli_epi16(qh, 2), 1);
+    const __m512i q01 = _mm512_or_si512(
+        _mm512_and_si512(l, low), _mm512_and_si512(_mm512_slli_epi16(hx, 4), two));
+    const __m512i q23 = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi16(l, 4), low), _mm512_and_si512(hx, two));
+    _mm512_storeu_si512(q + 128 * h, _mm512_sub_epi8(q01, off));
+    _mm512_storeu_si512(q + 128 * h + 64, _mm512_sub_epi8(q23, off));
+  }
+  _mm512_store_ps(s, _mm512_mul_ps(_mm512_set1_ps(HalfAt(blk + 208)),
+                                   _mm512_cvtepi32_ps(I8x16(blk + 192))));
+}
+
+template <int R>
+void GemvQ6_K(const uint8_t* const* w, int64_t nsb, const float* x,
+              float* out) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  alignas(64) int8_t q[R][256];
+  alignas(64) float s[R][16];
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    for (int r = 0; r < R; ++r) UnpackQ6_K(w[r] + 210 * sb, q[r], s[r]);
+    const float* xs = x + 256 * sb;
+#pragma GCC unroll 2
+    for (int v = 0; v < 16; ++v) {
+      const __m512 xv = _mm512_loadu_ps(xs + 16 * v);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        // As DequantizeRow: (d sc) q, then the dot product.
+        const __m512 wv = _mm512_mul_ps(_mm512_cvtepi32_ps(I8x16(q[r] + 16 * v)),
+                                        _mm512_set1_ps(s[r][v]));
+        acc[r][v & 1] = _mm512_fmadd_ps(wv, xv, acc[r][v & 1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+  }
+}
+
+void DecodeQ6_K(const uint8_t* w, int64_t sb, float* out) {
+  alignas(64) int8_t q[256];
+  alignas(64) float s[16];
+  UnpackQ6_K(w + 210 * sb, q, s);
+  for (int v = 0; v < 16; ++v) {
+    _mm512_store_ps(out + 16 * v, _mm512_mul_ps(_mm512_cvtepi32_ps(I8x16(q + 16 * v)),
+                                                 _mm512_set1_ps(s[v])));
+  }
+}
+
+// ---- F16 -------------------------------------------------------------------
+
+inline __m512 F16x16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <int R>
+void GemvF16(const uint8_t* const* w, int64_t k, const float* x, float* out) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const uint16_t* h[R];
+  for (int r = 0; r < R; ++r) h[r] = reinterpret_cast<const uint16_t*>(w[r]);
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    const __m512 x0 = _mm512_loadu_ps(x + p), x1 = _mm512_loadu_ps(x + p + 16);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = _mm512_fmadd_ps(F16x16(h[r] + p), x0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(F16x16(h[r] + p + 16), x1, acc[r][1]);
+    }
+  }
+  if (p < k) {
+    // Masked tail (< 32 values): two masked 16-lane steps.
+    for (int64_t q = p; q < k; q += 16) {
+      const int rest = k - q < 16 ? static_cast<int>(k - q) : 16;
+      const __mmask16 mask = static_cast<__mmask16>((1u << rest) - 1);
+      const __m512 xv = _mm512_maskz_loadu_ps(mask, x + q);
+      for (int r = 0; r < R; ++r) {
+        const __m256i hv = _mm256_maskz_loadu_epi16(mask, h[r] + q);
+        acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(hv), xv, acc[r][0]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+  }
+}
+
+// ---- Dispatch ----------------------------------------------------------------
+
+template <int R>
+void Gemv(const QuantGemmArgs& g, const uint8_t* const* w, float* out) {
+  switch (g.dtype) {
+    case DType::kQ8_0: GemvQ8_0<R>(w, g.k / 32, g.x, out); break;
+    case DType::kQ4_0: GemvQ4<R, true>(w, g.k / 32, g.x, out); break;
+    case DType::kQ4_1: GemvQ4<R, false>(w, g.k / 32, g.x, out); break;
+    case DType::kQ4_K: GemvQ4_K<R>(w, g.k / 256, g.x, out); break;
+    case DType::kQ6_K: GemvQ6_K<R>(w, g.k / 256, g.x, out); break;
+    default: GemvF16<R>(w, g.k, g.x, out); break;
+  }
+}
+
+void GemvRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
+  int64_t n = n_begin;
+  float out[2];
+  for (; n + 2 <= n_end; n += 2) {
+    const uint8_t* w[2] = {g.w + n * g.row_bytes, g.w + (n + 1) * g.row_bytes};
+    Gemv<2>(g, w, out);
+    for (int r = 0; r < 2; ++r) {
+      g.y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
+    }
+  }
+  if (n < n_end) {
+    const uint8_t* w[1] = {g.w + n * g.row_bytes};
+    Gemv<1>(g, w, out);
+    g.y[n] = out[0] + (g.bias != nullptr ? g.bias[n] : 0.0f);
+  }
+}
+
+// Values [k0, k0 + kc) of weight row w as F32 (k0, kc multiples of the
+// block; kc <= kPanelK).
+void DecodeChunk(DType dtype, const uint8_t* w, int64_t k0, int64_t kc,
+                 float* out) {
+  switch (dtype) {
+    case DType::kQ8_0: DecodeQ8_0(w, k0 / 32, kc / 32, out); break;
+    case DType::kQ4_0: DecodeQ4<true>(w, k0 / 32, kc / 32, out); break;
+    case DType::kQ4_1: DecodeQ4<false>(w, k0 / 32, kc / 32, out); break;
+    case DType::kQ4_K: DecodeQ4_K(w, k0 / 256, out); break;
+    case DType::kQ6_K: DecodeQ6_K(w, k0 / 256, out); break;
+    default: {
+      const uint16_t* h = reinterpret_cast<const uint16_t*>(w) + k0;
+      int64_t p = 0;
+      for (; p + 16 <= kc; p += 16) _mm512_store_ps(out + p, F16x16(h + p));
+      for (; p < kc; ++p) out[p] = _cvtsh_ss(h[p]);
+      break;
+    }
+  }
+}
+
+// acc[i][r] (in memory, 16 lanes each) += x row i . panel row r over kc
+// values (a multiple of 16), i < MR.
+template <int MR>
+void PanelTile(const float* x, int64_t ldx, const float* panel, int64_t kc,
+               float* acc) {
+  __m512 a[MR][kPanelRows];
+  for (int i = 0; i < MR; ++i) {
+    for (int r = 0; r < kPanelRows; ++r) a[i][r] = _mm512_load_ps(acc + 16 * (kPanelRows * i + r));
+  }
+  for (int64_t p = 0; p < kc; p += 16) {
+    __m512 wv[kPanelRows];
+    for (int r = 0; r < kPanelRows; ++r) wv[r] = _mm512_load_ps(panel + kPanelK * r + p);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xv = _mm512_loadu_ps(x + i * ldx + p);
+      for (int r = 0; r < kPanelRows; ++r) a[i][r] = _mm512_fmadd_ps(wv[r], xv, a[i][r]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int r = 0; r < kPanelRows; ++r) _mm512_store_ps(acc + 16 * (kPanelRows * i + r), a[i][r]);
+  }
+}
+
+// M >= 2: weight rows [n_begin, n_end) in groups of kPanelRows, each chunk
+// of kPanelK values decoded once for all M activation rows.
+void PanelRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
+  alignas(64) float panel[kPanelRows * kPanelK];
+  struct alignas(64) Vec {
+    float v[16];
+  };
+  static thread_local std::vector<Vec> acc_buf;
+  const size_t acc_vecs = static_cast<size_t>(g.m) * kPanelRows;
+  if (acc_buf.size() < acc_vecs) acc_buf.resize(acc_vecs);
+  float* acc = acc_buf.data()->v;
+  // F16 rows need not be a multiple of 16 values: the panel is zero-padded
+  // to 16 and x read with a masked tail below.
+  const int64_t k16 = g.k / 16 * 16;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kPanelRows) {
+    const int rows = n_end - n0 < kPanelRows ? static_cast<int>(n_end - n0) : kPanelRows;
+    std::memset(acc, 0, acc_vecs * sizeof(Vec));
+    for (int64_t k0 = 0; k0 < k16; k0 += kPanelK) {
+      const int64_t kc = k16 - k0 < kPanelK ? k16 - k0 : kPanelK;
+      for (int r = 0; r < kPanelRows; ++r) {
+        if (r < rows) {
+          DecodeChunk(g.dtype, g.w + (n0 + r) * g.row_bytes, k0, kc, panel + kPanelK * r);
+        } else {
+          std::memset(panel + kPanelK * r, 0, kc * sizeof(float));
+        }
+      }
+      const float* x = g.x + k0;
+      int64_t i = 0;
+      for (; i + kTileM <= g.m; i += kTileM) {
+        PanelTile<kTileM>(x + i * g.ldx, g.ldx, panel, kc, acc + 16 * kPanelRows * i);
+      }
+      switch (g.m - i) {
+        case 1: PanelTile<1>(x + i * g.ldx, g.ldx, panel, kc, acc + 16 * kPanelRows * i); break;
+        case 2: PanelTile<2>(x + i * g.ldx, g.ldx, panel, kc, acc + 16 * kPanelRows * i); break;
+        case 3: PanelTile<3>(x + i * g.ldx, g.ldx, panel, kc, acc + 16 * kPanelRows * i); break;
+        default: break;
+      }
+    }
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int r = 0; r < rows; ++r) {
+        float sum = _mm512_reduce_add_ps(_mm512_load_ps(acc + 16 * (kPanelRows * i + r)));
+        if (k16 < g.k) {  // F16 tail
+          const uint16_t* h = reinterpret_cast<const uint16_t*>(g.w + (n0 + r) * g.row_bytes);
+          for (int64_t p = k16; p < g.k; ++p) sum += _cvtsh_ss(h[p]) * g.x[i * g.ldx + p];
+        }
+        g.y[i * g.ldy + n0 + r] = sum + (g.bias != nullptr ? g.bias[n0 + r] : 0.0f);
+      }
+    }
+  }
+}
 
 }  // namespace
 
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
-  QuantGemmRowsImpl(args, n_begin, n_end);
+  if (args.m == 1) {
+    GemvRows(args, n_begin, n_end);
+  } else {
+    PanelRows(args, n_begin, n_end);
+  }
 }
 
 }  // namespace cpu_avx512

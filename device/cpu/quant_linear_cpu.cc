@@ -131,8 +131,10 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
     return absl::OkStatus();
   }
 
+  const CpuIsa isa = ActiveCpuIsa();
   std::vector<float> xsum;
-  if (QuantNeedsXSum(g.dtype)) {
+  // The AVX-512 kernels fold the offsets into per-block tables.
+  if (QuantNeedsXSum(g.dtype) && isa < CpuIsa::kAvx512) {
     const int64_t blocks = g.k / 32;
     xsum.resize(g.m * blocks);
     for (int64_t i = 0; i < g.m; ++i) {
@@ -145,7 +147,6 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
     }
     g.xsum = xsum.data();
   }
-  const CpuIsa isa = ActiveCpuIsa();
   RowsTask task;
   task.args = &g;
   task.fn = isa >= CpuIsa::kAvx512 ? &cpu_avx512::QuantGemmRows
