@@ -5,8 +5,22 @@ implementation of the GGUF side that shares nothing with inferd's (metadata
 read by gguf-py, tensors mapped to Hugging Face names here, llama.cpp's q/k
 row interleaving undone here so the reference keeps its rotate-half RoPE).
 
-Runs in the venv (gguf, numpy).
-usage: gguf_reference.py --gguf FILE --prompts JSON --tokens N [--out F]
+With --hf-dir DIR --quantize TYPE instead of --gguf: the safetensors
+model in DIR with the weights inferd's `dtype=q8_0|q4_0|q4_1` quantizes at
+load (every GEMM weight whose rows fill whole blocks, and a tied embedding
+table, which doubles as the LM head) quantized and dequantized by gguf-py's
+ports of ggml's reference quantizers (gguf.quants); other weights float.
+
+A `bert` GGUF (with --texts JSON --tokenizer-json FILE instead of
+--prompts): the texts tokenized by the model's original tokenizer.json (the
+`tokenizers` package), the float64 encoder forward, pooling per
+`bert.pooling_type`, L2-normalized (llama.cpp's server normalizes): prints
+{"ids": [[...], ...], "embeddings": [[...], ...], "pooling": MODE}.
+
+Runs in the venv (gguf, numpy, tokenizers).
+usage: gguf_reference.py (--gguf FILE | --hf-dir DIR --quantize TYPE)
+                         --prompts JSON --tokens N [--out F]
+       gguf_reference.py --gguf BERT_FILE --texts JSON --tokenizer-json F
   JSON: a list of prompts, each a list of token ids. Prints (or writes)
   {"greedy": [[ids...], ...], "config": {...}}.
 """
@@ -37,6 +51,23 @@ LAYER = {
 }
 GLOBAL = {"token_embd": "embed_tokens", "output_norm": "norm",
           "output": "lm_head"}
+BERT_LAYER = {
+    "attn_q": "attention.self.query",
+    "attn_k": "attention.self.key",
+    "attn_v": "attention.self.value",
+    "attn_output": "attention.output.dense",
+    "attn_output_norm": "attention.output.LayerNorm",
+    "ffn_up": "intermediate.dense",
+    "ffn_down": "output.dense",
+    "layer_output_norm": "output.LayerNorm",
+}
+BERT_GLOBAL = {
+    "token_embd": "embeddings.word_embeddings",
+    "token_types": "embeddings.token_type_embeddings",
+    "position_embd": "embeddings.position_embeddings",
+    "token_embd_norm": "embeddings.LayerNorm",
+}
+POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
 ARCHS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
          "qwen3": "Qwen3ForCausalLM"}
 
@@ -68,6 +99,58 @@ def uninterleave(w, heads):
     return w.reshape(heads, d // 2, 2, cols).swapaxes(1, 2).reshape(rows, cols)
 
 
+def bert_hf_name(name):
+    stem, suffix = name.rsplit(".", 1)
+    if stem.startswith("blk."):
+        _, layer, part = stem.split(".", 2)
+        if part not in BERT_LAYER:
+            return None
+        return "encoder.layer.%s.%s.%s" % (layer, BERT_LAYER[part], suffix)
+    if stem in BERT_GLOBAL:
+        return "%s.%s" % (BERT_GLOBAL[stem], suffix)
+    return None
+
+
+def dequantized(t):
+    a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
+    return a.reshape([int(x) for x in reversed(t.shape)])
+
+
+def load_bert(path):
+    """(config, weights, pooling mode) of a `bert` GGUF, from gguf-py."""
+    r = gguf.GGUFReader(path)
+    p = "bert."
+    tensors = {}
+    for t in r.tensors:
+        name = bert_hf_name(t.name)
+        if name is not None:
+            tensors[name] = dequantized(t)
+    cfg = {
+        "architectures": ["BertModel"],
+        "model_type": "bert",
+        "hidden_size": int(field(r, p + "embedding_length")),
+        "num_hidden_layers": int(field(r, p + "block_count")),
+        "num_attention_heads": int(field(r, p + "attention.head_count")),
+        "intermediate_size": int(field(r, p + "feed_forward_length")),
+        "layer_norm_eps": float(field(r, p + "attention.layer_norm_epsilon")),
+        "hidden_act": "gelu",
+    }
+    pooling = POOLING.get(int(field(r, p + "pooling_type", 0)))
+    return cfg, REF.Weights(tensors), pooling
+
+
+def bert_embeddings(path, texts, tokenizer_json):
+    from tokenizers import Tokenizer
+    cfg, w, pooling = load_bert(path)
+    tok = Tokenizer.from_file(tokenizer_json)
+    ids = [tok.encode(t).ids for t in texts]
+    out = []
+    for seq in ids:
+        hidden = REF.encoder_forward(cfg, w, seq)
+        out.append(REF.normalize(REF.pool(hidden, pooling)).tolist())
+    return {"ids": ids, "embeddings": out, "pooling": pooling}
+
+
 def load(path):
     r = gguf.GGUFReader(path)
     arch = field(r, "general.architecture")
@@ -96,8 +179,7 @@ def load(path):
         name = hf_name(t.name)
         if name is None:
             continue
-        a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
-        a = a.reshape([int(x) for x in reversed(t.shape)])
+        a = dequantized(t)
         if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
             a = uninterleave(a, heads if "q_proj" in name else kv)
         tensors[name] = a
@@ -110,18 +192,68 @@ def load(path):
     return cfg, REF.Weights(tensors), eos
 
 
+GEMM_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight",
+                 "o_proj.weight", "gate_proj.weight", "up_proj.weight",
+                 "down_proj.weight", "lm_head.weight")
+
+
+def quantize_dequantize(a, qtype):
+    """float64 [rows, cols] -> the same values after a round trip through
+    ggml's `qtype` blocks (from the float32 values inferd reads)."""
+    q = gguf.quants.quantize(np.asarray(a, dtype=np.float32), qtype)
+    return gguf.quants.dequantize(q, qtype).astype(np.float64).reshape(a.shape)
+
+
+def load_hf_quantized(model_dir, qtype_name):
+    cfg = REF.load_json(os.path.join(model_dir, "config.json"))
+    qtype = gguf.GGMLQuantizationType[qtype_name.upper()]
+    block = gguf.GGML_QUANT_SIZES[qtype][0]
+    tensors = REF.load_weights(model_dir)
+    tied = "lm_head.weight" not in tensors and cfg.get("tie_word_embeddings",
+                                                       True)
+    quantized = []
+    for name, a in tensors.items():
+        gemm = name.endswith(GEMM_SUFFIXES) or (
+            tied and name.endswith("embed_tokens.weight"))
+        if gemm and a.ndim == 2 and a.shape[1] % block == 0:
+            tensors[name] = quantize_dequantize(a, qtype)
+            quantized.append(name)
+    eos = cfg.get("eos_token_id")
+    eos = [] if eos is None else eos if isinstance(eos, list) else [eos]
+    return cfg, REF.Weights(tensors), eos, sorted(quantized)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gguf", required=True)
-    ap.add_argument("--prompts", required=True)
+    ap.add_argument("--gguf")
+    ap.add_argument("--hf-dir")
+    ap.add_argument("--quantize")
+    ap.add_argument("--prompts")
+    ap.add_argument("--texts")
+    ap.add_argument("--tokenizer-json")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--out")
+    ap.add_argument("--check-batch", action="store_true",
+                    help="also decode each prompt alone and require the "
+                    "same tokens (a self-check of the batched decoding)")
     args = ap.parse_args()
-    cfg, w, eos = load(args.gguf)
+    if args.texts is not None:
+        print(json.dumps(bert_embeddings(args.gguf, json.loads(args.texts),
+                                         args.tokenizer_json)))
+        return
+    quantized = None
+    if args.gguf:
+        cfg, w, eos = load(args.gguf)
+    else:
+        cfg, w, eos, quantized = load_hf_quantized(args.hf_dir, args.quantize)
     prompts = json.loads(args.prompts)
-    out = {"config": cfg, "eos": eos,
-           "greedy": [REF.greedy_cached(cfg, w, ids, args.tokens, eos)
-                      for ids in prompts]}
+    out = {"config": cfg, "eos": eos, "quantized": quantized,
+           "greedy": REF.greedy_cached_batch(cfg, w, prompts, args.tokens, eos)}
+    if args.check_batch:
+        alone = [REF.greedy_cached(cfg, w, ids, args.tokens, eos) for ids in prompts]
+        if alone != out["greedy"]:
+            raise SystemExit("batched decoding differs from one-by-one: "
+                             "%s vs %s" % (out["greedy"], alone))
     text = json.dumps(out)
     if args.out:
         with open(args.out, "w") as f:
