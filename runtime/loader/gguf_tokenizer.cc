@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/optional.h"
@@ -219,6 +220,7 @@ struct Vocab {
   std::vector<int64_t> types;   // empty when the file has none
   std::vector<double> scores;   // empty when the file has none
   absl::optional<int32_t> bos, eos, unk, pad, eot, eom;
+  absl::optional<int32_t> cls, sep, mask;  // WordPiece (bert) files
 };
 
 absl::StatusOr<Vocab> ReadVocab(const MetadataReader& r) {
@@ -269,6 +271,10 @@ absl::StatusOr<Vocab> ReadVocab(const MetadataReader& r) {
       {"tokenizer.ggml.padding_token_id", &v.pad},
       {"tokenizer.ggml.eot_token_id", &v.eot},
       {"tokenizer.ggml.eom_token_id", &v.eom},
+      {"tokenizer.ggml.cls_token_id", &v.cls},
+      // llama.cpp's spelling.
+      {"tokenizer.ggml.seperator_token_id", &v.sep},
+      {"tokenizer.ggml.mask_token_id", &v.mask},
   };
   for (const auto& [key, out] : ids) {
     ASSIGN_OR_RETURN(*out, r.OptionalId(key, n));
@@ -441,7 +447,8 @@ Json AddedTokens(const Vocab& v, const Json& vocab_json, Keep keep) {
       added.emplace(vid, AddedToken(vid, token, /*special=*/false));
     }
   }
-  for (const absl::optional<int32_t>* id : {&v.bos, &v.eos, &v.unk, &v.pad}) {
+  for (const absl::optional<int32_t>* id :
+       {&v.bos, &v.eos, &v.unk, &v.pad, &v.cls, &v.sep, &v.mask}) {
     if (!id->has_value()) continue;
     const std::string& token = v.tokens[**id];
     if (!vocab_json.contains(token)) continue;
@@ -611,6 +618,104 @@ absl::StatusOr<Json> LlamaSpmTokenizer(const MetadataReader& r,
   return tok;
 }
 
+// llama.cpp's WordPiece spelling (convert_hf_to_gguf BertModel.set_vocab):
+// control tokens verbatim, a continuation "##x" as "x", any other token
+// "x" as "\u2581x". Back to the Hugging Face spelling. Older converters kept
+// every "[...]" token verbatim whatever its type, so such a token without
+// the marker stays as it is too.
+std::string WordPieceToken(const std::string& token, int64_t type) {
+  static constexpr absl::string_view kMarker = "\u2581";
+  if (type == kTypeControl) return token;
+  if (absl::StartsWith(token, kMarker)) return token.substr(kMarker.size());
+  if (token.size() >= 2 && token.front() == '[' && token.back() == ']') {
+    return token;
+  }
+  return absl::StrCat("##", token);
+}
+
+// BERT's post-processor: [CLS] A [SEP] and [CLS] A [SEP] B [SEP] (type ids
+// 0 then 1), each special token only when asked.
+Json BertPostProcessor(const Vocab& v, absl::optional<int32_t> cls,
+                       absl::optional<int32_t> sep) {
+  auto special = [&](int32_t id, int type_id) {
+    return Json{{"SpecialToken", {{"id", v.tokens[id]}, {"type_id", type_id}}}};
+  };
+  auto sequence = [](const char* id, int type_id) {
+    return Json{{"Sequence", {{"id", id}, {"type_id", type_id}}}};
+  };
+  Json single = Json::array();
+  Json pair = Json::array();
+  Json specials = Json::object();
+  if (cls.has_value()) {
+    single.push_back(special(*cls, 0));
+    pair.push_back(special(*cls, 0));
+    specials[v.tokens[*cls]] = {{"id", v.tokens[*cls]},
+                                {"ids", {*cls}},
+                                {"tokens", {v.tokens[*cls]}}};
+  }
+  single.push_back(sequence("A", 0));
+  pair.push_back(sequence("A", 0));
+  if (sep.has_value()) {
+    single.push_back(special(*sep, 0));
+    pair.push_back(special(*sep, 0));
+  }
+  pair.push_back(sequence("B", 1));
+  if (sep.has_value()) {
+    pair.push_back(special(*sep, 1));
+    specials[v.tokens[*sep]] = {{"id", v.tokens[*sep]},
+                                {"ids", {*sep}},
+                                {"tokens", {v.tokens[*sep]}}};
+  }
+  return Json{{"type", "TemplateProcessing"},
+              {"single", single},
+              {"pair", pair},
+              {"special_tokens", specials}};
+}
+
+// tokenizer.ggml.model = bert: WordPiece with BERT's normalizer and
+// pre-tokenizer. GGUF keeps no casing flag; llama.cpp's WPM tokenizer always
+// lowercases, so the normalizer does (and strips accents, as BERT's
+// uncased normalizer does).
+absl::StatusOr<Json> BertWordPieceTokenizer(const MetadataReader& r,
+                                            const Vocab& v) {
+  Json vocab = Json::object();
+  for (size_t id = 0; id < v.tokens.size(); ++id) {
+    std::string token = WordPieceToken(v.tokens[id], TypeOf(v, id));
+    if (!vocab.contains(token)) vocab[token] = id;  // first id wins
+  }
+  absl::optional<int32_t> unk = v.unk;
+  if (!unk.has_value() && vocab.contains("[UNK]")) {
+    unk = vocab["[UNK]"].get<int32_t>();
+  }
+  if (!unk.has_value()) {
+    return r.Error("tokenizer.ggml.unknown_token_id",
+                   "is missing and the vocabulary has no [UNK]");
+  }
+  Json model = {{"type", "WordPiece"},
+                {"unk_token", WordPieceToken(v.tokens[*unk],
+                                             TypeOf(v, *unk))},
+                {"continuing_subword_prefix", "##"},
+                {"max_input_chars_per_word", 100}};
+  Json tok = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens",
+       AddedTokens(v, vocab, [](const std::string&) { return true; })},
+      {"normalizer",
+       {{"type", "BertNormalizer"},
+        {"clean_text", true},
+        {"handle_chinese_chars", true},
+        {"strip_accents", nullptr},
+        {"lowercase", true}}},
+      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+      {"decoder",
+       {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}}};
+  model["vocab"] = std::move(vocab);
+  tok["model"] = std::move(model);
+  return tok;
+}
+
 absl::StatusOr<GgufTokenizer> Convert(const GgufFile& file) {
   MetadataReader r(file);
   const GgufValue* model_value = file.Find(kModelKey);
@@ -644,18 +749,39 @@ absl::StatusOr<GgufTokenizer> Convert(const GgufFile& file) {
                      r.OptionalBool("tokenizer.ggml.add_space_prefix"));
     default_add_bos = true;  // llama.cpp's default for SentencePiece
     ASSIGN_OR_RETURN(tok, LlamaSpmTokenizer(r, v, space_prefix.value_or(true)));
+  } else if (*model == "bert") {
+    ASSIGN_OR_RETURN(tok, BertWordPieceTokenizer(r, v));
   } else {
-    return r.Error(kModelKey, absl::StrCat("is \"", *model,
-                                           "\"; supported: gpt2, llama"));
+    return r.Error(kModelKey,
+                   absl::StrCat("is \"", *model,
+                                "\"; supported: gpt2, llama, bert"));
   }
 
   ASSIGN_OR_RETURN(absl::optional<bool> add_bos,
                    r.OptionalBool("tokenizer.ggml.add_bos_token"));
   ASSIGN_OR_RETURN(absl::optional<bool> add_eos,
                    r.OptionalBool("tokenizer.ggml.add_eos_token"));
-  const bool bos = add_bos.value_or(default_add_bos) && v.bos.has_value();
-  const bool eos = add_eos.value_or(false) && v.eos.has_value();
-  tok["post_processor"] = TemplatePostProcessor(v, bos, eos);
+  bool bos = false;
+  bool eos = false;
+  if (*model == "bert") {
+    // [CLS] text [SEP]: CLS is the cls id or else BOS; SEP the separator id
+    // or else EOS. gguf-py writes add_bos/add_eos (and add_sep) from BERT's
+    // template; llama.cpp adds both by default.
+    ASSIGN_OR_RETURN(absl::optional<bool> add_sep,
+                     r.OptionalBool("tokenizer.ggml.add_sep_token"));
+    const absl::optional<int32_t> cls = v.cls.has_value() ? v.cls : v.bos;
+    const absl::optional<int32_t> sep = v.sep.has_value() ? v.sep : v.eos;
+    const bool add_cls = add_bos.value_or(true) && cls.has_value();
+    const bool add_end = (add_eos.value_or(true) || add_sep.value_or(false)) &&
+                         sep.has_value();
+    tok["post_processor"] =
+        BertPostProcessor(v, add_cls ? cls : absl::nullopt,
+                          add_end ? sep : absl::nullopt);
+  } else {
+    bos = add_bos.value_or(default_add_bos) && v.bos.has_value();
+    eos = add_eos.value_or(false) && v.eos.has_value();
+    tok["post_processor"] = TemplatePostProcessor(v, bos, eos);
+  }
 
   GgufTokenizer out;
   try {
@@ -675,8 +801,21 @@ absl::StatusOr<GgufTokenizer> Convert(const GgufFile& file) {
   c.eos_token = token(v.eos);
   c.unk_token = token(v.unk);
   c.pad_token = token(v.pad);
-  c.add_bos_token = bos;
-  c.add_eos_token = eos;
+  c.cls_token = token(v.cls);
+  c.sep_token = token(v.sep);
+  c.mask_token = token(v.mask);
+  if (*model == "bert") {
+    // gguf-py writes no cls id; llama.cpp uses BOS as CLS (and EOS as SEP
+    // when there is no separator id).
+    if (!v.cls.has_value()) c.cls_token = token(v.bos);
+    if (!v.sep.has_value()) c.sep_token = token(v.eos);
+    // The post-processor adds [CLS] / [SEP]; nothing Llama-style.
+    c.add_bos_token = absl::nullopt;
+    c.add_eos_token = absl::nullopt;
+  } else {
+    c.add_bos_token = bos;
+    c.add_eos_token = eos;
+  }
   ASSIGN_OR_RETURN(absl::optional<std::string> chat_template,
                    r.OptionalString(kChatTemplateKey));
   c.chat_template = chat_template.value_or("");

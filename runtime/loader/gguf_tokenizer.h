@@ -10,7 +10,12 @@
 //   llama  SentencePiece BPE, built as transformers' LlamaTokenizer does: BPE
 //          with byte_fallback, merges derived from the vocabulary ordered by
 //          score, Metaspace (prefix space unless add_space_prefix is false).
-// Others (bert, t5, rwkv, ...) are INVALID_ARGUMENT naming the model.
+//   bert   WordPiece (BERT normalizer, lowercasing as llama.cpp's WPM
+//          tokenizer does; BERT pre-tokenizer), vocabulary respelt from
+//          llama.cpp's form ("\u2581x" -> "x", "x" -> "##x", control tokens
+//          verbatim); post-processor [CLS] A [SEP] with CLS = cls id or BOS,
+//          SEP = separator id or EOS.
+// Others (t5, rwkv, ...) are INVALID_ARGUMENT naming the model.
 // Token types (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused,
 // 6 byte) decide the added tokens: control -> special, user-defined -> plain.
 #ifndef INFERD_RUNTIME_LOADER_GGUF_TOKENIZER_H_

@@ -8,6 +8,13 @@ the float64 NumPy reference on the gguf-dequantized weights
 (tests/gguf/gguf_reference.py), for several prompts each. Also: a GGUF of an
 architecture inferd does not serve is a startup error naming it.
 
+And `bert` encoder GGUFs (bert-embed in F16 with CLS pooling, bert-mean in
+Q8_0 with mean pooling; WordPiece vocabulary spelt as llama.cpp writes it):
+inferd's Tokenize ids equal the original tokenizer.json's, and EmbedBatch
+embeddings of texts match the float64 encoder forward + pooling + L2
+normalization on the gguf-dequantized weights (cosine >= 0.99999 for
+F32/F16 weights, >= 0.999 for Q8_0).
+
 usage: gguf_models_test.py --inferd BIN --stubs DIR --test-models DIR
        --venv-python PY
 """
@@ -24,6 +31,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "service"))
 import inferd_testlib as lib  # noqa: E402
 
 TOKENS = 12
+TEXTS = ["Hello world!", "the quick brown fox jumps over the lazy dog",
+         "a", "Café CRÈME, naïve résumé?", "tokens: ##x [MASK] [SEP] 12,345",
+         "  spaces\tand\nnewlines  ", "日本語 text", "unknownwordzzqx!"]
 
 
 def main():
@@ -34,7 +44,8 @@ def main():
     ap.add_argument("--venv-python", required=True)
     args = ap.parse_args()
     if not lib.models_present(args.test_models,
-                              ["llama-tiny", "qwen2-tiny", "qwen3-tiny"]):
+                              ["llama-tiny", "qwen2-tiny", "qwen3-tiny",
+                               "bert-embed", "bert-mean"]):
         return 1
     grpc, pb, rpc, mpb, mrpc = lib.import_stubs(args.stubs)
     failures = []
@@ -49,8 +60,12 @@ def main():
                         os.path.join(HERE, "make_gguf_models.py"),
                         "--test-models", args.test_models, "--out", out],
                        check=True, timeout=600)
-        names = sorted(f[:-5] for f in os.listdir(out) if f.endswith(".gguf"))
-        check(len(names) >= 5, f"expected 5 GGUF models, got {names}")
+        all_names = sorted(f[:-5] for f in os.listdir(out)
+                           if f.endswith(".gguf"))
+        encoders = [n for n in all_names if n.startswith("bert-")]
+        names = [n for n in all_names if n not in encoders]
+        check(len(names) >= 5, f"expected 5 GGUF decoders, got {names}")
+        check(len(encoders) >= 2, f"expected 2 GGUF encoders, got {encoders}")
         rng = random.Random(7)
         prompts = [[rng.randrange(3, 400) for _ in range(n)] for n in (1, 5, 17)]
         expected = {}
@@ -65,9 +80,23 @@ def main():
                 return 1
             expected[name] = json.loads(ref.stdout)["greedy"]
 
-        models = [(n, os.path.join(out, n + ".gguf")) for n in names]
+        embed_ref = {}
+        for name in encoders:
+            src = name.rsplit("-", 1)[0]  # bert-embed-f16 -> bert-embed
+            ref = subprocess.run(
+                [args.venv_python, os.path.join(HERE, "gguf_reference.py"),
+                 "--gguf", os.path.join(out, name + ".gguf"),
+                 "--texts", json.dumps(TEXTS), "--tokenizer-json",
+                 os.path.join(args.test_models, src, "tokenizer.json")],
+                capture_output=True, timeout=600)
+            if ref.returncode != 0:
+                print("FAIL: reference:", ref.stderr.decode()[-3000:])
+                return 1
+            embed_ref[name] = json.loads(ref.stdout)
+
+        models = [(n, os.path.join(out, n + ".gguf")) for n in all_names]
         with lib.InferdProcess(args.inferd, models) as server:
-            server.wait_ready(args.stubs, names)
+            server.wait_ready(args.stubs, all_names)
             stub = rpc.InferenceStub(grpc.insecure_channel(server.address))
             compared = 0
             for name in names:
@@ -84,6 +113,34 @@ def main():
                     compared += len(expected[name][i])
             print(f"compared {compared} greedy tokens of {len(names)} GGUF "
                   "models with the NumPy reference")
+            for name in encoders:
+                ref = embed_ref[name]
+                for text, ids in zip(TEXTS, ref["ids"]):
+                    got = list(stub.Tokenize(pb.TokenizeRequest(
+                        model=name, text=text)).token_ids)
+                    check(got == ids, f"{name} Tokenize({text!r}): inferd "
+                          f"{got} != tokenizer.json {ids}")
+                resp = stub.EmbedBatch(pb.EmbedRequest(model=name,
+                                                       texts=TEXTS))
+                floor = 0.999 if name.endswith("q8_0") else 0.99999
+                worst = 1.0
+                for text, e, want in zip(TEXTS, resp.embeddings,
+                                         ref["embeddings"]):
+                    got = list(e.values)
+                    dot = sum(a * b for a, b in zip(got, want))
+                    norm = (sum(a * a for a in got) ** 0.5 *
+                            sum(b * b for b in want) ** 0.5)
+                    cos = dot / norm if norm > 0 and len(got) == len(want) \
+                        else 0.0
+                    worst = min(worst, cos)
+                    check(cos >= floor, f"{name} {text!r}: cosine {cos:.7f} "
+                          f"< {floor}")
+                check(len(resp.embeddings) == len(TEXTS),
+                      f"{name}: {len(resp.embeddings)} embeddings for "
+                      f"{len(TEXTS)} texts")
+                print(f"{name} ({ref['pooling']} pooling): {len(TEXTS)} "
+                      f"embeddings, worst cosine 1 - {1 - worst:.1e} "
+                      f"(floor {floor})")
 
         # An architecture inferd does not serve: a startup error naming it.
         bad = os.path.join(out, "mamba.gguf")

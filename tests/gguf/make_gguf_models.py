@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Writes tiny GGUF decoders from the generated Hugging Face test models
+"""Writes tiny GGUF models from the generated Hugging Face test models
 (tools/make_test_models.py), the way llama.cpp's converter lays them out,
 with the PyPI `gguf` package (GGUFWriter, gguf.quants): `<arch>.*`
 hyper-parameters, tensors under GGUF names (llama: each head's q/k rows
-interleaved), GEMM weights quantized to a chosen type, and a byte-level BPE
-tokenizer (`tokenizer.ggml.model` gpt2) from the model's tokenizer.json.
+interleaved), GEMM weights quantized to a chosen type, and the tokenizer
+from the model's tokenizer.json: byte-level BPE (`tokenizer.ggml.model`
+gpt2) for the decoders; for `bert` encoders WordPiece (`bert`) spelt as
+convert_hf_to_gguf's BertModel.set_vocab writes it (control tokens
+verbatim, "##x" continuations as "x", other tokens as "\u2581x"), special
+ids and add_* flags as gguf.SpecialVocab derives them, and
+`bert.pooling_type` from the sentence-transformers Pooling module.
 
 Runs in the venv (gguf, numpy).
 usage: make_gguf_models.py --test-models DIR --out DIR
@@ -12,6 +17,7 @@ Writes DIR/<name>.gguf for every entry of MODELS.
 """
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -29,6 +35,25 @@ MODELS = {
     "qwen2-tiny-q4_0": ("qwen2-tiny", "qwen2", "Q4_0"),
     "qwen3-tiny-q4_1": ("qwen3-tiny", "qwen3", "Q4_1"),
     "qwen3-tiny-bf16": ("qwen3-tiny", "qwen3", "BF16"),
+    "bert-embed-f16": ("bert-embed", "bert", "F16"),
+    "bert-mean-q8_0": ("bert-mean", "bert", "Q8_0"),
+}
+
+BERT_LAYER = {
+    "attention.self.query": "attn_q",
+    "attention.self.key": "attn_k",
+    "attention.self.value": "attn_v",
+    "attention.output.dense": "attn_output",
+    "attention.output.LayerNorm": "attn_output_norm",
+    "intermediate.dense": "ffn_up",
+    "output.dense": "ffn_down",
+    "output.LayerNorm": "layer_output_norm",
+}
+BERT_GLOBAL = {
+    "embeddings.word_embeddings": "token_embd",
+    "embeddings.token_type_embeddings": "token_types",
+    "embeddings.position_embeddings": "position_embd",
+    "embeddings.LayerNorm": "token_embd_norm",
 }
 
 LAYER = {
@@ -142,6 +167,109 @@ def write(src, out_path, arch, qtype):
     w.close()
 
 
+def bert_gguf_name(hf):
+    name = hf[len("bert."):] if hf.startswith("bert.") else hf
+    stem, suffix = name.rsplit(".", 1)
+    if stem.startswith("encoder.layer."):
+        _, _, layer, part = stem.split(".", 3)
+        return "blk.%s.%s.%s" % (layer, BERT_LAYER[part], suffix)
+    if stem in BERT_GLOBAL:
+        return BERT_GLOBAL[stem] + "." + suffix
+    return None  # the pooler: llama.cpp drops it
+
+
+def bert_pooling(src):
+    """gguf.PoolingType from the sentence-transformers Pooling module."""
+    modules = json.load(open(os.path.join(src, "modules.json")))
+    for m in modules:
+        if m["type"].endswith("Pooling"):
+            pc = json.load(open(os.path.join(src, m["path"], "config.json")))
+            if pc.get("pooling_mode_mean_tokens"):
+                return gguf.PoolingType.MEAN
+            if pc.get("pooling_mode_cls_token"):
+                return gguf.PoolingType.CLS
+            if pc.get("pooling_mode_lasttoken"):
+                return gguf.PoolingType.LAST
+    return gguf.PoolingType.NONE
+
+
+def add_wordpiece_vocab(w, tok_path, n_vocab):
+    """A WordPiece tokenizer.json as llama.cpp's BertModel.set_vocab writes
+    it (get_vocab_base: ids past the tokenizer padded with "[PADi]" unused
+    tokens, special added tokens CONTROL, other added tokens USER_DEFINED)."""
+    tok = json.load(open(tok_path))
+    vocab = dict(tok["model"]["vocab"])
+    types = {}
+    for t in tok.get("added_tokens", []):
+        vocab[t["content"]] = t["id"]
+        types[t["id"]] = (gguf.TokenType.CONTROL if t.get("special")
+                          else gguf.TokenType.USER_DEFINED)
+    n = max(n_vocab, max(vocab.values()) + 1)
+    tokens = ["[PAD%d]" % i for i in range(n)]
+    ttypes = [gguf.TokenType.UNUSED] * n
+    for t, i in vocab.items():
+        tokens[i] = t
+        ttypes[i] = types.get(i, gguf.TokenType.NORMAL)
+
+    def phantom(t, tt):
+        if tt == gguf.TokenType.CONTROL:
+            return t
+        if t.startswith("##"):
+            return t[2:]
+        return "\u2581" + t
+
+    w.add_tokenizer_model("bert")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([phantom(t, tt) for t, tt in zip(tokens, ttypes)])
+    w.add_token_types(ttypes)
+    # gguf.SpecialVocab on a BERT directory: bos = [CLS], eos = [SEP],
+    # add_bos / add_eos from the [CLS] A [SEP] template, add_sep false.
+    # (gguf-py has no writer for the cls id and says so; llama.cpp uses
+    # bos as CLS.)
+    logging.getLogger("gguf.vocab").setLevel(logging.ERROR)
+    special = gguf.SpecialVocab(os.path.dirname(tok_path), n_vocab=n)
+    special.add_to_gguf(w, quiet=True)
+    return n
+
+
+def write_bert(src, out_path, qtype):
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    tensors = REF.load_weights(src)
+    w = gguf.GGUFWriter(out_path, "bert")
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_layer_norm_eps(cfg.get("layer_norm_eps", 1e-12))
+    w.add_causal_attention(False)
+    w.add_pooling_type(bert_pooling(src))
+    w.add_token_type_count(cfg.get("type_vocab_size", 1))
+    add_wordpiece_vocab(w, os.path.join(src, "tokenizer.json"),
+                        cfg["vocab_size"])
+    qt = gguf.GGMLQuantizationType[qtype]
+    block = gguf.GGML_QUANT_SIZES[qt][0]
+    for hf, a in sorted(tensors.items()):
+        name = bert_gguf_name(hf)
+        if name is None:
+            continue
+        a = np.asarray(a, dtype=np.float32)
+        if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(name, a.astype(np.float16))
+        elif (a.ndim == 2 and a.shape[1] % block == 0 and
+              not name.startswith(("position_embd", "token_types"))):
+            # llama.cpp keeps the position and token-type tables float.
+            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
+        elif a.ndim == 2:
+            w.add_tensor(name, a.astype(np.float16))
+        else:
+            w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--test-models", required=True)
@@ -149,8 +277,10 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name, (src, arch, qtype) in MODELS.items():
-        write(os.path.join(args.test_models, src),
-              os.path.join(args.out, name + ".gguf"), arch, qtype)
+        writer = write_bert if arch == "bert" else (
+            lambda s, o, q, arch=arch: write(s, o, arch, q))
+        writer(os.path.join(args.test_models, src),
+               os.path.join(args.out, name + ".gguf"), qtype)
         print("wrote", name)
 
 

@@ -28,6 +28,14 @@ llama-bpe, as Llama 3's tokenizer.json does), and appends GPT2Tokenizer's
 default "<|endoftext|>" past the vocabulary when the vocabulary lacks it.
 The unadjusted mismatch count is printed too.
 
+  * the real all-MiniLM-L6-v2 WordPiece vocabulary (build/models, from
+    scripts/fetch-models.sh) written as a `bert` GGUF the way
+    convert_hf_to_gguf's BertModel.set_vocab does (control tokens verbatim,
+    "##x" as "x", other tokens as "\u2581x"; special ids and add_* flags from
+    gguf.SpecialVocab). transformers' GGUF integration has no converter for
+    `bert` vocabularies, so here the reference is the model's own
+    tokenizer.json (the `tokenizers` package): the GGUF round trip must
+    give back the original tokenizer, ids and decoded text.
   * optionally (--shared DIR or $INFERD_SHARED_DIR), the real Llama 3 and
     Qwen3 tokenizer.json files there, written as gpt2 GGUFs (llama-bpe,
     qwen2) the way convert_hf_to_gguf.py does; skipped when absent.
@@ -39,6 +47,7 @@ Run with the venv's Python (build/venv/bin/python).
 import argparse
 import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -279,6 +288,76 @@ def hf_bytelevel_as_gguf(folder, pre, add_bos):
             "add_eos": False}
 
 
+def write_bert_gguf(folder, path):
+    """`folder`'s WordPiece tokenizer.json as a llama.cpp `bert` GGUF."""
+    import numpy as np
+    from gguf import GGUFWriter, SpecialVocab, TokenType
+    with open(os.path.join(folder, "tokenizer.json"), encoding="utf-8") as fh:
+        tj = json.load(fh)
+    ids = dict(tj["model"]["vocab"])
+    types = {}
+    for a in tj["added_tokens"]:
+        ids[a["content"]] = a["id"]
+        types[a["id"]] = (TokenType.CONTROL if a["special"]
+                          else TokenType.USER_DEFINED)
+    n = max(ids.values()) + 1
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    for t, i in ids.items():
+        tokens[i] = t
+    ttypes = [types.get(i, TokenType.NORMAL) for i in range(n)]
+    spelt = [t if tt == TokenType.CONTROL else
+             t[2:] if t.startswith("##") else "\u2581" + t
+             for t, tt in zip(tokens, ttypes)]
+    w = GGUFWriter(path, "bert")
+    w.add_tokenizer_model("bert")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(spelt)
+    w.add_token_types(ttypes)
+    # gguf-py has no writer for the cls id (llama.cpp uses bos as CLS).
+    logging.getLogger("gguf.vocab").setLevel(logging.ERROR)
+    SpecialVocab(folder, n_vocab=n).add_to_gguf(w, quiet=True)
+    w.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def compare_with_tokenizer_json(name, cli, path, folder, texts, failures):
+    from tokenizers import Tokenizer
+    ref = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    ref.no_truncation()
+    ref.no_padding()
+    want = encode_all(ref, texts)
+    config, got = run_cli(cli, path, texts)
+    mism = dec_mism = errors = 0
+    examples = []
+    for text, w, g in zip(texts, want, got):
+        if "error" in g:
+            errors += 1
+            examples.append((text, "error", g["error"]))
+        elif g["ids"] != w[0] or g["special"] != w[1]:
+            mism += 1
+            if len(examples) < 5:
+                examples.append((text, w[:2], (g["ids"], g["special"])))
+        elif g.get("decoded") != w[2]:
+            dec_mism += 1
+            if len(examples) < 5:
+                examples.append((text, w[2], g.get("decoded")))
+    with open(os.path.join(folder, "tokenizer_config.json"),
+              encoding="utf-8") as fh:
+        tc = json.load(fh)
+    config_diffs = [k for k in ("unk_token", "pad_token")
+                    if config.get(k) != tc.get(k)]
+    print(f"  {name:26s} {len(texts)} texts: {mism} id mismatches, "
+          f"{dec_mism} decode mismatches, {errors} errors"
+          + (f"; config differs on {config_diffs}" if config_diffs else ""))
+    for ex in examples:
+        print(f"      {ex!r}"[:600])
+    if mism or dec_mism or errors or config_diffs:
+        failures.append(name)
+
+
 # ---------------------------------------------------------------- main
 
 def compare(name, cli, path, texts, adjust, failures):
@@ -329,6 +408,9 @@ def main():
     ap.add_argument("--count", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=20261124)
     args = ap.parse_args()
+    # CI's second pass hides ../shared through the environment.
+    if "INFERD_SHARED_DIR" in os.environ:
+        args.shared = os.environ["INFERD_SHARED_DIR"]
     try:
         tr = load_transformers()
         import gguf  # noqa: F401
@@ -374,6 +456,15 @@ def main():
             cases.append((f"{folder} vocab as {pre}", path, adjust))
         for name, path, adjust in cases:
             compare(name, args.cli, path, texts, adjust, failures)
+        minilm = os.path.join(args.models, "all-minilm-l6-v2")
+        if not os.path.isfile(os.path.join(minilm, "tokenizer.json")):
+            print(f"FAIL: {minilm} absent (scripts/fetch-models.sh fetches it)")
+            return 1
+        path = os.path.join(tmp, "minilm", "all-minilm-l6-v2-bert.gguf")
+        os.makedirs(os.path.dirname(path))
+        write_bert_gguf(minilm, path)
+        compare_with_tokenizer_json("all-MiniLM-L6-v2 (bert)", args.cli,
+                                    path, minilm, texts, failures)
     if failures:
         print(f"FAIL: {', '.join(failures)}")
         return 1

@@ -222,6 +222,78 @@ TEST(GgufTokenizerTest, SpmWithoutSpacePrefix) {
   EXPECT_THAT(Ids(**tok, "hi", true), ElementsAre(5, 6));
 }
 
+// llama.cpp's WordPiece spelling: control tokens verbatim, "##lo" as "lo",
+// word-initial tokens with a leading "▁".
+GgufBytes BertFile() {
+  GgufBytes b;
+  b.Str("general.architecture", "bert")
+      .Str("tokenizer.ggml.model", "bert")
+      .Strs("tokenizer.ggml.tokens",
+            {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+             "\xe2\x96\x81hello", "\xe2\x96\x81world", "lo",
+             "\xe2\x96\x81!", "\xe2\x96\x81lo"})
+      .I32s("tokenizer.ggml.token_type", {3, 3, 3, 3, 3, 1, 1, 1, 1, 1})
+      .U32("tokenizer.ggml.bos_token_id", 2)
+      .U32("tokenizer.ggml.eos_token_id", 3)
+      .U32("tokenizer.ggml.seperator_token_id", 3)
+      .U32("tokenizer.ggml.unknown_token_id", 1)
+      .U32("tokenizer.ggml.padding_token_id", 0)
+      .U32("tokenizer.ggml.mask_token_id", 4)
+      .Bool("tokenizer.ggml.add_bos_token", true)
+      .Bool("tokenizer.ggml.add_eos_token", true)
+      .Bool("tokenizer.ggml.add_sep_token", false);
+  return b;
+}
+
+TEST(GgufTokenizerTest, BertWordPieceUndoesPhantomSpaceSpelling) {
+  auto g = Load(BertFile());
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto tok = Tokenizer::FromJson(g->tokenizer_json);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  // Lowercased; "hellolo" is "hello" + "##lo"; "lo" alone is the word.
+  EXPECT_THAT(Ids(**tok, "Hello HELLOLO lo!", false),
+              ElementsAre(5, 5, 7, 9, 8));
+  // [CLS] ... [SEP]; an unknown word is [UNK]; [MASK] matched whole.
+  EXPECT_THAT(Ids(**tok, "world zzz [MASK]", true),
+              ElementsAre(2, 6, 1, 4, 3));
+  const TokenizerConfig& c = g->tokenizer_config;
+  EXPECT_EQ(c.cls_token.value_or(""), "[CLS]");
+  EXPECT_EQ(c.sep_token.value_or(""), "[SEP]");
+  EXPECT_EQ(c.mask_token.value_or(""), "[MASK]");
+  EXPECT_EQ(c.unk_token.value_or(""), "[UNK]");
+  EXPECT_EQ(c.pad_token.value_or(""), "[PAD]");
+}
+
+TEST(GgufTokenizerTest, BertWithoutSpecialFlagsAddsClsAndSep) {
+  // llama.cpp's defaults when the file does not say.
+  GgufBytes plain;
+  plain.Str("general.architecture", "bert")
+      .Str("tokenizer.ggml.model", "bert")
+      .Strs("tokenizer.ggml.tokens",
+            {"[UNK]", "[CLS]", "[SEP]", "\xe2\x96\x81hi"})
+      .I32s("tokenizer.ggml.token_type", {3, 3, 3, 1})
+      .U32("tokenizer.ggml.bos_token_id", 1)
+      .U32("tokenizer.ggml.eos_token_id", 2);
+  auto g = Load(plain);
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto tok = Tokenizer::FromJson(g->tokenizer_json);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  // No unknown id: the vocabulary's [UNK] stands in.
+  EXPECT_THAT(Ids(**tok, "hi ho", true), ElementsAre(1, 3, 0, 2));
+}
+
+TEST(GgufTokenizerTest, BertWithoutUnknownTokenIsInvalid) {
+  GgufBytes b;
+  b.Str("general.architecture", "bert")
+      .Str("tokenizer.ggml.model", "bert")
+      .Strs("tokenizer.ggml.tokens", {"[CLS]", "\xe2\x96\x81hi"})
+      .I32s("tokenizer.ggml.token_type", {3, 1});
+  auto g = Load(b);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("tokenizer.ggml.unknown_token_id"));
+}
+
 TEST(GgufTokenizerTest, NoTokenizerModelIsNotFound) {
   GgufBytes b;
   b.Str("general.architecture", "llama");
