@@ -233,6 +233,44 @@ void QuantArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_QuantLinear)->Apply(QuantArgs);
 
+// Args: M, dtype. The decode kernels' compute ceiling: a 256 x 2048 weight
+// (<= 1 MB) called repeatedly stays in L2, so memory bandwidth is out of
+// the picture. One thread.
+void BM_QuantLinearL2(benchmark::State& state) {
+  const int64_t m = state.range(0), n = 256, k = 2048;
+  const DType dtype = kQuantBenchDTypes[state.range(1)];
+  std::vector<float> x = Random(m * k, 1), y(m * n), wf = Random(n * k, 2);
+  const size_t row_bytes = DTypeRowBytes(dtype, k);
+  std::vector<uint8_t> w(row_bytes * n);
+  for (int64_t r = 0; r < n; ++r) {
+    if (!QuantizeRow(dtype, wf.data() + r * k, k, w.data() + r * row_bytes).ok()) {
+      state.SkipWithError("QuantizeRow failed");
+      return;
+    }
+  }
+  ExecutionContext ctx{DeviceWithThreads(1), KernelChoice::kOptimized};
+  for (auto _ : state) {
+    auto st = Linear(ctx, TensorView::Contiguous(x.data(), DType::kF32, {m, k}),
+                     TensorView::Contiguous(w.data(), dtype, {n, k}), TensorView{},
+                     TensorView::Contiguous(y.data(), DType::kF32, {m, n}));
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(DTypeName(dtype)));
+  state.counters["Gweights/s"] = benchmark::Counter(
+      1e-9 * static_cast<double>(n * k) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void QuantL2Args(benchmark::internal::Benchmark* b) {
+  for (int m : {1, 16}) {
+    for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) b->Args({m, d});
+  }
+  b->ArgNames({"M", "dtype"});
+  b->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime()->MinTime(0.2);
+}
+
+BENCHMARK(BM_QuantLinearL2)->Apply(QuantL2Args);
+
 // Eigen F32 GEMM, N split across threads (comparison only).
 void BM_EigenLinearF32(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);

@@ -25,6 +25,9 @@ namespace {
 
 // Blocks whose f16 scales are converted to F32 in one instruction.
 constexpr int kScaleGroup = 16;
+// Weight rows per GEMV pass (independent accumulator chains and memory
+// streams sharing the activation loads).
+constexpr int kGemvRows = 4;
 // Batched path: weight rows and K values per decoded panel, activation
 // rows per register tile.
 constexpr int kPanelRows = 4;
@@ -49,9 +52,20 @@ inline void HalvesToFloats(const uint8_t* p, size_t stride, int count,
                            float* out) {
   alignas(32) uint16_t h[kScaleGroup];
   if (count < kScaleGroup) std::memset(h, 0, sizeof(h));
-  for (int j = 0; j < count; ++j) std::memcpy(&h[j], p + stride * j, 2);
+  for (int j = 0; j < count; ++j) {
+    uint16_t v;
+    std::memcpy(&v, p + stride * j, 2);
+    // Keeps the copy scalar (loads and stores): vectorized, GCC builds the
+    // vector with vpinsrw, which competes with the kernel for port 5.
+    asm("" : "+r"(v));
+    h[j] = v;
+  }
   _mm512_store_ps(out, _mm512_cvtph_ps(_mm256_load_si256(
                            reinterpret_cast<const __m256i*>(h))));
+}
+
+inline void Prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
 
 inline float HalfAt(const uint8_t* p) {
@@ -75,7 +89,7 @@ inline __m512 Q4Table(float d, float m) {
 // out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 blocks.
 template <int R, bool kQ4_0>
 void GemvQ4(const uint8_t* const* w, int64_t nb, const float* x,
-            float* out) {
+            size_t ahead, float* out) {
   constexpr int kBytes = kQ4_0 ? 18 : 20;
   constexpr int kQs = kQ4_0 ? 2 : 4;
   const __m512 iota = Iota();
@@ -95,7 +109,9 @@ void GemvQ4(const uint8_t* const* w, int64_t nb, const float* x,
       const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512i q = U8x16(w[r] + kBytes * (g + j) + kQs);
+        const uint8_t* blk = w[r] + kBytes * (g + j);
+        Prefetch(blk + ahead);
+        const __m512i q = U8x16(blk + kQs);
         const __m512 t =
             kQ4_0 ? _mm512_mul_ps(_mm512_set1_ps(d[r][j]), iota8)
                   : _mm512_fmadd_ps(_mm512_set1_ps(d[r][j]), iota,
@@ -129,7 +145,7 @@ void DecodeQ4(const uint8_t* w, int64_t b0, int64_t nb, float* out) {
 
 template <int R>
 void GemvQ8_0(const uint8_t* const* w, int64_t nb, const float* x,
-              float* out) {
+              size_t ahead, float* out) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   alignas(64) float d[R][kScaleGroup];
@@ -143,6 +159,8 @@ void GemvQ8_0(const uint8_t* const* w, int64_t nb, const float* x,
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const uint8_t* q = w[r] + 34 * (g + j) + 2;
+        Prefetch(q + ahead);
+        Prefetch(q + ahead + 32);
         __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(I8x16(q)), x0);
         t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I8x16(q + 16)), x1, t);
         acc[r][j & 1] = _mm512_fmadd_ps(t, _mm512_set1_ps(d[r][j]), acc[r][j & 1]);
@@ -185,7 +203,7 @@ inline void ScalesQ4_K(const uint8_t* blk, float* out) {
 
 template <int R>
 void GemvQ4_K(const uint8_t* const* w, int64_t nsb, const float* x,
-              float* out) {
+              size_t ahead, float* out) {
   const __m512 iota = Iota();
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -199,6 +217,7 @@ void GemvQ4_K(const uint8_t* const* w, int64_t nsb, const float* x,
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const uint8_t* q = w[r] + 144 * sb + 16 + 32 * p;
+        Prefetch(q + ahead);
         const __m512i v0 = U8x16(q), v1 = U8x16(q + 16);
         const __m512 ta = _mm512_fmsub_ps(_mm512_set1_ps(s[r][2 * p]), iota,
                                           _mm512_set1_ps(s[r][8 + 2 * p]));
@@ -266,13 +285,17 @@ inline void UnpackQ6_K(const uint8_t* blk, int8_t* q, float* s) {
 
 template <int R>
 void GemvQ6_K(const uint8_t* const* w, int64_t nsb, const float* x,
-              float* out) {
+              size_t ahead, float* out) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   alignas(64) int8_t q[R][256];
   alignas(64) float s[R][16];
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    for (int r = 0; r < R; ++r) UnpackQ6_K(w[r] + 210 * sb, q[r], s[r]);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w[r] + 210 * sb;
+      for (int l = 0; l < 210; l += 64) Prefetch(blk + ahead + l);
+      UnpackQ6_K(blk, q[r], s[r]);
+    }
     const float* xs = x + 256 * sb;
 #pragma GCC unroll 2
     for (int v = 0; v < 16; ++v) {
@@ -308,7 +331,8 @@ inline __m512 F16x16(const uint16_t* p) {
 }
 
 template <int R>
-void GemvF16(const uint8_t* const* w, int64_t k, const float* x, float* out) {
+void GemvF16(const uint8_t* const* w, int64_t k, const float* x, size_t ahead,
+             float* out) {
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const uint16_t* h[R];
@@ -318,6 +342,7 @@ void GemvF16(const uint8_t* const* w, int64_t k, const float* x, float* out) {
     const __m512 x0 = _mm512_loadu_ps(x + p), x1 = _mm512_loadu_ps(x + p + 16);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
+      Prefetch(reinterpret_cast<const uint8_t*>(h[r] + p) + ahead);
       acc[r][0] = _mm512_fmadd_ps(F16x16(h[r] + p), x0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(F16x16(h[r] + p + 16), x1, acc[r][1]);
     }
@@ -341,33 +366,40 @@ void GemvF16(const uint8_t* const* w, int64_t k, const float* x, float* out) {
 
 // ---- Dispatch ----------------------------------------------------------------
 
+// Each pass prefetches the rows of the next one (`ahead` bytes on): the
+// hardware prefetchers stop at page boundaries, which rows of a few KB
+// cross often.
 template <int R>
 void Gemv(const QuantGemmArgs& g, const uint8_t* const* w, float* out) {
+  const size_t ahead = R * g.row_bytes;
   switch (g.dtype) {
-    case DType::kQ8_0: GemvQ8_0<R>(w, g.k / 32, g.x, out); break;
-    case DType::kQ4_0: GemvQ4<R, true>(w, g.k / 32, g.x, out); break;
-    case DType::kQ4_1: GemvQ4<R, false>(w, g.k / 32, g.x, out); break;
-    case DType::kQ4_K: GemvQ4_K<R>(w, g.k / 256, g.x, out); break;
-    case DType::kQ6_K: GemvQ6_K<R>(w, g.k / 256, g.x, out); break;
-    default: GemvF16<R>(w, g.k, g.x, out); break;
+    case DType::kQ8_0: GemvQ8_0<R>(w, g.k / 32, g.x, ahead, out); break;
+    case DType::kQ4_0: GemvQ4<R, true>(w, g.k / 32, g.x, ahead, out); break;
+    case DType::kQ4_1: GemvQ4<R, false>(w, g.k / 32, g.x, ahead, out); break;
+    case DType::kQ4_K: GemvQ4_K<R>(w, g.k / 256, g.x, ahead, out); break;
+    case DType::kQ6_K: GemvQ6_K<R>(w, g.k / 256, g.x, ahead, out); break;
+    default: GemvF16<R>(w, g.k, g.x, ahead, out); break;
   }
 }
 
-void GemvRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
-  int64_t n = n_begin;
-  float out[2];
-  for (; n + 2 <= n_end; n += 2) {
-    const uint8_t* w[2] = {g.w + n * g.row_bytes, g.w + (n + 1) * g.row_bytes};
-    Gemv<2>(g, w, out);
-    for (int r = 0; r < 2; ++r) {
+template <int R>
+int64_t GemvRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
+  for (; n + R <= n_end; n += R) {
+    const uint8_t* w[R];
+    for (int r = 0; r < R; ++r) w[r] = g.w + (n + r) * g.row_bytes;
+    float out[R];
+    Gemv<R>(g, w, out);
+    for (int r = 0; r < R; ++r) {
       g.y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
     }
   }
-  if (n < n_end) {
-    const uint8_t* w[1] = {g.w + n * g.row_bytes};
-    Gemv<1>(g, w, out);
-    g.y[n] = out[0] + (g.bias != nullptr ? g.bias[n] : 0.0f);
-  }
+  return n;
+}
+
+void GemvRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
+  int64_t n = GemvRowsOf<kGemvRows>(g, n_begin, n_end);
+  n = GemvRowsOf<2>(g, n, n_end);
+  GemvRowsOf<1>(g, n, n_end);
 }
 
 // Values [k0, k0 + kc) of weight row w as F32 (k0, kc multiples of the
