@@ -23,8 +23,9 @@ namespace inferd {
 namespace cpu_avx512 {
 namespace {
 
-// Blocks whose f16 scales are converted to F32 in one instruction.
-constexpr int kScaleGroup = 16;
+// Blocks whose f16 scales are converted to F32 per pass of the GEMV (a
+// multiple of 16).
+constexpr int kScaleGroup = 64;
 // Weight rows per GEMV pass (independent accumulator chains and memory
 // streams sharing the activation loads).
 constexpr int kGemvRows = 4;
@@ -47,11 +48,15 @@ inline __m512i I8x16(const void* p) {
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// out[j] = the f16 at p + stride * j as F32, j < count <= 16 (the rest 0).
+// out[j] = the f16 at p + stride * j as F32, j < count <= kScaleGroup (the
+// rest up to a multiple of 16: 0). All halves are packed before the first
+// is converted: a 32-byte load of 16 just-stored halves cannot be
+// store-forwarded and waits for the stores to commit, once per call.
 inline void HalvesToFloats(const uint8_t* p, size_t stride, int count,
                            float* out) {
   alignas(32) uint16_t h[kScaleGroup];
-  if (count < kScaleGroup) std::memset(h, 0, sizeof(h));
+  const int padded = (count + 15) / 16 * 16;
+  for (int j = count; j < padded; ++j) h[j] = 0;
   for (int j = 0; j < count; ++j) {
     uint16_t v;
     std::memcpy(&v, p + stride * j, 2);
@@ -60,8 +65,10 @@ inline void HalvesToFloats(const uint8_t* p, size_t stride, int count,
     asm("" : "+r"(v));
     h[j] = v;
   }
-  _mm512_store_ps(out, _mm512_cvtph_ps(_mm256_load_si256(
-                           reinterpret_cast<const __m256i*>(h))));
+  for (int j = 0; j < padded; j += 16) {
+    _mm512_store_ps(out + j, _mm512_cvtph_ps(_mm256_load_si256(
+                                 reinterpret_cast<const __m256i*>(h + j))));
+  }
 }
 
 inline void Prefetch(const uint8_t* p) {
@@ -434,7 +441,7 @@ void PanelTile(const float* x, int64_t ldx, const float* panel, int64_t kc,
   for (int64_t p = 0; p < kc; p += 16) {
     __m512 wv[kPanelRows];
     for (int r = 0; r < kPanelRows; ++r) wv[r] = _mm512_load_ps(panel + kPanelK * r + p);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       const __m512 xv = _mm512_loadu_ps(x + i * ldx + p);
       for (int r = 0; r < kPanelRows; ++r) a[i][r] = _mm512_fmadd_ps(wv[r], xv, a[i][r]);
