@@ -23,8 +23,10 @@ struct QuantGemmArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t m = 0, n = 0, k = 0;
-  // Q4_0, Q4_1 and Q4_K (whose values carry an offset): xsum[i * (k / 32)
-  // + b] = sum of x[i, 32 b .. 32 b + 32); null for the other dtypes.
+  // Q4_0, Q4_1 and Q4_K (whose values carry an offset) below the avx512
+  // level: xsum[i * (k / 32) + b] = sum of x[i, 32 b .. 32 b + 32); null for
+  // the other dtypes and at avx512 (its kernels fold the offsets into
+  // per-block tables).
   const float* xsum = nullptr;
 };
 
@@ -35,7 +37,8 @@ inline bool QuantNeedsXSum(DType dtype) {
 }
 
 // Weight rows [n_begin, n_end) of y, all m activation rows: weights are
-// decoded in registers with F32 math, each row block read once for all of x.
+// decoded in registers (or, at avx512 for m >= 2, into an L1 panel) with F32
+// math, each weight byte read from memory once for all of x.
 namespace cpu_avx2 {
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
 }  // namespace cpu_avx2

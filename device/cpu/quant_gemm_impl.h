@@ -3,9 +3,9 @@
 // bytes -> int32 -> float) and multiplied with F32 activations; the block
 // scale multiplies the block's partial dot product, and the Q4_0/Q4_1/Q4_K
 // offsets use the precomputed per-32 sums of x (sum x*(d q + m) = d sum x q
-// + m sum x). Included inside an anonymous namespace by one ISA translation
-// unit each (quant_avx2.cc, quant_avx512.cc), which defines nothing before
-// it; raw pointers only (see device/CMakeLists.txt on ISA units).
+// + m sum x). Included inside an anonymous namespace by quant_avx2.cc, which
+// defines nothing before it (quant_avx512.cc has its own 512-bit kernels);
+// raw pointers only (see device/CMakeLists.txt on ISA units).
 
 // Activation rows applied per pass over a weight row (accumulators + decoded
 // weights fit the 16 ymm registers).

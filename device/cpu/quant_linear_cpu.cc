@@ -1,8 +1,9 @@
 // Linear with F16 or ggml block-quantized weights (device/quant.h) on the
 // CPU, F32 activations and F32 math throughout (no activation quantization):
 // - M <= kQuantSmallMMaxM (decode, batched decode): weights stream from
-//   memory once and are decoded in registers (quant_avx2.cc /
-//   quant_avx512.cc), or, at the scalar level, a weight row is decoded to
+//   memory once and are decoded in registers (quant_avx2.cc; quant_avx512.cc
+//   also decodes 4-row panels once for all M >= 2 activation rows), or, at
+//   the scalar level, a weight row is decoded to
 //   F32 and dotted with the auto-vectorized loop below;
 // - larger M (prefill): tiles of W are decoded to F32 and run through the
 //   blocked F32 GEMM (RunGemm).
