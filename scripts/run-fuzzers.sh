@@ -43,12 +43,13 @@ sources_for() {
   case "$1" in
     safetensors_fuzz|config_fuzz|gguf_fuzz)
       echo "$root"/runtime/loader/*.cc "$root/device/tensor.cc" \
-           "$root/runtime/common/registry.cc" ;;
+           "$root/device/quant.cc" "$root/runtime/common/registry.cc" ;;
     tokenizer_fuzz)
       echo "$root"/runtime/tokenizer/*.cc "$root/device/tensor.cc" ;;
     *)
       echo "$root"/runtime/loader/*.cc "$root"/runtime/tokenizer/*.cc \
-           "$root/device/tensor.cc" "$root/runtime/common/registry.cc" ;;
+           "$root/device/tensor.cc" "$root/device/quant.cc" \
+           "$root/runtime/common/registry.cc" ;;
   esac
 }
 extra_flags_for() {

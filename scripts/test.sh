@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Command 2: install deps, build, fetch the real models, set up the
 # reference-library venv, and run every test tier (unit, integration, model,
-# the ASan+UBSan sanitizer tier) through ctest; then the tests that read
-# ../shared run once more with it hidden, so the suite is proven to pass on
-# a machine without it (every unit and model test but the slow fuzz smoke
-# run and the sanitizer tier, which do not read it). Exits non-zero on any
-# failure.
+# the ASan+UBSan sanitizer tier) through ctest; then the suite runs once
+# more with ../shared hidden, so it is proven to pass on a machine without
+# it (every test but the slow fuzz smoke run and the sanitizer tier, which
+# do not read it). Exits non-zero on any failure.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
@@ -19,8 +18,9 @@ ctest --output-on-failure -j"${CTEST_JOBS:-2}" --timeout 900 "$@"
 if [[ $# -eq 0 ]]; then
   empty="$(mktemp -d)"
   trap 'rm -rf "$empty"' EXIT
-  echo "test.sh: unit and model tests again without ../shared" \
-       "(INFERD_SHARED_DIR=$empty)"
+  echo "test.sh: every test again without ../shared" \
+       "(INFERD_SHARED_DIR=$empty), but the fuzz smoke run and the sanitizer" \
+       "tier, which do not read it"
   INFERD_SHARED_DIR="$empty" ctest --output-on-failure -j"${CTEST_JOBS:-2}" \
-    --timeout 900 -L 'unit|model' -E '^(fuzz_smoke|asan_.*)$' 
+    --timeout 900 -LE sanitize -E '^fuzz_smoke$' 
 fi

@@ -159,6 +159,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
             info.name, done, total, info.weight_tensors,
             static_cast<double>(info.weight_bytes) / (1 << 20),
             info.load_seconds, info.max_input_tokens);
+        if (!m.chat_template_error().empty()) {
+          LOG_WARN(
+              "model '{}': its chat template cannot be used ({}); Generate "
+              "with messages answers FAILED_PRECONDITION, prompts work",
+              info.name, m.chat_template_error());
+        }
       } else {
         LOG_ERROR("model '{}' failed to load ({}/{}): {}", info.name, done,
                   total, info.error);

@@ -63,8 +63,8 @@ absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
   if (!loader_internal::IsDirectory(path)) {
     return absl::NotFoundError(absl::StrCat(
         "model path ", path,
-        " is neither a directory nor a .gguf file (give a Hugging Face model "
-        "directory or a GGUF file)"));
+        " is not a directory (nor a .gguf file): give a Hugging Face model "
+        "directory or a GGUF file"));
   }
   if (!IsRegularFile(JoinPath(path, "config.json"))) {
     return absl::NotFoundError(absl::StrCat(

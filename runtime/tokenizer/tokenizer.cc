@@ -107,6 +107,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
     if (t.normalized && tok->normalizer_ != nullptr) {
       NormalizedString ns(t.content);
       tok->normalizer_->Normalize(&ns);
+      // As the `tokenizers` library (0.23) does, the vocabulary entry of a
+      // normalized added token is its normalized content (llama2's
+      // Prepend("▁") makes <unk> "▁<unk>", which decodes with its space).
+      tok->added_id_to_token_[t.id] = ns.get();
       norm_patterns.push_back(ns.get());
       norm_tokens.push_back(t);
     } else if (t.normalized) {

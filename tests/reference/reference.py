@@ -427,6 +427,86 @@ def decoder_step(cfg, w, ids, cache):
     return x @ head.T
 
 
+def decode_batch(cfg, w, tokens, caches):
+    """One decoding step for several sequences at once: token i extends the
+    sequence whose keys/values caches[i] holds (as decoder_step fills it).
+    Projections run as one matrix product over the batch, so each weight is
+    read once per step; attention runs per sequence. Returns logits
+    [len(tokens), V]. Same arithmetic as decoder_step row by row."""
+    B = len(tokens)
+    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads") or heads
+    D = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else H // heads)
+    qk_norm = cfg["model_type"] == "qwen3"
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    act = activation(cfg.get("hidden_act", "silu"))
+    theta, scaling = rope_parameters(cfg)
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "dynamic":
+        raise ValueError("decode_batch: dynamic RoPE depends on the length")
+    starts = [c.get("len", 0) for c in caches]
+    x = w("embed_tokens.weight")[np.asarray(tokens, dtype=np.int64)]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = "layers.%d." % layer
+
+        def proj(name, inp):
+            bias = w(p + name + ".bias") if w.has(p + name + ".bias") else None
+            return linear(inp, w(p + name + ".weight"), bias)
+
+        h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
+        q = proj("self_attn.q_proj", h).reshape(B, heads, D)
+        k = proj("self_attn.k_proj", h).reshape(B, kv, D)
+        v = proj("self_attn.v_proj", h).reshape(B, kv, D)
+        if qk_norm:
+            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
+            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
+        window = sliding_window_for_layer(cfg, layer)
+        ctx = np.empty((B, heads * D))
+        for b in range(B):
+            pos = np.array([float(starts[b])])
+            inv_freq, rope_scale = rope_inv_freq(cfg, D, starts[b] + 1)
+            qb = apply_rope(q[b][:, None, :], pos, inv_freq, rope_scale)
+            kb = apply_rope(k[b][:, None, :], pos, inv_freq, rope_scale)
+            pk, pv = caches[b][layer]
+            kb = np.concatenate([pk, kb], axis=1)
+            vb = np.concatenate([pv, v[b][:, None, :]], axis=1)
+            caches[b][layer] = (kb, vb)
+            j = np.arange(starts[b] + 1)[None, :]
+            mask = j <= starts[b]
+            if window is not None:
+                mask &= (starts[b] - j) < window
+            ctx[b] = attention(qb, kb, vb, mask).transpose(1, 0, 2).reshape(heads * D)
+        x = x + proj("self_attn.o_proj", ctx)
+        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
+        x = x + proj("mlp.down_proj", act(proj("mlp.gate_proj", h)) * proj("mlp.up_proj", h))
+    for b in range(B):
+        caches[b]["len"] = starts[b] + 1
+    x = rms_norm(x, w("norm.weight"), eps)
+    head = w.t["lm_head.weight"] if "lm_head.weight" in w.t else w("embed_tokens.weight")
+    return x @ head.T
+
+
+def greedy_cached_batch(cfg, w, prompts, n, eos_ids=()):
+    """greedy_cached for several prompts, decoding them together."""
+    caches = [{} for _ in prompts]
+    outs = [[] for _ in prompts]
+    nxt = [int(np.argmax(decoder_step(cfg, w, ids, c)[-1]))
+           for ids, c in zip(prompts, caches)]
+    active = list(range(len(prompts)))
+    while active:
+        still = []
+        for i, b in enumerate(active):
+            outs[b].append(nxt[i])
+            if nxt[i] not in eos_ids and len(outs[b]) < n:
+                still.append((b, nxt[i]))
+        if not still:
+            break
+        logits = decode_batch(cfg, w, [t for _, t in still],
+                              [caches[b] for b, _ in still])
+        active = [b for b, _ in still]
+        nxt = [int(np.argmax(row)) for row in logits]
+    return outs
+
+
 def greedy_cached(cfg, w, ids, n, eos_ids=()):
     """Greedy decoding with decoder_step: up to n new ids (stops after EOS)."""
     cache = {}

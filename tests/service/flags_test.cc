@@ -51,7 +51,8 @@ TEST(FlagsTest, RejectsBadValuesSayingWhatToFix) {
   EXPECT_NE(o.status().message().find("max-seqs"), std::string::npos);
   auto d = Parse({"--model", "a=/x", "--dtype", "int4"});
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.status().message().find("float32 or bfloat16"), std::string::npos);
+  EXPECT_NE(d.status().message().find("float32, bfloat16, q8_0, q4_0 or q4_1"),
+            std::string::npos);
   auto l = Parse({"--model", "a=/x", "--log-format", "xml"});
   ASSERT_FALSE(l.ok());
   auto m = Parse({"--model", "nopath"});

@@ -18,7 +18,8 @@ class Paths:
     def __init__(self, args):
         self.inferd = args.inferd
         self.stubs = args.stubs
-        self.shared = args.shared
+        # CI's second pass hides ../shared through the environment.
+        self.shared = os.environ.get("INFERD_SHARED_DIR") or args.shared
         self.test_models = args.test_models
         self.source = os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__))))

@@ -10,7 +10,8 @@ KV cache block may still be in use and no call may be left in flight.
 
 This is the test that would have caught a server abort when an engine
 delivered a chunk to a stream gRPC had already destroyed. Run it against an
-AddressSanitizer build too (scripts/test-sanitize.sh does).
+AddressSanitizer build too: ctest runs it as asan_service_stress_cancel against
+tests/sanitize's instrumented inferd_asan (label `sanitize`).
 
 Usage: stress_cancel_test.py --inferd BIN --stubs DIR --test-models DIR
        [--shared DIR] [--generate N] [--embed N] [--batch N] [--seed S]
