@@ -1,11 +1,12 @@
 // Quantized / F16 weight GEMV and small-M GEMM for Linear at the avx512
 // level, 512-bit kernels with F32 activations and F32 math:
-// - M = 1 (decode): weight rows stream once, two rows per pass (independent
-//   accumulator chains, shared activation loads). 4-bit blocks become F32
-//   through a 16-entry table per block or sub-block (vpermps on the zero-
-//   extended nibbles: table[q] = d q + offset), so the offsets need no
-//   activation sums and the decode is one shuffle per 16 weights; Q8_0 and
-//   Q6_K convert integers (vcvtdq2ps) and scale per block.
+// - M = 1 (decode): weight rows stream once, four rows per pass (independent
+//   accumulator chains, shared activation loads), each pass prefetching the
+//   next one's rows. 4-bit blocks become F32 through a 16-entry table per
+//   block or sub-block (vpermps indexed by the nibbles: table[q] = d q +
+//   offset), so the offsets need no activation sums and the decode is one
+//   shuffle per 16 weights; Q8_0 and Q6_K convert integers (vcvtdq2ps) and
+//   scale per block (Q6_K: per 16 values).
 // - M >= 2 (batched decode): a chunk of 4 weight rows x 256 values is decoded
 //   once into an L1-resident F32 panel (the values DequantizeRow gives) and
 //   run against all M activation rows with a 4 x 4 register tile.
@@ -71,6 +72,26 @@ inline void HalvesToFloats(const uint8_t* p, size_t stride, int count,
   }
 }
 
+// Q4_1: d[j] and m[j] from the f16 pair at p + stride * j, as
+// HalvesToFloats (one 32-bit copy per block).
+inline void HalfPairsToFloats(const uint8_t* p, size_t stride, int count,
+                              float* d, float* m) {
+  alignas(64) uint32_t h[kScaleGroup];
+  const int padded = (count + 15) / 16 * 16;
+  for (int j = count; j < padded; ++j) h[j] = 0;
+  for (int j = 0; j < count; ++j) {
+    uint32_t v;
+    std::memcpy(&v, p + stride * j, 4);
+    asm("" : "+r"(v));
+    h[j] = v;
+  }
+  for (int j = 0; j < padded; j += 16) {
+    const __m512i v = _mm512_load_si512(h + j);
+    _mm512_store_ps(d + j, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)));
+    _mm512_store_ps(m + j, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16))));
+  }
+}
+
 inline void Prefetch(const uint8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
 }
@@ -79,6 +100,46 @@ inline float HalfAt(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return _cvtsh_ss(h);
+}
+
+// ---- 4-bit GEMV nibble order ----------------------------------------------
+// The GEMV broadcasts a block's 16 nibble bytes to the four 128-bit lanes
+// (a load, no shuffle) and shifts lane L's dwords right by 8 L (+ 4 for the
+// high nibbles): vector lane j = 4 L + p then indexes with byte 4 p + L,
+// i.e. element 4 p + L of each 16 (a 4 x 4 transpose). x is transposed the
+// same way once per call (XNibbleOrder), so no vpmovzxbd competes with
+// vpermps for port 5. Used by Q4_1 and Q4_K; Q4_0, whose loop has one op
+// less, measured faster with vpmovzxbd (BM_QuantLinearL2), and keeps it.
+
+inline __m512i NibbleShift(int extra) {
+  return _mm512_add_epi32(
+      _mm512_setr_epi32(0, 0, 0, 0, 8, 8, 8, 8, 16, 16, 16, 16, 24, 24, 24, 24),
+      _mm512_set1_epi32(extra));
+}
+
+// Lane j of the result: byte (4 (j % 4) + j / 4) of the 16 at p, shifted
+// right by `shift` - the low bits index vpermps.
+inline __m512i NibbleIndex(__m512i bytes, __m512i shift) {
+  return _mm512_srlv_epi32(bytes, shift);
+}
+
+inline __m512i Bytes16(const uint8_t* p) {
+  return _mm512_broadcast_i32x4(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// xt[16 g + j] = x[16 g + 4 (j % 4) + j / 4], k a multiple of 16. Owned by
+// the calling thread (valid until its next call).
+const float* XNibbleOrder(const float* x, int64_t k) {
+  static thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < k) buf.resize(k);
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10,
+                                        14, 3, 7, 11, 15);
+  for (int64_t p = 0; p < k; p += 16) {
+    _mm512_storeu_ps(buf.data() + p,
+                     _mm512_permutexvar_ps(idx, _mm512_loadu_ps(x + p)));
+  }
+  return buf.data();
 }
 
 // ---- Q4_0 / Q4_1 ----------------------------------------------------------
@@ -101,6 +162,7 @@ void GemvQ4(const uint8_t* const* w, int64_t nb, const float* x,
   constexpr int kQs = kQ4_0 ? 2 : 4;
   const __m512 iota = Iota();
   const __m512 iota8 = _mm512_sub_ps(iota, _mm512_set1_ps(8.0f));
+  const __m512i shift_lo = NibbleShift(0), shift_hi = NibbleShift(4);
   __m512 lo[R], hi[R];
   for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
   alignas(64) float d[R][kScaleGroup], m[R][kScaleGroup];
@@ -108,8 +170,11 @@ void GemvQ4(const uint8_t* const* w, int64_t nb, const float* x,
     const int count =
         nb - g < kScaleGroup ? static_cast<int>(nb - g) : kScaleGroup;
     for (int r = 0; r < R; ++r) {
-      HalvesToFloats(w[r] + kBytes * g, kBytes, count, d[r]);
-      if (!kQ4_0) HalvesToFloats(w[r] + kBytes * g + 2, kBytes, count, m[r]);
+      if (kQ4_0) {
+        HalvesToFloats(w[r] + kBytes * g, kBytes, count, d[r]);
+      } else {
+        HalfPairsToFloats(w[r] + kBytes * g, kBytes, count, d[r], m[r]);
+      }
     }
     for (int j = 0; j < count; ++j) {
       const float* xb = x + 32 * (g + j);
@@ -118,15 +183,17 @@ void GemvQ4(const uint8_t* const* w, int64_t nb, const float* x,
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = w[r] + kBytes * (g + j);
         Prefetch(blk + ahead);
-        const __m512i q = U8x16(blk + kQs);
+        const __m512i q = kQ4_0 ? U8x16(blk + kQs) : Bytes16(blk + kQs);
         const __m512 t =
             kQ4_0 ? _mm512_mul_ps(_mm512_set1_ps(d[r][j]), iota8)
                   : _mm512_fmadd_ps(_mm512_set1_ps(d[r][j]), iota,
                                     _mm512_set1_ps(m[r][j]));
-        // vpermps reads the low 4 bits of each index: the low nibble as is.
-        lo[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(q, t), x0, lo[r]);
-        hi[r] = _mm512_fmadd_ps(
-            _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), t), x1, hi[r]);
+        // vpermps reads the low 4 bits of each index.
+        const __m512i i_lo = kQ4_0 ? q : NibbleIndex(q, shift_lo);
+        const __m512i i_hi =
+            kQ4_0 ? _mm512_srli_epi32(q, 4) : NibbleIndex(q, shift_hi);
+        lo[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(i_lo, t), x0, lo[r]);
+        hi[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(i_hi, t), x1, hi[r]);
       }
     }
   }
@@ -212,6 +279,7 @@ template <int R>
 void GemvQ4_K(const uint8_t* const* w, int64_t nsb, const float* x,
               size_t ahead, float* out) {
   const __m512 iota = Iota();
+  const __m512i shift_lo = NibbleShift(0), shift_hi = NibbleShift(4);
   __m512 acc[R][2];
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   alignas(64) float s[R][16];
@@ -225,17 +293,19 @@ void GemvQ4_K(const uint8_t* const* w, int64_t nsb, const float* x,
       for (int r = 0; r < R; ++r) {
         const uint8_t* q = w[r] + 144 * sb + 16 + 32 * p;
         Prefetch(q + ahead);
-        const __m512i v0 = U8x16(q), v1 = U8x16(q + 16);
+        const __m512i v0 = Bytes16(q), v1 = Bytes16(q + 16);
         const __m512 ta = _mm512_fmsub_ps(_mm512_set1_ps(s[r][2 * p]), iota,
                                           _mm512_set1_ps(s[r][8 + 2 * p]));
         const __m512 tb = _mm512_fmsub_ps(_mm512_set1_ps(s[r][2 * p + 1]), iota,
                                           _mm512_set1_ps(s[r][9 + 2 * p]));
-        acc[r][0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v0, ta), x0, acc[r][0]);
-        acc[r][1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v1, ta), x1, acc[r][1]);
         acc[r][0] = _mm512_fmadd_ps(
-            _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), tb), x2, acc[r][0]);
+            _mm512_permutexvar_ps(NibbleIndex(v0, shift_lo), ta), x0, acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(
-            _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), tb), x3, acc[r][1]);
+            _mm512_permutexvar_ps(NibbleIndex(v1, shift_lo), ta), x1, acc[r][1]);
+        acc[r][0] = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(NibbleIndex(v0, shift_hi), tb), x2, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(
+            _mm512_permutexvar_ps(NibbleIndex(v1, shift_hi), tb), x3, acc[r][1]);
       }
     }
   }
@@ -376,26 +446,29 @@ void GemvF16(const uint8_t* const* w, int64_t k, const float* x, size_t ahead,
 // Each pass prefetches the rows of the next one (`ahead` bytes on): the
 // hardware prefetchers stop at page boundaries, which rows of a few KB
 // cross often.
+// xt: x in nibble order (XNibbleOrder) for the 4-bit formats.
 template <int R>
-void Gemv(const QuantGemmArgs& g, const uint8_t* const* w, float* out) {
+void Gemv(const QuantGemmArgs& g, const float* xt, const uint8_t* const* w,
+          float* out) {
   const size_t ahead = R * g.row_bytes;
   switch (g.dtype) {
     case DType::kQ8_0: GemvQ8_0<R>(w, g.k / 32, g.x, ahead, out); break;
     case DType::kQ4_0: GemvQ4<R, true>(w, g.k / 32, g.x, ahead, out); break;
-    case DType::kQ4_1: GemvQ4<R, false>(w, g.k / 32, g.x, ahead, out); break;
-    case DType::kQ4_K: GemvQ4_K<R>(w, g.k / 256, g.x, ahead, out); break;
+    case DType::kQ4_1: GemvQ4<R, false>(w, g.k / 32, xt, ahead, out); break;
+    case DType::kQ4_K: GemvQ4_K<R>(w, g.k / 256, xt, ahead, out); break;
     case DType::kQ6_K: GemvQ6_K<R>(w, g.k / 256, g.x, ahead, out); break;
     default: GemvF16<R>(w, g.k, g.x, ahead, out); break;
   }
 }
 
 template <int R>
-int64_t GemvRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
+int64_t GemvRowsOf(const QuantGemmArgs& g, const float* xt, int64_t n,
+                   int64_t n_end) {
   for (; n + R <= n_end; n += R) {
     const uint8_t* w[R];
     for (int r = 0; r < R; ++r) w[r] = g.w + (n + r) * g.row_bytes;
     float out[R];
-    Gemv<R>(g, w, out);
+    Gemv<R>(g, xt, w, out);
     for (int r = 0; r < R; ++r) {
       g.y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
     }
@@ -404,9 +477,11 @@ int64_t GemvRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
 }
 
 void GemvRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
-  int64_t n = GemvRowsOf<kGemvRows>(g, n_begin, n_end);
-  n = GemvRowsOf<2>(g, n, n_end);
-  GemvRowsOf<1>(g, n, n_end);
+  const bool nibbles = g.dtype == DType::kQ4_1 || g.dtype == DType::kQ4_K;
+  const float* xt = nibbles ? XNibbleOrder(g.x, g.k) : nullptr;
+  int64_t n = GemvRowsOf<kGemvRows>(g, xt, n_begin, n_end);
+  n = GemvRowsOf<2>(g, xt, n, n_end);
+  GemvRowsOf<1>(g, xt, n, n_end);
 }
 
 // Values [k0, k0 + kc) of weight row w as F32 (k0, kc multiples of the
