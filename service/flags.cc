@@ -212,8 +212,8 @@ const FlagDoc kFlags[] = {
     {"replicas-per-model", "N", "0 (workflow default)",
      "Data-parallel replicas of each model, each with its own engine loop."},
     {"tokenization-workers", "N|auto", "auto (cores / 4, at least 1)",
-     "Engine threads per embedding/rerank/classify model that tokenize "
-     "requests while batches run; 0 tokenizes on the gRPC thread."},
+     "Engine threads per model that prepare requests (chat template, "
+     "tokenization) while batches run; 0 prepares on the gRPC thread."},
     {"max-batched-tokens", "N", "2048", "Token budget of one engine step."},
     {"max-seqs", "N", "64", "Sequences batched in one engine step."},
     {"max-queue-requests", "N", "1024",

@@ -165,7 +165,9 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
 // the call's ReactorLink; writes are serialized (one in flight, the rest
 // queued). The call ends after the final chunk is written, at once on a
 // cancel or a failed write (the engine request is aborted and its late
-// chunks are dropped), or with the engine's error.
+// chunks are dropped), or with the engine's error (input errors found by
+// the engine's prep worker, such as a prompt too long, arrive that way;
+// gRPC holds a Finish that comes before the reactor is bound).
 class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   using Link = ReactorLink<GenerateCall>;
@@ -418,8 +420,9 @@ class EmbedStreamCall
       ++pending_;  // the engine may answer before SubmitOne returns
       answers_before = answers_;
     }
-    // Outside mu_: tokenization runs here, and engine answers for this
-    // stream's other requests must not wait for it.
+    // Outside mu_: with --tokenization-workers 0 tokenization runs here,
+    // and engine answers for this stream's other requests must not wait
+    // for it.
     std::string model_name;
     auto handle = SubmitOne(request_, key, &model_name);
     absl::MutexLock lock(&mu_);

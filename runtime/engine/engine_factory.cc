@@ -303,6 +303,11 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   go.vocab_size = static_cast<int32_t>(runner->vocab_size());
   go.eos_token_ids = EosIds(model);
   go.max_queue_requests = eo.max_queue_requests;
+  // Prompt preparation (chat template, tokenization) off the gRPC threads,
+  // with the prefill engines' default; 0 = on the submitting thread.
+  go.prep_threads = eo.tokenization_workers >= 0
+                        ? eo.tokenization_workers
+                        : std::max(1, NumCores() / 4);
   SchedulerConfig& sc = go.scheduler;
   sc.max_batched_tokens = eo.max_batched_tokens;
   sc.max_seqs = eo.max_seqs;

@@ -44,12 +44,25 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
     stats_.kv_blocks_free = options_.scheduler.kv_cache.num_blocks;
   }
   loop_ = std::thread([this] { Loop(); });
+  for (int i = 0; i < options_.prep_threads; ++i) {
+    prep_threads_.emplace_back([this] { PrepLoop(); });
+  }
 }
 
 GenerateEngine::~GenerateEngine() { Stop(); }
 
 void GenerateEngine::Stop() {
   if (stopped_.exchange(true)) return;
+  // Prep workers first: they answer what they have not prepared yet
+  // (UNAVAILABLE) and hand the request they are preparing to the loop,
+  // which is still running; then the loop answers everything it holds.
+  {
+    absl::MutexLock lock(&mu_);
+    prep_stop_ = true;
+  }
+  for (std::thread& t : prep_threads_) {
+    if (t.joinable()) t.join();
+  }
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -60,15 +73,12 @@ void GenerateEngine::Stop() {
 EngineStats GenerateEngine::Stats() const {
   absl::MutexLock lock(&mu_);
   EngineStats s = stats_;
-  s.waiting_requests += static_cast<int64_t>(incoming_.size());
+  s.waiting_requests += in_prep_ + static_cast<int64_t>(incoming_.size());
   return s;
 }
 
-absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
-    GenerateParams params, GenerateCallback on_chunk) {
-  auto r = std::make_unique<Request>();
-  r->arrival = absl::Now();
-  ASSIGN_OR_RETURN(r->prompt, input_->ProcessPrompt(params));
+absl::Status GenerateEngine::PreparePrompt(Request* r) const {
+  ASSIGN_OR_RETURN(r->prompt, input_->ProcessPrompt(r->params));
   if (r->prompt.empty()) {
     return absl::InvalidArgumentError("prompt: it has no tokens");
   }
@@ -79,6 +89,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
           options_.vocab_size, ")"));
     }
   }
+  const SamplingParams& sampling = r->params.sampling;
   const int32_t max_len = options_.scheduler.max_model_len;
   const int32_t prompt_len = static_cast<int32_t>(r->prompt.size());
   if (prompt_len >= max_len) {
@@ -86,31 +97,42 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
         "the prompt has ", prompt_len, " tokens; the model's context is ",
         max_len, " tokens, which must also hold at least one generated token"));
   }
-  if (params.sampling.max_tokens > 0 &&
-      prompt_len + params.sampling.max_tokens > max_len) {
+  if (sampling.max_tokens > 0 && prompt_len + sampling.max_tokens > max_len) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt (", prompt_len, " tokens) + max_tokens (",
-        params.sampling.max_tokens, ") exceed the model's context of ",
-        max_len, " tokens"));
+        "prompt (", prompt_len, " tokens) + max_tokens (", sampling.max_tokens,
+        ") exceed the model's context of ", max_len, " tokens"));
   }
+  const int32_t max_new =
+      sampling.max_tokens > 0 ? sampling.max_tokens : max_len - prompt_len;
+  r->sampling = std::make_unique<SamplingState>(sampling, r->prompt,
+                                                options_.eos_token_ids);
+  r->decoder = std::make_unique<IncrementalDecoder>(
+      *tokenizer_, sampling.skip_special_tokens, r->prompt);
+  r->stop =
+      std::make_unique<StopChecker>(sampling, options_.eos_token_ids, max_new);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
+    GenerateParams params, GenerateCallback on_chunk) {
+  // What needs no tokenizer is checked here, so it returns from Submit.
   RETURN_IF_ERROR(params.sampling.Validate());
-  const int32_t max_new = params.sampling.max_tokens > 0
-                              ? params.sampling.max_tokens
-                              : max_len - prompt_len;
+  auto r = std::make_unique<Request>();
+  r->arrival = absl::Now();
   r->params = std::move(params);
   r->on_chunk = std::move(on_chunk);
   r->handle = std::make_shared<RequestHandle>();
-  r->sampling = std::make_unique<SamplingState>(r->params.sampling, r->prompt,
-                                                options_.eos_token_ids);
-  r->decoder = std::make_unique<IncrementalDecoder>(
-      *tokenizer_, r->params.sampling.skip_special_tokens, r->prompt);
-  r->stop = std::make_unique<StopChecker>(r->params.sampling,
-                                          options_.eos_token_ids, max_new);
   std::shared_ptr<RequestHandle> handle = r->handle;
+  const bool prepare_inline = prep_threads_.empty();
+  // Inline: errors return from Submit (the callback never fires).
+  if (prepare_inline) RETURN_IF_ERROR(PreparePrompt(r.get()));
   absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the model is shutting down");
-  const int64_t waiting =
-      static_cast<int64_t>(incoming_.size()) + stats_.waiting_requests;
+  if (prep_stop_ || stopping_) {
+    return absl::UnavailableError("the model is shutting down");
+  }
+  const int64_t waiting = in_prep_ +
+                          static_cast<int64_t>(incoming_.size()) +
+                          stats_.waiting_requests;
   if (waiting >= options_.max_queue_requests) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "the model's queue is full (", waiting,
@@ -118,8 +140,82 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
         options_.max_queue_requests, "); retry later"));
   }
   r->id = next_id_++;
-  incoming_.push_back(std::move(r));
+  if (prepare_inline) {
+    incoming_.push_back(std::move(r));
+  } else {
+    ++in_prep_;
+    prep_queue_.push_back(std::move(r));
+  }
   return handle;
+}
+
+void GenerateEngine::PrepLoop() {
+  while (true) {
+    std::unique_ptr<Request> r;
+    bool stopping = false;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](GenerateEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+            return e->prep_stop_ || !e->prep_queue_.empty();
+          },
+          this));
+      if (prep_queue_.empty()) return;  // stopping, nothing left
+      r = std::move(prep_queue_.front());
+      prep_queue_.pop_front();
+      stopping = prep_stop_;
+      if (stopping) --in_prep_;
+    }
+    if (stopping) {
+      FinishRequest(r.get(), FinishReason::kCancelled,
+                    absl::UnavailableError("the model is shutting down"));
+      continue;
+    }
+    Prepare(std::move(r));
+  }
+}
+
+void GenerateEngine::Prepare(std::unique_ptr<Request> r) {
+  auto leave = [this] {
+    absl::MutexLock lock(&mu_);
+    --in_prep_;
+  };
+  // Cancelled or expired while waiting: no preparation either.
+  if (Dropped(*r, absl::Now())) {
+    leave();
+    AnswerDropped(r.get(), "the deadline passed while the request was queued");
+    return;
+  }
+  absl::Status prepared = PreparePrompt(r.get());
+  if (!prepared.ok()) {
+    leave();
+    r->on_chunk(prepared);
+    return;
+  }
+  // Cancelled while being prepared: it never reaches the scheduler.
+  if (Dropped(*r, absl::Now())) {
+    leave();
+    AnswerDropped(r.get(), "the deadline passed while the request was queued");
+    return;
+  }
+  // Into the loop's inbox and out of in_prep_ in one step (see in_prep_).
+  // The loop is still running: Stop joins the prep workers first.
+  absl::MutexLock lock(&mu_);
+  --in_prep_;
+  incoming_.push_back(std::move(r));
+}
+
+bool GenerateEngine::Dropped(const Request& r, absl::Time now) {
+  return r.handle->aborted() || now > r.params.deadline;
+}
+
+void GenerateEngine::AnswerDropped(Request* r, const char* deadline_message) {
+  if (r->handle->aborted()) {
+    FinishRequest(r, FinishReason::kCancelled);
+  } else {
+    FinishRequest(r, FinishReason::kCancelled,
+                  absl::DeadlineExceededError(deadline_message));
+  }
 }
 
 void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
@@ -128,9 +224,11 @@ void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
     r->on_chunk(error);
     return;
   }
-  StopCheckResult res = r->stop->finished()
-                            ? StopCheckResult{}
-                            : r->stop->Finish(reason, r->decoder->Flush());
+  // A request dropped before its prompt was prepared has no decoder yet.
+  StopCheckResult res;
+  if (r->stop != nullptr && !r->stop->finished()) {
+    res = r->stop->Finish(reason, r->decoder->Flush());
+  }
   GenerateChunk c;
   c.text = std::move(res.text);
   c.finish = reason;
@@ -156,7 +254,14 @@ void GenerateEngine::AdmitIncoming() {
     absl::MutexLock lock(&mu_);
     batch.swap(incoming_);
   }
+  const absl::Time now = absl::Now();
   for (auto& r : batch) {
+    // Dropped before it was admitted: it never reaches the scheduler.
+    if (Dropped(*r, now)) {
+      AnswerDropped(r.get(),
+                    "the deadline passed while the request was queued");
+      continue;
+    }
     absl::Status s = scheduler_.Add(r->id, r->prompt, &r->params.sampling,
                                     r->params.disable_prefix_cache);
     if (!s.ok()) {
@@ -172,19 +277,14 @@ void GenerateEngine::ReapAborted() {
   const absl::Time now = absl::Now();
   std::vector<int64_t> drop;
   for (auto& [id, r] : active_) {
-    if (r->handle->aborted() || now > r->params.deadline) drop.push_back(id);
+    if (Dropped(*r, now)) drop.push_back(id);
   }
   for (int64_t id : drop) {
     std::unique_ptr<Request> r = std::move(active_[id]);
     active_.erase(id);
     scheduler_.Abort(id);  // frees its KV blocks now
-    if (r->handle->aborted()) {
-      FinishRequest(r.get(), FinishReason::kCancelled);
-    } else {
-      FinishRequest(r.get(), FinishReason::kCancelled,
-                    absl::DeadlineExceededError(
-                        "the deadline passed before the generation finished"));
-    }
+    AnswerDropped(r.get(),
+                  "the deadline passed before the generation finished");
   }
 }
 

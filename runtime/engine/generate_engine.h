@@ -3,9 +3,13 @@
 // ContinuousBatchingScheduler (paged KV cache with prefix caching, chunked
 // prefill, preemption by recompute), the model runner and the sampler; each
 // step it schedules, runs, samples, detokenizes incrementally, checks stops
-// and streams a chunk to every sequence that produced a token. Prompts go
-// through the workflow's input processor on the submitting thread. Thread-safe (Submit/Abort/Stop from
-// any thread).
+// and streams a chunk to every sequence that produced a token.
+// SubmitGenerate checks and admits a request on the caller's thread (a gRPC
+// callback thread) and returns; the engine's prep worker(s) run the input
+// processor (chat template, tokenization) and the checks on its result, then
+// hand the request to the loop. Errors found there (prompt too long, ids
+// outside the vocabulary, template errors) are the callback's final answer.
+// Thread-safe (Submit/Abort/Stop from any thread).
 #ifndef INFERD_RUNTIME_ENGINE_GENERATE_ENGINE_H_
 #define INFERD_RUNTIME_ENGINE_GENERATE_ENGINE_H_
 
@@ -18,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/prefill_engine.h"
@@ -33,7 +38,12 @@ struct GenerateEngineOptions {
   SchedulerConfig scheduler;  // kv_cache.num_blocks must be set
   int32_t vocab_size = 0;     // logits width
   std::vector<int32_t> eos_token_ids;
+  // Admission: requests waiting for prompt preparation, for the loop or in
+  // the scheduler's queue; one more is RESOURCE_EXHAUSTED at Submit.
   int max_queue_requests = 1024;
+  // Prompt-preparation workers; 0 = prepare on the submitting thread
+  // (errors then return from SubmitGenerate).
+  int prep_threads = 1;
 };
 
 // The workflow's components, built from the registry (engine_factory.cc):
@@ -68,6 +78,17 @@ class GenerateEngine : public Engine {
   struct Request;
 
   void Loop();
+  void PrepLoop();
+  // Runs the input processor and the checks on its result; fills the
+  // request's prompt and per-request decoding state.
+  absl::Status PreparePrompt(Request* r) const;
+  // Prep worker: prepares `r` and hands it to the loop, or answers it.
+  void Prepare(std::unique_ptr<Request> r);
+  // Aborted by its caller, or its deadline passed.
+  static bool Dropped(const Request& r, absl::Time now);
+  // The final answer of a dropped request: CANCELLED (a final chunk), or
+  // DEADLINE_EXCEEDED with `deadline_message`.
+  void AnswerDropped(Request* r, const char* deadline_message);
   // Admits queued requests into the scheduler (engine thread).
   void AdmitIncoming();
   // Drops aborted/expired requests, answering them (engine thread).
@@ -87,12 +108,20 @@ class GenerateEngine : public Engine {
   Sampler& sampler_;                        // engine thread only
   absl::flat_hash_map<int64_t, std::unique_ptr<Request>> active_;  // engine thread
 
+  // Admission, the prep queue and the loop's inbox. in_prep_ counts
+  // admitted requests not yet in incoming_ (queued or being prepared); it
+  // drops under mu_ in the same step that puts the request into incoming_,
+  // so admission never sees a request in neither place.
   mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<Request>> prep_queue_ ABSL_GUARDED_BY(mu_);
+  int64_t in_prep_ ABSL_GUARDED_BY(mu_) = 0;
+  bool prep_stop_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::unique_ptr<Request>> incoming_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
 
+  std::vector<std::thread> prep_threads_;
   std::thread loop_;
   std::atomic<bool> stopped_{false};
 

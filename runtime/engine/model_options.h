@@ -14,9 +14,9 @@ namespace inferd {
 struct EngineOptions {
   int threads = 0;                 // kernel threads per replica; 0 = cores / replicas
   int replicas = 0;                // data-parallel replicas; 0 = workflow default
-  // Prefill workflows: engine threads that tokenize requests; -1 = auto
-  // (one per four cores, at least one); 0 = on the submitting (gRPC)
-  // thread.
+  // Engine threads that prepare requests (tokenization, chat templates)
+  // for every workflow; -1 = auto (one per four cores, at least one);
+  // 0 = on the submitting (gRPC) thread.
   int tokenization_workers = -1;
   int max_batched_tokens = 2048;   // token budget of one engine step
   int max_seqs = 64;               // sequences in one step

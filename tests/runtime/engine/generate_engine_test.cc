@@ -1,0 +1,403 @@
+#include "runtime/engine/generate_engine.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "runtime/engine/input_processor.h"
+#include "runtime/gen/sampler.h"
+#include "runtime/gen/scheduler.h"
+#include "runtime/tokenizer/tokenizer.h"
+
+namespace inferd {
+namespace {
+
+constexpr int32_t kVocab = 8;
+constexpr int32_t kEos = 1;
+constexpr int32_t kNext = 5;  // the fake model's favourite token
+
+// Ids 0..7 as whole words.
+std::unique_ptr<Tokenizer> WordTokenizer() {
+  auto t = Tokenizer::FromJson(R"({
+    "model": {"type": "WordLevel", "unk_token": "<unk>",
+              "vocab": {"<unk>": 0, "</s>": 1, "a": 2, "b": 3, "c": 4,
+                        "d": 5, "e": 6, "f": 7}},
+    "pre_tokenizer": {"type": "WhitespaceSplit"}})");
+  EXPECT_TRUE(t.ok()) << t.status();
+  return std::move(t).value();
+}
+
+// Holds callers until released, and tells the test how many entered
+// (synchronization without sleeps).
+class Gate {
+ public:
+  void Enter() {
+    {
+      absl::MutexLock lock(&mu_);
+      ++entered_;
+      cv_.SignalAll();
+    }
+    release_.WaitForNotification();
+  }
+  void WaitEntered(int n) {
+    absl::MutexLock lock(&mu_);
+    while (entered_ < n) cv_.Wait(&mu_);
+  }
+  void Notify() { release_.Notify(); }
+
+ private:
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification release_;
+};
+
+// The chat template hook: records the threads it runs on, can block on a
+// gate, and refuses a first message "bad" as a template error would.
+struct RenderHook {
+  absl::Mutex mu;
+  std::vector<std::thread::id> threads ABSL_GUARDED_BY(mu);
+  Gate* gate = nullptr;
+
+  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& m) {
+    {
+      absl::MutexLock lock(&mu);
+      threads.push_back(std::this_thread::get_id());
+    }
+    if (gate != nullptr) gate->Enter();
+    if (!m.empty() && m[0].content == "bad") {
+      return absl::InvalidArgumentError("chat template: bad message");
+    }
+    return std::string("a b c");
+  }
+  std::vector<std::thread::id> Threads() {
+    absl::MutexLock lock(&mu);
+    return threads;
+  }
+};
+
+// A fake model whose logits always favour kNext. Counts its calls.
+class FakeRunner : public StepRunner {
+ public:
+  explicit FakeRunner(std::atomic<int>* calls) : calls_(calls) {}
+  absl::StatusOr<BatchResult> Execute(const BatchPlan& plan) override {
+    calls_->fetch_add(1);
+    BatchResult r;
+    for (const SequencePlan& s : plan.seqs) {
+      SequenceResult out;
+      out.seq_id = s.seq_id;
+      out.output = s.output;
+      if (s.output == StepOutput::kLastLogits) {
+        out.rows = 1;
+        out.cols = kVocab;
+        out.values.assign(kVocab, 0.0f);
+        out.values[kNext] = 10.0f;
+      }
+      r.seqs.push_back(std::move(out));
+    }
+    return r;
+  }
+
+ private:
+  std::atomic<int>* calls_;
+};
+
+// Every chunk of one request; `finals` counts final answers (an error, or
+// a chunk with a finish reason).
+struct Answers {
+  absl::Mutex mu;
+  std::map<int, int> finals ABSL_GUARDED_BY(mu);
+  std::map<int, absl::Status> status ABSL_GUARDED_BY(mu);
+  std::map<int, FinishReason> finish ABSL_GUARDED_BY(mu);
+  std::map<int, std::vector<int32_t>> tokens ABSL_GUARDED_BY(mu);
+  int total_finals ABSL_GUARDED_BY(mu) = 0;
+
+  GenerateCallback For(int key) {
+    return [this, key](const absl::StatusOr<GenerateChunk>& c) {
+      absl::MutexLock lock(&mu);
+      if (c.ok()) {
+        tokens[key].insert(tokens[key].end(), c->token_ids.begin(),
+                           c->token_ids.end());
+        if (c->finish == FinishReason::kNone) return;
+        finish[key] = c->finish;
+      }
+      status[key] = c.status();
+      ++finals[key];
+      ++total_finals;
+    };
+  }
+  void WaitFinals(int n) {
+    absl::MutexLock lock(&mu);
+    std::pair<int*, int> want(&total_finals, n);
+    mu.Await(absl::Condition(
+        +[](std::pair<int*, int>* a) { return *a->first >= a->second; },
+        &want));
+  }
+};
+
+struct Fixture {
+  std::unique_ptr<Tokenizer> tokenizer = WordTokenizer();
+  RenderHook render;
+  std::atomic<int> calls{0};
+  std::unique_ptr<GenerateEngine> engine;
+
+  explicit Fixture(int prep_threads = 1, int max_queue_requests = 1024) {
+    GenerateEngineOptions o;
+    o.vocab_size = kVocab;
+    o.eos_token_ids = {kEos};
+    o.max_queue_requests = max_queue_requests;
+    o.prep_threads = prep_threads;
+    SchedulerConfig& sc = o.scheduler;
+    sc.max_model_len = 32;
+    sc.max_waiting_requests = max_queue_requests;
+    sc.kv_cache.num_blocks = 64;
+    sc.kv_cache.block_size = 4;
+    InputProcessorOptions io;
+    io.max_input_tokens = sc.max_model_len;
+    RenderHook* hook = &render;
+    io.render_chat = [hook](const std::vector<ChatMessage>& m, bool) {
+      return hook->Render(m);
+    };
+    GenerateComponents c;
+    c.input = std::make_unique<TokenizingInputProcessor>(
+        "prompt_tokenizer", TokenizingInputProcessor::kPrompt,
+        tokenizer.get(), std::move(io));
+    c.scheduler = std::make_unique<ContinuousBatchingScheduler>(sc);
+    c.sampler = std::make_unique<Sampler>(kVocab);
+    engine = std::make_unique<GenerateEngine>(
+        std::move(o), tokenizer.get(), std::move(c),
+        std::make_unique<FakeRunner>(&calls));
+  }
+  ~Fixture() { engine.reset(); }
+};
+
+GenerateParams Chat(const std::string& content, int max_tokens = 3) {
+  GenerateParams p;
+  p.messages.push_back({"user", content});
+  p.sampling.max_tokens = max_tokens;
+  return p;
+}
+
+GenerateParams Ids(std::vector<int32_t> ids, int max_tokens = 3) {
+  GenerateParams p;
+  p.prompt_token_ids = std::move(ids);
+  p.sampling.max_tokens = max_tokens;
+  return p;
+}
+
+// The chat template and tokenization run on the engine's prep worker,
+// never on the submitting (gRPC callback) thread.
+TEST(GenerateEngineTest, PromptPreparationRunsOnTheEngineNotTheSubmitter) {
+  Fixture f;
+  Answers answers;
+  ASSERT_TRUE(f.engine->SubmitGenerate(Chat("hi"), answers.For(0)).ok());
+  answers.WaitFinals(1);
+  const std::vector<std::thread::id> threads = f.render.Threads();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_NE(threads[0], std::this_thread::get_id());
+  absl::MutexLock lock(&answers.mu);
+  EXPECT_TRUE(answers.status[0].ok()) << answers.status[0];
+  EXPECT_EQ(answers.finish[0], FinishReason::kLength);
+  EXPECT_EQ(answers.tokens[0], (std::vector<int32_t>{kNext, kNext, kNext}));
+}
+
+// Errors found while preparing the prompt are the callback's final
+// status (Submit accepted the request); each request is answered once and
+// costs no model call. Checks that need no tokenizer stay in Submit.
+TEST(GenerateEngineTest, PreparationErrorsAreTheCallbacksFinalStatus) {
+  Fixture f;
+  Answers answers;
+  ASSERT_TRUE(f.engine
+                  ->SubmitGenerate(Ids(std::vector<int32_t>(40, 2)),
+                                   answers.For(0))
+                  .ok());
+  ASSERT_TRUE(f.engine->SubmitGenerate(Ids({2, 9}), answers.For(1)).ok());
+  ASSERT_TRUE(f.engine->SubmitGenerate(Chat("bad"), answers.For(2)).ok());
+  ASSERT_TRUE(
+      f.engine->SubmitGenerate(Ids({2, 3}, /*max_tokens=*/31), answers.For(3))
+          .ok());
+  GenerateParams bad_sampling = Ids({2, 3});
+  bad_sampling.sampling.temperature = -1.0f;
+  std::atomic<int> never{0};
+  auto refused = f.engine->SubmitGenerate(
+      bad_sampling,
+      [&never](const absl::StatusOr<GenerateChunk>&) { never.fetch_add(1); });
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  answers.WaitFinals(4);
+  f.engine->Stop();
+  absl::MutexLock lock(&answers.mu);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(answers.finals[k], 1) << k;
+    EXPECT_EQ(answers.status[k].code(), absl::StatusCode::kInvalidArgument)
+        << k << " " << answers.status[k];
+  }
+  EXPECT_NE(answers.status[0].message().find("the prompt has 40 tokens"),
+            std::string::npos);
+  EXPECT_NE(answers.status[1].message().find("outside the vocabulary"),
+            std::string::npos);
+  EXPECT_NE(answers.status[2].message().find("chat template"),
+            std::string::npos);
+  EXPECT_NE(answers.status[3].message().find("exceed the model's context"),
+            std::string::npos);
+  EXPECT_EQ(never.load(), 0);
+  EXPECT_EQ(f.calls.load(), 0);
+}
+
+// --tokenization-workers 0: the prompt is prepared inside Submit, whose
+// errors return from it (the callback never fires).
+TEST(GenerateEngineTest, InlinePreparationReturnsErrorsFromSubmit) {
+  Fixture f(/*prep_threads=*/0);
+  std::atomic<int> never{0};
+  auto bad = f.engine->SubmitGenerate(
+      Ids(std::vector<int32_t>(40, 2)),
+      [&never](const absl::StatusOr<GenerateChunk>&) { never.fetch_add(1); });
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  auto bad_chat = f.engine->SubmitGenerate(
+      Chat("bad"),
+      [&never](const absl::StatusOr<GenerateChunk>&) { never.fetch_add(1); });
+  EXPECT_EQ(bad_chat.status().code(), absl::StatusCode::kInvalidArgument);
+  Answers answers;
+  ASSERT_TRUE(f.engine->SubmitGenerate(Chat("hi"), answers.For(0)).ok());
+  answers.WaitFinals(1);
+  const std::vector<std::thread::id> threads = f.render.Threads();
+  ASSERT_EQ(threads.size(), 2u);
+  EXPECT_EQ(threads[1], std::this_thread::get_id());
+  f.engine->Stop();
+  EXPECT_EQ(never.load(), 0);
+  absl::MutexLock lock(&answers.mu);
+  EXPECT_EQ(answers.finish[0], FinishReason::kLength);
+}
+
+// A request aborted while it is prepared, or while it waits for the prep
+// worker, gets one final answer (CANCELLED) and never reaches the
+// scheduler; the engine goes on serving.
+TEST(GenerateEngineTest, AbortDuringPreparationAnswersOnceAndNeverSchedules) {
+  Fixture f;
+  Gate gate;
+  f.render.gate = &gate;
+  Answers answers;
+  auto preparing = f.engine->SubmitGenerate(Chat("hi"), answers.For(0));
+  ASSERT_TRUE(preparing.ok());
+  gate.WaitEntered(1);  // the prep worker is inside the chat template
+  auto waiting = f.engine->SubmitGenerate(Ids({2, 3}), answers.For(1));
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(f.engine->Stats().waiting_requests, 2);
+  (*preparing)->Abort();
+  (*waiting)->Abort();
+  (*waiting)->Abort();  // idempotent
+  gate.Notify();
+  answers.WaitFinals(2);
+  EXPECT_EQ(f.calls.load(), 0);
+  EngineStats s = f.engine->Stats();
+  EXPECT_EQ(s.waiting_requests, 0);
+  EXPECT_EQ(s.kv_blocks_free, s.kv_blocks_total);
+
+  // Still serving.
+  ASSERT_TRUE(f.engine->SubmitGenerate(Ids({2, 3, 4}), answers.For(2)).ok());
+  answers.WaitFinals(3);
+  f.engine->Stop();
+  absl::MutexLock lock(&answers.mu);
+  EXPECT_EQ(answers.total_finals, 3);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(answers.finals[k], 1) << k;
+    EXPECT_TRUE(answers.status[k].ok()) << answers.status[k];
+    EXPECT_EQ(answers.finish[k], FinishReason::kCancelled) << k;
+    EXPECT_TRUE(answers.tokens[k].empty()) << k;
+  }
+  EXPECT_EQ(answers.finish[2], FinishReason::kLength);
+}
+
+TEST(GenerateEngineTest, DeadlinePassedBeforePreparationIsTheAnswer) {
+  Fixture f;
+  Answers answers;
+  GenerateParams p = Chat("hi");
+  p.deadline = absl::Now() - absl::Seconds(1);
+  ASSERT_TRUE(f.engine->SubmitGenerate(p, answers.For(0)).ok());
+  answers.WaitFinals(1);
+  EXPECT_TRUE(f.render.Threads().empty());  // no preparation either
+  EXPECT_EQ(f.calls.load(), 0);
+  absl::MutexLock lock(&answers.mu);
+  EXPECT_EQ(answers.status[0].code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+// Admission counts the requests waiting for preparation: the queue limit
+// is exact and answered at Submit.
+TEST(GenerateEngineTest, QueueLimitCountsRequestsBeingPrepared) {
+  Fixture f(/*prep_threads=*/1, /*max_queue_requests=*/2);
+  Gate gate;
+  f.render.gate = &gate;
+  Answers answers;
+  ASSERT_TRUE(f.engine->SubmitGenerate(Chat("hi"), answers.For(0)).ok());
+  gate.WaitEntered(1);
+  ASSERT_TRUE(f.engine->SubmitGenerate(Ids({2}), answers.For(1)).ok());
+  std::atomic<int> never{0};
+  auto over = f.engine->SubmitGenerate(
+      Ids({2}),
+      [&never](const absl::StatusOr<GenerateChunk>&) { never.fetch_add(1); });
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  gate.Notify();
+  answers.WaitFinals(2);
+  f.engine->Stop();
+  EXPECT_EQ(never.load(), 0);
+  absl::MutexLock lock(&answers.mu);
+  EXPECT_EQ(answers.finish[0], FinishReason::kLength);
+  EXPECT_EQ(answers.finish[1], FinishReason::kLength);
+}
+
+// Stop while requests wait for the prep worker: each gets one final answer
+// (UNAVAILABLE for those never prepared), the worker is joined, and later
+// submits are refused.
+TEST(GenerateEngineTest, StopWithQueuedPreparationAnswersEveryRequest) {
+  Fixture f;
+  Gate gate;
+  f.render.gate = &gate;
+  Answers answers;
+  ASSERT_TRUE(f.engine->SubmitGenerate(Chat("hi"), answers.For(0)).ok());
+  gate.WaitEntered(1);
+  int submitted = 1;
+  for (; submitted < 4; ++submitted) {
+    ASSERT_TRUE(
+        f.engine->SubmitGenerate(Ids({2, 3}), answers.For(submitted)).ok());
+  }
+  std::thread stopper([&f] { f.engine->Stop(); });
+  // Stop waits for the blocked worker. Once it has begun, Submit answers
+  // UNAVAILABLE; what was accepted before waits behind the blocked worker.
+  while (true) {
+    auto h = f.engine->SubmitGenerate(Ids({2, 3}), answers.For(submitted));
+    if (!h.ok()) {
+      if (h.status().code() == absl::StatusCode::kUnavailable) break;
+      EXPECT_EQ(h.status().code(), absl::StatusCode::kResourceExhausted);
+    } else {
+      ++submitted;
+    }
+    std::this_thread::yield();
+  }
+  gate.Notify();
+  stopper.join();
+  absl::MutexLock lock(&answers.mu);
+  EXPECT_EQ(answers.total_finals, submitted);
+  for (int k = 0; k < submitted; ++k) {
+    EXPECT_EQ(answers.finals[k], 1) << k;
+  }
+  // The one being prepared went to the loop, which ran it or answered it
+  // at shutdown.
+  EXPECT_TRUE(answers.status[0].ok() ||
+              answers.status[0].code() == absl::StatusCode::kUnavailable)
+      << answers.status[0];
+  for (int k = 1; k < submitted; ++k) {
+    EXPECT_EQ(answers.status[k].code(), absl::StatusCode::kUnavailable)
+        << k << " " << answers.status[k];
+  }
+  EXPECT_EQ(f.render.Threads().size(), 1u);
+}
+
+}  // namespace
+}  // namespace inferd
