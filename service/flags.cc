@@ -197,7 +197,8 @@ const FlagDoc kFlags[] = {
     {"listen", "HOST:PORT", "127.0.0.1:50051",
      "Address of the gRPC server (0.0.0.0:PORT for every interface)."},
     {"model", "NAME=PATH[,k=v]", "",
-     "Serve the Hugging Face model directory PATH as NAME; repeatable. "
+     "Serve PATH as NAME: a Hugging Face model directory or a .gguf file; "
+     "repeatable. "
      "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, and any engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
@@ -420,7 +421,7 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
   if (o.models.empty()) {
     return absl::InvalidArgumentError(
         "no model to serve: pass --model NAME=PATH (a Hugging Face model "
-        "directory with config.json)");
+        "directory with config.json, or a .gguf file)");
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError(
