@@ -419,6 +419,9 @@ class EmbedStreamCall
       key = next_key_++;
       ++pending_;  // the engine may answer before SubmitOne returns
       answers_before = answers_;
+      // Kept until answered: a queue refusal found after tokenization
+      // (through the callback) parks it for a retry.
+      sent_[key] = Sent{request_, answers_};
     }
     // Outside mu_: with --tokenization-workers 0 tokenization runs here,
     // and engine answers for this stream's other requests must not wait
@@ -467,17 +470,19 @@ class EmbedStreamCall
   // stops, and the request is submitted again when one of the others is
   // answered (backpressure). `answers_before` is answers_ when the submit
   // began: an answer since then also freed room in the queue. False when
-  // the stream failed.
+  // the stream failed. The engine may also refuse later, through the
+  // callback (a token budget is only checked after tokenization); OnResult
+  // parks those the same way.
   bool AfterSubmitLocked(
       const absl::StatusOr<std::shared_ptr<RequestHandle>>& handle,
       int64_t key, const v1::EmbedRequest& req, int64_t answers_before)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!handle.ok()) {
       --pending_;
+      sent_.erase(key);
       if (handle.status().code() == absl::StatusCode::kResourceExhausted &&
           (pending_ > 0 || answers_ != answers_before) && !failed_) {
-        parked_ = req;
-        parked_key_ = key;
+        parked_.emplace_back(key, req);
         return true;
       }
       FailLocked(ToGrpcStatus(absl::Status(
@@ -499,14 +504,32 @@ class EmbedStreamCall
                 absl::StatusOr<EmbedResult> result) {
     absl::MutexLock lock(&mu_);
     --pending_;
-    ++answers_;
+    const bool refused =
+        !result.ok() &&
+        result.status().code() == absl::StatusCode::kResourceExhausted;
+    std::optional<Sent> sent;
+    if (auto it = sent_.find(key); it != sent_.end()) {
+      sent = std::move(it->second);
+      sent_.erase(it);
+    }
+    if (!refused) ++answers_;
     if (handles_.erase(key) == 0 && !failed_) answered_.insert(key);
     if (failed_) {
       PumpLocked();
       return;
     }
-    // One of ours left the engine's queue: room for the parked request.
-    RetryParkedLocked();
+    if (refused && sent.has_value() &&
+        (pending_ > 0 || answers_ != sent->answers_at_submit)) {
+      // Refused for room after it was accepted for tokenization: park it
+      // like a refused submit. With nothing of ours left in flight but an
+      // answer since it was sent, room was freed: retry now.
+      parked_.emplace_back(key, std::move(sent->req));
+      if (pending_ == 0) RetryParkedLocked();
+      PumpLocked();
+      return;
+    }
+    // One of ours left the engine's queue: room for the parked requests.
+    if (!refused) RetryParkedLocked();
     if (failed_) return;
     if (!result.ok()) {
       FailLocked(ToGrpcStatus(absl::Status(
@@ -563,23 +586,26 @@ class EmbedStreamCall
         });
   }
 
-  // Submits the parked request again (engine Submit never calls back
-  // inside, so mu_ may be held). Refused again, it stays parked while
-  // others of this stream are in flight; with none, the stream fails.
+  // Submits the parked requests again, oldest first (engine Submit never
+  // calls back inside, so mu_ may be held), until one is refused again: it
+  // stays parked while others of this stream are in flight; with none, the
+  // stream fails. Reading resumes once none is parked.
   void RetryParkedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!parked_.has_value() || failed_) return;
-    v1::EmbedRequest req = std::move(*parked_);
-    parked_.reset();
-    ++pending_;
-    std::string model_name;
-    auto handle = SubmitOne(req, parked_key_, &model_name);
-    if (AfterSubmitLocked(handle, parked_key_, req, answers_) && !parked_) {
-      MaybeReadLocked();
+    while (!parked_.empty() && !failed_) {
+      auto [key, req] = std::move(parked_.front());
+      parked_.pop_front();
+      ++pending_;
+      sent_[key] = Sent{req, answers_};
+      std::string model_name;
+      auto handle = SubmitOne(req, key, &model_name);
+      if (!AfterSubmitLocked(handle, key, req, answers_)) return;
+      if (!handle.ok()) break;  // parked again: wait for an answer
     }
+    if (parked_.empty()) MaybeReadLocked();
   }
 
   void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (reading_ || reads_done_ || failed_ || parked_.has_value()) return;
+    if (reading_ || reads_done_ || failed_ || !parked_.empty()) return;
     if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
     reading_ = true;
     StartRead(&request_);
@@ -596,6 +622,8 @@ class EmbedStreamCall
       for (auto& [k, h] : handles_) h->Abort();
       handles_.clear();
       answered_.clear();
+      sent_.clear();
+      parked_.clear();
     }
     PumpLocked();
   }
@@ -609,11 +637,11 @@ class EmbedStreamCall
     }
     // Ends once the stream failed, or the client is done and every request
     // it sent was answered.
-    if (failed_ || (reads_done_ && pending_ == 0)) {
+    if (failed_ || (reads_done_ && pending_ == 0 && parked_.empty())) {
       finished_ = true;
       stats_.set_status(final_status_);
       Finish(final_status_);
-    } else if (draining_ && pending_ == 0) {
+    } else if (draining_ && pending_ == 0 && parked_.empty()) {
       // Every request of the stream was answered and written; the server
       // takes no new ones.
       finished_ = true;
@@ -637,10 +665,18 @@ class EmbedStreamCall
   std::map<int64_t, std::shared_ptr<RequestHandle>> handles_ ABSL_GUARDED_BY(mu_);
   // Requests answered before SubmitOne stored their handle.
   std::set<int64_t> answered_ ABSL_GUARDED_BY(mu_);
-  // A request the engine's full queue refused while others of this stream
-  // were in flight; submitted again when one of them is answered.
-  std::optional<v1::EmbedRequest> parked_ ABSL_GUARDED_BY(mu_);
-  int64_t parked_key_ ABSL_GUARDED_BY(mu_) = 0;
+  // Requests the engine's full queue refused while others of this stream
+  // were in flight, by key, oldest first; submitted again when one of them
+  // is answered.
+  std::deque<std::pair<int64_t, v1::EmbedRequest>> parked_
+      ABSL_GUARDED_BY(mu_);
+  // Requests submitted and not answered yet, with answers_ at their submit
+  // (a refusal through the callback parks the request again).
+  struct Sent {
+    v1::EmbedRequest req;
+    int64_t answers_at_submit = 0;
+  };
+  std::map<int64_t, Sent> sent_ ABSL_GUARDED_BY(mu_);
   // Responses to write; the front one is in flight while writing_.
   std::deque<v1::EmbedResponse> queue_ ABSL_GUARDED_BY(mu_);
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;

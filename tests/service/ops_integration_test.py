@@ -901,6 +901,28 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(server.stop(), 0, server.output())
         channel.close()
 
+    def test_embed_stream_burst_above_the_token_budget_is_backpressured(self):
+        # The engine queue holds 64 tokens; a refusal for tokens is only
+        # known after tokenization, so it reaches the stream through the
+        # engine's callback (tokenization workers) rather than at submit.
+        # The stream must still slow down, not fail.
+        if not model_path("bert-embed"):
+            self.skipTest("bert-embed absent")
+        server = Inferd([("bert-embed", model_path("bert-embed"))],
+                        ["--max-queue-tokens", "64",
+                         "--tokenization-workers", "1"])
+        channel = self.grpc.insecure_channel(server.address)
+        wait_serving(channel)
+        stub = self.ipb_grpc.InferenceStub(channel)
+        reqs = [self.ipb.EmbedRequest(model="bert-embed", id=f"t{i}",
+                                      texts=[f"burst text number {i}"] * (1 + i % 3))
+                for i in range(120)]
+        got = [r.id for r in stub.Embed(iter(reqs), timeout=300)]
+        self.assertEqual(sorted(got), sorted(q.id for q in reqs))
+        self.assertEqual(len(got), len(set(got)))
+        self.assertEqual(server.stop(), 0, server.output())
+        channel.close()
+
     def test_drain_ends_an_idle_embed_stream_at_once(self):
         # A client that keeps an Embed stream open with nothing in flight
         # must not hold the drain for its whole timeout (300 s here).
