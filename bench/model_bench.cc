@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "device/cpu/thread_pool.h"
+#include "runtime/loader/model_dir.h"
 #include "runtime/model/model_runner.h"
 
 namespace inferd {
@@ -263,6 +264,68 @@ BENCHMARK(BM_DecoderStoriesDecode)
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->MinTime(1.0);
+
+// Batch-1 decode of a GGUF file given by INFERD_BENCH_GGUF (e.g. the
+// SmolLM2 file fetch-models.sh brings, or bench/compare's TinyLlama-shaped
+// files): ms per decoded token (the time column) at a context of 128-256
+// tokens, and the file's tensor bytes per second. The model-side figure the gRPC one
+// (bench/compare) is compared with.
+void BM_GgufDecode(benchmark::State& state) {
+  const char* path = std::getenv("INFERD_BENCH_GGUF");
+  if (path == nullptr || !std::ifstream(path).good()) {
+    state.SkipWithError("set INFERD_BENCH_GGUF to a .gguf file");
+    return;
+  }
+  auto weights = OpenModelWeights(path);
+  if (!weights.ok()) {
+    state.SkipWithError(weights.status().ToString().c_str());
+    return;
+  }
+  // Every tensor of the file (as bench/compare counts them).
+  const double bytes = static_cast<double>((*weights)->total_bytes());
+  ModelRunnerOptions options;
+  options.model_dir = path;
+  options.weights = std::move(weights).value();
+  options.threads = Threads();
+  auto created = CreateModelRunner(options);
+  if (!created.ok()) {
+    state.SkipWithError(created.status().ToString().c_str());
+    return;
+  }
+  std::unique_ptr<ModelRunnerBase> runner = std::move(*created);
+  constexpr int kBlockSize = 16;
+  constexpr int kContext = 128;
+  constexpr int kMaxLen = 256;
+  if (!runner->AllocateKvCache(kMaxLen / kBlockSize, kBlockSize).ok()) {
+    state.SkipWithError("KV cache allocation failed");
+    return;
+  }
+  BatchPlan decode;
+  SequencePlan d;
+  d.token_ids = {42};
+  for (int b = 0; b < kMaxLen / kBlockSize; ++b) d.block_table.push_back(b);
+  d.output = StepOutput::kLastLogits;
+  decode.seqs.push_back(d);
+  int pos = kContext;
+  for (auto _ : state) {
+    decode.seqs[0].start_pos = pos;
+    auto result = runner->Execute(decode);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(result->seqs[0].values.data());
+    if (++pos >= kMaxLen) pos = kContext;
+  }
+  // The time column is ms per decoded token (one iteration = one token).
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GgufDecode)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->MinTime(3.0);
 
 }  // namespace
 }  // namespace inferd
