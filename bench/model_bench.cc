@@ -217,6 +217,38 @@ BENCHMARK(BM_DecoderTinyLlamaDecode)
     ->UseRealTime()
     ->MinTime(3.0);
 
+// Decodes one token per benchmark iteration with a single sequence whose
+// position cycles through [first_pos, 256) of a 256-token KV cache (what
+// came before is whatever the cache holds: the step's cost, not its output,
+// is measured). False (and the benchmark skipped) on an error.
+bool DecodeOneTokenPerIteration(benchmark::State& state,
+                                ModelRunnerBase& runner, int first_pos) {
+  constexpr int kBlockSize = 16;
+  constexpr int kMaxLen = 256;
+  if (!runner.AllocateKvCache(kMaxLen / kBlockSize, kBlockSize).ok()) {
+    state.SkipWithError("KV cache allocation failed");
+    return false;
+  }
+  BatchPlan decode;
+  SequencePlan d;
+  d.token_ids = {42};
+  for (int b = 0; b < kMaxLen / kBlockSize; ++b) d.block_table.push_back(b);
+  d.output = StepOutput::kLastLogits;
+  decode.seqs.push_back(d);
+  int pos = first_pos;
+  for (auto _ : state) {
+    decode.seqs[0].start_pos = pos;
+    auto result = runner.Execute(decode);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      return false;
+    }
+    benchmark::DoNotOptimize(result->seqs[0].values.data());
+    if (++pos >= kMaxLen) pos = first_pos;
+  }
+  return true;
+}
+
 void BM_DecoderStoriesDecode(benchmark::State& state) {
   const std::string dir = INFERD_SHARED_MODELS_DIR "/stories260K";
   if (!Exists(dir)) {
@@ -231,30 +263,7 @@ void BM_DecoderStoriesDecode(benchmark::State& state) {
     state.SkipWithError(created.status().ToString().c_str());
     return;
   }
-  std::unique_ptr<ModelRunnerBase> runner = std::move(*created);
-  constexpr int kBlockSize = 16;
-  constexpr int kMaxLen = 256;
-  if (!runner->AllocateKvCache(kMaxLen / kBlockSize, kBlockSize).ok()) {
-    state.SkipWithError("KV cache allocation failed");
-    return;
-  }
-  BatchPlan decode;
-  SequencePlan d;
-  d.token_ids = {42};
-  for (int b = 0; b < kMaxLen / kBlockSize; ++b) d.block_table.push_back(b);
-  d.output = StepOutput::kLastLogits;
-  decode.seqs.push_back(d);
-  int pos = 0;
-  for (auto _ : state) {
-    decode.seqs[0].start_pos = pos;
-    auto result = runner->Execute(decode);
-    if (!result.ok()) {
-      state.SkipWithError(result.status().ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(result->seqs[0].values.data());
-    if (++pos >= kMaxLen) pos = 0;
-  }
+  if (!DecodeOneTokenPerIteration(state, **created, 0)) return;
   state.counters["us/step"] =
       benchmark::Counter(1e-6, benchmark::Counter::kIsIterationInvariantRate |
                                    benchmark::Counter::kInvert);
@@ -292,30 +301,8 @@ void BM_GgufDecode(benchmark::State& state) {
     state.SkipWithError(created.status().ToString().c_str());
     return;
   }
-  std::unique_ptr<ModelRunnerBase> runner = std::move(*created);
-  constexpr int kBlockSize = 16;
-  constexpr int kContext = 128;
-  constexpr int kMaxLen = 256;
-  if (!runner->AllocateKvCache(kMaxLen / kBlockSize, kBlockSize).ok()) {
-    state.SkipWithError("KV cache allocation failed");
+  if (!DecodeOneTokenPerIteration(state, **created, /*first_pos=*/128)) {
     return;
-  }
-  BatchPlan decode;
-  SequencePlan d;
-  d.token_ids = {42};
-  for (int b = 0; b < kMaxLen / kBlockSize; ++b) d.block_table.push_back(b);
-  d.output = StepOutput::kLastLogits;
-  decode.seqs.push_back(d);
-  int pos = kContext;
-  for (auto _ : state) {
-    decode.seqs[0].start_pos = pos;
-    auto result = runner->Execute(decode);
-    if (!result.ok()) {
-      state.SkipWithError(result.status().ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(result->seqs[0].values.data());
-    if (++pos >= kMaxLen) pos = kContext;
   }
   // The time column is ms per decoded token (one iteration = one token).
   state.counters["weight_GB/s"] = benchmark::Counter(

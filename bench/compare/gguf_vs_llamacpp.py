@@ -52,21 +52,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-CONVERSATIONS = [
-    [("user", "Hello! Who are you?")],
-    [("user", "What is the capital of France?")],
-    [("system", "You are a concise assistant."),
-     ("user", "Name three colors.")],
-    [("user", "Write a haiku about the sea.")],
-    [("user", "How many legs does a spider have?")],
-    [("user", "Translate 'good morning' to Spanish.")],
-    [("user", "Hi"), ("assistant", "Hello! How can I help?"),
-     ("user", "Tell me a fun fact about cats.")],
-    [("user", "What is 2 + 2?")],
-    [("user", "Give me a tip for learning to code.")],
-    [("system", "Answer in one sentence."),
-     ("user", "Why is the sky blue?")],
-]
+# The conversations of the CI fidelity test (tests/gguf/smollm2_test.py),
+# so both compare the same prompts.
+sys.path.insert(0, os.path.join(ROOT, "tests", "gguf"))
+from smollm2_test import CONVERSATIONS  # noqa: E402
 
 # TinyLlama-1.1B's shape.
 TINYLLAMA = dict(hidden=2048, layers=22, heads=32, kv_heads=4, ffn=5632,

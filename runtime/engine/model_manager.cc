@@ -45,12 +45,16 @@ std::string DefaultPooling(const Workflow& w, const SentenceTransformersConfig& 
 
 ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
                          SentenceTransformersConfig st,
-                         TokenizerConfig tok_config, Workflow workflow)
+                         TokenizerConfig tok_config, Workflow workflow,
+                         std::string tokenizer_json_path,
+                         std::string tokenizer_json)
     : spec_(std::move(spec)),
       config_(std::move(config)),
       st_(std::move(st)),
       tok_config_(std::move(tok_config)),
-      workflow_(std::move(workflow)) {
+      workflow_(std::move(workflow)),
+      tokenizer_json_path_(std::move(tokenizer_json_path)),
+      tokenizer_json_(std::move(tokenizer_json)) {
   ServedModelInfo& i = info_;
   i.name = spec_.name;
   i.path = spec_.path;
@@ -199,13 +203,11 @@ absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
   };
   if (cancelled()) return absl::UnavailableError("loading cancelled");
   const absl::Time start = absl::Now();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
-      absl::InternalError("no tokenizer");
-  if (auto json = LoadModelTokenizerJson(spec_.path); json.ok()) {
-    tok = Tokenizer::FromJson(*json);
-  } else {
-    tok = json.status();
-  }
+  // A GGUF file's tokenizer was built when the model was opened; a
+  // directory's tokenizer.json is read now.
+  auto tok = tokenizer_json_.empty() ? Tokenizer::FromFile(tokenizer_json_path_)
+                                     : Tokenizer::FromJson(tokenizer_json_);
+  std::string().swap(tokenizer_json_);  // not needed any more
   if (!tok.ok()) {
     absl::Status s = Annotate(tok.status(), spec_.name);
     SetFailed(s);
@@ -263,7 +265,8 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(
     if (!workflow.ok()) return Annotate(workflow.status(), spec.name);
     auto model = std::make_unique<ServedModel>(
         std::move(spec), std::move(dir->config), std::move(dir->st),
-        std::move(dir->tokenizer_config), std::move(workflow).value());
+        std::move(dir->tokenizer_config), std::move(workflow).value(),
+        std::move(dir->tokenizer_json_path), std::move(dir->tokenizer_json));
     // A component no one registered is a startup error, not a FAILED model.
     RETURN_IF_ERROR(model->CheckComponents());
     m->models_.push_back(std::move(model));

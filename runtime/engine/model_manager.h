@@ -32,9 +32,12 @@ class StepObserver;
 // One served model. Immutable after it becomes READY, except state.
 class ServedModel {
  public:
+  // The tokenizer: `tokenizer_json` when not empty (a GGUF file's, built
+  // while opening it), else the file `tokenizer_json_path`; read by Load.
   ServedModel(ModelSpec spec, ModelConfig config,
               SentenceTransformersConfig st, TokenizerConfig tok_config,
-              Workflow workflow);
+              Workflow workflow, std::string tokenizer_json_path,
+              std::string tokenizer_json);
   ~ServedModel();
 
   const ModelSpec& spec() const { return spec_; }
@@ -90,6 +93,8 @@ class ServedModel {
   const TokenizerConfig tok_config_;
   const Workflow workflow_;
 
+  const std::string tokenizer_json_path_;
+  std::string tokenizer_json_;  // emptied by Load
   // Parsed once at construction; null without a (usable) template.
   std::unique_ptr<const ChatTemplate> chat_template_;
   std::string chat_template_error_;

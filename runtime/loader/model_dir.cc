@@ -90,16 +90,6 @@ absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
   return dir;
 }
 
-absl::StatusOr<std::string> LoadModelTokenizerJson(const std::string& path) {
-  if (IsGgufPath(path)) {
-    ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
-    ASSIGN_OR_RETURN(GgufTokenizer tok, LoadGgufTokenizer(*file));
-    return std::move(tok.tokenizer_json);
-  }
-  const std::string file = loader_internal::JoinPath(path, "tokenizer.json");
-  return loader_internal::ReadTextFile(file);
-}
-
 absl::StatusOr<std::unique_ptr<WeightStore>> OpenModelWeights(
     const std::string& path) {
   if (IsGgufPath(path)) {

@@ -37,10 +37,6 @@ struct ModelDirectory {
 absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
                                                   bool load_weights);
 
-// The tokenizer.json text of the model at `path` (read from the directory,
-// or built from a GGUF file's metadata).
-absl::StatusOr<std::string> LoadModelTokenizerJson(const std::string& path);
-
 // The weights of the model at `path` (safetensors of a directory, or the
 // tensors of a GGUF file), memory-mapped.
 absl::StatusOr<std::unique_ptr<WeightStore>> OpenModelWeights(

@@ -318,19 +318,27 @@ def decoder_mask(T, window, bidirectional):
     return allowed
 
 
-def decoder_forward(cfg, w, ids, bidirectional=False):
-    """(final-norm hidden states [T, H], logits [T, V] or None)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    T = len(ids)
+def _decoder_dims(cfg):
     H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     kv = cfg.get("num_key_value_heads") or heads
     # Qwen3's head_dim defaults to 128 (Qwen3Config), others to H / heads.
     D = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else H // heads)
+    return heads, kv, D
+
+
+def _decoder_layers(cfg, w, ids, attend):
+    """Runs the decoder blocks over token ids [T] and returns the final-norm
+    hidden states [T, H]. `attend(layer, q, k, v)` gets this step's
+    projections (q [T, heads, D], k and v [T, kv, D], Qwen3's q/k norms
+    applied, no RoPE yet) and returns the attention output [T, heads * D]:
+    the callers differ only in positions, masks and what earlier tokens'
+    keys/values they attend to."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = len(ids)
+    heads, kv, D = _decoder_dims(cfg)
     qk_norm = cfg["model_type"] == "qwen3"
     eps = cfg.get("rms_norm_eps", 1e-6)
     act = activation(cfg.get("hidden_act", "silu"))
-    positions = np.arange(T, dtype=np.float64)
-    inv_freq, rope_scale = rope_inv_freq(cfg, D, T)
     x = w("embed_tokens.weight")[ids]
     for layer in range(cfg["num_hidden_layers"]):
         p = "layers.%d." % layer
@@ -340,30 +348,79 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
             return linear(inp, w(p + name + ".weight"), bias)
 
         h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
-        q = proj("self_attn.q_proj", h).reshape(T, heads, D).transpose(1, 0, 2)
-        k = proj("self_attn.k_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
-        v = proj("self_attn.v_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
+        q = proj("self_attn.q_proj", h).reshape(T, heads, D)
+        k = proj("self_attn.k_proj", h).reshape(T, kv, D)
+        v = proj("self_attn.v_proj", h).reshape(T, kv, D)
         if qk_norm:
             # Qwen3: RMSNorm over each head's vector, before RoPE.
             q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
             k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
-        q = apply_rope(q, positions, inv_freq, rope_scale)
-        k = apply_rope(k, positions, inv_freq, rope_scale)
-        mask = decoder_mask(T, sliding_window_for_layer(cfg, layer), bidirectional)
-        ctx = attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, heads * D)
-        x = x + proj("self_attn.o_proj", ctx)
+        x = x + proj("self_attn.o_proj", attend(layer, q, k, v))
         h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
         x = x + proj("mlp.down_proj", act(proj("mlp.gate_proj", h)) * proj("mlp.up_proj", h))
-    x = rms_norm(x, w("norm.weight"), eps)
+    return rms_norm(x, w("norm.weight"), eps)
+
+
+def _lm_head(cfg, w):
+    if "lm_head.weight" in w.t:
+        return w.t["lm_head.weight"]
+    if cfg.get("tie_word_embeddings", False):
+        return w("embed_tokens.weight")
+    raise KeyError("lm_head.weight missing and tie_word_embeddings is false")
+
+
+def _heads_first(a):
+    """[T, heads, D] -> [heads, T, D]."""
+    return a.transpose(1, 0, 2)
+
+
+def decoder_forward(cfg, w, ids, bidirectional=False):
+    """(final-norm hidden states [T, H], logits [T, V] or None)."""
+    T = len(ids)
+    heads, _, D = _decoder_dims(cfg)
+    positions = np.arange(T, dtype=np.float64)
+    inv_freq, rope_scale = rope_inv_freq(cfg, D, T)
+
+    def attend(layer, q, k, v):
+        q = apply_rope(_heads_first(q), positions, inv_freq, rope_scale)
+        k = apply_rope(_heads_first(k), positions, inv_freq, rope_scale)
+        mask = decoder_mask(T, sliding_window_for_layer(cfg, layer), bidirectional)
+        return attention(q, k, _heads_first(v), mask).transpose(1, 0, 2).reshape(T, heads * D)
+
+    x = _decoder_layers(cfg, w, ids, attend)
     if not cfg["architectures"][0].endswith("ForCausalLM"):
         return x, None
-    if "lm_head.weight" in w.t:
-        head = w.t["lm_head.weight"]
-    elif cfg.get("tie_word_embeddings", False):
-        head = w("embed_tokens.weight")
-    else:
-        raise KeyError("lm_head.weight missing and tie_word_embeddings is false")
-    return x, x @ head.T
+    return x, x @ _lm_head(cfg, w).T
+
+
+def _check_static_rope(cfg):
+    _, scaling = rope_parameters(cfg)
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "dynamic":
+        raise ValueError("cached decoding: dynamic RoPE depends on the length")
+
+
+def _attend_cached(cfg, layer, q, k, v, cache, start):
+    """Causal attention of new tokens q/k/v ([T, *, D], positions start..)
+    over the keys/values `cache` holds for this layer (appended to)."""
+    T = q.shape[0]
+    heads, _, D = _decoder_dims(cfg)
+    positions = np.arange(start, start + T, dtype=np.float64)
+    inv_freq, rope_scale = rope_inv_freq(cfg, D, start + T)
+    q = apply_rope(_heads_first(q), positions, inv_freq, rope_scale)
+    k = apply_rope(_heads_first(k), positions, inv_freq, rope_scale)
+    v = _heads_first(v)
+    if layer in cache:
+        pk, pv = cache[layer]
+        k = np.concatenate([pk, k], axis=1)
+        v = np.concatenate([pv, v], axis=1)
+    cache[layer] = (k, v)
+    window = sliding_window_for_layer(cfg, layer)
+    i = np.arange(start, start + T)[:, None]
+    j = np.arange(start + T)[None, :]
+    mask = j <= i
+    if window is not None:
+        mask &= (i - j) < window
+    return attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, heads * D)
 
 
 def decoder_step(cfg, w, ids, cache):
@@ -372,59 +429,12 @@ def decoder_step(cfg, w, ids, cache):
     [kv_heads, T, D]). Returns the logits of the new tokens [T, V]. The same
     computation as decoder_forward on the whole sequence, without
     recomputing earlier tokens (greedy decoding of long outputs)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    T = len(ids)
+    _check_static_rope(cfg)
     start = cache.get("len", 0)
-    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
-    kv = cfg.get("num_key_value_heads") or heads
-    D = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else H // heads)
-    qk_norm = cfg["model_type"] == "qwen3"
-    eps = cfg.get("rms_norm_eps", 1e-6)
-    act = activation(cfg.get("hidden_act", "silu"))
-    theta, scaling = rope_parameters(cfg)
-    if scaling and scaling.get("rope_type", scaling.get("type")) == "dynamic":
-        raise ValueError("decoder_step: dynamic RoPE depends on the length")
-    positions = np.arange(start, start + T, dtype=np.float64)
-    inv_freq, rope_scale = rope_inv_freq(cfg, D, start + T)
-    x = w("embed_tokens.weight")[ids]
-    for layer in range(cfg["num_hidden_layers"]):
-        p = "layers.%d." % layer
-
-        def proj(name, inp):
-            bias = w(p + name + ".bias") if w.has(p + name + ".bias") else None
-            return linear(inp, w(p + name + ".weight"), bias)
-
-        h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
-        q = proj("self_attn.q_proj", h).reshape(T, heads, D).transpose(1, 0, 2)
-        k = proj("self_attn.k_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
-        v = proj("self_attn.v_proj", h).reshape(T, kv, D).transpose(1, 0, 2)
-        if qk_norm:
-            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
-            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
-        q = apply_rope(q, positions, inv_freq, rope_scale)
-        k = apply_rope(k, positions, inv_freq, rope_scale)
-        if layer in cache:
-            pk, pv = cache[layer]
-            k = np.concatenate([pk, k], axis=1)
-            v = np.concatenate([pv, v], axis=1)
-        cache[layer] = (k, v)
-        window = sliding_window_for_layer(cfg, layer)
-        i = np.arange(start, start + T)[:, None]
-        j = np.arange(start + T)[None, :]
-        mask = j <= i
-        if window is not None:
-            mask &= (i - j) < window
-        ctx = attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, heads * D)
-        x = x + proj("self_attn.o_proj", ctx)
-        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
-        x = x + proj("mlp.down_proj", act(proj("mlp.gate_proj", h)) * proj("mlp.up_proj", h))
-    cache["len"] = start + T
-    x = rms_norm(x, w("norm.weight"), eps)
-    if "lm_head.weight" in w.t:
-        head = w.t["lm_head.weight"]
-    else:
-        head = w("embed_tokens.weight")
-    return x @ head.T
+    x = _decoder_layers(
+        cfg, w, ids, lambda layer, q, k, v: _attend_cached(cfg, layer, q, k, v, cache, start))
+    cache["len"] = start + len(ids)
+    return x @ _lm_head(cfg, w).T
 
 
 def decode_batch(cfg, w, tokens, caches):
@@ -433,56 +443,19 @@ def decode_batch(cfg, w, tokens, caches):
     Projections run as one matrix product over the batch, so each weight is
     read once per step; attention runs per sequence. Returns logits
     [len(tokens), V]. Same arithmetic as decoder_step row by row."""
-    B = len(tokens)
-    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
-    kv = cfg.get("num_key_value_heads") or heads
-    D = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else H // heads)
-    qk_norm = cfg["model_type"] == "qwen3"
-    eps = cfg.get("rms_norm_eps", 1e-6)
-    act = activation(cfg.get("hidden_act", "silu"))
-    theta, scaling = rope_parameters(cfg)
-    if scaling and scaling.get("rope_type", scaling.get("type")) == "dynamic":
-        raise ValueError("decode_batch: dynamic RoPE depends on the length")
+    _check_static_rope(cfg)
     starts = [c.get("len", 0) for c in caches]
-    x = w("embed_tokens.weight")[np.asarray(tokens, dtype=np.int64)]
-    for layer in range(cfg["num_hidden_layers"]):
-        p = "layers.%d." % layer
 
-        def proj(name, inp):
-            bias = w(p + name + ".bias") if w.has(p + name + ".bias") else None
-            return linear(inp, w(p + name + ".weight"), bias)
+    def attend(layer, q, k, v):
+        return np.concatenate([
+            _attend_cached(cfg, layer, q[b:b + 1], k[b:b + 1], v[b:b + 1],
+                           caches[b], starts[b])
+            for b in range(len(tokens))])
 
-        h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
-        q = proj("self_attn.q_proj", h).reshape(B, heads, D)
-        k = proj("self_attn.k_proj", h).reshape(B, kv, D)
-        v = proj("self_attn.v_proj", h).reshape(B, kv, D)
-        if qk_norm:
-            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
-            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
-        window = sliding_window_for_layer(cfg, layer)
-        ctx = np.empty((B, heads * D))
-        for b in range(B):
-            pos = np.array([float(starts[b])])
-            inv_freq, rope_scale = rope_inv_freq(cfg, D, starts[b] + 1)
-            qb = apply_rope(q[b][:, None, :], pos, inv_freq, rope_scale)
-            kb = apply_rope(k[b][:, None, :], pos, inv_freq, rope_scale)
-            pk, pv = caches[b][layer]
-            kb = np.concatenate([pk, kb], axis=1)
-            vb = np.concatenate([pv, v[b][:, None, :]], axis=1)
-            caches[b][layer] = (kb, vb)
-            j = np.arange(starts[b] + 1)[None, :]
-            mask = j <= starts[b]
-            if window is not None:
-                mask &= (starts[b] - j) < window
-            ctx[b] = attention(qb, kb, vb, mask).transpose(1, 0, 2).reshape(heads * D)
-        x = x + proj("self_attn.o_proj", ctx)
-        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
-        x = x + proj("mlp.down_proj", act(proj("mlp.gate_proj", h)) * proj("mlp.up_proj", h))
-    for b in range(B):
-        caches[b]["len"] = starts[b] + 1
-    x = rms_norm(x, w("norm.weight"), eps)
-    head = w.t["lm_head.weight"] if "lm_head.weight" in w.t else w("embed_tokens.weight")
-    return x @ head.T
+    x = _decoder_layers(cfg, w, tokens, attend)
+    for b, c in enumerate(caches):
+        c["len"] = starts[b] + 1
+    return x @ _lm_head(cfg, w).T
 
 
 def greedy_cached_batch(cfg, w, prompts, n, eos_ids=()):
