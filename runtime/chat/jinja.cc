@@ -49,22 +49,6 @@ struct Frame {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
-const char* TypeName(const Value& v) {
-  switch (v.type()) {
-    case Value::Type::kUndefined: return "Undefined";
-    case Value::Type::kNone: return "NoneType";
-    case Value::Type::kBool: return "bool";
-    case Value::Type::kInt: return "int";
-    case Value::Type::kFloat: return "float";
-    case Value::Type::kString: return "str";
-    case Value::Type::kList: return v.is_tuple() ? "tuple" : "list";
-    case Value::Type::kDict: return "dict";
-    case Value::Type::kNamespace: return "Namespace";
-    case Value::Type::kCallable: return "function";
-  }
-  return "object";
-}
-
 // Case mapping for ASCII, Latin-1, basic Greek and Cyrillic (what chat
 // content mostly needs); other code points are left as they are.
 uint32_t UpperCp(uint32_t c) {
@@ -420,7 +404,7 @@ class Renderer {
         return chars;
       }
       default:
-        return Err(at, absl::StrCat("'", TypeName(v), "' object is not iterable"));
+        return Err(at, absl::StrCat("'", PyTypeName(v), "' object is not iterable"));
     }
   }
 
@@ -534,7 +518,7 @@ class Renderer {
         if (!v.is_number()) {
           return Err(e, absl::StrCat("bad operand type for unary ",
                                      e.kind == Expr::Kind::kNeg ? "-" : "+", ": '",
-                                     TypeName(v), "'"));
+                                     PyTypeName(v), "'"));
         }
         if (e.kind == Expr::Kind::kPos) return v.is_bool() ? Value::Int(v.int_value()) : v;
         if (v.is_float()) return Value::Float(-v.AsDouble());
@@ -665,7 +649,7 @@ class Renderer {
       chars = Utf8Chars(obj.str());
       n = static_cast<int64_t>(chars.size());
     } else {
-      return Err(at, absl::StrCat("'", TypeName(obj), "' object is not subscriptable"));
+      return Err(at, absl::StrCat("'", PyTypeName(obj), "' object is not subscriptable"));
     }
     auto has = [](const Value& v) { return v.is_int() || v.is_bool(); };
     int64_t step = has(parts[2]) ? parts[2].int_value() : 1;
@@ -731,7 +715,7 @@ class Renderer {
       case Value::Type::kString:
         if (!item.is_string()) {
           return Err(at, absl::StrCat("'in <string>' requires string as left operand, not ",
-                                      TypeName(item)));
+                                      PyTypeName(item)));
         }
         return container.str().find(item.str()) != std::string::npos;
       case Value::Type::kList:
@@ -742,7 +726,7 @@ class Renderer {
       case Value::Type::kDict:
         return container.dict().Find(item) != nullptr;
       default:
-        return Err(at, absl::StrCat("argument of type '", TypeName(container),
+        return Err(at, absl::StrCat("argument of type '", PyTypeName(container),
                                     "' is not iterable"));
     }
   }
@@ -760,7 +744,7 @@ class Renderer {
       if (l.is_undefined()) return UndefinedError(at, *at.args[0]);
       if (r.is_undefined()) return UndefinedError(at, *at.args[1]);
       return Err(at, absl::StrCat("unsupported operand type(s) for ", op, ": '",
-                                  TypeName(l), "' and '", TypeName(r), "'"));
+                                  PyTypeName(l), "' and '", PyTypeName(r), "'"));
     };
     if (l.is_number() && r.is_number()) {
       bool fl = l.is_float() || r.is_float();
@@ -901,7 +885,7 @@ class Renderer {
                                   const std::vector<Value>& args, const Kwargs& kwargs) {
     if (fn.is_undefined()) return UndefinedError(at, callee);
     if (!fn.is_callable()) {
-      return Err(at, absl::StrCat("'", TypeName(fn), "' object is not callable"));
+      return Err(at, absl::StrCat("'", PyTypeName(fn), "' object is not callable"));
     }
     const Callable& c = *fn.fn();
     if (c.macro != nullptr) return CallMacro(at, *static_cast<const Stmt*>(c.macro), args, kwargs);
@@ -916,7 +900,7 @@ class Renderer {
         int64_t start = 0, stop = 0, step = 1;
         for (const Value& a : args) {
           if (!a.is_int() && !a.is_bool()) {
-            return Err(at, absl::StrCat("'", TypeName(a), "' object cannot be interpreted as an integer"));
+            return Err(at, absl::StrCat("'", PyTypeName(a), "' object cannot be interpreted as an integer"));
           }
         }
         if (args.size() == 1) {
@@ -1018,7 +1002,7 @@ class Renderer {
                                    const std::vector<Value>& args, const Kwargs& kwargs) {
     for (const char* unsafe : kUnsafeMethods) {
       if (name == unsafe) {
-        return Err(at, absl::StrCat("access to attribute '", name, "' of '", TypeName(obj),
+        return Err(at, absl::StrCat("access to attribute '", name, "' of '", PyTypeName(obj),
                                     "' object is unsafe"));
       }
     }
@@ -1350,7 +1334,7 @@ class Renderer {
     }
     if (name == "length" || name == "count") {
       int64_t n = v.Length();
-      if (n < 0) return Err(at, absl::StrCat("object of type '", TypeName(v), "' has no len()"));
+      if (n < 0) return Err(at, absl::StrCat("object of type '", PyTypeName(v), "' has no len()"));
       return Value::Int(n);
     }
     if (name == "string") {
@@ -1493,7 +1477,7 @@ class Renderer {
         if (v.int_value() == std::numeric_limits<int64_t>::min()) return Err(at, "integer overflow");
         return Value::Int(std::llabs(v.int_value()));
       }
-      return Err(at, absl::StrCat("bad operand type for abs(): '", TypeName(v), "'"));
+      return Err(at, absl::StrCat("bad operand type for abs(): '", PyTypeName(v), "'"));
     }
     if (name == "round") {
       const Value* precision = arg(0, "precision");
@@ -1503,7 +1487,7 @@ class Renderer {
       if (m != "common" && m != "ceil" && m != "floor") {
         return Err(at, "method must be common, ceil or floor");
       }
-      if (!v.is_number()) return Err(at, absl::StrCat("type ", TypeName(v), " doesn't define __round__"));
+      if (!v.is_number()) return Err(at, absl::StrCat("type ", PyTypeName(v), " doesn't define __round__"));
       if (m == "common" && !v.is_float()) return Value::Int(v.int_value());
       double scale = std::pow(10.0, static_cast<double>(p));
       double x = v.AsDouble() * scale;

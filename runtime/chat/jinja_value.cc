@@ -444,7 +444,6 @@ bool Equals(const Value& a, const Value& b) {
   }
 }
 
-namespace {
 const char* PyTypeName(const Value& v) {
   switch (v.type()) {
     case Value::Type::kUndefined: return "Undefined";
@@ -460,7 +459,6 @@ const char* PyTypeName(const Value& v) {
   }
   return "object";
 }
-}  // namespace
 
 absl::StatusOr<bool> Less(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) {

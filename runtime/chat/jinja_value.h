@@ -147,6 +147,8 @@ std::vector<std::string> Utf8Chars(absl::string_view s);
 // UTF-8 decodes as itself.
 uint32_t DecodeUtf8(absl::string_view s, size_t* i);
 void AppendUtf8(uint32_t cp, std::string* out);
+// Python's name of a value's type ("str", "NoneType", ...), for messages.
+const char* PyTypeName(const Value& v);
 // Python str.isspace() for one code point.
 bool IsPySpace(uint32_t cp);
 
