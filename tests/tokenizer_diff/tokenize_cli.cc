@@ -11,6 +11,7 @@
 
 #include "nlohmann/json.hpp"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/tokenizer_diff/tokenize_lines.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -22,35 +23,5 @@ int main(int argc, char** argv) {
     std::cerr << argv[1] << ": " << tok.status() << "\n";
     return 1;
   }
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    nlohmann::json out;
-    std::string text;
-    try {
-      text = nlohmann::json::parse(line).get<std::string>();
-    } catch (const std::exception& e) {
-      std::cerr << "bad input line: " << e.what() << "\n";
-      return 1;
-    }
-    auto plain = (*tok)->Encode(text, /*add_special_tokens=*/false);
-    auto special = (*tok)->Encode(text, /*add_special_tokens=*/true);
-    if (!plain.ok() || !special.ok()) {
-      out["error"] = std::string(
-          (!plain.ok() ? plain.status() : special.status()).message());
-    } else {
-      out["ids"] = plain->ids;
-      out["special"] = special->ids;
-      auto decoded = (*tok)->Decode(plain->ids, /*skip_special_tokens=*/false);
-      if (decoded.ok()) {
-        out["decoded"] = *decoded;
-      } else {
-        out["decode_error"] = std::string(decoded.status().message());
-      }
-    }
-    // Invalid UTF-8 in a decoded string is replaced, not thrown on.
-    std::cout << out.dump(-1, ' ', false,
-                          nlohmann::json::error_handler_t::replace)
-              << "\n";
-  }
-  return 0;
+  return inferd::TokenizeLines(**tok);
 }

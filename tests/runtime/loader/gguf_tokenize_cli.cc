@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/loader/gguf_tokenizer.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/tokenizer_diff/tokenize_lines.h"
 
 namespace {
 
@@ -53,34 +54,5 @@ int main(int argc, char** argv) {
   std::cout << config.dump(-1, ' ', false,
                            nlohmann::json::error_handler_t::replace)
             << "\n";
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    nlohmann::json out;
-    std::string text;
-    try {
-      text = nlohmann::json::parse(line).get<std::string>();
-    } catch (const std::exception& e) {
-      std::cerr << "bad input line: " << e.what() << "\n";
-      return 1;
-    }
-    auto plain = (*tok)->Encode(text, /*add_special_tokens=*/false);
-    auto special = (*tok)->Encode(text, /*add_special_tokens=*/true);
-    if (!plain.ok() || !special.ok()) {
-      out["error"] = std::string(
-          (!plain.ok() ? plain.status() : special.status()).message());
-    } else {
-      out["ids"] = plain->ids;
-      out["special"] = special->ids;
-      auto decoded = (*tok)->Decode(plain->ids, /*skip_special_tokens=*/false);
-      if (decoded.ok()) {
-        out["decoded"] = *decoded;
-      } else {
-        out["decode_error"] = std::string(decoded.status().message());
-      }
-    }
-    std::cout << out.dump(-1, ' ', false,
-                          nlohmann::json::error_handler_t::replace)
-              << "\n";
-  }
-  return 0;
+  return inferd::TokenizeLines(**tok);
 }
