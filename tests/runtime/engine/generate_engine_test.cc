@@ -16,6 +16,7 @@
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/runtime/engine/test_gate.h"
 
 namespace inferd {
 namespace {
@@ -35,30 +36,7 @@ std::unique_ptr<Tokenizer> WordTokenizer() {
   return std::move(t).value();
 }
 
-// Holds callers until released, and tells the test how many entered
-// (synchronization without sleeps).
-class Gate {
- public:
-  void Enter() {
-    {
-      absl::MutexLock lock(&mu_);
-      ++entered_;
-      cv_.SignalAll();
-    }
-    release_.WaitForNotification();
-  }
-  void WaitEntered(int n) {
-    absl::MutexLock lock(&mu_);
-    while (entered_ < n) cv_.Wait(&mu_);
-  }
-  void Notify() { release_.Notify(); }
-
- private:
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  int entered_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Notification release_;
-};
+using testing_internal::Gate;
 
 // The chat template hook: records the threads it runs on, can block on a
 // gate, and refuses a first message "bad" as a template error would.

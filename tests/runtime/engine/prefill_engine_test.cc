@@ -15,6 +15,7 @@
 #include "runtime/engine/components.h"
 #include "runtime/engine/prefill_scheduler.h"
 #include "runtime/engine/workflow.h"
+#include "tests/runtime/engine/test_gate.h"
 
 namespace inferd {
 namespace {
@@ -227,30 +228,7 @@ TEST(PrefillOnlySchedulerTest, DropsAbortedAndExpiredBeforeScheduling) {
   EXPECT_EQ(answers[1].code(), absl::StatusCode::kDeadlineExceeded);
 }
 
-// Holds the fake model's forward passes until released, and tells the test
-// how many have started (synchronization without sleeps).
-class Gate {
- public:
-  void Enter() {
-    {
-      absl::MutexLock lock(&mu_);
-      ++entered_;
-      cv_.SignalAll();
-    }
-    release_.WaitForNotification();
-  }
-  void WaitEntered(int n) {
-    absl::MutexLock lock(&mu_);
-    while (entered_ < n) cv_.Wait(&mu_);
-  }
-  void Notify() { release_.Notify(); }
-
- private:
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  int entered_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Notification release_;
-};
+using testing_internal::Gate;
 
 // A fake model: hidden state row i of a sequence = [sum of ids, i, len];
 // classifier logits = [len, -len]. Counts calls; can block until released.
