@@ -97,9 +97,25 @@ void ContinuousBatchingScheduler::Preempt(SequenceState* seq,
   out->preempted_seq_ids.push_back(seq->seq_id);
 }
 
+bool ContinuousBatchingScheduler::AllocateOrPreempt(SequenceState* seq,
+                                                    int32_t num_tokens,
+                                                    SchedulerOutput* out) {
+  while (!kv_.AllocateSlots(seq->seq_id, num_tokens)) {
+    // Out of blocks: the most recently admitted request not scheduled this
+    // step gives its blocks back. `seq` itself qualifies, so one is found.
+    auto victim = std::find_if(running_.rbegin(), running_.rend(),
+                               [](const SequenceState* s) { return !s->in_step; });
+    SequenceState* v = *victim;
+    running_.erase(std::next(victim).base());
+    Preempt(v, out);
+    if (v == seq) return false;
+  }
+  return true;
+}
+
 void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
                                                 int32_t num_new,
-                                                int32_t num_hit,
+                                                int32_t num_hit, bool decode,
                                                 SchedulerOutput* out) {
   const int32_t start = seq->num_computed_tokens;
   const bool samples = start + num_new == seq->num_tokens();
@@ -119,11 +135,14 @@ void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
   s.num_new_tokens = num_new;
   s.num_cached_tokens = num_hit;
   s.samples = samples;
+  s.decode = decode;
   out->scheduled.push_back(s);
   out->num_scheduled_tokens += num_new;
+  (s.decode ? out->num_decode_tokens : out->num_prefill_tokens) += num_new;
 
   seq->num_computed_tokens += num_new;
   seq->awaiting_sample = samples;
+  seq->in_step = true;
   last_scheduled_.push_back(seq->seq_id);
 }
 
@@ -132,50 +151,66 @@ SchedulerOutput ContinuousBatchingScheduler::Schedule() {
   last_scheduled_.clear();
   int32_t budget = config_.max_batched_tokens;
   const size_t max_seqs = static_cast<size_t>(std::max(config_.max_seqs, 0));
-  bool preempted_any = false;
+  auto room = [&] { return budget > 0 && out.scheduled.size() < max_seqs; };
+  // A preemption means the pool is full: nothing more is scheduled after a
+  // request preempts itself, and no waiting request is admitted (admitting
+  // would only thrash).
+  bool stop = false;
+  // Preemption edits running_; walk a snapshot, skipping what left it.
+  const std::vector<SequenceState*> running(running_.begin(), running_.end());
 
-  // Running requests first, in admission order: a decode takes one token, a
-  // request in chunked prefill takes what the budget leaves.
-  size_t i = 0;
-  while (i < running_.size() && budget > 0 && out.scheduled.size() < max_seqs) {
-    SequenceState* seq = running_[i];
-    const int32_t num_new =
-        std::min(seq->num_tokens() - seq->num_computed_tokens, budget);
-    if (num_new <= 0) {
-      ++i;
+  // 1. Every running decode (one generated token fed back), in admission
+  // order.
+  for (SequenceState* seq : running) {
+    if (!room()) break;
+    if (seq->status != SequenceStatus::kRunning ||
+        seq->num_tokens() - seq->num_computed_tokens != 1 ||
+        seq->num_computed_tokens < seq->num_prompt_tokens) {
       continue;
     }
-    bool preempted_self = false;
-    while (
-        !kv_.AllocateSlots(seq->seq_id, seq->num_computed_tokens + num_new)) {
-      // Out of blocks: the most recently admitted request (never one already
-      // scheduled this step: those sit before `i`) gives its blocks back.
-      SequenceState* victim = running_.back();
-      running_.pop_back();
-      Preempt(victim, &out);
-      preempted_any = true;
-      if (victim == seq) {
-        preempted_self = true;
-        break;
-      }
+    if (!AllocateOrPreempt(seq, seq->num_computed_tokens + 1, &out)) {
+      stop = true;
+      break;
     }
-    if (preempted_self) break;
-    ScheduleChunk(seq, num_new, 0, &out);
-    budget -= num_new;
-    ++i;
+    ScheduleChunk(seq, 1, 0, /*decode=*/true, &out);
+    budget -= 1;
   }
 
-  // Then waiting requests, first come first served; none after a preemption
-  // (the pool is full, admitting would only thrash).
-  while (!preempted_any && !waiting_.empty() && budget > 0 &&
-         out.scheduled.size() < max_seqs) {
+  // 2. Prefill, first come first served: running requests in chunked
+  // prefill (admitted earlier), then waiting ones, within the prefill
+  // budget, which is smaller while sequences decode.
+  int32_t prefill_budget = budget;
+  if (out.num_decode_tokens > 0 &&
+      config_.max_prefill_tokens_while_decoding > 0) {
+    prefill_budget =
+        std::min(prefill_budget, config_.max_prefill_tokens_while_decoding);
+  }
+  auto prefill_room = [&] { return prefill_budget > 0 && room(); };
+  for (SequenceState* seq : running) {
+    if (stop || !prefill_room()) break;
+    if (seq->status != SequenceStatus::kRunning || seq->in_step) continue;
+    const int32_t num_new = std::min(
+        seq->num_tokens() - seq->num_computed_tokens, prefill_budget);
+    if (num_new <= 0) continue;
+    if (!AllocateOrPreempt(seq, seq->num_computed_tokens + num_new, &out)) {
+      stop = true;
+      break;
+    }
+    ScheduleChunk(seq, num_new, 0, /*decode=*/false, &out);
+    budget -= num_new;
+    prefill_budget -= num_new;
+  }
+
+  while (!stop && out.preempted_seq_ids.empty() && !waiting_.empty() &&
+         prefill_room()) {
     SequenceState* seq = waiting_.front();
     const bool use_cache =
         config_.kv_cache.enable_prefix_caching && !seq->disable_prefix_cache;
     PrefixHit hit;
     if (use_cache) hit = kv_.FindCachedPrefix(seq->token_ids);
     const int32_t computed = hit.num_tokens;
-    const int32_t num_new = std::min(seq->num_tokens() - computed, budget);
+    const int32_t num_new =
+        std::min(seq->num_tokens() - computed, prefill_budget);
     if (!kv_.AllocateSlots(seq->seq_id, computed + num_new,
                            use_cache ? &hit : nullptr)) {
       break;
@@ -188,9 +223,12 @@ SchedulerOutput ContinuousBatchingScheduler::Schedule() {
       seq->num_cached_tokens = std::min(computed, seq->num_prompt_tokens);
     }
     running_.push_back(seq);
-    ScheduleChunk(seq, num_new, computed, &out);
+    ScheduleChunk(seq, num_new, computed, /*decode=*/false, &out);
     budget -= num_new;
+    prefill_budget -= num_new;
   }
+
+  for (int64_t id : last_scheduled_) seqs_.at(id)->in_step = false;
   return out;
 }
 

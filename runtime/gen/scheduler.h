@@ -1,8 +1,11 @@
 // ContinuousBatchingScheduler: picks, once per engine step, which generation
 // requests run and how many tokens each computes: a token budget and a
-// sequence cap per step, running requests first (decodes never wait behind
-// a long prompt), chunked prefill, prefix-cache hits, and preemption by
-// recompute when KV blocks run out (the vLLM v1 scheduling scheme).
+// sequence cap per step, decodes first (every running decode is scheduled
+// every step, never behind a prompt), then chunked prefill of running and
+// waiting requests, first come first served, within a smaller prefill budget
+// while any sequence decodes (so a step, and the gap between two tokens of
+// a stream, stays short), prefix-cache hits, and preemption by recompute
+// when KV blocks run out.
 // Not thread-safe; owned by the engine loop, which calls Add / Abort /
 // Schedule / Update between steps, never while a step's plan executes.
 #ifndef INFERD_RUNTIME_GEN_SCHEDULER_H_
@@ -49,6 +52,8 @@ struct SequenceState {
   int32_t num_preemptions = 0;
   // Scheduled in the current step with kLastLogits: Update expects a token.
   bool awaiting_sample = false;
+  // Scheduled in the step being planned (Schedule's scratch).
+  bool in_step = false;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
@@ -62,6 +67,10 @@ struct SequenceState {
 
 struct SchedulerConfig {
   int32_t max_batched_tokens = 2048;  // token budget of one step
+  // Prefill (prompt) tokens of one step while at least one sequence of the
+  // step decodes; 0 = no limit beyond max_batched_tokens. A step with no
+  // decode gives prefill the whole budget. Decodes never count against it.
+  int32_t max_prefill_tokens_while_decoding = 0;
   int32_t max_seqs = 64;              // sequences in one step
   int32_t max_model_len = 2048;       // prompt + output limit
   // Bounds on the waiting queue; 0 = unbounded. Add answers
@@ -77,6 +86,9 @@ struct ScheduledSequence {
   int32_t num_new_tokens = 0;     // tokens computed this step
   int32_t num_cached_tokens = 0;  // prefix-cache hit taken at admission
   bool samples = false;           // the step ends at its last known token
+  // A running sequence's next token (one generated token fed back), as
+  // opposed to a prompt chunk or a recomputation after a preemption.
+  bool decode = false;
 };
 
 struct SchedulerOutput {
@@ -85,6 +97,10 @@ struct SchedulerOutput {
   // Sent back to the waiting queue this step (their KV is dropped).
   std::vector<int64_t> preempted_seq_ids;
   int32_t num_scheduled_tokens = 0;
+  // num_scheduled_tokens split into decode tokens (one per decoding
+  // sequence) and prefill tokens (prompt chunks, recomputation).
+  int32_t num_decode_tokens = 0;
+  int32_t num_prefill_tokens = 0;
 
   bool empty() const { return plan.seqs.empty(); }
 };
@@ -153,8 +169,13 @@ class ContinuousBatchingScheduler {
 
  private:
   void Preempt(SequenceState* seq, SchedulerOutput* out);
+  // Makes room for `seq` to hold `num_tokens` tokens, preempting the most
+  // recently admitted running requests not scheduled this step (possibly
+  // `seq` itself: then false).
+  bool AllocateOrPreempt(SequenceState* seq, int32_t num_tokens,
+                         SchedulerOutput* out);
   void ScheduleChunk(SequenceState* seq, int32_t num_new, int32_t num_hit,
-                     SchedulerOutput* out);
+                     bool decode, SchedulerOutput* out);
   void Remove(SequenceState* seq);  // from the queues, blocks and map
 
   const SchedulerConfig config_;

@@ -110,6 +110,14 @@ class Driver {
     EXPECT_LE(static_cast<int32_t>(out.plan.seqs.size()), c.max_seqs);
     EXPECT_EQ(out.plan.num_tokens(), out.num_scheduled_tokens);
     EXPECT_EQ(out.plan.seqs.size(), out.scheduled.size());
+    EXPECT_EQ(out.num_decode_tokens + out.num_prefill_tokens,
+              out.num_scheduled_tokens);
+    if (out.num_decode_tokens > 0 && c.max_prefill_tokens_while_decoding > 0) {
+      EXPECT_LE(out.num_prefill_tokens, c.max_prefill_tokens_while_decoding);
+    }
+    int32_t decodes = 0;
+    for (const ScheduledSequence& s : out.scheduled) decodes += s.decode;
+    EXPECT_EQ(decodes, out.num_decode_tokens);
     for (int64_t id : out.preempted_seq_ids) ++preemptions_[id];
     std::vector<SampledToken> sampled;
     for (const SequencePlan& p : out.plan.seqs) {
@@ -473,10 +481,13 @@ TEST(ContinuousBatchingSchedulerTest, UpdateRejectsUnexpectedAndMissingTokens) {
   EXPECT_EQ(s.Get(1)->num_output_tokens(), 1);
 }
 
-TEST(ContinuousBatchingSchedulerTest,
-     RandomAdmitAbortFinishPreemptNeverLeaksBlocks) {
+// Random admissions, aborts, stops and preemptions; every finished output
+// must match the reference and no block may leak.
+void RandomAdmitAbortFinishPreempt(int32_t max_prefill_while_decoding) {
   std::mt19937 rng(2024);
-  Driver d(Config(20, 5, /*num_blocks=*/24, /*block_size=*/4));
+  SchedulerConfig c = Config(20, 5, /*num_blocks=*/24, /*block_size=*/4);
+  c.max_prefill_tokens_while_decoding = max_prefill_while_decoding;
+  Driver d(c);
   absl::flat_hash_map<int64_t, std::pair<std::vector<int32_t>, int32_t>> reqs;
   absl::flat_hash_map<int64_t, int32_t> stop_at;
   std::vector<int64_t> aborted;
@@ -522,6 +533,118 @@ TEST(ContinuousBatchingSchedulerTest,
   for (int32_t b = 0; b < kv.num_blocks(); ++b) {
     EXPECT_EQ(kv.pool().ref_count(b), 0);
   }
+}
+
+TEST(ContinuousBatchingSchedulerTest,
+     RandomAdmitAbortFinishPreemptNeverLeaksBlocks) {
+  RandomAdmitAbortFinishPreempt(0);
+}
+
+TEST(ContinuousBatchingSchedulerTest,
+     RandomWithAPrefillBudgetWhileDecodingNeverLeaksBlocks) {
+  RandomAdmitAbortFinishPreempt(3);
+}
+
+TEST(ContinuousBatchingSchedulerTest,
+     WhileDecodingALongPromptIsChunkedWithinThePrefillBudget) {
+  SchedulerConfig c = Config(/*budget=*/256, /*max_seqs=*/8, 256);
+  c.max_prefill_tokens_while_decoding = 8;
+  Driver d(c);
+  ASSERT_TRUE(d.Add(1, Prompt(5, 1), 100).ok());
+  ASSERT_TRUE(d.Add(2, Prompt(6, 2), 100).ok());
+  SchedulerOutput first = d.Step();  // nothing decodes yet: one step
+  EXPECT_EQ(first.num_prefill_tokens, 11);
+  EXPECT_EQ(first.num_decode_tokens, 0);
+
+  const std::vector<int32_t> long_prompt = Prompt(50, 9);
+  const std::vector<int32_t> next_prompt = Prompt(20, 4);
+  ASSERT_TRUE(d.Add(3, long_prompt, 2).ok());
+  ASSERT_TRUE(d.Add(4, next_prompt, 2).ok());
+  int32_t prefilled = 0;  // of seqs 3 then 4, first come first served
+  int steps = 0;
+  while (prefilled < 70) {
+    SchedulerOutput out = d.Step();
+    ++steps;
+    ASSERT_LT(steps, 100);
+    // Both decodes, one token each, every step.
+    for (int64_t id : {1, 2}) {
+      const ScheduledSequence* s = Find(out, id);
+      ASSERT_NE(s, nullptr) << "step " << steps;
+      EXPECT_EQ(s->num_new_tokens, 1);
+      EXPECT_TRUE(s->decode);
+    }
+    // Seqs 3 / 4 also decode once their prompt is done.
+    EXPECT_GE(out.num_decode_tokens, 2);
+    const int32_t prompt_tokens =
+        (Find(out, 3) != nullptr && !Find(out, 3)->decode
+             ? Find(out, 3)->num_new_tokens
+             : 0) +
+        (Find(out, 4) != nullptr && !Find(out, 4)->decode
+             ? Find(out, 4)->num_new_tokens
+             : 0);
+    EXPECT_EQ(out.num_prefill_tokens, prompt_tokens);
+    // The prefill budget is used in full until the prompts are done.
+    EXPECT_EQ(prompt_tokens, std::min(8, 70 - prefilled));
+    if (prefilled < 50) {
+      // Seq 4 waits until seq 3's prompt is done, except for what is left
+      // of the budget in seq 3's last chunk.
+      const ScheduledSequence* s4 = Find(out, 4);
+      if (s4 != nullptr) {
+        EXPECT_EQ(Find(out, 3)->num_new_tokens + s4->num_new_tokens, 8);
+      }
+    }
+    prefilled += prompt_tokens;
+  }
+  EXPECT_EQ(steps, (70 + 7) / 8);
+  d.RunToCompletion();
+  EXPECT_EQ(d.output(3), Reference(long_prompt, 2));
+  EXPECT_EQ(d.output(4), Reference(next_prompt, 2));
+  EXPECT_EQ(d.output(1), Reference(Prompt(5, 1), 100));
+}
+
+TEST(ContinuousBatchingSchedulerTest,
+     PrefillProgressesEveryStepWhenDecodesFillMostOfTheBudget) {
+  // 10 decodes in a 12-token step: the prompt still gets the 2 left.
+  SchedulerConfig c = Config(/*budget=*/12, /*max_seqs=*/16, 256);
+  c.max_prefill_tokens_while_decoding = 8;
+  Driver d(c);
+  for (int64_t id = 0; id < 10; ++id) {
+    ASSERT_TRUE(d.Add(id, Prompt(1, static_cast<int32_t>(id)), 200).ok());
+  }
+  d.Step();
+  const std::vector<int32_t> prompt = Prompt(30, 5);
+  ASSERT_TRUE(d.Add(99, prompt, 1).ok());
+  for (int step = 0; step < 15; ++step) {
+    SchedulerOutput out = d.Step();
+    EXPECT_EQ(out.num_decode_tokens, 10);
+    const ScheduledSequence* s = Find(out, 99);
+    ASSERT_NE(s, nullptr) << "step " << step;
+    EXPECT_EQ(s->num_new_tokens, 2);
+    EXPECT_EQ(s->start_pos, 2 * step);
+  }
+  EXPECT_EQ(d.output(99), Reference(prompt, 1));
+}
+
+TEST(ContinuousBatchingSchedulerTest,
+     WithoutDecodesPrefillTakesTheWholeBudget) {
+  SchedulerConfig c = Config(/*budget=*/64, /*max_seqs=*/8, 256);
+  c.max_prefill_tokens_while_decoding = 4;
+  Driver d(c);
+  const std::vector<int32_t> prompt = Prompt(100, 3);
+  ASSERT_TRUE(d.Add(1, prompt, 3).ok());
+  SchedulerOutput a = d.Step();
+  EXPECT_EQ(a.num_prefill_tokens, 64);
+  SchedulerOutput b = d.Step();
+  EXPECT_EQ(b.num_prefill_tokens, 36);
+  EXPECT_EQ(b.num_decode_tokens, 0);
+  // Seq 1 decodes now: a new prompt gets 4 tokens a step.
+  ASSERT_TRUE(d.Add(2, Prompt(10, 8), 1).ok());
+  SchedulerOutput c2 = d.Step();
+  EXPECT_EQ(c2.num_decode_tokens, 1);
+  EXPECT_EQ(c2.num_prefill_tokens, 4);
+  d.RunToCompletion();
+  EXPECT_EQ(d.output(1), Reference(prompt, 3));
+  EXPECT_EQ(d.output(2), Reference(Prompt(10, 8), 1));
 }
 
 }  // namespace
