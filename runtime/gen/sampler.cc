@@ -61,6 +61,9 @@ SamplingState::SamplingState(const SamplingParams& params,
   if (params_.repetition_penalty != 1.0f) {
     seen_.insert(prompt_token_ids.begin(), prompt_token_ids.end());
   }
+  end_ids_ = eos_token_ids_;
+  end_ids_.insert(end_ids_.end(), params_.stop_token_ids.begin(),
+                  params_.stop_token_ids.end());
 }
 
 void SamplingState::Accept(int32_t token_id) {
@@ -69,6 +72,7 @@ void SamplingState::Accept(int32_t token_id) {
   if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
     ++output_counts_[token_id];
   }
+  if (constraint_ != nullptr) constraint_->Advance(token_id);
 }
 
 Sampler::Sampler(int32_t vocab_size)
@@ -126,6 +130,10 @@ void Sampler::ApplyPenalties(float* x, const SamplingState& state) const {
           static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
     }
   }
+  // Last, so neither a bias nor a penalty lets a disallowed token through.
+  if (state.constraint_ != nullptr) {
+    state.constraint_->Mask(absl::MakeSpan(x, vocab_size_), state.end_ids_);
+  }
 }
 
 void Sampler::FillLogprobs(const float* x, int32_t token, float log_normalizer,
@@ -174,6 +182,11 @@ absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
   }
   const float max_logit = x[argmax];
   if (!std::isfinite(max_logit)) {
+    if (state->constraint_ != nullptr) {
+      return absl::InvalidArgumentError(
+          "response_format: no token of the vocabulary can continue the "
+          "output here (or min_tokens keeps it from ending)");
+    }
     return absl::InvalidArgumentError("a logits row has no finite value");
   }
   // Unnormalized probabilities; the sum gives the log-normalizer.

@@ -9,6 +9,7 @@
 #define INFERD_RUNTIME_GEN_SAMPLER_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -31,6 +32,22 @@ class SamplerRng {
   uint64_t s_[4];
 };
 
+// A per-request rule on which token may come next (structured output:
+// runtime/gen/token_grammar.h). Not thread-safe; owned by its SamplingState.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets the logits (vocab_size of them) of the tokens that may not come
+  // next to -inf. `end_ids` (EOS, stop ids) keep their value only where the
+  // output may end.
+  virtual void Mask(absl::Span<float> logits,
+                    absl::Span<const int32_t> end_ids) = 0;
+  // Moves past `token_id`, a token Mask allowed.
+  virtual void Advance(int32_t token_id) = 0;
+  // The output is complete: only an end token could follow.
+  virtual bool Complete() const = 0;
+};
+
 // Per-request sampling state.
 class SamplingState {
  public:
@@ -44,9 +61,20 @@ class SamplingState {
   uint64_t seed() const { return seed_; }
   int32_t num_output_tokens() const { return num_output_tokens_; }
 
-  // Records a generated token for the penalties and min_tokens. Sampler
-  // calls it for every token it samples.
+  // Records a generated token for the penalties, min_tokens and the
+  // constraint. Sampler calls it for every token it samples.
   void Accept(int32_t token_id);
+
+  // Constrains every later sample (applied after the penalties, before
+  // temperature and truncation; greedy included).
+  void set_constraint(std::unique_ptr<TokenConstraint> constraint) {
+    constraint_ = std::move(constraint);
+  }
+  // The constraint is satisfied and nothing may follow: the engine ends the
+  // sequence (FinishReason::kStop).
+  bool constraint_complete() const {
+    return constraint_ != nullptr && constraint_->Complete();
+  }
 
  private:
   friend class Sampler;
@@ -60,6 +88,8 @@ class SamplingState {
   absl::flat_hash_set<int32_t> seen_;
   // Output token -> occurrences (presence / frequency penalties only).
   absl::flat_hash_map<int32_t, int32_t> output_counts_;
+  std::unique_ptr<TokenConstraint> constraint_;
+  std::vector<int32_t> end_ids_;  // EOS and stop ids, for the constraint
 };
 
 struct TokenLogprob {

@@ -77,6 +77,43 @@ absl::Status SamplingParams::Validate() const {
           "sampling.logit_bias: token id ", id, " is negative"));
     }
   }
+  const ResponseFormat& rf = response_format;
+  if (rf.type == ResponseFormat::Type::kJsonSchema ||
+      rf.type == ResponseFormat::Type::kRegex) {
+    const char* field = rf.type == ResponseFormat::Type::kRegex
+                            ? "response_format.regex"
+                            : "response_format.json_schema";
+    if (rf.spec.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+    }
+    if (static_cast<int64_t>(rf.spec.size()) > kMaxResponseFormatBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " has ", rf.spec.size(), " bytes; at most ",
+                       kMaxResponseFormatBytes, " are allowed"));
+    }
+  }
+  if (rf.type == ResponseFormat::Type::kChoice) {
+    if (rf.choices.empty() ||
+        static_cast<int32_t>(rf.choices.size()) > kMaxChoices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "response_format.choice needs 1 to ", kMaxChoices,
+          " choices; it has ", rf.choices.size()));
+    }
+    int64_t bytes = 0;
+    for (const std::string& c : rf.choices) {
+      if (c.empty()) {
+        return absl::InvalidArgumentError(
+            "response_format.choice: a choice is empty");
+      }
+      bytes += static_cast<int64_t>(c.size());
+    }
+    if (bytes > kMaxResponseFormatBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("response_format.choice holds ", bytes,
+                       " bytes; at most ", kMaxResponseFormatBytes,
+                       " are allowed"));
+    }
+  }
   if (logprobs < 0 || logprobs > kMaxLogprobs) {
     return OutOfRange("logprobs", logprobs, "[0, 20]");
   }

@@ -26,6 +26,20 @@ enum class FinishReason : uint8_t {
 
 absl::string_view FinishReasonName(FinishReason reason);
 
+// Structured output (inferd.v1.ResponseFormat): the text the model writes
+// must fully match a JSON Schema, a regular expression or one of a list of
+// strings. Compiled by runtime/gen/token_grammar.h.
+struct ResponseFormat {
+  enum class Type : uint8_t { kText, kJsonSchema, kRegex, kChoice };
+  Type type = Type::kText;
+  // kJsonSchema: the schema as JSON text; kRegex: the pattern.
+  std::string spec;
+  std::vector<std::string> choices;  // kChoice
+};
+
+inline constexpr int32_t kMaxResponseFormatBytes = 64 << 10;
+inline constexpr int32_t kMaxChoices = 1024;
+
 struct SamplingParams {
   // 0 = until the context is full.
   int32_t max_tokens = 0;
@@ -57,6 +71,9 @@ struct SamplingParams {
   // (token id, bias) added to the logits before everything else; ids are
   // checked against the vocabulary by the caller (service/convert.cc).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Not a field of inferd.v1.SamplingParams (GenerateRequest.
+  // response_format) but applied by the sampler like the rest.
+  ResponseFormat response_format;
 
   // Checks the ranges documented in inferd/v1/inference.proto.
   // INVALID_ARGUMENT naming the offending field.

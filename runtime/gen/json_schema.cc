@@ -1,0 +1,443 @@
+#include "runtime/gen/json_schema.h"
+
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/gen/regex_dfa.h"
+
+namespace inferd {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxDepth = 32;
+constexpr size_t kMaxRegexBytes = 1 << 22;
+constexpr int kMaxIntDigits = 16;
+constexpr int64_t kMaxInt = 9999999999999999;  // 16 digits
+
+// Optional single space after ':' and ','.
+constexpr char kWs[] = "[ ]?";
+// One character of a JSON string: unescaped (not '"', '\' or a control
+// character) or a short escape.
+constexpr char kStrChar[] = R"(([^"\\\x00-\x1f]|\\["\\/bfnrt]))";
+constexpr char kNumber[] =
+    R"(-?(0|[1-9][0-9]{0,15})(\.[0-9]{1,15})?([eE][+-]?[0-9]{1,2})?)";
+
+// Decimal strings of [lo, hi] (same number of digits), no leading zeros
+// beyond what lo/hi have.
+std::string SameLengthRange(const std::string& lo, const std::string& hi) {
+  if (lo == hi) return lo;
+  if (lo.size() == 1) return absl::StrCat("[", lo, "-", hi, "]");
+  const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
+  if (lo[0] == hi[0]) {
+    return absl::StrCat(std::string(1, lo[0]), "(",
+                        SameLengthRange(lo_rest, hi_rest), ")");
+  }
+  const std::string nines(lo_rest.size(), '9'), zeros(lo_rest.size(), '0');
+  const std::string tail = absl::StrCat("[0-9]{", lo_rest.size(), "}");
+  if (lo_rest == zeros && hi_rest == nines) {
+    return absl::StrCat("[", std::string(1, lo[0]), "-", std::string(1, hi[0]),
+                        "]", tail);
+  }
+  std::vector<std::string> parts;
+  parts.push_back(absl::StrCat(std::string(1, lo[0]), "(",
+                               SameLengthRange(lo_rest, nines), ")"));
+  if (hi[0] - lo[0] > 1) {
+    parts.push_back(absl::StrCat("[", std::string(1, lo[0] + 1), "-",
+                                 std::string(1, hi[0] - 1), "]", tail));
+  }
+  parts.push_back(absl::StrCat(std::string(1, hi[0]), "(",
+                               SameLengthRange(zeros, hi_rest), ")"));
+  return absl::StrJoin(parts, "|");
+}
+
+// Canonical decimal integers in [lo, hi], 0 <= lo <= hi.
+std::string NonNegativeRange(int64_t lo, int64_t hi) {
+  std::vector<std::string> parts;
+  int64_t low_bound = 0;   // smallest number with `len` digits
+  int64_t high_bound = 9;  // largest
+  for (int len = 1; len <= 19 && low_bound <= hi; ++len) {
+    const int64_t a = std::max(lo, low_bound), b = std::min(hi, high_bound);
+    if (a <= b) {
+      parts.push_back(
+          absl::StrCat("(", SameLengthRange(absl::StrCat(a), absl::StrCat(b)),
+                       ")"));
+    }
+    if (len == 18) break;
+    low_bound = low_bound == 0 ? 10 : low_bound * 10;
+    high_bound = high_bound * 10 + 9;
+  }
+  return absl::StrJoin(parts, "|");
+}
+
+std::string IntegerRange(int64_t lo, int64_t hi) {
+  std::vector<std::string> parts;
+  if (lo < 0) {
+    // -m for m in [max(1, -hi), -lo].
+    const int64_t m_lo = hi < 0 ? -hi : 1, m_hi = -lo;
+    parts.push_back(absl::StrCat("-(", NonNegativeRange(m_lo, m_hi), ")"));
+  }
+  if (hi >= 0) {
+    parts.push_back(absl::StrCat("(", NonNegativeRange(std::max<int64_t>(lo, 0),
+                                                       hi),
+                                 ")"));
+  }
+  return absl::StrCat("(", absl::StrJoin(parts, "|"), ")");
+}
+
+// A JSON string literal (compact dump) as a regex.
+std::string LiteralJson(const Json& value) {
+  return RegexEscape(value.dump());
+}
+
+class Compiler {
+ public:
+  absl::StatusOr<std::string> Compile(const Json& s, const std::string& where,
+                                      int depth) {
+    if (depth > kMaxDepth) {
+      return Fail(where, absl::StrCat("the schema nests deeper than ",
+                                      kMaxDepth, " levels"));
+    }
+    if (s.is_boolean()) {
+      return Fail(where, s.get<bool>()
+                             ? "a 'true' schema (any value) is not supported"
+                             : "a 'false' schema matches nothing");
+    }
+    if (!s.is_object()) return Fail(where, "a schema must be a JSON object");
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      if (!Known(it.key())) {
+        return Fail(where, absl::StrCat("'", it.key(), "' is not supported"));
+      }
+    }
+    if (s.contains("additionalProperties")) {
+      const Json& ap = s["additionalProperties"];
+      if (!(ap.is_boolean() && !ap.get<bool>())) {
+        return Fail(where,
+                    "'additionalProperties' other than false is not "
+                    "supported");
+      }
+    }
+    if (s.contains("const")) return LiteralJson(s["const"]);
+    if (s.contains("enum")) {
+      const Json& e = s["enum"];
+      if (!e.is_array() || e.empty()) {
+        return Fail(where, "'enum' must be a non-empty array");
+      }
+      std::vector<std::string> alts;
+      for (const Json& v : e) alts.push_back(LiteralJson(v));
+      return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
+    }
+    if (s.contains("anyOf")) {
+      const Json& a = s["anyOf"];
+      if (!a.is_array() || a.empty()) {
+        return Fail(where, "'anyOf' must be a non-empty array");
+      }
+      if (s.contains("type")) {
+        return Fail(where, "'anyOf' next to 'type' is not supported");
+      }
+      std::vector<std::string> alts;
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSIGN_OR_RETURN(std::string r,
+                         Compile(a[i], absl::StrCat(where, "/anyOf/", i),
+                                 depth + 1));
+        alts.push_back(absl::StrCat("(", r, ")"));
+      }
+      return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
+    }
+    if (!s.contains("type")) {
+      return Fail(where,
+                  "a schema without 'type', 'enum', 'const' or 'anyOf' (any "
+                  "value) is not supported");
+    }
+    const Json& t = s["type"];
+    if (t.is_string()) return CompileType(s, t.get<std::string>(), where, depth);
+    if (!t.is_array() || t.empty()) {
+      return Fail(where, "'type' must be a string or a non-empty array");
+    }
+    std::vector<std::string> alts;
+    for (const Json& one : t) {
+      if (!one.is_string()) return Fail(where, "'type' entries must be strings");
+      ASSIGN_OR_RETURN(std::string r,
+                       CompileType(s, one.get<std::string>(), where, depth));
+      alts.push_back(absl::StrCat("(", r, ")"));
+    }
+    return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
+  }
+
+ private:
+  static bool Known(const std::string& k) {
+    static const char* const kKeys[] = {
+        "type",          "properties",       "required",
+        "additionalProperties", "items",     "minItems",
+        "maxItems",      "enum",             "const",
+        "anyOf",         "minLength",        "maxLength",
+        "minimum",       "maximum",          "exclusiveMinimum",
+        "exclusiveMaximum", "format",        "title",
+        "description",   "default",          "examples",
+        "$schema",       "$id",              "$comment"};
+    for (const char* key : kKeys) {
+      if (k == key) return true;
+    }
+    return false;
+  }
+
+  static absl::Status Fail(const std::string& where, absl::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("at ", where.empty() ? "/" : where, ": ", what));
+  }
+
+  // A non-negative integer keyword, or `def`.
+  static absl::StatusOr<int64_t> Count(const Json& s, const char* key,
+                                       int64_t def, const std::string& where) {
+    if (!s.contains(key)) return def;
+    const Json& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      return Fail(where, absl::StrCat("'", key,
+                                      "' must be a non-negative integer"));
+    }
+    return v.get<int64_t>();
+  }
+
+  absl::StatusOr<std::string> CompileType(const Json& s,
+                                          const std::string& type,
+                                          const std::string& where,
+                                          int depth) {
+    if (type == "null") return std::string("null");
+    if (type == "boolean") return std::string("(true|false)");
+    if (type == "string") return CompileString(s, where);
+    if (type == "integer") return CompileInteger(s, where);
+    if (type == "number") {
+      for (const char* k : {"minimum", "maximum", "exclusiveMinimum",
+                            "exclusiveMaximum"}) {
+        if (s.contains(k)) {
+          return Fail(where, absl::StrCat("'", k,
+                                          "' on type 'number' is not "
+                                          "supported (it is on 'integer')"));
+        }
+      }
+      return std::string(kNumber);
+    }
+    if (type == "array") return CompileArray(s, where, depth);
+    if (type == "object") return CompileObject(s, where, depth);
+    return Fail(where, absl::StrCat("unknown type '", type, "'"));
+  }
+
+  absl::StatusOr<std::string> CompileString(const Json& s,
+                                            const std::string& where) {
+    if (s.contains("format")) {
+      const Json& f = s["format"];
+      const std::string name = f.is_string() ? f.get<std::string>() : "";
+      const char* body = nullptr;
+      if (name == "date") {
+        body = R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))";
+      } else if (name == "time") {
+        body =
+            R"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))";
+      } else if (name == "date-time") {
+        body =
+            R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))";
+      } else if (name == "uuid") {
+        body =
+            "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+            "[0-9a-fA-F]{12}";
+      } else {
+        return Fail(where, absl::StrCat("'format' ", f.dump(),
+                                        " is not supported (date, time, "
+                                        "date-time and uuid are)"));
+      }
+      if (s.contains("minLength") || s.contains("maxLength")) {
+        return Fail(where, "'minLength'/'maxLength' next to 'format' is not "
+                          "supported");
+      }
+      return absl::StrCat("\"", body, "\"");
+    }
+    ASSIGN_OR_RETURN(int64_t min, Count(s, "minLength", 0, where));
+    ASSIGN_OR_RETURN(int64_t max, Count(s, "maxLength", -1, where));
+    if (max >= 0 && min > max) {
+      return Fail(where, "'minLength' is greater than 'maxLength'");
+    }
+    if (min > 1000 || max > 1000) {
+      return Fail(where, "'minLength'/'maxLength' above 1000 is not supported");
+    }
+    if (min == 0 && max < 0) return absl::StrCat("\"", kStrChar, "*\"");
+    return absl::StrCat("\"", kStrChar, "{", min, ",",
+                        max >= 0 ? absl::StrCat(max) : "", "}\"");
+  }
+
+  // Ceil/floor of a bound as an integer, clamped to the 16-digit range.
+  static absl::StatusOr<int64_t> Bound(const Json& v, bool lower,
+                                       bool exclusive,
+                                       const std::string& where,
+                                       const char* key) {
+    if (!v.is_number()) {
+      return Fail(where, absl::StrCat("'", key, "' must be a number"));
+    }
+    double d = v.get<double>();
+    if (!std::isfinite(d)) {
+      return Fail(where, absl::StrCat("'", key, "' must be finite"));
+    }
+    d = std::max(-1e17, std::min(1e17, d));
+    double r;
+    if (lower) {
+      r = exclusive ? std::floor(d) + 1 : std::ceil(d);
+    } else {
+      r = exclusive ? std::ceil(d) - 1 : std::floor(d);
+    }
+    r = std::max<double>(-kMaxInt, std::min<double>(kMaxInt, r));
+    return static_cast<int64_t>(r);
+  }
+
+  absl::StatusOr<std::string> CompileInteger(const Json& s,
+                                             const std::string& where) {
+    int64_t lo = -kMaxInt, hi = kMaxInt;
+    if (s.contains("minimum")) {
+      ASSIGN_OR_RETURN(int64_t b, Bound(s["minimum"], true, false, where,
+                                        "minimum"));
+      lo = std::max(lo, b);
+    }
+    if (s.contains("exclusiveMinimum")) {
+      ASSIGN_OR_RETURN(int64_t b, Bound(s["exclusiveMinimum"], true, true,
+                                        where, "exclusiveMinimum"));
+      lo = std::max(lo, b);
+    }
+    if (s.contains("maximum")) {
+      ASSIGN_OR_RETURN(int64_t b, Bound(s["maximum"], false, false, where,
+                                        "maximum"));
+      hi = std::min(hi, b);
+    }
+    if (s.contains("exclusiveMaximum")) {
+      ASSIGN_OR_RETURN(int64_t b, Bound(s["exclusiveMaximum"], false, true,
+                                        where, "exclusiveMaximum"));
+      hi = std::min(hi, b);
+    }
+    if (lo > hi) return Fail(where, "the integer range is empty");
+    if (lo == -kMaxInt && hi == kMaxInt) {
+      return absl::StrCat("-?(0|[1-9][0-9]{0,", kMaxIntDigits - 1, "})");
+    }
+    return IntegerRange(lo, hi);
+  }
+
+  absl::StatusOr<std::string> CompileArray(const Json& s,
+                                           const std::string& where,
+                                           int depth) {
+    if (!s.contains("items")) {
+      return Fail(where, "an array without 'items' is not supported");
+    }
+    ASSIGN_OR_RETURN(std::string item,
+                     Compile(s["items"], where + "/items", depth + 1));
+    ASSIGN_OR_RETURN(int64_t min, Count(s, "minItems", 0, where));
+    ASSIGN_OR_RETURN(int64_t max, Count(s, "maxItems", -1, where));
+    if (max >= 0 && min > max) {
+      return Fail(where, "'minItems' is greater than 'maxItems'");
+    }
+    if (min > 1000 || max > 1000) {
+      return Fail(where, "'minItems'/'maxItems' above 1000 is not supported");
+    }
+    if (max == 0) return std::string(R"(\[\])");
+    const std::string rest_max = max >= 0 ? absl::StrCat(max - 1) : "";
+    const std::string more = absl::StrCat("(,", kWs, "(", item, ")){",
+                                          min > 0 ? min - 1 : 0, ",",
+                                          rest_max, "}");
+    const std::string list = absl::StrCat("(", item, ")", more);
+    if (min == 0) return absl::StrCat(R"(\[()", list, R"()?\])");
+    return absl::StrCat(R"(\[)", list, R"(\])");
+  }
+
+  absl::StatusOr<std::string> CompileObject(const Json& s,
+                                            const std::string& where,
+                                            int depth) {
+    struct Prop {
+      std::string regex;  // "key":value
+      bool required;
+    };
+    std::vector<Prop> props;
+    std::vector<std::string> required;
+    if (s.contains("required")) {
+      const Json& r = s["required"];
+      if (!r.is_array()) return Fail(where, "'required' must be an array");
+      for (const Json& k : r) {
+        if (!k.is_string()) {
+          return Fail(where, "'required' entries must be strings");
+        }
+        required.push_back(k.get<std::string>());
+      }
+    }
+    const Json empty = Json::object();
+    const Json& p = s.contains("properties") ? s["properties"] : empty;
+    if (!p.is_object()) return Fail(where, "'properties' must be an object");
+    for (const std::string& k : required) {
+      if (!p.contains(k)) {
+        return Fail(where, absl::StrCat("required property '", k,
+                                        "' is not in 'properties' (no other "
+                                        "keys are allowed)"));
+      }
+    }
+    for (auto it = p.begin(); it != p.end(); ++it) {
+      ASSIGN_OR_RETURN(
+          std::string value,
+          Compile(it.value(), absl::StrCat(where, "/properties/", it.key()),
+                  depth + 1));
+      bool req = false;
+      for (const std::string& k : required) req = req || k == it.key();
+      props.push_back({absl::StrCat(LiteralJson(Json(it.key())), ":", kWs, "(",
+                                    value, ")"),
+                       req});
+    }
+    // After the first emitted property each one is ",p" (optional ones
+    // "(,p)?"); the first emitted is any property up to the first required
+    // one, the optional ones before it skipped.
+    const size_t n = props.size();
+    std::vector<std::string> tails(n + 1);  // tails[i]: properties i.. after a first
+    for (size_t i = n; i-- > 0;) {
+      tails[i] = props[i].required
+                     ? absl::StrCat(",", kWs, props[i].regex, tails[i + 1])
+                     : absl::StrCat("(,", kWs, props[i].regex, ")?",
+                                    tails[i + 1]);
+      if (tails[i].size() > kMaxRegexBytes) return TooBig(where);
+    }
+    std::vector<std::string> firsts;
+    bool all_optional = true;
+    for (size_t j = 0; j < n; ++j) {
+      firsts.push_back(absl::StrCat(props[j].regex, tails[j + 1]));
+      if (props[j].required) {
+        all_optional = false;
+        break;
+      }
+    }
+    std::string body;
+    if (!firsts.empty()) {
+      body = absl::StrCat("(", absl::StrJoin(firsts, "|"), ")",
+                          all_optional ? "?" : "");
+    }
+    if (body.size() > kMaxRegexBytes) return TooBig(where);
+    return absl::StrCat(R"(\{)", body, R"(\})");
+  }
+
+  static absl::Status TooBig(const std::string& where) {
+    return Fail(where, "the schema is too large to compile");
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> CompileJsonSchema(absl::string_view json) {
+  Json schema = Json::parse(json.begin(), json.end(), nullptr,
+                            /*allow_exceptions=*/false);
+  if (schema.is_discarded()) {
+    return absl::InvalidArgumentError("the schema is not valid JSON");
+  }
+  Compiler c;
+  ASSIGN_OR_RETURN(std::string regex, c.Compile(schema, "", 0));
+  if (regex.size() > kMaxRegexBytes) {
+    return absl::InvalidArgumentError("the schema is too large to compile");
+  }
+  return regex;
+}
+
+}  // namespace inferd
