@@ -7,6 +7,8 @@
 //   counters ms/step, tok/s, GB/s (weight bytes read per step / step
 //   time); compare GB/s with BM_MemoryBandwidth's (the memory-bound
 //   optimum).
+// - BM_GgufDecode / BM_GgufPrefill: batch-1 decode and a 512-token prefill
+//   of the GGUF file INFERD_BENCH_GGUF names.
 // - BM_MemoryBandwidth: read bandwidth of a 1 GiB buffer on the same threads.
 // - BM_DecoderStoriesDecode: the real 260K-parameter stories260K Llama (from
 //   the shared models folder), one decode step at batch 1: the fixed
@@ -313,6 +315,63 @@ BENCHMARK(BM_GgufDecode)
     ->MeasureProcessCPUTime()
     ->UseRealTime()
     ->MinTime(3.0);
+
+// Prefill of a 512-token prompt (pp512) from the GGUF file given by
+// INFERD_BENCH_GGUF through the model runner, last-token logits only: the
+// time column is ms per prompt, counter tok/s. The model-side figure of
+// bench/compare's pp512 column (which also includes the server's
+// scheduling and gRPC).
+void BM_GgufPrefill(benchmark::State& state) {
+  constexpr int kPrompt = 512;
+  constexpr int kBlockSize = 16;
+  const char* path = std::getenv("INFERD_BENCH_GGUF");
+  if (path == nullptr || !std::ifstream(path).good()) {
+    state.SkipWithError("set INFERD_BENCH_GGUF to a .gguf file");
+    return;
+  }
+  auto weights = OpenModelWeights(path);
+  if (!weights.ok()) {
+    state.SkipWithError(weights.status().ToString().c_str());
+    return;
+  }
+  ModelRunnerOptions options;
+  options.model_dir = path;
+  options.weights = std::move(weights).value();
+  options.threads = Threads();
+  auto created = CreateModelRunner(options);
+  if (!created.ok()) {
+    state.SkipWithError(created.status().ToString().c_str());
+    return;
+  }
+  ModelRunnerBase& runner = **created;
+  if (!runner.AllocateKvCache(kPrompt / kBlockSize, kBlockSize).ok()) {
+    state.SkipWithError("KV cache allocation failed");
+    return;
+  }
+  BatchPlan prefill;
+  SequencePlan s;
+  // Ids spread over the vocabulary's low range (every model has >= 1000).
+  for (int i = 0; i < kPrompt; ++i) s.token_ids.push_back(1 + (i * 37) % 997);
+  for (int b = 0; b < kPrompt / kBlockSize; ++b) s.block_table.push_back(b);
+  s.start_pos = 0;
+  s.output = StepOutput::kLastLogits;
+  prefill.seqs.push_back(s);
+  for (auto _ : state) {
+    auto result = runner.Execute(prefill);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(result->seqs[0].values.data());
+  }
+  state.counters["tok/s"] = benchmark::Counter(
+      kPrompt, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GgufPrefill)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime()
+    ->MinTime(10.0);
 
 }  // namespace
 }  // namespace inferd

@@ -233,6 +233,22 @@ void QuantArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_QuantLinear)->Apply(QuantArgs);
 
+// Prefill (M = 512) at the TinyLlama projection shapes: compute-bound, so
+// counter GFLOP/s (2 M N K per call).
+void QuantPrefillArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) {
+      b->Args({512, 2048, 2048, d, threads});
+      b->Args({512, 5632, 2048, d, threads});
+      b->Args({512, 2048, 5632, d, threads});
+    }
+  }
+  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.5);
+}
+
+BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearPrefill")->Apply(QuantPrefillArgs);
+
 // Args: M, dtype. The decode kernels' compute ceiling: a 256 x 2048 weight
 // (<= 1 MB) called repeatedly stays in L2, so memory bandwidth is out of
 // the picture. One thread.

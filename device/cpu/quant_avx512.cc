@@ -10,6 +10,11 @@
 // - M >= 2 (batched decode): a chunk of 4 weight rows x 256 values is decoded
 //   once into an L1-resident F32 panel (the values DequantizeRow gives) and
 //   run against all M activation rows with a 4 x 4 register tile.
+// - Prefill (large M): weight tiles decoded (the same F32 values) and
+//   rounded to BF16 straight into the pair panels of the vdpbf16ps GEMM
+//   (PackQuantBf16Pairs), 16 columns at a time through a 16 x 16 transpose
+//   of 32-bit pairs; without AVX512_BF16, rows decoded to F32 for the F32
+//   GEMM (DecodeRowsF32).
 // Compiled with AVX-512 flags and called only after the run-time CPU check;
 // internal-linkage helpers and raw pointers only (see device/CMakeLists.txt).
 #include <immintrin.h>
@@ -18,6 +23,7 @@
 #include <cstring>
 #include <vector>
 
+#include "device/cpu/gemm.h"
 #include "device/cpu/quant_gemm.h"
 
 namespace inferd {
@@ -578,7 +584,102 @@ void PanelRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// ---- Prefill: weights decoded into the vdpbf16ps GEMM's panels -------------
+
+// Transposes the 16 x 16 matrix of 32-bit words held as rows r[0..15] in
+// place: afterwards r[c] holds what was column c.
+inline void Transpose16x16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  // u[4 g + c], 128-bit lane L: rows 4 g .. 4 g + 3 of column 4 L + c.
+  __m512i u[16];
+  for (int g = 0; g < 16; g += 4) {
+    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  // Column 4 L + c: lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+    const __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+  }
+}
+
+// Values decoded per DecodeChunk call (one K-quant super-block).
+constexpr int64_t kPackPiece = 256;
+
+// Columns [j0, j0 + rows) (rows <= 16) of B, K values [k0, k0 + kc): 16
+// columns of each pair panel row from dst on (dst[kp * kBf16PanelCols + r]
+// = column j0 + r's pair kp; columns past rows are zero).
+void PackColumns16(const QuantGemmArgs& g, int64_t j0, int rows, int64_t k0,
+                   int64_t kc, uint32_t* dst) {
+  alignas(64) float tmp[16][kPackPiece];
+  const int64_t kcp = (kc + 1) / 2;
+  for (int64_t kk = 0; kk < kc; kk += kPackPiece) {
+    const int64_t piece = kc - kk < kPackPiece ? kc - kk : kPackPiece;
+    const int64_t piece32 = (piece + 31) / 32 * 32;
+    for (int r = 0; r < rows; ++r) {
+      DecodeChunk(g.dtype, g.w + (j0 + r) * g.row_bytes, k0 + kk, piece,
+                  tmp[r]);
+      // F16 rows of any length: zeros up to the 32-value step below.
+      for (int64_t v = piece; v < piece32; ++v) tmp[r][v] = 0.0f;
+    }
+    for (int64_t v = 0; v < piece32; v += 32) {
+      __m512i pr[16];
+      for (int r = 0; r < 16; ++r) {
+        // 32 values as 16 BF16 pairs (value 2 L low, 2 L + 1 high).
+        pr[r] = r < rows ? (__m512i)_mm512_cvtne2ps_pbh(
+                               _mm512_load_ps(tmp[r] + v + 16),
+                               _mm512_load_ps(tmp[r] + v))
+                         : _mm512_setzero_si512();
+      }
+      Transpose16x16(pr);
+      const int64_t kp0 = (kk + v) / 2;
+      const int64_t pairs = kcp - kp0 < 16 ? kcp - kp0 : 16;
+      for (int64_t l = 0; l < pairs; ++l) {
+        _mm512_storeu_si512(dst + (kp0 + l) * kBf16PanelCols, pr[l]);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void PackQuantBf16Pairs(const void* ctx, int64_t n0, int64_t nc, int64_t k0,
+                        int64_t kc, uint32_t* bp) {
+  const QuantGemmArgs& g = *static_cast<const QuantGemmArgs*>(ctx);
+  const int64_t kcp = (kc + 1) / 2;
+  for (int64_t p = 0; p < nc; p += kBf16PanelCols) {
+    uint32_t* panel = bp + p * kcp;
+    for (int64_t h = 0; h < kBf16PanelCols; h += 16) {
+      const int64_t left = nc - p - h;
+      const int rows = left <= 0 ? 0 : (left < 16 ? static_cast<int>(left) : 16);
+      PackColumns16(g, n0 + p + h, rows, k0, kc, panel + h);
+    }
+  }
+}
+
+void DecodeRowsF32(const QuantGemmArgs& g, int64_t n0, int64_t rows,
+                   float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k0 = 0; k0 < g.k; k0 += kPackPiece) {
+      const int64_t kc = g.k - k0 < kPackPiece ? g.k - k0 : kPackPiece;
+      alignas(64) float tmp[kPackPiece];
+      DecodeChunk(g.dtype, g.w + (n0 + r) * g.row_bytes, k0, kc, tmp);
+      std::memcpy(out + r * g.k + k0, tmp, kc * sizeof(float));
+    }
+  }
+}
 
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
   if (args.m == 1) {

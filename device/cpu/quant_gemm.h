@@ -36,7 +36,8 @@ inline bool QuantNeedsXSum(DType dtype) {
          dtype == DType::kQ4_K;
 }
 
-// Weight rows [n_begin, n_end) of y, all m activation rows: weights are
+// Weight rows [n_begin, n_end) of y, all m activation rows (M up to the
+// small-M limit of quant_linear_cpu.cc): weights are
 // decoded in registers (or, at avx512 for m >= 2, into an L1 panel) with F32
 // math, each weight byte read from memory once for all of x.
 namespace cpu_avx2 {
@@ -44,6 +45,15 @@ void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
 }  // namespace cpu_avx2
 namespace cpu_avx512 {
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
+// A cpu_avx512::PackBf16PairsFn (gemm.h) for ctx = const QuantGemmArgs*:
+// the weight rows' values as DequantizeRow gives them, rounded to BF16
+// (nearest even). Requires AVX512_BF16.
+void PackQuantBf16Pairs(const void* ctx, int64_t n0, int64_t nc, int64_t k0,
+                        int64_t kc, uint32_t* bp);
+// Weight rows [n0, n0 + rows) as F32 (DequantizeRow's values), row r at
+// out + r * args.k.
+void DecodeRowsF32(const QuantGemmArgs& args, int64_t n0, int64_t rows,
+                   float* out);
 }  // namespace cpu_avx512
 
 }  // namespace inferd

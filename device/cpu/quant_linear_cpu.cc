@@ -5,8 +5,11 @@
 //   also decodes 4-row panels once for all M >= 2 activation rows), or, at
 //   the scalar level, a weight row is decoded to
 //   F32 and dotted with the auto-vectorized loop below;
-// - larger M (prefill): tiles of W are decoded to F32 and run through the
-//   blocked F32 GEMM (RunGemm).
+// - larger M (prefill): with AVX512_BF16, W is decoded block by block
+//   straight into the BF16 pair panels of the vdpbf16ps GEMM (activations
+//   rounded to BF16 as for BF16 weights; each weight decoded once per call);
+//   below that, tiles of W are decoded to F32 (vectorized at avx512,
+//   DequantizeRow otherwise) and run through the blocked F32 GEMM (RunGemm).
 // Work is split over N on the thread pool.
 #include <algorithm>
 #include <cstring>
@@ -77,9 +80,14 @@ void RunDecodedTiles(void* arg, int64_t begin, int64_t end) {
     const int64_t n0 = t * kDecodeTileRows;
     const int64_t rows = std::min(kDecodeTileRows, g.n - n0);
     float* tile = ThreadBuffer(rows * g.k);
-    for (int64_t r = 0; r < rows; ++r) {
-      DequantizeRow(g.dtype, g.w + (n0 + r) * g.row_bytes, g.k, tile + r * g.k)
-          .IgnoreError();
+    if (ActiveCpuIsa() >= CpuIsa::kAvx512) {
+      cpu_avx512::DecodeRowsF32(g, n0, rows, tile);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        DequantizeRow(g.dtype, g.w + (n0 + r) * g.row_bytes, g.k,
+                      tile + r * g.k)
+            .IgnoreError();
+      }
     }
     GemmArgs gemm;
     gemm.x = g.x;
@@ -126,13 +134,27 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   ThreadPool* pool = ctx.pool;
   if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
 
+  const CpuIsa isa = ActiveCpuIsa();
+  if (g.m > kQuantSmallMMaxM && isa >= CpuIsa::kAvx512Bf16) {
+    GemmArgs gemm;
+    gemm.x = g.x;
+    gemm.ldx = g.ldx;
+    gemm.bias = g.bias;
+    gemm.y = g.y;
+    gemm.ldy = g.ldy;
+    gemm.m = g.m;
+    gemm.n = g.n;
+    gemm.k = g.k;
+    cpu_avx512::GemmBf16Packed(pool, gemm, &cpu_avx512::PackQuantBf16Pairs,
+                               &g);
+    return absl::OkStatus();
+  }
   if (g.m > kQuantSmallMMaxM) {
     const int64_t tiles = (g.n + kDecodeTileRows - 1) / kDecodeTileRows;
     ParallelForRaw(pool, tiles, 1, &RunDecodedTiles, &g);
     return absl::OkStatus();
   }
 
-  const CpuIsa isa = ActiveCpuIsa();
   std::vector<float> xsum;
   // The AVX-512 kernels fold the offsets into per-block tables.
   if (QuantNeedsXSum(g.dtype) && isa < CpuIsa::kAvx512) {
