@@ -85,8 +85,11 @@ absl::Status ParseDtype(absl::string_view flag, absl::string_view value,
     *out = "bfloat16";
   } else if (v == "q8_0" || v == "q4_0" || v == "q4_1") {
     *out = v;  // GEMM weights quantized at load
+  } else if (v == "int8") {
+    *out = v;  // encoders: int8 weights and per-token int8 activations
   } else {
-    return Bad(flag, value, "expected float32, bfloat16, q8_0, q4_0 or q4_1");
+    return Bad(flag, value,
+               "expected float32, bfloat16, q8_0, q4_0, q4_1 or int8");
   }
   return absl::OkStatus();
 }
@@ -237,10 +240,11 @@ const FlagDoc kFlags[] = {
     {"block-size", "N", "16", "Tokens per KV cache block."},
     {"enable-prefix-caching", "BOOL", "true",
      "Reuse KV cache blocks of identical prompt prefixes."},
-    {"dtype", "float32|bfloat16|q8_0|q4_0|q4_1", "float32",
-     "Compute dtype of the models: float32, bfloat16 GEMM weights, or GEMM "
+    {"dtype", "float32|bfloat16|q8_0|q4_0|q4_1|int8", "float32",
+     "Compute dtype of the models: float32, bfloat16 GEMM weights, GEMM "
      "weights quantized at load to q8_0 / q4_0 / q4_1 (GGUF files keep "
-     "their own quantization)."},
+     "their own quantization), or int8 (encoders only: weights per output "
+     "channel, activations per token, int8 GEMM)."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},
     {"drain-timeout", "SECONDS", "30",

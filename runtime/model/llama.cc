@@ -49,6 +49,11 @@ absl::StatusOr<std::unique_ptr<Model>> DecoderModel::Create(
         absl::StrCat(config.architectures[0], " needs a decoder config; ",
                      "model_type is ", config.model_type));
   }
+  if (options.compute_dtype == DType::kI8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dtype int8 is for encoder models (BERT, XLM-RoBERTa); ",
+        config.architectures[0], " is a decoder: use q8_0 for 8-bit weights"));
+  }
   ASSIGN_OR_RETURN(RopeConfig rope_config, RopeConfigFromModelConfig(config));
   ASSIGN_OR_RETURN(RopeCache rope, RopeCache::Create(rope_config));
   std::unique_ptr<DecoderModel> model(new DecoderModel(std::move(rope)));

@@ -31,9 +31,11 @@ absl::StatusOr<DType> ParseComputeDType(absl::string_view name) {
   if (n == "q8_0") return DType::kQ8_0;
   if (n == "q4_0") return DType::kQ4_0;
   if (n == "q4_1") return DType::kQ4_1;
+  // Encoders: int8 weights per channel, activations quantized per token.
+  if (n == "int8") return DType::kI8;
   return absl::InvalidArgumentError(
       absl::StrCat("unsupported compute dtype \"", name,
-                   "\" (float32, bfloat16, q8_0, q4_0 or q4_1)"));
+                   "\" (float32, bfloat16, q8_0, q4_0, q4_1 or int8)"));
 }
 
 ModelRunnerBase::~ModelRunnerBase() { ReleaseDeviceMemory(); }
@@ -56,13 +58,14 @@ absl::Status ModelRunnerBase::Init(Device* device,
         absl::StrCat("model runner needs a host-accessible device; ",
                      device->name(), " is not"));
   }
-  const bool quantized = options.dtype == DType::kQ8_0 ||
-                         options.dtype == DType::kQ4_0 ||
-                         options.dtype == DType::kQ4_1;
+  const bool quantized =
+      options.dtype == DType::kQ8_0 || options.dtype == DType::kQ4_0 ||
+      options.dtype == DType::kQ4_1 || options.dtype == DType::kI8;
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16 &&
       !quantized) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "compute dtype must be float32, bfloat16, q8_0, q4_0 or q4_1, not ",
+        "compute dtype must be float32, bfloat16, q8_0, q4_0, q4_1 or int8, "
+        "not ",
         DTypeName(options.dtype)));
   }
   compute_dtype_ = options.dtype;
