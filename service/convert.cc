@@ -244,6 +244,24 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
   o.skip_special_tokens =
       s.has_skip_special_tokens() ? s.skip_special_tokens() : true;
   o.include_stop_str_in_output = s.include_stop_str_in_output();
+  const v1::ResponseFormat& rf = req.response_format();
+  switch (rf.format_case()) {
+    case v1::ResponseFormat::kJsonSchema:
+      o.response_format.type = ResponseFormat::Type::kJsonSchema;
+      o.response_format.spec = rf.json_schema();
+      break;
+    case v1::ResponseFormat::kRegex:
+      o.response_format.type = ResponseFormat::Type::kRegex;
+      o.response_format.spec = rf.regex();
+      break;
+    case v1::ResponseFormat::kChoice:
+      o.response_format.type = ResponseFormat::Type::kChoice;
+      o.response_format.choices.assign(rf.choice().values().begin(),
+                                       rf.choice().values().end());
+      break;
+    case v1::ResponseFormat::FORMAT_NOT_SET:
+      break;
+  }
   // One set of range checks for every front end (the ranges documented in
   // inference.proto).
   if (absl::Status v = o.Validate(); !v.ok()) return v;

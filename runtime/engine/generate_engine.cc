@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/tokenizer/token_bytes.h"
 
 namespace inferd {
 
@@ -37,7 +38,11 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
       scheduler_owner_(std::move(components.scheduler)),
       sampler_owner_(std::move(components.sampler)),
       scheduler_(*scheduler_owner_),
-      sampler_(*sampler_owner_) {
+      sampler_(*sampler_owner_),
+      grammars_(std::make_unique<GrammarCompiler>([tokenizer] {
+        return std::make_shared<const TokenVocabulary>(
+            TokenByteStrings(*tokenizer));
+      })) {
   {
     absl::MutexLock lock(&mu_);
     stats_.kv_blocks_total = options_.scheduler.kv_cache.num_blocks;
@@ -106,6 +111,11 @@ absl::Status GenerateEngine::PreparePrompt(Request* r) const {
       sampling.max_tokens > 0 ? sampling.max_tokens : max_len - prompt_len;
   r->sampling = std::make_unique<SamplingState>(sampling, r->prompt,
                                                 options_.eos_token_ids);
+  if (sampling.response_format.type != ResponseFormat::Type::kText) {
+    ASSIGN_OR_RETURN(std::unique_ptr<TokenConstraint> constraint,
+                     grammars_->NewConstraint(sampling.response_format));
+    r->sampling->set_constraint(std::move(constraint));
+  }
   r->decoder = std::make_unique<IncrementalDecoder>(
       *tokenizer_, sampling.skip_special_tokens, r->prompt);
   r->stop =
@@ -370,7 +380,13 @@ void GenerateEngine::RunStep() {
       const int32_t token = samples_[i].token_id;
       std::string delta = r->decoder->Push(token);
       checks[i] = r->stop->Append(token, delta);
-      sampled_.push_back({row_ids[i], token, checks[i].finish_reason});
+      FinishReason reason = checks[i].finish_reason;
+      // A complete structured output ends like a stop token (the final
+      // chunk comes from the scheduler's finished list).
+      if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
+        reason = FinishReason::kStop;
+      }
+      sampled_.push_back({row_ids[i], token, reason});
     }
   }
   absl::StatusOr<std::vector<FinishedSequence>> finished =

@@ -85,14 +85,22 @@ TokenMask TokenGrammar::Build(int32_t state) const {
     for (int32_t t = v.token_begin_[node]; t < v.token_begin_[node + 1]; ++t) {
       const int32_t id = v.token_ids_[t];
       mask.bits[id >> 6] |= uint64_t{1} << (id & 63);
-      mask.ids.push_back(id);
+      ++mask.count;
     }
     for (int32_t e = v.child_begin_[node]; e < v.child_begin_[node + 1]; ++e) {
       const int32_t next = dfa_.Next(s, v.edge_label_[e]);
       if (next != ByteDfa::kDead) stack.push_back({v.edge_target_[e], next});
     }
   }
-  std::sort(mask.ids.begin(), mask.ids.end());
+  if (static_cast<int64_t>(mask.count) * TokenMask::kSparse <=
+      static_cast<int64_t>(v.bytes_.size())) {
+    mask.ids.reserve(mask.count);
+    for (size_t w = 0; w < mask.bits.size(); ++w) {
+      for (uint64_t b = mask.bits[w]; b != 0; b &= b - 1) {
+        mask.ids.push_back(static_cast<int32_t>(w * 64) + __builtin_ctzll(b));
+      }
+    }
+  }
   return mask;
 }
 
@@ -113,7 +121,7 @@ void GrammarConstraint::Mask(absl::Span<float> logits,
     saved_.push_back(id >= 0 && id < n ? x[id] : kNegInf);
   }
   const TokenMask& m = grammar_->Mask(state_);
-  if (m.ids.size() * 16 < static_cast<size_t>(n)) {
+  if (static_cast<int32_t>(m.ids.size()) == m.count) {
     // Few allowed tokens: keep them, clear the rest in one pass.
     const size_t keep = m.ids.size();
     saved_.resize(end_ids.size() + keep);
@@ -157,7 +165,7 @@ void GrammarConstraint::Advance(int32_t token_id) {
 bool GrammarConstraint::Complete() const {
   if (state_ == ByteDfa::kDead) return false;
   return grammar_->dfa().accepting(state_) &&
-         grammar_->Mask(state_).ids.empty();
+         grammar_->Mask(state_).count == 0;
 }
 
 absl::StatusOr<std::string> ResponseFormatRegex(const ResponseFormat& format) {

@@ -62,7 +62,17 @@ class TokenVocabulary {
 // The allowed tokens at one DFA state.
 struct TokenMask {
   std::vector<uint64_t> bits;  // by token id, vocab_size bits
-  std::vector<int32_t> ids;    // ascending
+  int32_t count = 0;           // set bits
+  // Ascending; only when few tokens are allowed (count * kSparse <= vocab
+  // size), where keeping them beats a pass over the bits. Dense masks do
+  // not hold them (a permissive state would cost 4 bytes per token).
+  std::vector<int32_t> ids;
+  static constexpr int32_t kSparse = 16;
+
+  bool allowed(int32_t id) const {
+    return id >= 0 && id < static_cast<int32_t>(bits.size()) * 64 &&
+           ((bits[id >> 6] >> (id & 63)) & 1);
+  }
 };
 
 class TokenGrammar {

@@ -370,7 +370,16 @@ TEST(TokenGrammarTest, MaskEqualsBruteForce) {
       }
       if (s != ByteDfa::kDead) want.push_back(id);
     }
-    EXPECT_EQ((*g)->Mask(state).ids, want) << "after " << text.substr(0, i);
+    const TokenMask& mask = (*g)->Mask(state);
+    std::vector<int32_t> got;
+    for (int32_t id = 0; id < vocab.size(); ++id) {
+      if (mask.allowed(id)) got.push_back(id);
+    }
+    EXPECT_EQ(got, want) << "after " << text.substr(0, i);
+    EXPECT_EQ(mask.count, static_cast<int32_t>(want.size()));
+    if (!mask.ids.empty()) {
+      EXPECT_EQ(mask.ids, want);
+    }
     if (i < text.size()) {
       state = dfa.Next(state, static_cast<uint8_t>(text[i]));
       ASSERT_NE(state, ByteDfa::kDead);

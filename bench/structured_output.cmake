@@ -1,0 +1,9 @@
+# Structured output: token-mask cost per generated token (bench/README.md).
+add_executable(inferd_structured_output_bench
+               ${CMAKE_CURRENT_LIST_DIR}/structured_output_bench.cc)
+target_link_libraries(inferd_structured_output_bench PRIVATE inferd_gen
+                      inferd_tokenizer inferd_loader benchmark::benchmark)
+target_compile_definitions(inferd_structured_output_bench PRIVATE
+  INFERD_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
+  INFERD_REAL_MODELS_DIR="${CMAKE_BINARY_DIR}/models")
+inferd_warnings(inferd_structured_output_bench)
