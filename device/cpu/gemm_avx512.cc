@@ -1,6 +1,5 @@
 // AVX-512 GEMM/GEMV kernels for Linear: F32 FMA micro-kernel (12 x 32),
-// AVX512_BF16 vdpbf16ps micro-kernel for BF16 weights (and for quantized /
-// F16 weights decoded into its panels, GemmBf16Packed), and row-streaming
+// AVX512_BF16 vdpbf16ps micro-kernel for BF16 weights, and row-streaming
 // GEMV for decode. Compiled with AVX-512 flags; only called after the
 // runtime CPU check (see linear_cpu.cc).
 #include <immintrin.h>
@@ -207,16 +206,11 @@ inline void MicroDispatchBf16(int mr, int64_t kcp, const uint32_t* a,
 // F32 panel of kKc, and C is revisited half as often (K = 384 in one pass).
 // Measured 1.3-1.8x at M = 4096 (K = 384 / 1536), neutral at M <= 512.
 constexpr int64_t kKcBf16 = 2 * kKc;
-static_assert(kKcBf16 == kBf16BlockK && kNr == kBf16PanelCols,
-              "gemm.h's pair panel layout");
 
 struct Bf16Plan {
   GemmPlan base;
   const uint32_t* xa;  // [m, kp_total] BF16 pairs
   int64_t kp_total;
-  // Null: PackBPairs from g.w.
-  PackBf16PairsFn pack = nullptr;
-  const void* pack_ctx = nullptr;
 };
 
 // Packs W(n0.., k0..) (HF layout, BF16) into pair panels.
@@ -259,16 +253,9 @@ void GemmBf16Task(void* arg, int64_t begin, int64_t end) {
     const int64_t kp_total = (g.k + 1) / 2;
     uint32_t* bp = reinterpret_cast<uint32_t*>(
         ThreadScratch((pack_all ? kp_total : kKcBf16 / 2) * nc_padded));
-    auto pack = [&](int64_t k0, int64_t kc, uint32_t* dst) {
-      if (plan.pack != nullptr) {
-        plan.pack(plan.pack_ctx, n0, nc, k0, kc, dst);
-      } else {
-        PackBPairs(g, n0, nc, k0, kc, dst);
-      }
-    };
     for (int64_t k0 = 0; pack_all && k0 < g.k; k0 += kKcBf16) {
       const int64_t kc = g.k - k0 < kKcBf16 ? g.k - k0 : kKcBf16;
-      pack(k0, kc, bp + k0 / 2 * nc_padded);
+      PackBPairs(g, n0, nc, k0, kc, bp + k0 / 2 * nc_padded);
     }
     // As GemmF32Task: C tile of a row chunk in L2 across K blocks, a B panel
     // in L1 over the chunk's rows.
@@ -281,7 +268,7 @@ void GemmBf16Task(void* arg, int64_t begin, int64_t end) {
         if (pack_all) {
           bk += k0 / 2 * nc_padded;
         } else {
-          pack(k0, kc, bp);
+          PackBPairs(g, n0, nc, k0, kc, bp);
         }
         for (int64_t p = 0; p < nc; p += kNr) {
           const int nv = static_cast<int>(nc - p < kNr ? nc - p : kNr);
@@ -636,26 +623,6 @@ void SmallMGemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
   std::free(xa);
 }
 
-// The blocked vdpbf16ps GEMM, B packed by `pack` (null: from g.w, BF16).
-void GemmBf16Blocked(ThreadPool* pool, const GemmArgs& g,
-                     PackBf16PairsFn pack, const void* pack_ctx) {
-  const int threads = pool != nullptr ? pool->num_threads() : 1;
-  Bf16Plan plan;
-  plan.base = MakePlan(g, threads);
-  plan.pack = pack;
-  plan.pack_ctx = pack_ctx;
-  plan.kp_total = (g.k + 1) / 2;
-  // kKcBf16 is even, so K blocks start on pair boundaries.
-  uint32_t* xa = static_cast<uint32_t*>(
-      std::aligned_alloc(64, ((g.m * plan.kp_total * 4 + 63) / 64) * 64));
-  ConvertArgs conv{&g, xa, plan.kp_total};
-  ParallelForRaw(pool, g.m, 16, &ConvertRowsTask, &conv);
-  plan.xa = xa;
-  const int64_t m_tasks = (g.m + plan.base.mc - 1) / plan.base.mc;
-  ParallelForRaw(pool, plan.base.n_tasks * m_tasks, 1, &GemmBf16Task, &plan);
-  std::free(xa);
-}
-
 }  // namespace
 
 void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
@@ -675,13 +642,19 @@ void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
     RunGemmF32(pool, g, kGemvMaxM);
     return;
   }
-  GemmBf16Blocked(pool, g, nullptr, nullptr);
-}
-
-void GemmBf16Packed(ThreadPool* pool, const GemmArgs& g, PackBf16PairsFn pack,
-                    const void* pack_ctx) {
-  if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
-  GemmBf16Blocked(pool, g, pack, pack_ctx);
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  Bf16Plan plan;
+  plan.base = MakePlan(g, threads);
+  plan.kp_total = (g.k + 1) / 2;
+  // kKcBf16 is even, so K blocks start on pair boundaries.
+  uint32_t* xa = static_cast<uint32_t*>(
+      std::aligned_alloc(64, ((g.m * plan.kp_total * 4 + 63) / 64) * 64));
+  ConvertArgs conv{&g, xa, plan.kp_total};
+  ParallelForRaw(pool, g.m, 16, &ConvertRowsTask, &conv);
+  plan.xa = xa;
+  const int64_t m_tasks = (g.m + plan.base.mc - 1) / plan.base.mc;
+  ParallelForRaw(pool, plan.base.n_tasks * m_tasks, 1, &GemmBf16Task, &plan);
+  std::free(xa);
 }
 
 }  // namespace cpu_avx512

@@ -10,11 +10,10 @@
 // - M >= 2 (batched decode): a chunk of 4 weight rows x 256 values is decoded
 //   once into an L1-resident F32 panel (the values DequantizeRow gives) and
 //   run against all M activation rows with a 4 x 4 register tile.
-// - Prefill (large M): weight tiles decoded (the same F32 values) and
-//   rounded to BF16 straight into the pair panels of the vdpbf16ps GEMM
-//   (PackQuantBf16Pairs), 16 columns at a time through a 16 x 16 transpose
-//   of 32-bit pairs; without AVX512_BF16, rows decoded to F32 for the F32
-//   GEMM (DecodeRowsF32).
+// - Prefill (large M): Q8_0 / Q4_0 / Q4_1 with int8 dot products
+//   (vpdpbusd) against activations quantized per block of 32
+//   (QuantGemmVnni); the other formats decode weight tiles to F32 with the
+//   kernels above (DecodeRowsF32) for the F32 GEMM.
 // Compiled with AVX-512 flags and called only after the run-time CPU check;
 // internal-linkage helpers and raw pointers only (see device/CMakeLists.txt).
 #include <immintrin.h>
@@ -23,7 +22,6 @@
 #include <cstring>
 #include <vector>
 
-#include "device/cpu/gemm.h"
 #include "device/cpu/quant_gemm.h"
 
 namespace inferd {
@@ -584,90 +582,203 @@ void PanelRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
   }
 }
 
-// ---- Prefill: weights decoded into the vdpbf16ps GEMM's panels -------------
+// Values decoded per DecodeChunk call on the prefill path (one K-quant
+// super-block).
+constexpr int64_t kPackPiece = 256;
 
-// Transposes the 16 x 16 matrix of 32-bit words held as rows r[0..15] in
-// place: afterwards r[c] holds what was column c.
-inline void Transpose16x16(__m512i r[16]) {
-  __m512i t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  // u[4 g + c], 128-bit lane L: rows 4 g .. 4 g + 3 of column 4 L + c.
-  __m512i u[16];
-  for (int g = 0; g < 16; g += 4) {
-    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-  }
-  // Column 4 L + c: lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
-  for (int c = 0; c < 4; ++c) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
-    const __m512i v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
-    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512i w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
-    r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
-    r[4 + c] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
-    r[8 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);
-    r[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+// ---- Prefill with int8 dot products (AVX512_VNNI) --------------------------
+// Q8_0, Q4_0 and Q4_1 values are w = d u + o with u an unsigned byte per
+// value and d, o per block of 32 (Q8_0: u = q + 128, o = -128 d; Q4_0:
+// u = the nibble, o = -8 d; Q4_1: u = the nibble, o = m). Activations are
+// quantized per block of 32 to int8, xq = round(x / dx) with dx = max|x| /
+// 127, so that
+//   sum_k x_k w_k ~= sum_b dx_b (d_b sum_k xq_k u_k + o_b sum_k xq_k),
+// the integer sums by vpdpbusd (u8 x s8, four products per 32-bit lane).
+// The error is that of the activation rounding: |x - dx xq| <= dx / 2.
+
+// Activation rows per register tile (6 x 2 int32 sums + 6 x 2 F32
+// accumulators + panel vectors fit the 32 registers) and weight rows per
+// panel (two 16-lane vectors).
+constexpr int kVnniMr = 6;
+constexpr int kVnniNr = 32;
+// Bytes of one block (32 values) of a packed panel: u[g][j][4] for the 8
+// groups of 4 values g and the kVnniNr rows j.
+constexpr int64_t kVnniBlockBytes = 32 * kVnniNr;
+
+struct VnniX {
+  const int8_t* q;   // [m][k] quantized activations
+  const float* dx;   // [m][nb] block scales
+  const float* dxs;  // [m][nb] dx * sum of the block's xq
+  int64_t nb;        // blocks per row (k / 32)
+};
+
+// Panel of weight rows [n0, n0 + rows) (rows <= kVnniNr; the others zero):
+// u bytes (kVnniBlockBytes per block), d and o (kVnniNr floats per block).
+void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
+                   uint8_t* pu, float* pd, float* po) {
+  const size_t bytes = g.dtype == DType::kQ8_0 ? 34 : (g.dtype == DType::kQ4_0 ? 18 : 20);
+  const __m128i low = _mm_set1_epi8(0x0F);
+  for (int j = 0; j < kVnniNr; ++j) {
+    if (j >= rows) {
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int q = 0; q < 8; ++q) std::memset(pu + b * kVnniBlockBytes + q * 4 * kVnniNr + 4 * j, 0, 4);
+        pd[b * kVnniNr + j] = 0.0f;
+        po[b * kVnniNr + j] = 0.0f;
+      }
+      continue;
+    }
+    const uint8_t* row = g.w + (n0 + j) * g.row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * bytes;
+      alignas(32) uint8_t u[32];
+      const float d = HalfAt(blk);
+      float o;
+      if (g.dtype == DType::kQ8_0) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(u),
+                           _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+        o = -128.0f * d;
+      } else {
+        const uint8_t* qs = blk + (g.dtype == DType::kQ4_0 ? 2 : 4);
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+        _mm_store_si128(reinterpret_cast<__m128i*>(u), _mm_and_si128(v, low));
+        _mm_store_si128(reinterpret_cast<__m128i*>(u + 16),
+                        _mm_and_si128(_mm_srli_epi16(v, 4), low));
+        o = g.dtype == DType::kQ4_0 ? -8.0f * d : HalfAt(blk + 2);
+      }
+      uint8_t* dst = pu + b * kVnniBlockBytes + 4 * j;
+      for (int q = 0; q < 8; ++q) std::memcpy(dst + q * 4 * kVnniNr, u + 4 * q, 4);
+      pd[b * kVnniNr + j] = d;
+      po[b * kVnniNr + j] = o;
+    }
   }
 }
 
-// Values decoded per DecodeChunk call (one K-quant super-block).
-constexpr int64_t kPackPiece = 256;
-
-// Columns [j0, j0 + rows) (rows <= 16) of B, K values [k0, k0 + kc): 16
-// columns of each pair panel row from dst on (dst[kp * kBf16PanelCols + r]
-// = column j0 + r's pair kp; columns past rows are zero).
-void PackColumns16(const QuantGemmArgs& g, int64_t j0, int rows, int64_t k0,
-                   int64_t kc, uint32_t* dst) {
-  alignas(64) float tmp[16][kPackPiece];
-  const int64_t kcp = (kc + 1) / 2;
-  for (int64_t kk = 0; kk < kc; kk += kPackPiece) {
-    const int64_t piece = kc - kk < kPackPiece ? kc - kk : kPackPiece;
-    const int64_t piece32 = (piece + 31) / 32 * 32;
-    for (int r = 0; r < rows; ++r) {
-      DecodeChunk(g.dtype, g.w + (j0 + r) * g.row_bytes, k0 + kk, piece,
-                  tmp[r]);
-      // F16 rows of any length: zeros up to the 32-value step below.
-      for (int64_t v = piece; v < piece32; ++v) tmp[r][v] = 0.0f;
+// y rows [i0, i0 + MR), columns [n0, n0 + nvalid) = x . panel (+ bias).
+template <int MR>
+__attribute__((target("avx512vnni"))) void MicroVnni(
+    const VnniX& x, int64_t k, int64_t i0, const uint8_t* pu, const float* pd,
+    const float* po, float* y, int64_t ldy, int nvalid, const float* bias) {
+  __m512 f[MR][2];
+  for (int i = 0; i < MR; ++i) f[i][0] = f[i][1] = _mm512_setzero_ps();
+  const int8_t* xq = x.q + i0 * k;
+  const float* dx = x.dx + i0 * x.nb;
+  const float* dxs = x.dxs + i0 * x.nb;
+  for (int64_t b = 0; b < x.nb; ++b) {
+    __m512i s[MR][2];
+    for (int i = 0; i < MR; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+    const uint8_t* ub = pu + b * kVnniBlockBytes;
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      const __m512i w0 = _mm512_load_si512(ub + q * 4 * kVnniNr);
+      const __m512i w1 = _mm512_load_si512(ub + q * 4 * kVnniNr + 64);
+#pragma GCC unroll 6
+      for (int i = 0; i < MR; ++i) {
+        int32_t a;
+        std::memcpy(&a, xq + i * k + 32 * b + 4 * q, 4);
+        const __m512i av = _mm512_set1_epi32(a);
+        s[i][0] = _mm512_dpbusd_epi32(s[i][0], w0, av);
+        s[i][1] = _mm512_dpbusd_epi32(s[i][1], w1, av);
+      }
     }
-    for (int64_t v = 0; v < piece32; v += 32) {
-      __m512i pr[16];
-      for (int r = 0; r < 16; ++r) {
-        // 32 values as 16 BF16 pairs (value 2 L low, 2 L + 1 high).
-        pr[r] = r < rows ? (__m512i)_mm512_cvtne2ps_pbh(
-                               _mm512_load_ps(tmp[r] + v + 16),
-                               _mm512_load_ps(tmp[r] + v))
-                         : _mm512_setzero_si512();
-      }
-      Transpose16x16(pr);
-      const int64_t kp0 = (kk + v) / 2;
-      const int64_t pairs = kcp - kp0 < 16 ? kcp - kp0 : 16;
-      for (int64_t l = 0; l < pairs; ++l) {
-        _mm512_storeu_si512(dst + (kp0 + l) * kBf16PanelCols, pr[l]);
-      }
+    const __m512 d0 = _mm512_load_ps(pd + b * kVnniNr), d1 = _mm512_load_ps(pd + b * kVnniNr + 16);
+    const __m512 o0 = _mm512_load_ps(po + b * kVnniNr), o1 = _mm512_load_ps(po + b * kVnniNr + 16);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m512 sx = _mm512_set1_ps(dx[i * x.nb + b]);
+      const __m512 ss = _mm512_set1_ps(dxs[i * x.nb + b]);
+      f[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][0]), _mm512_mul_ps(d0, sx), f[i][0]);
+      f[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][1]), _mm512_mul_ps(d1, sx), f[i][1]);
+      f[i][0] = _mm512_fmadd_ps(o0, ss, f[i][0]);
+      f[i][1] = _mm512_fmadd_ps(o1, ss, f[i][1]);
+    }
+  }
+  const __mmask16 m0 = nvalid >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << nvalid) - 1);
+  const __mmask16 m1 = nvalid >= 32 ? 0xFFFF
+                       : nvalid <= 16 ? 0
+                                      : static_cast<__mmask16>((1u << (nvalid - 16)) - 1);
+  __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+  if (bias != nullptr) {
+    b0 = _mm512_maskz_loadu_ps(m0, bias);
+    b1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* yr = y + (i0 + i) * ldy;
+    _mm512_mask_storeu_ps(yr, m0, _mm512_add_ps(f[i][0], b0));
+    _mm512_mask_storeu_ps(yr + 16, m1, _mm512_add_ps(f[i][1], b1));
+  }
+}
+
+struct VnniTask {
+  const QuantGemmArgs* g;
+  VnniX x;
+};
+
+// Panels [begin, end) of kVnniNr weight rows, all activation rows each.
+void VnniPanelsTask(void* arg, int64_t begin, int64_t end) {
+  const VnniTask& t = *static_cast<const VnniTask*>(arg);
+  const QuantGemmArgs& g = *t.g;
+  const int64_t nb = t.x.nb;
+  static thread_local std::vector<uint8_t> buf;
+  const size_t need = nb * kVnniBlockBytes + 2 * nb * kVnniNr * sizeof(float) + 64;
+  if (buf.size() < need) buf.resize(need);
+  uint8_t* pu = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+  float* pd = reinterpret_cast<float*>(pu + nb * kVnniBlockBytes);
+  float* po = pd + nb * kVnniNr;
+  for (int64_t p = begin; p < end; ++p) {
+    const int64_t n0 = p * kVnniNr;
+    const int rows = g.n - n0 < kVnniNr ? static_cast<int>(g.n - n0) : kVnniNr;
+    PackVnniPanel(g, n0, rows, nb, pu, pd, po);
+    float* y = g.y + n0;
+    const float* bias = g.bias != nullptr ? g.bias + n0 : nullptr;
+    int64_t i = 0;
+    for (; i + kVnniMr <= g.m; i += kVnniMr) {
+      MicroVnni<kVnniMr>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias);
+    }
+    switch (g.m - i) {
+      case 1: MicroVnni<1>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+      case 2: MicroVnni<2>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+      case 3: MicroVnni<3>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+      case 4: MicroVnni<4>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+      case 5: MicroVnni<5>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+      default: break;
+    }
+  }
+}
+
+struct QuantizeXTask {
+  const QuantGemmArgs* g;
+  int8_t* q;
+  float* dx;
+  float* dxs;
+};
+
+// Rows [begin, end) of x quantized per block of 32 (round to nearest even).
+void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
+  const QuantizeXTask& t = *static_cast<const QuantizeXTask*>(arg);
+  const QuantGemmArgs& g = *t.g;
+  const int64_t nb = g.k / 32;
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t i = begin; i < end; ++i) {
+    const float* xr = g.x + i * g.ldx;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m512 v0 = _mm512_loadu_ps(xr + 32 * b), v1 = _mm512_loadu_ps(xr + 32 * b + 16);
+      const float amax = _mm512_reduce_max_ps(
+          _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+      const float d = amax / 127.0f;
+      const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b), _mm512_cvtepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+      t.dx[i * nb + b] = d;
+      t.dxs[i * nb + b] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
     }
   }
 }
 
 }  // namespace
-
-void PackQuantBf16Pairs(const void* ctx, int64_t n0, int64_t nc, int64_t k0,
-                        int64_t kc, uint32_t* bp) {
-  const QuantGemmArgs& g = *static_cast<const QuantGemmArgs*>(ctx);
-  const int64_t kcp = (kc + 1) / 2;
-  for (int64_t p = 0; p < nc; p += kBf16PanelCols) {
-    uint32_t* panel = bp + p * kcp;
-    for (int64_t h = 0; h < kBf16PanelCols; h += 16) {
-      const int64_t left = nc - p - h;
-      const int rows = left <= 0 ? 0 : (left < 16 ? static_cast<int>(left) : 16);
-      PackColumns16(g, n0 + p + h, rows, k0, kc, panel + h);
-    }
-  }
-}
 
 void DecodeRowsF32(const QuantGemmArgs& g, int64_t n0, int64_t rows,
                    float* out) {
@@ -679,6 +790,21 @@ void DecodeRowsF32(const QuantGemmArgs& g, int64_t n0, int64_t rows,
       std::memcpy(out + r * g.k + k0, tmp, kc * sizeof(float));
     }
   }
+}
+
+bool QuantVnniSupports(DType dtype) {
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1) &&
+         __builtin_cpu_supports("avx512vnni");
+}
+
+void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
+  const int64_t nb = g.k / 32;
+  std::vector<int8_t> q(g.m * g.k);
+  std::vector<float> dx(g.m * nb), dxs(g.m * nb);
+  QuantizeXTask qt{&g, q.data(), dx.data(), dxs.data()};
+  ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
+  VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), nb}};
+  ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
 }
 
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {

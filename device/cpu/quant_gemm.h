@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/cpu/thread_pool.h"
 #include "device/tensor.h"
 
 namespace inferd {
@@ -45,11 +46,15 @@ void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
 }  // namespace cpu_avx2
 namespace cpu_avx512 {
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
-// A cpu_avx512::PackBf16PairsFn (gemm.h) for ctx = const QuantGemmArgs*:
-// the weight rows' values as DequantizeRow gives them, rounded to BF16
-// (nearest even). Requires AVX512_BF16.
-void PackQuantBf16Pairs(const void* ctx, int64_t n0, int64_t nc, int64_t k0,
-                        int64_t kc, uint32_t* bp);
+// Whether QuantGemmVnni handles dtype on this CPU (Q8_0, Q4_0, Q4_1 with
+// AVX512_VNNI).
+bool QuantVnniSupports(DType dtype);
+// y = x W^T (+ bias), all of it, with int8 dot products (vpdpbusd): x
+// quantized per block of 32 to int8 once per call (as ggml's q8_0), weight
+// panels of 32 rows unpacked once each; work split over panels on `pool`.
+// Error: that of the activation rounding, sum_k |w_k| dx_k / 2 (dx = the
+// block's max |x| / 127), plus F32 rounding.
+void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& args);
 // Weight rows [n0, n0 + rows) as F32 (DequantizeRow's values), row r at
 // out + r * args.k.
 void DecodeRowsF32(const QuantGemmArgs& args, int64_t n0, int64_t rows,

@@ -1,7 +1,6 @@
 // Block-quantized dtypes: sizes and names, QuantizeRow -> DequantizeRow
 // round trips within each format's bound, hand-built blocks, and the
-// argument errors of the quantized ops, the prefill tile decoder's BF16
-// panels against DequantizeRow. (Optimized vs reference Linear and
+// argument errors of the quantized ops. (Optimized vs reference Linear and
 // Embedding on quantized weights: ops_test.cc, over every ISA level.)
 #include <algorithm>
 #include <cmath>
@@ -9,9 +8,6 @@
 #include <vector>
 
 #include "device/bf16.h"
-#include "device/cpu/cpu_features.h"
-#include "device/cpu/gemm.h"
-#include "device/cpu/quant_gemm.h"
 #include "device/ops.h"
 #include "device/quant.h"
 #include "gtest/gtest.h"
@@ -176,81 +172,6 @@ TEST(QuantTest, DecodesHandBuiltBlocks) {
   std::memset(q4k + 16, 0x33, 128);
   ASSERT_TRUE(DequantizeRow(DType::kQ4_K, q4k, 256, y).ok());
   for (int v = 0; v < 256; ++v) EXPECT_EQ(y[v], 3.0f * sc[v / 32] - 0.5f * mn[v / 32]) << v;
-}
-
-// The prefill tile decoder (AVX512_BF16): weight rows decoded straight into
-// the vdpbf16ps GEMM's BF16 pair panels (layout in device/cpu/gemm.h) for
-// every format, against DequantizeRow. Each word is written (sentinel
-// check); a value is DequantizeRow's rounded to BF16 to nearest: within
-// half a BF16 step, 2^-8 |v| (plus 2^-22 |v| for the vectorized decoder's
-// F32 rounding, e.g. Q4_1's fused d q + m), so truncation (up to 2^-7)
-// fails; padding columns and the pair past an odd K are exactly 0. Panel
-// sets of 1 to 3 panels, half-empty and partial half-panels, K blocks
-// other than the first, short last blocks and odd F16 lengths.
-TEST(QuantTest, Bf16PanelsHoldDequantizedValues) {
-  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
-  constexpr uint32_t kSentinel = 0xDEADBEEFu;
-  uint32_t seed = 50;
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K, DType::kQ6_K,
-                      DType::kF16}) {
-    const int64_t block = DTypeBlockElements(dtype);
-    std::vector<int64_t> ks;
-    if (block == 1) {
-      ks = {1, 31, 300, 1001};
-    } else if (block == 32) {
-      ks = {32, 544, 1088};
-    } else {
-      ks = {256, 1280};
-    }
-    for (int64_t n : {1, 16, 19, 40, 75}) {
-      for (int64_t k : ks) {
-        const size_t row_bytes = DTypeRowBytes(dtype, k);
-        std::vector<uint8_t> w(n * row_bytes);
-        std::vector<float> src = RandomVector(n * k, seed++, -2.0f, 2.0f);
-        for (int64_t r = 0; r < n; ++r) {
-          ASSERT_TRUE(QuantizeRow(dtype, src.data() + r * k, k, w.data() + r * row_bytes).ok());
-        }
-        std::vector<float> ref(n * k);
-        for (int64_t r = 0; r < n; ++r) {
-          ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, ref.data() + r * k).ok());
-        }
-        QuantGemmArgs args;
-        args.dtype = dtype;
-        args.w = w.data();
-        args.row_bytes = row_bytes;
-        args.k = k;
-        for (int64_t n0 : {int64_t{0}, n / 3}) {
-          const int64_t nc = n - n0;
-          const int64_t nc_padded = (nc + 31) / 32 * 32;
-          for (int64_t k0 = 0; k0 < k; k0 += cpu_avx512::kBf16BlockK) {
-            const int64_t kc = std::min(cpu_avx512::kBf16BlockK, k - k0);
-            const int64_t kcp = (kc + 1) / 2;
-            std::vector<uint32_t> bp(nc_padded * kcp, kSentinel);
-            cpu_avx512::PackQuantBf16Pairs(&args, n0, nc, k0, kc, bp.data());
-            for (int64_t col = 0; col < nc_padded; ++col) {
-              const int64_t p = col / 32 * 32, j = col % 32;
-              for (int64_t kp = 0; kp < kcp; ++kp) {
-                const uint32_t word = bp[p * kcp + kp * 32 + j];
-                ASSERT_NE(word, kSentinel) << DTypeName(dtype) << " word not written";
-                for (int h = 0; h < 2; ++h) {
-                  const float got = Bf16ToFloat(static_cast<uint16_t>(word >> (16 * h)));
-                  const int64_t kk = 2 * kp + h;
-                  if (col >= nc || kk >= kc) {
-                    ASSERT_EQ(got, 0.0f) << DTypeName(dtype) << " padding col " << col;
-                    continue;
-                  }
-                  const float v = ref[(n0 + col) * k + k0 + kk];
-                  ASSERT_LE(std::fabs(got - v), std::fabs(v) * (0x1p-8f + 0x1p-22f))
-                      << DTypeName(dtype) << " n=" << n << " k=" << k << " n0=" << n0
-                      << " k0=" << k0 << " row " << n0 + col << " value " << k0 + kk;
-                }
-              }
-            }
-          }
-        }
-      }
-    }
-  }
 }
 
 TEST(QuantTest, RowErrorsAreInvalidArgument) {

@@ -67,7 +67,10 @@ def main():
         check(len(names) >= 5, f"expected 5 GGUF decoders, got {names}")
         check(len(encoders) >= 2, f"expected 2 GGUF encoders, got {encoders}")
         rng = random.Random(7)
-        prompts = [[rng.randrange(3, 400) for _ in range(n)] for n in (1, 5, 17)]
+        # 96 tokens: a prefill above the small-M limit (64 rows), where the
+        # quantized / F16 weights are decoded into BF16 GEMM panels.
+        prompts = [[rng.randrange(3, 400) for _ in range(n)]
+                   for n in (1, 5, 17, 96)]
         expected = {}
         for name in names:
             ref = subprocess.run(
