@@ -10,7 +10,7 @@
 // - M >= 2 (batched decode): a chunk of 4 weight rows x 256 values is decoded
 //   once into an L1-resident F32 panel (the values DequantizeRow gives) and
 //   run against all M activation rows with a 4 x 4 register tile.
-// - Prefill (large M): Q8_0 / Q4_0 / Q4_1 with int8 dot products
+// - Prefill (large M): Q8_0 / Q4_0 / Q4_1 / Q4_K with int8 dot products
 //   (vpdpbusd) against activations quantized per block of 32
 //   (QuantGemmVnni); the other formats decode weight tiles to F32 with the
 //   kernels above (DecodeRowsF32) for the F32 GEMM.
@@ -587,9 +587,10 @@ void PanelRows(const QuantGemmArgs& g, int64_t n_begin, int64_t n_end) {
 constexpr int64_t kPackPiece = 256;
 
 // ---- Prefill with int8 dot products (AVX512_VNNI) --------------------------
-// Q8_0, Q4_0 and Q4_1 values are w = d u + o with u an unsigned byte per
-// value and d, o per block of 32 (Q8_0: u = q + 128, o = -128 d; Q4_0:
-// u = the nibble, o = -8 d; Q4_1: u = the nibble, o = m). Activations are
+// Q8_0, Q4_0, Q4_1 and Q4_K values are w = d u + o with u an unsigned byte
+// per value and d, o per block of 32 (Q8_0: u = q + 128, o = -128 d; Q4_0:
+// u = the nibble, o = -8 d; Q4_1: u = the nibble, o = m; Q4_K: per
+// sub-block, u = the nibble, d = d sc, o = -dmin m). Activations are
 // quantized per block of 32 to int8, xq = round(x / dx) with dx = max|x| /
 // 127, so that
 //   sum_k x_k w_k ~= sum_b dx_b (d_b sum_k xq_k u_k + o_b sum_k xq_k),
@@ -628,6 +629,29 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
       continue;
     }
     const uint8_t* row = g.w + (n0 + j) * g.row_bytes;
+    if (g.dtype == DType::kQ4_K) {
+      // Sub-block s of 32: u = its nibbles (low ones of the pair's 32 bytes
+      // for even s, high for odd), d = d sc_s, o = -dmin m_s.
+      for (int64_t sb = 0; sb < nb / 8; ++sb) {
+        const uint8_t* blk = row + sb * 144;
+        alignas(64) float sm[16];
+        ScalesQ4_K(blk, sm);
+        for (int sub = 0; sub < 8; ++sub) {
+          const __m256i v = _mm256_loadu_si256(
+              reinterpret_cast<const __m256i*>(blk + 16 + 32 * (sub / 2)));
+          const __m256i nib = _mm256_and_si256(
+              sub % 2 == 0 ? v : _mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0F));
+          alignas(32) uint8_t u[32];
+          _mm256_store_si256(reinterpret_cast<__m256i*>(u), nib);
+          const int64_t b = sb * 8 + sub;
+          uint8_t* dst = pu + b * kVnniBlockBytes + 4 * j;
+          for (int q = 0; q < 8; ++q) std::memcpy(dst + q * 4 * kVnniNr, u + 4 * q, 4);
+          pd[b * kVnniNr + j] = sm[sub];
+          po[b * kVnniNr + j] = -sm[8 + sub];
+        }
+      }
+      continue;
+    }
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * bytes;
       alignas(32) uint8_t u[32];
@@ -793,7 +817,8 @@ void DecodeRowsF32(const QuantGemmArgs& g, int64_t n0, int64_t rows,
 }
 
 bool QuantVnniSupports(DType dtype) {
-  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1) &&
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
+          dtype == DType::kQ4_K) &&
          __builtin_cpu_supports("avx512vnni");
 }
 
