@@ -110,6 +110,11 @@ absl::Status SetEngineOption(absl::string_view key, absl::string_view value,
     }
   } else if (key == "max-batched-tokens") {
     ASSIGN_OR_RETURN(e->max_batched_tokens, ParseInt(key, value, 1, 1 << 24));
+  } else if (key == "max-prefill-tokens-while-decoding") {
+    ASSIGN_OR_RETURN(e->max_prefill_tokens_while_decoding,
+                     ParseInt(key, value, 0, 1 << 24));
+  } else if (key == "overlap-output") {
+    ASSIGN_OR_RETURN(e->overlap_output, ParseBool(key, value));
   } else if (key == "max-seqs") {
     ASSIGN_OR_RETURN(e->max_seqs, ParseInt(key, value, 1, 1 << 16));
   } else if (key == "max-queue-requests") {
@@ -219,6 +224,14 @@ const FlagDoc kFlags[] = {
      "Engine threads per model that prepare requests (chat template, "
      "tokenization) while batches run; 0 prepares on the gRPC thread."},
     {"max-batched-tokens", "N", "2048", "Token budget of one engine step."},
+    {"max-prefill-tokens-while-decoding", "N", "64",
+     "Generation: prompt tokens one engine step may prefill while sequences "
+     "are decoding (long prompts are chunked so streams keep getting "
+     "tokens); with no sequence decoding a step may prefill "
+     "--max-batched-tokens. 0 = no separate limit."},
+    {"overlap-output", "BOOL", "true",
+     "Generation: detokenize, check stop strings and write chunks on an "
+     "output thread while the next forward pass runs."},
     {"max-seqs", "N", "64", "Sequences batched in one engine step."},
     {"max-queue-requests", "N", "1024",
      "Waiting requests per model before new ones get RESOURCE_EXHAUSTED."},

@@ -62,6 +62,14 @@ const Histogram::BucketBoundaries& StepTokenBuckets() {
   return *b;
 }
 
+// Prefill / decode tokens of one step; 0 (none of that kind) is a bucket
+// of its own.
+const Histogram::BucketBoundaries& StepSplitBuckets() {
+  static const auto* b = new Histogram::BucketBoundaries{
+      0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+  return *b;
+}
+
 absl::string_view CodeName(grpc::StatusCode code) {
   switch (code) {
     case grpc::StatusCode::OK:
@@ -259,16 +267,31 @@ class Metrics::EngineCollector : public prometheus::Collectable {
 
 class Metrics::ModelStepObserver : public StepObserver {
  public:
-  ModelStepObserver(Histogram& batch_size, Histogram& tokens)
-      : batch_size_(batch_size), tokens_(tokens) {}
+  ModelStepObserver(Histogram& batch_size, Histogram& tokens,
+                    Histogram& prefill_tokens, Histogram& decode_tokens,
+                    Histogram& seconds)
+      : batch_size_(batch_size),
+        tokens_(tokens),
+        prefill_tokens_(prefill_tokens),
+        decode_tokens_(decode_tokens),
+        seconds_(seconds) {}
   void OnStep(const StepInfo& step) override {
     batch_size_.Observe(static_cast<double>(step.num_seqs));
     tokens_.Observe(static_cast<double>(step.num_tokens));
+    // Generation steps tell prompt from decode tokens.
+    if (step.num_prefill_tokens + step.num_decode_tokens > 0) {
+      prefill_tokens_.Observe(static_cast<double>(step.num_prefill_tokens));
+      decode_tokens_.Observe(static_cast<double>(step.num_decode_tokens));
+    }
+    if (step.seconds > 0) seconds_.Observe(step.seconds);
   }
 
  private:
   Histogram& batch_size_;
   Histogram& tokens_;
+  Histogram& prefill_tokens_;
+  Histogram& decode_tokens_;
+  Histogram& seconds_;
 };
 
 Metrics::Metrics(const ModelManager* models, std::function<int64_t()> in_flight)
@@ -331,6 +354,23 @@ Metrics::Metrics(const ModelManager* models, std::function<int64_t()> in_flight)
                             .Name("inferd_iteration_tokens")
                             .Help("Tokens per engine step (forward pass).")
                             .Register(*registry_)),
+      iteration_prefill_tokens_(
+          BuildHistogram()
+              .Name("inferd_iteration_prefill_tokens")
+              .Help("Prompt (prefill) tokens per generation engine step, "
+                    "recomputation after preemption included.")
+              .Register(*registry_)),
+      iteration_decode_tokens_(
+          BuildHistogram()
+              .Name("inferd_iteration_decode_tokens")
+              .Help("Decode tokens (= decoding sequences) per generation "
+                    "engine step.")
+              .Register(*registry_)),
+      iteration_seconds_(BuildHistogram()
+                             .Name("inferd_iteration_duration_seconds")
+                             .Help("Wall time of a generation engine step: "
+                                   "scheduling, forward pass, sampling.")
+                             .Register(*registry_)),
       embed_requests_(BuildCounter()
                           .Name("inferd_embed_request_count")
                           .Help("Successful embed / rerank / classify "
@@ -414,7 +454,10 @@ StepObserver* Metrics::StepObserverFor(const std::string& model) {
   if (slot == nullptr) {
     slot = std::make_unique<ModelStepObserver>(
         iteration_batch_size_.Add({{"model", model}}, BatchSizeBuckets()),
-        iteration_tokens_.Add({{"model", model}}, StepTokenBuckets()));
+        iteration_tokens_.Add({{"model", model}}, StepTokenBuckets()),
+        iteration_prefill_tokens_.Add({{"model", model}}, StepSplitBuckets()),
+        iteration_decode_tokens_.Add({{"model", model}}, StepSplitBuckets()),
+        iteration_seconds_.Add({{"model", model}}, LatencyBuckets()));
   }
   return slot.get();
 }

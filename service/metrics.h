@@ -79,6 +79,9 @@ class Metrics final : public RpcObserver {
   // Engine steps.
   prometheus::Family<prometheus::Histogram>& iteration_batch_size_;
   prometheus::Family<prometheus::Histogram>& iteration_tokens_;
+  prometheus::Family<prometheus::Histogram>& iteration_prefill_tokens_;
+  prometheus::Family<prometheus::Histogram>& iteration_decode_tokens_;
+  prometheus::Family<prometheus::Histogram>& iteration_seconds_;
   // Embed / rerank / classify.
   prometheus::Family<prometheus::Counter>& embed_requests_;
   prometheus::Family<prometheus::Counter>& embed_inputs_;

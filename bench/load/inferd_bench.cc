@@ -8,6 +8,7 @@
 //   TTFT  send -> first message carrying tokens;
 //   TPOT  (e2e - TTFT) / (output tokens - 1), per request;
 //   ITL   gap between consecutive token-carrying messages.
+//   ITL max  the longest such gap of each request (a stream's worst stall).
 // Inputs are synthetic token ids drawn from the model's own tokenizer (so
 // lengths are exact) or lines of a prompts file; --shared-prefix puts the
 // same K tokens in front of every input (the prefix-caching scenario).
@@ -817,7 +818,7 @@ json BuildReport(const Options& opts, const Workload& workload,
   int64_t ok = 0, input = 0, output = 0, cached = 0, items = 0;
   std::map<std::string, int64_t> errors;
   std::string first_error;
-  std::vector<double> e2e, ttft, tpot, itl;
+  std::vector<double> e2e, ttft, tpot, itl, itl_max;
   for (const Sample& s : samples) {
     if (!s.ok) {
       ++errors[absl::StrCat(static_cast<int>(s.code))];
@@ -833,6 +834,9 @@ json BuildReport(const Options& opts, const Workload& workload,
     if (s.ttft_s >= 0) ttft.push_back(s.ttft_s);
     if (s.tpot_s >= 0) tpot.push_back(s.tpot_s);
     itl.insert(itl.end(), s.itl_s.begin(), s.itl_s.end());
+    if (!s.itl_s.empty()) {
+      itl_max.push_back(*std::max_element(s.itl_s.begin(), s.itl_s.end()));
+    }
   }
   const double wall = wall_s > 0 ? wall_s : 1e-9;
   const bool embeds =
@@ -864,6 +868,7 @@ json BuildReport(const Options& opts, const Workload& workload,
     latency["ttft"] = SummaryJson(Summarize(Millis(ttft)));
     latency["tpot"] = SummaryJson(Summarize(Millis(tpot)));
     latency["itl"] = SummaryJson(Summarize(Millis(itl)));
+    latency["itl_max"] = SummaryJson(Summarize(Millis(itl_max)));
   }
   return {
       {"tool", "inferd-bench"},
@@ -939,7 +944,7 @@ void PrintReport(const json& r) {
   }
   std::printf("\n%-12s %9s %9s %9s %9s %9s\n", "latency ms", "mean", "p50",
               "p90", "p99", "max");
-  for (const char* name : {"e2e", "ttft", "tpot", "itl"}) {
+  for (const char* name : {"e2e", "ttft", "tpot", "itl", "itl_max"}) {
     if (!r["latency_ms"].contains(name)) continue;
     const json& s = r["latency_ms"][name];
     std::printf("%-12s %9.2f %9.2f %9.2f %9.2f %9.2f\n", name,

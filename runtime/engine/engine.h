@@ -69,6 +69,14 @@ struct EngineStats {
 struct StepInfo {
   int64_t num_seqs = 0;    // sequences in the batch
   int64_t num_tokens = 0;  // tokens the forward pass ran
+  // Generation steps: num_tokens split into prompt (prefill, including
+  // recomputation after a preemption) and decode tokens (one per decoding
+  // sequence). Both 0 for engines that do not tell them apart.
+  int64_t num_prefill_tokens = 0;
+  int64_t num_decode_tokens = 0;
+  // Wall time of the step on the engine loop: scheduling, the forward pass
+  // and sampling; 0 when not measured.
+  double seconds = 0;
 };
 
 // Told about every engine step (the metrics hook for batch sizes). Called on

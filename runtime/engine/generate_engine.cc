@@ -1,6 +1,7 @@
 #include "runtime/engine/generate_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -17,14 +18,32 @@ struct GenerateEngine::Request {
   std::shared_ptr<RequestHandle> handle;
   std::vector<int32_t> prompt;
   std::unique_ptr<SamplingState> sampling;
+  // Engine side: EOS, stop ids and max_tokens, decided from the ids alone.
+  std::unique_ptr<StopChecker> token_stop;
+  // Output side (the output worker once admitted).
   std::unique_ptr<IncrementalDecoder> decoder;
-  std::unique_ptr<StopChecker> stop;
+  std::unique_ptr<StopChecker> stop;  // everything, stop strings included
+  bool final_sent = false;
+  // Set by the output side when it sent the final chunk of a request the
+  // loop still holds (a stop string); the loop then frees it.
+  std::atomic<bool> output_finished{false};
   absl::Time arrival;
   absl::Time first_scheduled = absl::InfiniteFuture();
   absl::Time first_token = absl::InfiniteFuture();
   int32_t cached_tokens = 0;
   int32_t completion_tokens = 0;
   bool admitted = false;
+};
+
+struct GenerateEngine::OutputEvent {
+  // A token of `request`, which the loop still owns...
+  Request* request = nullptr;
+  SampleResult sample;
+  // ... or the loop is done with `release`: finish it with reason / error
+  // unless the output side has, then free it.
+  std::unique_ptr<Request> release;
+  FinishReason reason = FinishReason::kNone;
+  absl::Status error;
 };
 
 GenerateEngine::GenerateEngine(GenerateEngineOptions options,
@@ -47,6 +66,9 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
     absl::MutexLock lock(&mu_);
     stats_.kv_blocks_total = options_.scheduler.kv_cache.num_blocks;
     stats_.kv_blocks_free = options_.scheduler.kv_cache.num_blocks;
+  }
+  if (options_.overlap_output) {
+    output_thread_ = std::thread([this] { OutputLoop(); });
   }
   loop_ = std::thread([this] { Loop(); });
   for (int i = 0; i < options_.prep_threads; ++i) {
@@ -73,6 +95,12 @@ void GenerateEngine::Stop() {
     stopping_ = true;
   }
   if (loop_.joinable()) loop_.join();
+  // The loop has released every request: drain the output worker.
+  {
+    absl::MutexLock lock(&out_mu_);
+    out_stop_ = true;
+  }
+  if (output_thread_.joinable()) output_thread_.join();
 }
 
 EngineStats GenerateEngine::Stats() const {
@@ -120,6 +148,10 @@ absl::Status GenerateEngine::PreparePrompt(Request* r) const {
       *tokenizer_, sampling.skip_special_tokens, r->prompt);
   r->stop =
       std::make_unique<StopChecker>(sampling, options_.eos_token_ids, max_new);
+  SamplingParams ids_only = sampling;
+  ids_only.stop.clear();
+  r->token_stop =
+      std::make_unique<StopChecker>(ids_only, options_.eos_token_ids, max_new);
   return absl::OkStatus();
 }
 
@@ -230,6 +262,8 @@ void GenerateEngine::AnswerDropped(Request* r, const char* deadline_message) {
 
 void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
                                    const absl::Status& error) {
+  if (r->final_sent) return;
+  r->final_sent = true;
   if (!error.ok()) {
     r->on_chunk(error);
     return;
@@ -287,15 +321,112 @@ void GenerateEngine::ReapAborted() {
   const absl::Time now = absl::Now();
   std::vector<int64_t> drop;
   for (auto& [id, r] : active_) {
-    if (Dropped(*r, now)) drop.push_back(id);
+    if (r->output_finished.load(std::memory_order_acquire) ||
+        Dropped(*r, now)) {
+      drop.push_back(id);
+    }
   }
   for (int64_t id : drop) {
     std::unique_ptr<Request> r = std::move(active_[id]);
     active_.erase(id);
     scheduler_.Abort(id);  // frees its KV blocks now
-    AnswerDropped(r.get(),
-                  "the deadline passed before the generation finished");
+    if (r->output_finished.load(std::memory_order_acquire)) {
+      // A stop string ended it; its final chunk is out.
+      Release(std::move(r), FinishReason::kStop);
+    } else if (r->handle->aborted()) {
+      Release(std::move(r), FinishReason::kCancelled);
+    } else {
+      Release(std::move(r), FinishReason::kCancelled,
+              absl::DeadlineExceededError(
+                  "the deadline passed before the generation finished"));
+    }
   }
+}
+
+void GenerateEngine::Release(std::unique_ptr<Request> r, FinishReason reason,
+                             absl::Status error) {
+  OutputEvent e;
+  e.release = std::move(r);
+  e.reason = reason;
+  e.error = std::move(error);
+  PostOutput(std::move(e));
+}
+
+void GenerateEngine::PostOutput(OutputEvent event) {
+  if (!options_.overlap_output) {
+    HandleOutput(event);
+    return;
+  }
+  absl::MutexLock lock(&out_mu_);
+  out_queue_.push_back(std::move(event));
+}
+
+void GenerateEngine::OutputLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&out_mu_);
+      out_mu_.Await(absl::Condition(
+          +[](GenerateEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->out_mu_) {
+            return e->out_stop_ || !e->out_queue_.empty();
+          },
+          this));
+      if (out_queue_.empty()) return;  // stopping, drained
+      out_batch_.swap(out_queue_);
+    }
+    for (OutputEvent& e : out_batch_) HandleOutput(e);
+    out_batch_.clear();
+  }
+}
+
+void GenerateEngine::HandleOutput(OutputEvent& e) {
+  if (e.request != nullptr) {
+    EmitToken(e.request, e.sample);
+    return;
+  }
+  FinishRequest(e.release.get(), e.reason, e.error);
+  e.release.reset();
+}
+
+void GenerateEngine::EmitToken(Request* r, const SampleResult& sample) {
+  // A stop string ended it already: tokens the loop sampled since are
+  // dropped.
+  if (r->final_sent) return;
+  const int32_t token = sample.token_id;
+  std::string delta = r->decoder->Push(token);
+  StopCheckResult check = r->stop->Append(token, delta);
+  const absl::Time now = absl::Now();
+  if (r->first_token == absl::InfiniteFuture()) r->first_token = now;
+  r->completion_tokens += 1;
+  GenerateChunk c;
+  c.text = std::move(check.text);
+  c.token_ids.push_back(token);
+  if (r->params.sampling.logprobs > 0) {
+    TokenLogprobs lp;
+    lp.sampled = {token, sample.logprob};
+    for (const TokenLogprob& t : sample.top_logprobs) {
+      lp.top.push_back({t.token_id, t.logprob});
+    }
+    c.logprobs.push_back(std::move(lp));
+  }
+  if (check.finished()) {
+    c.finish = check.finish_reason;
+    c.stop_reason = check.stop_token_id ? absl::StrCat(*check.stop_token_id)
+                                        : check.stop_string;
+    c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
+    c.completion_tokens = r->completion_tokens;
+    c.cached_prompt_tokens = r->cached_tokens;
+    c.timings.queue_seconds =
+        absl::ToDoubleSeconds(r->first_scheduled - r->arrival);
+    c.timings.time_to_first_token_seconds =
+        absl::ToDoubleSeconds(r->first_token - r->arrival);
+    c.timings.total_seconds = absl::ToDoubleSeconds(now - r->arrival);
+    r->final_sent = true;
+  }
+  r->on_chunk(c);
+  // After the chunk is out: the loop frees the sequence before its next
+  // step (it may have sampled more tokens for it meanwhile; they are
+  // dropped above).
+  if (r->final_sent) r->output_finished.store(true, std::memory_order_release);
 }
 
 void GenerateEngine::UpdateStats() {
@@ -308,17 +439,17 @@ void GenerateEngine::UpdateStats() {
 }
 
 void GenerateEngine::RunStep() {
+  const absl::Time step_start = absl::Now();
   SchedulerOutput out = scheduler_.Schedule();
   {
     absl::MutexLock lock(&mu_);
     stats_.preemptions += static_cast<int64_t>(out.preempted_seq_ids.size());
   }
   if (out.empty()) return;
-  const absl::Time now = absl::Now();
   for (const ScheduledSequence& s : out.scheduled) {
     Request* r = active_[s.seq_id].get();
     if (r->first_scheduled == absl::InfiniteFuture()) {
-      r->first_scheduled = now;
+      r->first_scheduled = step_start;
       r->cached_tokens = s.num_cached_tokens;
     }
   }
@@ -328,19 +459,31 @@ void GenerateEngine::RunStep() {
     stats_.model_calls += 1;
     stats_.batched_tokens += out.num_scheduled_tokens;
   }
-  NotifyStep({static_cast<int64_t>(out.scheduled.size()),
-              static_cast<int64_t>(out.num_scheduled_tokens)});
+  auto notify = [&] {
+    StepInfo info;
+    info.num_seqs = static_cast<int64_t>(out.scheduled.size());
+    info.num_tokens = out.num_scheduled_tokens;
+    info.num_prefill_tokens = out.num_prefill_tokens;
+    info.num_decode_tokens = out.num_decode_tokens;
+    info.seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
+    NotifyStep(info);
+  };
+  // Ends `id` with `error` (the loop's hold first, then its answer).
+  auto fail = [&](int64_t id, const absl::Status& error) {
+    auto it = active_.find(id);
+    if (it == active_.end()) return;
+    std::unique_ptr<Request> r = std::move(it->second);
+    active_.erase(it);
+    scheduler_.Abort(id);
+    Release(std::move(r), FinishReason::kError, error);
+  };
   if (!result.ok()) {
     // The step failed: every scheduled request ends with the error; the
     // others keep going.
     for (const ScheduledSequence& s : out.scheduled) {
-      auto it = active_.find(s.seq_id);
-      if (it == active_.end()) continue;
-      std::unique_ptr<Request> r = std::move(it->second);
-      active_.erase(it);
-      scheduler_.Abort(s.seq_id);
-      FinishRequest(r.get(), FinishReason::kError, result.status());
+      fail(s.seq_id, result.status());
     }
+    notify();
     return;
   }
   // Gather the rows that sample.
@@ -351,91 +494,55 @@ void GenerateEngine::RunStep() {
     if (sr.output == StepOutput::kLastLogits) ++rows;
   }
   logits_.resize(rows * static_cast<size_t>(v));
-  std::vector<int64_t> row_ids;
-  row_ids.reserve(rows);
+  std::vector<Request*> row_requests;
+  row_requests.reserve(rows);
   size_t row = 0;
   for (const SequenceResult& sr : result->seqs) {
     if (sr.output != StepOutput::kLastLogits) continue;
     std::memcpy(logits_.data() + row * v, sr.values.data(),
                 sizeof(float) * std::min<size_t>(v, sr.values.size()));
-    states_.push_back(active_[sr.seq_id]->sampling.get());
-    row_ids.push_back(sr.seq_id);
+    Request* r = active_[sr.seq_id].get();
+    states_.push_back(r->sampling.get());
+    row_requests.push_back(r);
     ++row;
   }
   sampled_.clear();
-  std::vector<StopCheckResult> checks(rows);
   if (rows > 0) {
     absl::Status s = sampler_.Sample(absl::MakeSpan(logits_), states_, &samples_);
     if (!s.ok()) {
-      for (int64_t id : row_ids) {
-        std::unique_ptr<Request> r = std::move(active_[id]);
-        active_.erase(id);
-        scheduler_.Abort(id);
-        FinishRequest(r.get(), FinishReason::kError, s);
-      }
+      for (Request* r : row_requests) fail(r->id, s);
+      notify();
       return;
     }
+    // EOS, stop ids and max_tokens end a sequence here, so the scheduler
+    // frees it now; stop strings are the output side's.
     for (size_t i = 0; i < rows; ++i) {
-      Request* r = active_[row_ids[i]].get();
+      Request* r = row_requests[i];
       const int32_t token = samples_[i].token_id;
-      std::string delta = r->decoder->Push(token);
-      checks[i] = r->stop->Append(token, delta);
-      FinishReason reason = checks[i].finish_reason;
-      // A complete structured output ends like a stop token (the final
-      // chunk comes from the scheduler's finished list).
+      FinishReason reason = r->token_stop->Append(token, {}).finish_reason;
+      // A complete structured output ends like a stop token.
       if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
         reason = FinishReason::kStop;
       }
-      sampled_.push_back({row_ids[i], token, reason});
+      sampled_.push_back({r->id, token, reason});
     }
   }
   absl::StatusOr<std::vector<FinishedSequence>> finished =
       scheduler_.Update(sampled_);
-  const absl::Time token_time = absl::Now();
-  // Stream this step's chunk to every sequence that sampled.
+  // The tokens go out (on the output worker, while the next step runs),
+  // before any release of their request.
   for (size_t i = 0; i < rows; ++i) {
-    Request* r = active_[row_ids[i]].get();
-    if (r->first_token == absl::InfiniteFuture()) r->first_token = token_time;
-    r->completion_tokens += 1;
-    GenerateChunk c;
-    c.text = std::move(checks[i].text);
-    c.token_ids.push_back(samples_[i].token_id);
-    if (r->params.sampling.logprobs > 0) {
-      TokenLogprobs lp;
-      lp.sampled = {samples_[i].token_id, samples_[i].logprob};
-      for (const TokenLogprob& t : samples_[i].top_logprobs) {
-        lp.top.push_back({t.token_id, t.logprob});
-      }
-      c.logprobs.push_back(std::move(lp));
-    }
-    if (checks[i].finished()) {
-      c.finish = checks[i].finish_reason;
-      c.stop_reason = checks[i].stop_token_id
-                          ? absl::StrCat(*checks[i].stop_token_id)
-                          : checks[i].stop_string;
-      c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
-      c.completion_tokens = r->completion_tokens;
-      c.cached_prompt_tokens = r->cached_tokens;
-      c.timings.queue_seconds =
-          absl::ToDoubleSeconds(r->first_scheduled - r->arrival);
-      c.timings.time_to_first_token_seconds =
-          absl::ToDoubleSeconds(r->first_token - r->arrival);
-      c.timings.total_seconds = absl::ToDoubleSeconds(token_time - r->arrival);
-    }
-    r->on_chunk(c);
+    OutputEvent e;
+    e.request = row_requests[i];
+    e.sample = std::move(samples_[i]);
+    PostOutput(std::move(e));
   }
+  notify();
   if (!finished.ok()) {
     // Inconsistent bookkeeping: fail the sequences of this step loudly
     // rather than stream wrong tokens.
-    for (int64_t id : row_ids) {
-      auto it = active_.find(id);
-      if (it == active_.end()) continue;
-      std::unique_ptr<Request> r = std::move(it->second);
-      active_.erase(it);
-      scheduler_.Abort(id);
-      FinishRequest(r.get(), FinishReason::kError,
-                    absl::InternalError(finished.status().message()));
-    }
+    const absl::Status error = absl::InternalError(finished.status().message());
+    for (Request* r : row_requests) fail(r->id, error);
     return;
   }
   for (const FinishedSequence& f : *finished) {
@@ -443,12 +550,10 @@ void GenerateEngine::RunStep() {
     if (it == active_.end()) continue;
     std::unique_ptr<Request> r = std::move(it->second);
     active_.erase(it);
-    if (!r->stop->finished()) {
-      // The scheduler ended it (context or max_tokens): final chunk.
-      FinishRequest(r.get(), f.reason == FinishReason::kNone
-                                 ? FinishReason::kLength
-                                 : f.reason);
-    }
+    // EOS / stop id / max_tokens: the output side finishes it on the same
+    // token; the context limit: the final chunk comes from the release.
+    Release(std::move(r), f.reason == FinishReason::kNone ? FinishReason::kLength
+                                                          : f.reason);
   }
 }
 
@@ -474,8 +579,8 @@ void GenerateEngine::Loop() {
   AdmitIncoming();
   for (auto& [id, r] : active_) {
     scheduler_.Abort(id);
-    FinishRequest(r.get(), FinishReason::kCancelled,
-                  absl::UnavailableError("the model is shutting down"));
+    Release(std::move(r), FinishReason::kCancelled,
+            absl::UnavailableError("the model is shutting down"));
   }
   active_.clear();
   UpdateStats();

@@ -2,14 +2,22 @@
 // causal_generate workflow. One engine loop owns a
 // ContinuousBatchingScheduler (paged KV cache with prefix caching, chunked
 // prefill, preemption by recompute), the model runner and the sampler; each
-// step it schedules, runs, samples, detokenizes incrementally, checks stops
-// and streams a chunk to every sequence that produced a token.
+// step it schedules, runs the forward pass and samples. The sampled ids go
+// to the output worker, which detokenizes incrementally, checks stop
+// strings and streams a chunk to every sequence that produced a token while
+// the loop runs the next forward pass (the engine needs only the ids, and
+// decides EOS, stop ids and length itself). A stop string the worker finds
+// ends the sequence: the worker sends the final chunk at once and drops
+// tokens the loop produced for it since (at most the step already under
+// way); the loop frees the sequence before its next step.
 // SubmitGenerate checks and admits a request on the caller's thread (a gRPC
 // callback thread) and returns; the engine's prep worker(s) run the input
 // processor (chat template, tokenization) and the checks on its result, then
 // hand the request to the loop. Errors found there (prompt too long, ids
 // outside the vocabulary, template errors) are the callback's final answer.
-// Thread-safe (Submit/Abort/Stop from any thread).
+// Threads: the loop (which also drives the kernel thread pool as its
+// caller thread), the output worker (light: detokenizing and gRPC writes)
+// and the prep worker(s). Thread-safe (Submit/Abort/Stop from any thread).
 #ifndef INFERD_RUNTIME_ENGINE_GENERATE_ENGINE_H_
 #define INFERD_RUNTIME_ENGINE_GENERATE_ENGINE_H_
 
@@ -45,6 +53,10 @@ struct GenerateEngineOptions {
   // Prompt-preparation workers; 0 = prepare on the submitting thread
   // (errors then return from SubmitGenerate).
   int prep_threads = 1;
+  // Detokenize, check stop strings and write chunks on an output worker
+  // while the next forward pass runs; false does it on the loop thread,
+  // after each step (same output).
+  bool overlap_output = true;
 };
 
 // The workflow's components, built from the registry (engine_factory.cc):
@@ -77,6 +89,8 @@ class GenerateEngine : public Engine {
 
  private:
   struct Request;
+  // A token to stream, or the end of the loop's hold on a request.
+  struct OutputEvent;
 
   void Loop();
   void PrepLoop();
@@ -95,9 +109,22 @@ class GenerateEngine : public Engine {
   // Drops aborted/expired requests, answering them (engine thread).
   void ReapAborted();
   void RunStep();
+  // Sends the final chunk (or `error`) unless one was sent. Output side
+  // for admitted requests; any thread before admission.
   void FinishRequest(Request* r, FinishReason reason,
                      const absl::Status& error = absl::OkStatus());
   void UpdateStats();
+  // Engine thread: the loop is done with `r`; the output side finishes it
+  // with `reason` / `error` unless it has already, then frees it.
+  void Release(std::unique_ptr<Request> r, FinishReason reason,
+               absl::Status error = absl::OkStatus());
+  // Hands an event to the output worker (or runs it inline without
+  // overlap).
+  void PostOutput(OutputEvent event);
+  void OutputLoop();
+  // Output side: streams one sampled token (stop strings, detokenizing).
+  void EmitToken(Request* r, const SampleResult& sample);
+  void HandleOutput(OutputEvent& event);
 
   const GenerateEngineOptions options_;
   const Tokenizer* tokenizer_;
@@ -127,6 +154,13 @@ class GenerateEngine : public Engine {
 
   std::vector<std::thread> prep_threads_;
   std::thread loop_;
+
+  // The output worker's queue (FIFO: a request's tokens, then its release).
+  absl::Mutex out_mu_;
+  std::vector<OutputEvent> out_queue_ ABSL_GUARDED_BY(out_mu_);
+  bool out_stop_ ABSL_GUARDED_BY(out_mu_) = false;
+  std::thread output_thread_;
+  std::vector<OutputEvent> out_batch_;  // output worker scratch
   std::atomic<bool> stopped_{false};
 
   // Step scratch (engine thread).

@@ -19,6 +19,12 @@ struct EngineOptions {
   // 0 = on the submitting (gRPC) thread.
   int tokenization_workers = -1;
   int max_batched_tokens = 2048;   // token budget of one engine step
+  // Generation: prompt tokens of one step while sequences decode (keeps
+  // steps, hence the gaps between tokens, short); 0 = max_batched_tokens.
+  int max_prefill_tokens_while_decoding = 64;
+  // Generation: detokenize and stream on an output worker, overlapping the
+  // next forward pass.
+  bool overlap_output = true;
   int max_seqs = 64;               // sequences in one step
   int max_queue_requests = 1024;   // waiting requests before RESOURCE_EXHAUSTED
   int64_t max_queue_tokens = 1 << 20;  // waiting tokens before RESOURCE_EXHAUSTED

@@ -91,6 +91,9 @@ def main():
             check_summary("generate", "ttft", lat["ttft"], 6)
             check_summary("generate", "tpot", lat["tpot"], 6)
             check(lat["itl"]["count"] > 0, "generate: ITL samples recorded")
+            check_summary("generate", "itl_max", lat["itl_max"], 6)
+            check(lat["itl_max"]["max"] == lat["itl"]["max"],
+                  "generate: the longest per-request gap is the longest gap")
             check(lat["ttft"]["p50"] <= lat["e2e"]["p50"],
                   "generate: TTFT p50 <= e2e p50")
             check(rep["throughput"]["output_tokens_per_s"] > 0,

@@ -28,6 +28,21 @@ TEST(FlagsTest, ParsesModelsAndEngineDefaults) {
   EXPECT_EQ(o->listen, "0.0.0.0:9000");
 }
 
+TEST(FlagsTest, PrefillBudgetAndOutputOverlapPerModel) {
+  auto o = Parse({"--model", "a=/m/a",
+                  "--model=b=/m/b,max-prefill-tokens-while-decoding=0,"
+                  "overlap-output=false",
+                  "--max-prefill-tokens-while-decoding", "32"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->models[0].engine.max_prefill_tokens_while_decoding, 32);
+  EXPECT_TRUE(o->models[0].engine.overlap_output);
+  EXPECT_EQ(o->models[1].engine.max_prefill_tokens_while_decoding, 0);
+  EXPECT_FALSE(o->models[1].engine.overlap_output);
+  EXPECT_FALSE(
+      Parse({"--model", "a=/x", "--max-prefill-tokens-while-decoding", "-1"})
+          .ok());
+}
+
 TEST(FlagsTest, KvCacheMemoryAcceptsFractionAndSize) {
   auto f = Parse({"--model", "a=/x", "--kv-cache-memory", "0.5"});
   ASSERT_TRUE(f.ok());
@@ -82,7 +97,8 @@ TEST(FlagsTest, HelpListsEveryFlagItAccepts) {
   for (const char* flag :
        {"--listen", "--model", "--threads", "--max-batched-tokens",
         "--max-queue-requests", "--log-format", "--log-level",
-        "--drain-timeout", "--tls-cert", "--api-key-file", "--dtype"}) {
+        "--drain-timeout", "--tls-cert", "--api-key-file", "--dtype",
+        "--max-prefill-tokens-while-decoding", "--overlap-output"}) {
     EXPECT_NE(help.find(flag), std::string::npos) << flag;
     // And the parser knows it (value flags need a value).
     std::vector<const char*> args = {"inferd", flag, "x"};

@@ -146,6 +146,41 @@ TEST_F(MetricsTest, StepObserverRecordsBatchSizeAndTokens) {
   EXPECT_EQ(Value(text, "inferd_iteration_tokens_sum{model=\"llm\"}"), 101);
 }
 
+TEST_F(MetricsTest, StepObserverRecordsPrefillDecodeTokensAndStepTime) {
+  StepObserver* o = metrics_->StepObserverFor("gen");
+  StepInfo mixed;  // 16 decodes and a 48-token prompt chunk
+  mixed.num_seqs = 17;
+  mixed.num_tokens = 64;
+  mixed.num_prefill_tokens = 48;
+  mixed.num_decode_tokens = 16;
+  mixed.seconds = 0.3;
+  StepInfo decode_only;
+  decode_only.num_seqs = 16;
+  decode_only.num_tokens = 16;
+  decode_only.num_decode_tokens = 16;
+  decode_only.seconds = 0.1;
+  o->OnStep(mixed);
+  o->OnStep(decode_only);
+  o->OnStep({2, 40});  // an engine without the split: not counted there
+  const std::string text = metrics_->Render();
+  EXPECT_EQ(Value(text, "inferd_iteration_prefill_tokens_count{model=\"gen\"}"),
+            2);
+  EXPECT_EQ(Value(text, "inferd_iteration_prefill_tokens_sum{model=\"gen\"}"),
+            48);
+  // The decode-only step's 0 prefill tokens sit in the le="0" bucket.
+  EXPECT_EQ(Value(text, "inferd_iteration_prefill_tokens_bucket{model=\"gen\","
+                        "le=\"0\"}"),
+            1);
+  EXPECT_EQ(Value(text, "inferd_iteration_decode_tokens_sum{model=\"gen\"}"),
+            32);
+  EXPECT_EQ(
+      Value(text, "inferd_iteration_duration_seconds_count{model=\"gen\"}"), 2);
+  EXPECT_NEAR(
+      Value(text, "inferd_iteration_duration_seconds_sum{model=\"gen\"}"), 0.4,
+      1e-9);
+  EXPECT_EQ(Value(text, "inferd_iteration_tokens_sum{model=\"gen\"}"), 120);
+}
+
 TEST_F(MetricsTest, ServesOnAnEphemeralPortAndRejectsABadAddress) {
   ASSERT_TRUE(metrics_->Serve("127.0.0.1:0").ok());
   EXPECT_GT(metrics_->port(), 0);

@@ -230,6 +230,23 @@ class MetricsTest(unittest.TestCase):
             self.assertGreaterEqual(
                 delta(before, after, "inferd_iteration_tokens_sum", **m),
                 prompt_tokens + n * (max_tokens - 1))
+            # Every generation step splits its tokens into prefill and
+            # decode and reports its wall time.
+            for hist in ("inferd_iteration_prefill_tokens",
+                         "inferd_iteration_decode_tokens",
+                         "inferd_iteration_duration_seconds"):
+                self.assertEqual(delta(before, after, hist + "_count", **m),
+                                 steps, hist)
+            self.assertEqual(
+                delta(before, after, "inferd_iteration_prefill_tokens_sum", **m)
+                + delta(before, after, "inferd_iteration_decode_tokens_sum", **m),
+                delta(before, after, "inferd_iteration_tokens_sum", **m))
+            self.assertGreaterEqual(
+                delta(before, after, "inferd_iteration_decode_tokens_sum", **m),
+                n * (max_tokens - 1))
+            self.assertGreater(
+                delta(before, after, "inferd_iteration_duration_seconds_sum", **m),
+                0)
             # Idle again: nothing running or waiting, no KV block held.
             self.assertEqual(value(after, "inferd_num_requests_running", **m), 0)
             self.assertEqual(value(after, "inferd_num_requests_waiting", **m), 0)

@@ -377,5 +377,274 @@ TEST(GenerateEngineTest, StopWithQueuedPreparationAnswersEveryRequest) {
   EXPECT_EQ(f.render.Threads().size(), 1u);
 }
 
+
+// A fake model whose next token (2..7: never EOS or unknown) is a hash of
+// the whole sequence so far, read back from what the plans fed it, so the
+// output depends on every token. Notifies `reached` once a sequence has
+// been fed `reach_len` tokens.
+class PrefixHashRunner : public StepRunner {
+ public:
+  static int32_t Next(const std::vector<int32_t>& seq) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int32_t t : seq) {
+      h ^= static_cast<uint64_t>(t) + 0x9e37;
+      h *= 1099511628211ULL;
+    }
+    return 2 + static_cast<int32_t>((h >> 17) % 6);
+  }
+  // The reference: what a correct engine generates.
+  static std::vector<int32_t> Generate(std::vector<int32_t> prompt, int n) {
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(Next(prompt));
+      prompt.push_back(out.back());
+    }
+    return out;
+  }
+
+  PrefixHashRunner(absl::Notification* reached, size_t reach_len)
+      : reached_(reached), reach_len_(reach_len) {}
+
+  absl::StatusOr<BatchResult> Execute(const BatchPlan& plan) override {
+    BatchResult r;
+    for (const SequencePlan& s : plan.seqs) {
+      std::vector<int32_t>& h = history_[s.seq_id];
+      h.resize(static_cast<size_t>(s.start_pos));
+      h.insert(h.end(), s.token_ids.begin(), s.token_ids.end());
+      if (reached_ != nullptr && h.size() >= reach_len_ &&
+          !reached_->HasBeenNotified()) {
+        reached_->Notify();
+      }
+      SequenceResult out;
+      out.seq_id = s.seq_id;
+      out.output = s.output;
+      if (s.output == StepOutput::kLastLogits) {
+        out.rows = 1;
+        out.cols = kVocab;
+        out.values.assign(kVocab, 0.0f);
+        out.values[Next(h)] = 10.0f;
+      }
+      r.seqs.push_back(std::move(out));
+    }
+    return r;
+  }
+
+ private:
+  absl::Notification* reached_;
+  size_t reach_len_;
+  std::map<int64_t, std::vector<int32_t>> history_;  // engine thread only
+};
+
+std::unique_ptr<GenerateEngine> HashEngine(const Tokenizer* tokenizer,
+                                           bool overlap,
+                                           absl::Notification* reached = nullptr,
+                                           size_t reach_len = 0) {
+  GenerateEngineOptions o;
+  o.vocab_size = kVocab;
+  o.eos_token_ids = {kEos};
+  o.prep_threads = 1;
+  o.overlap_output = overlap;
+  SchedulerConfig& sc = o.scheduler;
+  sc.max_model_len = 64;
+  sc.max_batched_tokens = 16;
+  sc.max_prefill_tokens_while_decoding = 3;
+  sc.kv_cache.num_blocks = 128;
+  sc.kv_cache.block_size = 4;
+  InputProcessorOptions io;
+  io.max_input_tokens = sc.max_model_len;
+  GenerateComponents c;
+  c.input = std::make_unique<TokenizingInputProcessor>(
+      "prompt_tokenizer", TokenizingInputProcessor::kPrompt, tokenizer,
+      std::move(io));
+  c.scheduler = std::make_unique<ContinuousBatchingScheduler>(sc);
+  c.sampler = std::make_unique<Sampler>(kVocab);
+  return std::make_unique<GenerateEngine>(
+      std::move(o), tokenizer, std::move(c),
+      std::make_unique<PrefixHashRunner>(reached, reach_len));
+}
+
+// Every chunk of every request, in order; counts chunks after a final one.
+struct Transcript {
+  struct Chunk {
+    std::string text;
+    std::vector<int32_t> token_ids;
+    FinishReason finish = FinishReason::kNone;
+    std::string stop_reason;
+    int64_t completion_tokens = 0;
+    bool operator==(const Chunk& o) const {
+      return text == o.text && token_ids == o.token_ids &&
+             finish == o.finish && stop_reason == o.stop_reason &&
+             completion_tokens == o.completion_tokens;
+    }
+  };
+  absl::Mutex mu;
+  std::map<int, std::vector<Chunk>> chunks ABSL_GUARDED_BY(mu);
+  std::map<int, bool> done ABSL_GUARDED_BY(mu);
+  int after_final ABSL_GUARDED_BY(mu) = 0;
+  int finals ABSL_GUARDED_BY(mu) = 0;
+  // Entered (on the output thread) by the final chunk of `gated`.
+  Gate* gate = nullptr;
+  int gated = -1;
+
+  GenerateCallback For(int key) {
+    return [this, key](const absl::StatusOr<GenerateChunk>& c) {
+      ASSERT_TRUE(c.ok()) << c.status();
+      if (c->finish != FinishReason::kNone && key == gated) gate->Enter();
+      absl::MutexLock lock(&mu);
+      if (done[key]) ++after_final;
+      chunks[key].push_back({c->text, c->token_ids, c->finish, c->stop_reason,
+                             c->completion_tokens});
+      if (c->finish != FinishReason::kNone) {
+        done[key] = true;
+        ++finals;
+      }
+    };
+  }
+  void WaitFinals(int n) {
+    absl::MutexLock lock(&mu);
+    std::pair<int*, int> want(&finals, n);
+    mu.Await(absl::Condition(
+        +[](std::pair<int*, int>* a) { return *a->first >= a->second; },
+        &want));
+  }
+  std::vector<int32_t> Tokens(int key) {
+    absl::MutexLock lock(&mu);
+    std::vector<int32_t> out;
+    for (const Chunk& c : chunks[key]) {
+      out.insert(out.end(), c.token_ids.begin(), c.token_ids.end());
+    }
+    return out;
+  }
+  std::string Text(int key) {
+    absl::MutexLock lock(&mu);
+    std::string out;
+    for (const Chunk& c : chunks[key]) out += c.text;
+    return out;
+  }
+};
+
+// The number of generated tokens after which `stop` first appears in their
+// text (what the stop checker must end at); 0 if never.
+size_t StopIndex(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                 const std::string& stop) {
+  for (size_t k = 1; k <= ids.size(); ++k) {
+    auto text = tok.Decode(absl::MakeConstSpan(ids).first(k), true);
+    EXPECT_TRUE(text.ok());
+    if (text.ok() && text->find(stop) != std::string::npos) return k;
+  }
+  return 0;
+}
+
+GenerateParams HashRequest(int i, std::vector<std::string> stop) {
+  GenerateParams p;
+  p.prompt_token_ids = {2 + i % 6, 3, 2 + (i * 5) % 6};
+  p.sampling.temperature = 0.0f;  // greedy
+  p.sampling.max_tokens = 6 + i % 5;
+  p.sampling.stop = std::move(stop);
+  return p;
+}
+
+// Streaming on the output worker (overlapping the next step) and on the
+// loop thread give the same chunks, and both the reference tokens: stop
+// strings end the sequence exactly where the text first contains them,
+// with nothing after the final chunk.
+TEST(GenerateEngineTest, OverlappedOutputStreamsTheSameChunksAsInline) {
+  std::unique_ptr<Tokenizer> tok = WordTokenizer();
+  constexpr int kRequests = 8;
+  std::map<int, std::vector<Transcript::Chunk>> runs[2];
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    std::unique_ptr<GenerateEngine> engine = HashEngine(tok.get(), overlap);
+    Transcript t;
+    for (int i = 0; i < kRequests; ++i) {
+      // Every other request stops at the word of its third reference
+      // token.
+      std::vector<std::string> stop;
+      if (i % 2 == 0) {
+        GenerateParams p = HashRequest(i, {});
+        std::vector<int32_t> ref =
+            PrefixHashRunner::Generate(p.prompt_token_ids, 3);
+        stop.push_back(tok->IdToToken(ref[2]));
+      }
+      ASSERT_TRUE(
+          engine->SubmitGenerate(HashRequest(i, stop), t.For(i)).ok());
+    }
+    t.WaitFinals(kRequests);
+    engine->Stop();
+    absl::MutexLock lock(&t.mu);
+    EXPECT_EQ(t.after_final, 0);
+    runs[overlap] = t.chunks;
+    for (int i = 0; i < kRequests; ++i) {
+      GenerateParams p = HashRequest(i, {});
+      const std::vector<int32_t> ref = PrefixHashRunner::Generate(
+          p.prompt_token_ids, p.sampling.max_tokens);
+      std::vector<int32_t> got;
+      std::string text;
+      for (const Transcript::Chunk& c : t.chunks[i]) {
+        got.insert(got.end(), c.token_ids.begin(), c.token_ids.end());
+        text += c.text;
+      }
+      const Transcript::Chunk& last = t.chunks[i].back();
+      if (i % 2 == 0) {
+        const std::string stop = tok->IdToToken(
+            PrefixHashRunner::Generate(p.prompt_token_ids, 3)[2]);
+        const size_t k = StopIndex(*tok, ref, stop);
+        ASSERT_GT(k, 0u);
+        EXPECT_EQ(got, std::vector<int32_t>(ref.begin(), ref.begin() + k))
+            << "request " << i << " overlap " << overlap;
+        EXPECT_EQ(last.finish, FinishReason::kStop);
+        EXPECT_EQ(last.stop_reason, stop);
+        EXPECT_EQ(text.find(stop), std::string::npos) << text;
+      } else {
+        EXPECT_EQ(got, ref) << "request " << i << " overlap " << overlap;
+        EXPECT_EQ(last.finish, FinishReason::kLength);
+      }
+      EXPECT_EQ(last.completion_tokens, static_cast<int64_t>(got.size()));
+    }
+  }
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_TRUE(runs[0][i] == runs[1][i]) << "request " << i;
+  }
+}
+
+// The loop does not wait for the output worker: while the worker is still
+// sending the final chunk of a stop string, the loop keeps stepping that
+// sequence (here to its max_tokens). Those tokens are never streamed, and
+// the request is answered once.
+TEST(GenerateEngineTest, TokensSampledAfterAStopStringAreNeverStreamed) {
+  std::unique_ptr<Tokenizer> tok = WordTokenizer();
+  GenerateParams p = HashRequest(1, {});
+  p.sampling.max_tokens = 12;
+  const std::vector<int32_t> ref =
+      PrefixHashRunner::Generate(p.prompt_token_ids, 12);
+  const std::string stop = tok->IdToToken(ref[1]);
+  p.sampling.stop = {stop};
+  const size_t k = StopIndex(*tok, ref, stop);
+  ASSERT_GT(k, 0u);
+  ASSERT_LT(k, 12u);
+  // The loop feeds the 11th generated token only if it went on after the
+  // stop.
+  absl::Notification went_on;
+  std::unique_ptr<GenerateEngine> engine = HashEngine(
+      tok.get(), /*overlap=*/true, &went_on, p.prompt_token_ids.size() + 11);
+  Gate gate;
+  Transcript t;
+  t.gate = &gate;
+  t.gated = 0;
+  ASSERT_TRUE(engine->SubmitGenerate(p, t.For(0)).ok());
+  gate.WaitEntered(1);        // the worker is sending the final chunk
+  went_on.WaitForNotification();  // and the loop went on to max_tokens
+  gate.Notify();
+  t.WaitFinals(1);
+  engine->Stop();
+  EXPECT_EQ(t.Tokens(0), std::vector<int32_t>(ref.begin(), ref.begin() + k));
+  EXPECT_EQ(t.Text(0).find(stop), std::string::npos);
+  absl::MutexLock lock(&t.mu);
+  EXPECT_EQ(t.after_final, 0);
+  EXPECT_EQ(t.finals, 1);
+  EXPECT_EQ(t.chunks[0].back().finish, FinishReason::kStop);
+  EXPECT_EQ(t.chunks[0].back().completion_tokens, static_cast<int64_t>(k));
+  EXPECT_EQ(engine->Stats().running_requests, 0);
+}
+
 }  // namespace
 }  // namespace inferd
