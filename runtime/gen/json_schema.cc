@@ -98,6 +98,8 @@ std::string LiteralJson(const Json& value) {
 
 class Compiler {
  public:
+  explicit Compiler(const Json& root) : root_(root) {}
+
   absl::StatusOr<std::string> Compile(const Json& s, const std::string& where,
                                       int depth) {
     if (depth > kMaxDepth) {
@@ -115,6 +117,7 @@ class Compiler {
         return Fail(where, absl::StrCat("'", it.key(), "' is not supported"));
       }
     }
+    if (s.contains("$ref")) return CompileRef(s, where, depth);
     if (s.contains("additionalProperties")) {
       const Json& ap = s["additionalProperties"];
       if (!(ap.is_boolean() && !ap.get<bool>())) {
@@ -180,11 +183,81 @@ class Compiler {
         "minimum",       "maximum",          "exclusiveMinimum",
         "exclusiveMaximum", "format",        "title",
         "description",   "default",          "examples",
-        "$schema",       "$id",              "$comment"};
+        "$schema",       "$id",              "$comment",
+        "$ref",          "$defs",            "definitions",
+        "pattern"};
     for (const char* key : kKeys) {
       if (k == key) return true;
     }
     return false;
+  }
+
+  // A "$ref" to a JSON pointer into this schema ("#/$defs/name"), inlined;
+  // recursion cannot be a regular language.
+  absl::StatusOr<std::string> CompileRef(const Json& s,
+                                         const std::string& where, int depth) {
+    const Json& ref = s["$ref"];
+    if (!ref.is_string()) return Fail(where, "'$ref' must be a string");
+    const std::string r = ref.get<std::string>();
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      const std::string& k = it.key();
+      if (k != "$ref" && k != "$defs" && k != "definitions" &&
+          k != "title" && k != "description" && k != "$comment" &&
+          k != "default" && k != "examples") {
+        return Fail(where, absl::StrCat("'", k,
+                                        "' next to '$ref' is not supported"));
+      }
+    }
+    if (r.empty() || r[0] != '#') {
+      return Fail(where, absl::StrCat("'$ref' \"", r,
+                                      "\" to another document is not "
+                                      "supported (only \"#/...\" pointers)"));
+    }
+    for (const std::string& open : ref_stack_) {
+      if (open == r) {
+        return Fail(where, absl::StrCat("recursive '$ref' \"", r,
+                                        "\" is not supported"));
+      }
+    }
+    // JSON pointer: "/"-separated, ~1 = '/', ~0 = '~'.
+    const Json* target = &root_;
+    size_t pos = 1;
+    while (pos < r.size()) {
+      if (r[pos] != '/') {
+        return Fail(where, absl::StrCat("'$ref' \"", r,
+                                        "\" is not a JSON pointer"));
+      }
+      const size_t next = std::min(r.find('/', pos + 1), r.size());
+      std::string token = r.substr(pos + 1, next - pos - 1);
+      std::string key;
+      for (size_t i = 0; i < token.size(); ++i) {
+        if (token[i] == '~' && i + 1 < token.size() &&
+            (token[i + 1] == '0' || token[i + 1] == '1')) {
+          key.push_back(token[i + 1] == '0' ? '~' : '/');
+          ++i;
+        } else {
+          key.push_back(token[i]);
+        }
+      }
+      if (target->is_object() && target->contains(key)) {
+        target = &(*target)[key];
+      } else if (target->is_array() && !key.empty() &&
+                 key.find_first_not_of("0123456789") == std::string::npos &&
+                 key.size() < 10 && std::stoul(key) < target->size()) {
+        target = &(*target)[std::stoul(key)];
+      } else {
+        return Fail(where, absl::StrCat("'$ref' \"", r,
+                                        "\" points to nothing in the schema"));
+      }
+      pos = next;
+    }
+    ref_stack_.push_back(r);
+    absl::StatusOr<std::string> out =
+        Compile(*target,
+                absl::StrCat(where.empty() ? "/" : where, " ($ref ", r, ")"),
+                depth + 1);
+    ref_stack_.pop_back();
+    return out;
   }
 
   static absl::Status Fail(const std::string& where, absl::string_view what) {
@@ -251,11 +324,39 @@ class Compiler {
                                         " is not supported (date, time, "
                                         "date-time and uuid are)"));
       }
-      if (s.contains("minLength") || s.contains("maxLength")) {
-        return Fail(where, "'minLength'/'maxLength' next to 'format' is not "
+      if (s.contains("minLength") || s.contains("maxLength") ||
+          s.contains("pattern")) {
+        return Fail(where, "'minLength'/'maxLength'/'pattern' next to 'format' is not "
                           "supported");
       }
       return absl::StrCat("\"", body, "\"");
+    }
+    if (s.contains("pattern")) {
+      const Json& pj = s["pattern"];
+      if (!pj.is_string()) return Fail(where, "'pattern' must be a string");
+      if (s.contains("minLength") || s.contains("maxLength")) {
+        return Fail(where, "'minLength'/'maxLength' next to 'pattern' is not "
+                           "supported (bound the pattern itself)");
+      }
+      std::string pattern = pj.get<std::string>();
+      // The whole string matches the pattern (which satisfies JSON Schema's
+      // search semantics); anchors are implied.
+      if (!pattern.empty() && pattern[0] == '^') pattern.erase(0, 1);
+      if (!pattern.empty() && pattern.back() == '$') {
+        size_t slashes = 0;
+        for (size_t i = pattern.size() - 1; i > 0 && pattern[i - 1] == '\\';
+             --i) {
+          ++slashes;
+        }
+        if (slashes % 2 == 0) pattern.pop_back();
+      }
+      absl::StatusOr<ByteDfa> check = ByteDfa::Compile(pattern);
+      const std::string embedded = absl::StrCat("\"(?J:", pattern, ")\"");
+      if (check.ok()) check = ByteDfa::Compile(embedded);
+      if (!check.ok()) {
+        return Fail(where, absl::StrCat("'pattern': ", check.status().message()));
+      }
+      return embedded;
     }
     ASSIGN_OR_RETURN(int64_t min, Count(s, "minLength", 0, where));
     ASSIGN_OR_RETURN(int64_t max, Count(s, "maxLength", -1, where));
@@ -422,6 +523,9 @@ class Compiler {
   static absl::Status TooBig(const std::string& where) {
     return Fail(where, "the schema is too large to compile");
   }
+
+  const Json& root_;
+  std::vector<std::string> ref_stack_;  // $refs being inlined
 };
 
 }  // namespace
@@ -432,7 +536,7 @@ absl::StatusOr<std::string> CompileJsonSchema(absl::string_view json) {
   if (schema.is_discarded()) {
     return absl::InvalidArgumentError("the schema is not valid JSON");
   }
-  Compiler c;
+  Compiler c(schema);
   ASSIGN_OR_RETURN(std::string regex, c.Compile(schema, "", 0));
   if (regex.size() > kMaxRegexBytes) {
     return absl::InvalidArgumentError("the schema is too large to compile");

@@ -9,10 +9,12 @@
 // "additionalProperties": false (also the default: no other keys),
 // "items", "minItems", "maxItems", "enum", "const", "anyOf", "minLength",
 // "maxLength", integer "minimum" / "maximum" / "exclusiveMinimum" /
-// "exclusiveMaximum", "format" date / time / date-time / uuid, and the
-// annotations title, description, default, examples, $schema, $id,
-// $comment. Anything else ("$ref", "oneOf", "pattern", "multipleOf", ...)
-// is INVALID_ARGUMENT naming the keyword and where it is.
+// "exclusiveMaximum", "format" date / time / date-time / uuid, "$ref" to a
+// "#/..." JSON pointer into the schema (e.g. "#/$defs/Address", inlined;
+// "$defs" / "definitions" hold them), and the annotations title,
+// description, default, examples, $schema, $id, $comment. Anything else
+// (a recursive "$ref", "oneOf", "pattern", "multipleOf", ...) is
+// INVALID_ARGUMENT naming the keyword and where it is.
 //
 // Shape of the output: no whitespace except an optional single space after
 // ':' and ','; strings use only the escapes \" \\ \/ \b \f \n \r \t (other

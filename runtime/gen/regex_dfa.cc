@@ -130,6 +130,20 @@ class Parser {
   int AddSet(Ranges r) {
     Node n;
     n.kind = Node::kSet;
+    if (json_safe_ > 0) {
+      // Inside (?J:...): no '"', '\' or control character, so the text can
+      // stand unescaped inside a JSON string.
+      Ranges out;
+      const Ranges forbidden = Normalize({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}});
+      const Ranges allowed = Complement(forbidden);
+      for (auto [lo, hi] : Normalize(std::move(r))) {
+        for (auto [alo, ahi] : allowed) {
+          const char32_t a = std::max(lo, alo), b = std::min(hi, ahi);
+          if (a <= b) out.push_back({a, b});
+        }
+      }
+      r = std::move(out);
+    }
     n.set = Normalize(std::move(r));
     return Add(std::move(n));
   }
@@ -386,6 +400,16 @@ class Parser {
           const char32_t k = Peek();
           if (k == ':') {
             ++pos_;
+          } else if (k == 'J' && pos_ + 1 < cps_.size() &&
+                     cps_[pos_ + 1] == ':') {
+            pos_ += 2;
+            ++json_safe_;
+            absl::StatusOr<int> inner = ParseAlt(depth + 1);
+            --json_safe_;
+            if (!inner.ok()) return inner.status();
+            if (AtEnd() || Peek() != ')') return Error("missing ')'");
+            ++pos_;
+            return *inner;
           } else if (k == 'P' || k == '<') {
             if (k == 'P') ++pos_;
             if (AtEnd()) return Error("unterminated group");
@@ -443,6 +467,7 @@ class Parser {
   std::vector<char32_t> cps_;
   size_t pos_ = 0;
   std::vector<Node>* nodes_ = nullptr;
+  int json_safe_ = 0;  // inside (?J:...)
 };
 
 // ------------------------------------------------------- Thompson's NFA

@@ -36,7 +36,10 @@ class ByteDfa {
   // punctuation, groups `(...)`, `(?:...)`, `(?P<name>...)`, `(?<name>...)`,
   // alternation `|`, quantifiers `* + ? {n} {n,} {,m} {n,m}` (a trailing
   // `?` for laziness is accepted; it does not change what matches), `^` at
-  // the very start and `$` at the very end. INVALID_ARGUMENT naming what is
+  // the very start and `$` at the very end. One extension: inside
+  // `(?J:...)` no character class matches '"', '\' or a control character
+  // (CompileJsonSchema embeds a string "pattern" this way, so the text is
+  // valid inside a JSON string as it stands). INVALID_ARGUMENT naming what is
   // unsupported (backreferences, lookaround, `\b`, inline flags, ...), on a
   // syntax error, for a pattern that matches nothing, or beyond `limits`.
   static absl::StatusOr<ByteDfa> Compile(absl::string_view pattern,

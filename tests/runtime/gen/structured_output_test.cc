@@ -3,6 +3,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ bool Valid(const Json& v, const Json& s) {
     for (const Json& one : t) typed = typed || TypeIs(v, one);
   }
   if (!typed) return false;
+  if (v.is_string() && s.contains("pattern") &&
+      !std::regex_search(v.get<std::string>(),
+                         std::regex(s["pattern"].get<std::string>()))) {
+    return false;
+  }
   if (v.is_string()) {
     const size_t n = CodePoints(v.get<std::string>());
     if (s.contains("minLength") && n < s["minLength"].get<size_t>()) return false;
@@ -125,6 +131,12 @@ Json RandomSchema(std::mt19937_64& rng, int depth) {
     }
     case 2: {
       s["type"] = "string";
+      if (pick(3) == 0) {
+        const char* const kPatterns[] = {"^[a-c]{1,3}-\\d$", "(x|yz){1,4}",
+                                         "\\w{2}\\.[0-9]?"};
+        s["pattern"] = kPatterns[pick(3)];
+        break;
+      }
       const int max = pick(7);
       s["maxLength"] = max;
       if (pick(2) == 0) s["minLength"] = pick(max + 1);
@@ -289,6 +301,27 @@ TEST(JsonSchemaTest, CompiledRegexAcceptsAndRejects) {
   }
 }
 
+TEST(JsonSchemaTest, RefsAreInlinedAndPatternsMatchTheWholeString) {
+  const std::string schema = R"({"$defs":{
+      "code":{"type":"string","pattern":"^[A-Z]{2}-\\d{2,3}$"},
+      "pair":{"type":"array","items":{"$ref":"#/$defs/code"},"minItems":2,"maxItems":2}},
+    "type":"object","properties":{"a":{"$ref":"#/$defs/pair"},
+      "b":{"$ref":"#/$defs/code","description":"x"},
+      "c":{"type":"string","pattern":"[^x]+"}},
+    "required":["a","b","c"]})";
+  absl::StatusOr<std::string> regex = CompileJsonSchema(schema);
+  ASSERT_TRUE(regex.ok()) << regex.status();
+  absl::StatusOr<ByteDfa> dfa = ByteDfa::Compile(*regex);
+  ASSERT_TRUE(dfa.ok()) << dfa.status();
+  EXPECT_TRUE(dfa->FullMatch(R"({"a":["AB-12","CD-345"],"b":"ZZ-00","c":"é y"})"));
+  EXPECT_FALSE(dfa->FullMatch(R"({"a":["AB-12"],"b":"ZZ-00","c":"y"})"));
+  EXPECT_FALSE(dfa->FullMatch(R"({"a":["AB-12","CD-3456"],"b":"ZZ-00","c":"y"})"));
+  EXPECT_FALSE(dfa->FullMatch(R"({"a":["AB-12","CD-34"],"b":"ZZ-00","c":"x"})"));
+  // The pattern's classes leave out what JSON would need escaped.
+  EXPECT_FALSE(dfa->FullMatch(R"({"a":["AB-12","CD-34"],"b":"ZZ-00","c":"""})"));
+  EXPECT_FALSE(dfa->FullMatch("{\"a\":[\"AB-12\",\"CD-34\"],\"b\":\"ZZ-00\",\"c\":\"\n\"}"));
+}
+
 TEST(JsonSchemaTest, IntegerRangesAreExact) {
   for (auto [lo, hi] : std::vector<std::pair<int, int>>{
            {0, 0}, {-5, 5}, {7, 123}, {-250, -13}, {99, 100}, {-1000, 999}}) {
@@ -313,10 +346,18 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
     const char* schema;
     const char* message;
   } cases[] = {
-      {R"({"$ref":"#/$defs/a"})", "at /: '$ref' is not supported"},
+      {R"({"$ref":"#/$defs/a"})",
+       "at /: '$ref' \"#/$defs/a\" points to nothing"},
+      {R"({"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"})",
+       "at / ($ref #/$defs/n)/properties/next: recursive '$ref' \"#/$defs/n\" "
+       "is not supported"},
+      {R"({"$ref":"http://x/s.json"})", "to another document"},
+      {R"({"type":"string","pattern":"(a)\\1"})", "'pattern': a backreference"},
+      {R"({"type":"string","pattern":"\"+"})", "matches no string"},
+      {R"({"type":"string","pattern":"a+","maxLength":3})",
+       "next to 'pattern'"},
       {R"({"type":"object","properties":{"a":{"oneOf":[]}}})",
        "at /properties/a: 'oneOf' is not supported"},
-      {R"({"type":"string","pattern":"a+"})", "'pattern' is not supported"},
       {R"({"type":"object","additionalProperties":true})",
        "'additionalProperties' other than false"},
       {R"({"type":"number","minimum":1})", "'minimum' on type 'number'"},
@@ -341,10 +382,10 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   }
   // Through the compiler, the field is named too.
   absl::StatusOr<std::shared_ptr<const TokenGrammar>> g =
-      Compiler().Compile(Schema(R"({"$defs":{}})"));
+      Compiler().Compile(Schema(R"({"type":"string","oneOf":[]})"));
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(),
-            "response_format.json_schema: at /: '$defs' is not supported");
+            "response_format.json_schema: at /: 'oneOf' is not supported");
 }
 
 TEST(TokenGrammarTest, MaskEqualsBruteForce) {
