@@ -1,5 +1,5 @@
 // Registry: the process-wide table of inferd's named, swappable parts —
-// architectures, model classes, workflows and the components a workflow is
+// config parsers, architectures, model classes, workflows and the components a workflow is
 // assembled from (input processors, schedulers, attention backends, output
 // processors, executors). Each entry has a kind, a name unique within its
 // kind, a one-line description, its origin ("builtin" or the plug-in that
@@ -30,7 +30,8 @@ namespace inferd {
 // The kinds inferd itself uses.
 namespace registry_kind {
 inline constexpr char kArchitecture[] = "architecture";
-// model_type -> the built-in model_type whose config parser reads it.
+// config.json's model_type -> its ConfigParser (runtime/loader/
+// config_parser.h): the family's defaults and rules.
 inline constexpr char kConfigParser[] = "config_parser";
 inline constexpr char kModel[] = "model";
 inline constexpr char kWorkflow[] = "workflow";

@@ -1,7 +1,9 @@
 // inferd's built-in registry entries: input processors, schedulers, output
-// processors, executors, workflow recipes and architectures. Adding a model
-// family is one model file in runtime/model plus its model-class
-// registration (model_registry.cc) and its architecture entry here.
+// processors, executors, workflow recipes and architectures (config parsers
+// and model classes are registered by their own layers:
+// runtime/loader/config_parser.cc, runtime/model/model_registry.cc). Adding
+// a model family is its ConfigParser, one model file in runtime/model with
+// its model-class registration, and its architecture entry here.
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +16,7 @@
 #include "runtime/engine/workflow.h"
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
+#include "runtime/loader/config_parser.h"
 #include "runtime/model/attention_backend.h"
 #include "runtime/model/model_registry.h"
 
@@ -73,9 +76,8 @@ Workflow Recipe(const char* name, const char* description,
   return w;
 }
 
-void AddArchitecture(const char* architecture, const char* config_parser,
-                     const char* description, ArchitectureSpec spec) {
-  spec.config_parser = config_parser;
+void AddArchitecture(const char* architecture, const char* description,
+                     ArchitectureSpec spec) {
   Add(registry_kind::kArchitecture, architecture, description,
       std::move(spec));
 }
@@ -134,6 +136,7 @@ ArchitectureSpec DecoderBase() {
 }
 
 void RegisterAll() {
+  RegisterBuiltinConfigParsers();
   RegisterBuiltinModels();
   RegisterBuiltinAttentionBackends();
   using TIP = TokenizingInputProcessor;
@@ -247,32 +250,27 @@ void RegisterAll() {
                      "relevance_scores", "prefill_loop"));
 
   // Architectures.
-  AddArchitecture("BertModel", "bert", "BERT encoder", Encoder());
-  AddArchitecture("XLMRobertaModel", "xlm-roberta", "XLM-RoBERTa encoder",
-                  Encoder());
-  AddArchitecture("BertForSequenceClassification", "bert",
+  AddArchitecture("BertModel", "BERT encoder", Encoder());
+  AddArchitecture("XLMRobertaModel", "XLM-RoBERTa encoder", Encoder());
+  AddArchitecture("BertForSequenceClassification",
                   "BERT classifier or cross-encoder", EncoderWithHead());
-  AddArchitecture("XLMRobertaForSequenceClassification", "xlm-roberta",
+  AddArchitecture("XLMRobertaForSequenceClassification",
                   "XLM-RoBERTa classifier or cross-encoder",
                   EncoderWithHead());
-  AddArchitecture("RobertaModel", "roberta", "RoBERTa encoder", Encoder());
-  AddArchitecture("RobertaForSequenceClassification", "roberta",
+  AddArchitecture("RobertaModel", "RoBERTa encoder", Encoder());
+  AddArchitecture("RobertaForSequenceClassification",
                   "RoBERTa classifier or cross-encoder", EncoderWithHead());
-  AddArchitecture("LlamaForCausalLM", "llama", "Llama causal LM", CausalLm());
-  AddArchitecture("MistralForCausalLM", "mistral", "Mistral causal LM",
-                  CausalLm());
-  AddArchitecture("Qwen2ForCausalLM", "qwen2", "Qwen2 causal LM", CausalLm());
-  AddArchitecture("Qwen3ForCausalLM", "qwen3", "Qwen3 causal LM", CausalLm());
-  AddArchitecture("Qwen3Model", "qwen3",
+  AddArchitecture("LlamaForCausalLM", "Llama causal LM", CausalLm());
+  AddArchitecture("MistralForCausalLM", "Mistral causal LM", CausalLm());
+  AddArchitecture("Qwen2ForCausalLM", "Qwen2 causal LM", CausalLm());
+  AddArchitecture("Qwen3ForCausalLM", "Qwen3 causal LM", CausalLm());
+  AddArchitecture("Qwen3Model",
                   "Qwen3 decoder embedder (Qwen3-Embedding: last-token "
                   "pooling)",
                   DecoderBase());
-  AddArchitecture("LlamaModel", "llama", "Llama decoder embedder",
-                  DecoderBase());
-  AddArchitecture("MistralModel", "mistral", "Mistral decoder embedder",
-                  DecoderBase());
-  AddArchitecture("Qwen2Model", "qwen2", "Qwen2 decoder embedder",
-                  DecoderBase());
+  AddArchitecture("LlamaModel", "Llama decoder embedder", DecoderBase());
+  AddArchitecture("MistralModel", "Mistral decoder embedder", DecoderBase());
+  AddArchitecture("Qwen2Model", "Qwen2 decoder embedder", DecoderBase());
 }
 
 }  // namespace

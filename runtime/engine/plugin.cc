@@ -4,22 +4,17 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include <algorithm>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/common/registry.h"
 #include "runtime/engine/plugin_api.h"
+#include "runtime/loader/config_parser.h"
 
 namespace inferd {
 namespace {
-
-constexpr const char* kBuiltinConfigParsers[] = {"bert", "xlm-roberta",
-                                                 "roberta", "llama",
-                                                 "mistral", "qwen2",
-                                                 "qwen3"};
 
 // Registers into the global registry with the plug-in's path as origin.
 class Registrar : public PluginRegistrar {
@@ -92,17 +87,14 @@ class Registrar : public PluginRegistrar {
                std::move(spec));
   }
   absl::Status AddConfigParser(const std::string& model_type,
-                               const std::string& based_on) override {
-    const auto* end = std::end(kBuiltinConfigParsers);
-    if (std::find(std::begin(kBuiltinConfigParsers), end, based_on) == end) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "config parser for '", model_type, "': based_on '", based_on,
-          "' is not a built-in model_type (",
-          absl::StrJoin(std::begin(kBuiltinConfigParsers), end, ", "), ")"));
-    }
-    return Add(registry_kind::kConfigParser, model_type,
-               absl::StrCat("config.json parsed like model_type ", based_on),
-               based_on);
+                               const std::string& description,
+                               ConfigParser parser) override {
+    return ::inferd::AddConfigParser(model_type, description,
+                                     std::move(parser), origin_);
+  }
+  absl::StatusOr<ConfigParser> GetConfigParser(
+      const std::string& model_type) override {
+    return FindConfigParser(model_type);
   }
 
  private:

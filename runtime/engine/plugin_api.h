@@ -1,6 +1,7 @@
 // The inferd plug-in API: what a shared library loaded with
-// `inferd --plugin PATH.so` includes to add architectures, model classes,
-// workflows or components to the registry (runtime/common/registry.h).
+// `inferd --plugin PATH.so` includes to add config parsers, architectures,
+// model classes, workflows or components to the registry
+// (runtime/common/registry.h).
 //
 // A plug-in defines one registration function and exports it with
 // INFERD_PLUGIN:
@@ -27,11 +28,15 @@
 #include "absl/status/status.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/workflow.h"
+#include "runtime/loader/config_parser.h"
 #include "runtime/model/attention_backend.h"
 #include "runtime/model/model_registry.h"
 
 // Bumped whenever a type or signature a plug-in sees changes.
-#define INFERD_PLUGIN_API_VERSION 1
+// 2: AddConfigParser registers a full ConfigParser (defaults + hook) instead
+//    of an alias of a built-in model_type; GetConfigParser;
+//    ArchitectureSpec has no config_parser.
+#define INFERD_PLUGIN_API_VERSION 2
 
 namespace inferd {
 
@@ -67,10 +72,18 @@ class PluginRegistrar {
   virtual absl::Status AddArchitecture(const std::string& architecture,
                                        const std::string& description,
                                        ArchitectureSpec spec) = 0;
-  // Lets config.json files with model_type `model_type` parse like
-  // `based_on` (a built-in model_type: "bert", "llama", ...).
+  // How config.json files whose model_type is `model_type` are read: the
+  // family's defaults and its optional read_extra hook
+  // (runtime/loader/config_parser.h). Built-in model_types cannot be
+  // replaced.
   virtual absl::Status AddConfigParser(const std::string& model_type,
-                                       const std::string& based_on) = 0;
+                                       const std::string& description,
+                                       ConfigParser parser) = 0;
+  // A copy of the parser registered for `model_type` (built-in or from a
+  // plug-in loaded earlier), to start a new family from. INVALID_ARGUMENT
+  // naming it and listing the registered ones when there is none.
+  virtual absl::StatusOr<ConfigParser> GetConfigParser(
+      const std::string& model_type) = 0;
 };
 
 }  // namespace inferd

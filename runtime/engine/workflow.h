@@ -4,8 +4,9 @@
 // executor — registered under kind "workflow"; CreateEngine assembles the
 // engine from the registry by those names. An ArchitectureSpec (kind
 // "architecture", keyed by config.json's architectures[0]) names the
-// model class, the config parser and the workflow the architecture gets by
-// default or per task. SelectWorkflow applies them to one model directory.
+// model class and the workflow the architecture gets by default or per
+// task; config.json itself was read by its model_type's ConfigParser
+// (kind "config_parser"). SelectWorkflow applies them to one model directory.
 // Built-ins are registered by RegisterBuiltinComponents (components.h);
 // plug-ins add their own. Thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_WORKFLOW_H_
@@ -57,10 +58,13 @@ struct Workflow {
   bool Supports(Task task) const;
 };
 
-// How an architecture is served.
+// How an architecture is served. Its config.json is read by the parser of
+// the file's model_type (runtime/loader/config_parser.h), as in
+// transformers, not by one named here: one architecture class may come
+// with several model_types (BertModel configs of model_type "bert" or a
+// plug-in's own), and the model class checks the traits it needs
+// (encoder or decoder).
 struct ArchitectureSpec {
-  // The model_type whose config parser reads its config.json (e.g. "llama").
-  std::string config_parser;
   // The model class (kind "model") that builds it; empty = the
   // architecture's own name.
   std::string model_class;

@@ -18,19 +18,25 @@
 namespace inferd {
 namespace {
 
-// One GGUF architecture inferd serves: the HF names it maps to.
+// One GGUF architecture inferd serves: the HF names it maps to and how
+// llama.cpp's converter wrote it.
 struct ArchSpec {
   const char* arch;
   const char* model_type;
   const char* architecture;  // HF architectures[0]
   bool decoder;
+  // Each head's q/k rows are interleaved (ModelConfig::rope_interleaved).
+  bool rope_interleaved;
+  // A sliding window in the file applies through use_sliding_window (Qwen
+  // config keys); false: the model_type's parser reads sliding_window alone.
+  bool window_via_use_flag;
 };
 
 constexpr ArchSpec kArchs[] = {
-    {"llama", "llama", "LlamaForCausalLM", true},
-    {"qwen2", "qwen2", "Qwen2ForCausalLM", true},
-    {"qwen3", "qwen3", "Qwen3ForCausalLM", true},
-    {"bert", "bert", "BertModel", false},
+    {"llama", "llama", "LlamaForCausalLM", true, true, false},
+    {"qwen2", "qwen2", "Qwen2ForCausalLM", true, false, true},
+    {"qwen3", "qwen3", "Qwen3ForCausalLM", true, false, true},
+    {"bert", "bert", "BertModel", false, false, false},
 };
 
 const ArchSpec* FindArch(absl::string_view arch) {
@@ -271,7 +277,7 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
     ASSIGN_OR_RETURN(auto window, OptInt(f, p + "attention.sliding_window"));
     if (window.has_value() && *window > 0) {
       c["sliding_window"] = *window;
-      if (arch != "llama") {
+      if (spec.window_via_use_flag) {
         c["use_sliding_window"] = true;
         c["max_window_layers"] = 0;
       }
@@ -335,7 +341,7 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   if (!config.ok()) return Annotate(config.status(), f);
   // llama.cpp's converter interleaves each head's q/k rows for `llama`
   // files only (qwen2/qwen3 keep the Hugging Face order).
-  config->rope_interleaved = arch == "llama";
+  config->rope_interleaved = spec.rope_interleaved;
   return config;
 }
 

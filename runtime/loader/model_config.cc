@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
-#include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/loader/config_parser.h"
 #include "runtime/loader/json_util.h"
 
 namespace inferd {
@@ -17,55 +17,6 @@ namespace {
 
 using loader_internal::AsInt;
 using loader_internal::JsonFields;
-
-struct FamilyName {
-  absl::string_view model_type;
-  absl::string_view arch_prefix;
-  ModelFamily family;
-};
-
-// RoBERTa shares XLM-RoBERTa's modeling code and config defaults.
-constexpr FamilyName kFamilies[] = {
-    {"bert", "Bert", ModelFamily::kBert},
-    {"xlm-roberta", "XLMRoberta", ModelFamily::kXlmRoberta},
-    {"roberta", "Roberta", ModelFamily::kXlmRoberta},
-    {"llama", "Llama", ModelFamily::kLlama},
-    {"mistral", "Mistral", ModelFamily::kMistral},
-    {"qwen2", "Qwen2", ModelFamily::kQwen2},
-    {"qwen3", "Qwen3", ModelFamily::kQwen3},
-};
-
-// Defaults of the transformers config classes (BertConfig,
-// XLMRobertaConfig, LlamaConfig, MistralConfig, Qwen2Config).
-struct FamilyDefaults {
-  std::string hidden_act;
-  int64_t intermediate_size;
-  int64_t max_position_embeddings;
-  absl::optional<int64_t> num_key_value_heads;  // nullopt = attention heads
-  absl::optional<int64_t> bos, eos, pad;
-  bool attention_bias;
-};
-
-FamilyDefaults DefaultsFor(ModelFamily family) {
-  switch (family) {
-    case ModelFamily::kBert:
-      return {"gelu", 3072, 512, absl::nullopt, absl::nullopt, absl::nullopt,
-              0, true};
-    case ModelFamily::kXlmRoberta:
-      return {"gelu", 3072, 512, absl::nullopt, 0, 2, 1, true};
-    case ModelFamily::kLlama:
-      return {"silu", 11008, 2048, absl::nullopt, 1, 2, absl::nullopt, false};
-    case ModelFamily::kMistral:
-      return {"silu", 14336, 4096 * 32, 8, 1, 2, absl::nullopt, false};
-    case ModelFamily::kQwen2:
-      return {"silu", 22016, 32768, 32, absl::nullopt, absl::nullopt,
-              absl::nullopt, true};
-    case ModelFamily::kQwen3:
-      return {"silu", 22016, 32768, 32, absl::nullopt, absl::nullopt,
-              absl::nullopt, false};
-  }
-  return {};
-}
 
 absl::StatusOr<absl::optional<RopeScalingConfig>> ParseRopeScaling(
     const nlohmann::json& obj, absl::string_view field,
@@ -174,13 +125,6 @@ absl::Status ParseLabels(const JsonFields& f, ModelConfig& c) {
 
 }  // namespace
 
-absl::string_view ModelFamilyName(ModelFamily family) {
-  for (const FamilyName& f : kFamilies) {
-    if (f.family == family) return f.model_type;
-  }
-  return "unknown";
-}
-
 bool ModelConfig::IsCausalLM() const {
   return !architectures.empty() &&
          absl::EndsWith(architectures[0], "ForCausalLM");
@@ -192,8 +136,7 @@ bool ModelConfig::IsSequenceClassification() const {
 }
 
 int64_t ModelConfig::position_id_offset() const {
-  if (family == ModelFamily::kXlmRoberta) return pad_token_id.value_or(1) + 1;
-  return 0;
+  return position_ids_after_padding ? pad_token_id.value_or(1) + 1 : 0;
 }
 
 absl::optional<int64_t> ModelConfig::SlidingWindowForLayer(
@@ -206,18 +149,8 @@ absl::optional<int64_t> ModelConfig::SlidingWindowForLayer(
     }
     return absl::nullopt;
   }
-  switch (family) {
-    case ModelFamily::kMistral:
-      return sliding_window;
-    case ModelFamily::kQwen2:
-    case ModelFamily::kQwen3:
-      if (use_sliding_window && layer >= max_window_layers) {
-        return sliding_window;
-      }
-      return absl::nullopt;
-    default:
-      return absl::nullopt;
-  }
+  if (layer >= max_window_layers) return sliding_window;
+  return absl::nullopt;
 }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
@@ -225,60 +158,47 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
   ASSIGN_OR_RETURN(nlohmann::json root,
                    loader_internal::ParseJsonObject(json, source));
   JsonFields f(root, source);
-  ModelConfig c;
 
   const nlohmann::json* arch = f.Find("architectures");
   if (arch == nullptr) return f.Error("architectures", "is required but missing");
   if (!arch->is_array() || arch->empty()) {
     return f.Error("architectures", "must be a non-empty list of strings");
   }
+  std::vector<std::string> architectures;
   for (const auto& a : *arch) {
     if (!a.is_string()) {
       return f.Error("architectures", "must be a non-empty list of strings");
     }
-    c.architectures.push_back(a.get<std::string>());
+    architectures.push_back(a.get<std::string>());
   }
 
-  ASSIGN_OR_RETURN(c.model_type, f.String("model_type", ""));
-  bool found = false;
-  for (const FamilyName& fam : kFamilies) {
-    // Without model_type, "<Prefix>Model" / "<Prefix>For..." identify the
-    // family (so "Qwen2MoeForCausalLM" is not taken for Qwen2).
-    const std::string& a0 = c.architectures[0];
-    const bool match =
-        c.model_type.empty()
-            ? a0 == absl::StrCat(fam.arch_prefix, "Model") ||
-                  absl::StartsWith(a0, absl::StrCat(fam.arch_prefix, "For"))
-            : c.model_type == fam.model_type;
-    if (match) {
-      c.family = fam.family;
-      if (c.model_type.empty()) c.model_type = std::string(fam.model_type);
-      found = true;
-      break;
+  // The model_type's registered parser (config_parser.h) supplies the
+  // family's defaults and rules.
+  ASSIGN_OR_RETURN(std::string model_type, f.String("model_type", ""));
+  if (model_type.empty()) {
+    auto inferred = ModelTypeForArchitecture(architectures[0]);
+    if (!inferred.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": no model_type, and architecture ", architectures[0],
+          " matches no registered config parser; registered model_types: ",
+          absl::StrJoin(ConfigParserModelTypes(), ", "),
+          " (set model_type, or load a plug-in that registers it with "
+          "--plugin)"));
     }
+    model_type = *std::move(inferred);
   }
-  if (!found && !c.model_type.empty()) {
-    // A plug-in may let another model_type parse like a built-in one.
-    auto based_on = Registry::Global().Get<std::string>(
-        registry_kind::kConfigParser, c.model_type);
-    if (based_on.ok()) {
-      for (const FamilyName& fam : kFamilies) {
-        if (*based_on == fam.model_type) {
-          c.family = fam.family;
-          found = true;
-          break;
-        }
-      }
-    }
+  auto parser = FindConfigParser(model_type);
+  if (!parser.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " (architecture ", architectures[0],
+                     "): ", parser.status().message()));
   }
-  if (!found) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": unsupported model_type '", c.model_type, "' (architecture ",
-        c.architectures[0],
-        "); supported: bert, xlm-roberta, roberta, llama, mistral, qwen2, "
-        "qwen3"));
-  }
-  const FamilyDefaults d = DefaultsFor(c.family);
+  const ModelConfig& d = parser->defaults;
+  ModelConfig c = d;
+  c.model_type = std::move(model_type);
+  c.architectures = std::move(architectures);
+  c.eos_token_ids.clear();
+  c.layer_types.clear();
 
   ASSIGN_OR_RETURN(c.vocab_size, f.RequiredInt("vocab_size"));
   ASSIGN_OR_RETURN(c.hidden_size, f.RequiredInt("hidden_size"));
@@ -305,8 +225,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
 
   ASSIGN_OR_RETURN(
       c.num_key_value_heads,
-      f.Int("num_key_value_heads",
-            d.num_key_value_heads.value_or(c.num_attention_heads)));
+      f.Int("num_key_value_heads", d.num_key_value_heads > 0
+                                       ? d.num_key_value_heads
+                                       : c.num_attention_heads));
   if (c.num_key_value_heads <= 0 ||
       c.num_attention_heads % c.num_key_value_heads != 0) {
     return f.Error("num_key_value_heads",
@@ -316,8 +237,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
                                 c.num_attention_heads, ")"));
   }
   ASSIGN_OR_RETURN(absl::optional<int64_t> head_dim, f.OptionalInt("head_dim"));
-  // Qwen3Config's head_dim defaults to 128 whatever hidden_size / heads is.
-  if (!head_dim.has_value() && c.family == ModelFamily::kQwen3) head_dim = 128;
+  if (!head_dim.has_value() && d.head_dim > 0) head_dim = d.head_dim;
   if (head_dim.has_value()) {
     if (*head_dim <= 0) return f.Error("head_dim", "must be positive");
     c.head_dim = *head_dim;
@@ -331,11 +251,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
     c.head_dim = c.hidden_size / c.num_attention_heads;
   }
 
-  // Token ids.
-  ASSIGN_OR_RETURN(c.bos_token_id, f.OptionalInt("bos_token_id"));
-  ASSIGN_OR_RETURN(c.pad_token_id, f.OptionalInt("pad_token_id"));
-  if (!root.contains("bos_token_id")) c.bos_token_id = d.bos;
-  if (!root.contains("pad_token_id")) c.pad_token_id = d.pad;
+  // Token ids: a key the file mentions (even as null) replaces the default.
+  if (root.contains("bos_token_id")) {
+    ASSIGN_OR_RETURN(c.bos_token_id, f.OptionalInt("bos_token_id"));
+  }
+  if (root.contains("pad_token_id")) {
+    ASSIGN_OR_RETURN(c.pad_token_id, f.OptionalInt("pad_token_id"));
+  }
   if (const nlohmann::json* eos = f.Find("eos_token_id")) {
     if (eos->is_array()) {
       for (const auto& e : *eos) {
@@ -352,8 +274,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
       }
       c.eos_token_ids.push_back(*id);
     }
-  } else if (!root.contains("eos_token_id") && d.eos.has_value()) {
-    c.eos_token_ids.push_back(*d.eos);
+  } else if (!root.contains("eos_token_id")) {
+    c.eos_token_ids = d.eos_token_ids;
   }
 
   ASSIGN_OR_RETURN(c.torch_dtype, f.String("torch_dtype", ""));
@@ -364,81 +286,76 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
   RETURN_IF_ERROR(ParseLabels(f, c));
 
   if (c.IsEncoder()) {
-    ASSIGN_OR_RETURN(c.layer_norm_eps, f.Double("layer_norm_eps", 1e-12));
+    ASSIGN_OR_RETURN(c.layer_norm_eps,
+                     f.Double("layer_norm_eps", d.layer_norm_eps > 0
+                                                    ? d.layer_norm_eps
+                                                    : 1e-12));
     if (!(c.layer_norm_eps > 0)) return f.Error("layer_norm_eps", "must be positive");
-    ASSIGN_OR_RETURN(c.type_vocab_size, f.Int("type_vocab_size", 2));
+    ASSIGN_OR_RETURN(c.type_vocab_size,
+                     f.Int("type_vocab_size", d.type_vocab_size));
     if (c.type_vocab_size < 0) return f.Error("type_vocab_size", "must be >= 0");
     ASSIGN_OR_RETURN(c.position_embedding_type,
-                     f.String("position_embedding_type", "absolute"));
+                     f.String("position_embedding_type",
+                              d.position_embedding_type.empty()
+                                  ? "absolute"
+                                  : d.position_embedding_type));
     if (c.position_embedding_type != "absolute") {
       return f.Error("position_embedding_type",
                      absl::StrCat("'", c.position_embedding_type,
                                   "' is not supported (only 'absolute')"));
     }
-    c.attention_bias = true;
-    c.mlp_bias = true;
-    // PretrainedConfig's default; encoders here have no LM head.
-    ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", true));
-    return c;
+    ASSIGN_OR_RETURN(c.tie_word_embeddings,
+                     f.Bool("tie_word_embeddings", d.tie_word_embeddings));
+  } else {
+    ASSIGN_OR_RETURN(c.rms_norm_eps, f.Double("rms_norm_eps",
+                                               d.rms_norm_eps > 0 ? d.rms_norm_eps : 1e-6));
+    if (!(c.rms_norm_eps > 0)) return f.Error("rms_norm_eps", "must be positive");
+    if (!(c.rope_theta > 0)) c.rope_theta = 10000.0;
+    if (const nlohmann::json* params = f.Find("rope_parameters")) {
+      if (!params->is_object()) {
+        return f.Error("rope_parameters", "must be an object");
+      }
+      JsonFields p(*params, absl::StrCat(source, " rope_parameters"));
+      ASSIGN_OR_RETURN(c.rope_theta, p.Double("rope_theta", c.rope_theta));
+      ASSIGN_OR_RETURN(c.rope_scaling,
+                       ParseRopeScaling(*params, "rope_parameters", source));
+    }
+    ASSIGN_OR_RETURN(c.rope_theta, f.Double("rope_theta", c.rope_theta));
+    if (!(c.rope_theta > 0)) return f.Error("rope_theta", "must be positive");
+    if (const nlohmann::json* rs = f.Find("rope_scaling")) {
+      if (!rs->is_object()) {
+        return f.Error("rope_scaling", "must be an object or null");
+      }
+      ASSIGN_OR_RETURN(c.rope_scaling,
+                       ParseRopeScaling(*rs, "rope_scaling", source));
+    }
+    ASSIGN_OR_RETURN(c.tie_word_embeddings,
+                     f.Bool("tie_word_embeddings", d.tie_word_embeddings));
+    ASSIGN_OR_RETURN(c.attention_bias,
+                     f.Bool("attention_bias", d.attention_bias));
+    ASSIGN_OR_RETURN(c.mlp_bias, f.Bool("mlp_bias", d.mlp_bias));
+    if (const nlohmann::json* lt = f.Find("layer_types")) {
+      if (!lt->is_array() ||
+          static_cast<int64_t>(lt->size()) != c.num_hidden_layers) {
+        return f.Error("layer_types", "must list one type per hidden layer");
+      }
+      for (const auto& t : *lt) {
+        if (!t.is_string() ||
+            (t != "full_attention" && t != "sliding_attention")) {
+          return f.Error("layer_types",
+                         "entries must be full_attention or sliding_attention");
+        }
+        c.layer_types.push_back(t.get<std::string>());
+      }
+    }
   }
 
-  // Decoders.
-  ASSIGN_OR_RETURN(c.rms_norm_eps, f.Double("rms_norm_eps", 1e-6));
-  if (!(c.rms_norm_eps > 0)) return f.Error("rms_norm_eps", "must be positive");
-  c.rope_theta = 10000.0;
-  if (const nlohmann::json* params = f.Find("rope_parameters")) {
-    if (!params->is_object()) return f.Error("rope_parameters", "must be an object");
-    JsonFields p(*params, absl::StrCat(source, " rope_parameters"));
-    ASSIGN_OR_RETURN(c.rope_theta, p.Double("rope_theta", c.rope_theta));
-    ASSIGN_OR_RETURN(c.rope_scaling,
-                     ParseRopeScaling(*params, "rope_parameters", source));
-  }
-  ASSIGN_OR_RETURN(c.rope_theta, f.Double("rope_theta", c.rope_theta));
-  if (!(c.rope_theta > 0)) return f.Error("rope_theta", "must be positive");
-  if (const nlohmann::json* rs = f.Find("rope_scaling")) {
-    if (!rs->is_object()) return f.Error("rope_scaling", "must be an object or null");
-    ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(*rs, "rope_scaling", source));
-  }
-  ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", false));
-  ASSIGN_OR_RETURN(c.attention_bias, f.Bool("attention_bias", d.attention_bias));
-  if (c.family == ModelFamily::kQwen2) c.attention_bias = true;  // q/k/v always
-  c.qk_norm = c.family == ModelFamily::kQwen3;
-  ASSIGN_OR_RETURN(c.mlp_bias, f.Bool("mlp_bias", false));
-
-  if (c.family == ModelFamily::kMistral) {
-    // An explicit null means full attention (Mistral v0.2+).
-    if (!root.contains("sliding_window")) {
-      c.sliding_window = 4096;
-    } else {
-      ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
-    }
-    c.use_sliding_window = c.sliding_window.has_value();
-  } else if (c.family == ModelFamily::kQwen2 ||
-             c.family == ModelFamily::kQwen3) {
-    ASSIGN_OR_RETURN(c.use_sliding_window, f.Bool("use_sliding_window", false));
-    if (!root.contains("sliding_window")) {
-      c.sliding_window = 4096;
-    } else {
-      ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
-    }
-    ASSIGN_OR_RETURN(c.max_window_layers, f.Int("max_window_layers", 28));
-    if (!c.use_sliding_window) c.sliding_window = absl::nullopt;
+  // The family's own keys and rules.
+  if (parser->read_extra) {
+    RETURN_IF_ERROR(parser->read_extra(root, source, c));
   }
   if (c.sliding_window.has_value() && *c.sliding_window <= 0) {
     return f.Error("sliding_window", "must be positive");
-  }
-  if (const nlohmann::json* lt = f.Find("layer_types")) {
-    if (!lt->is_array() ||
-        static_cast<int64_t>(lt->size()) != c.num_hidden_layers) {
-      return f.Error("layer_types", "must list one type per hidden layer");
-    }
-    for (const auto& t : *lt) {
-      if (!t.is_string() || (t != "full_attention" && t != "sliding_attention")) {
-        return f.Error("layer_types",
-                       "entries must be full_attention or sliding_attention");
-      }
-      c.layer_types.push_back(t.get<std::string>());
-    }
   }
   return c;
 }

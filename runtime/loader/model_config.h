@@ -1,7 +1,10 @@
-// ModelConfig: a typed view of a Hugging Face config.json for the families
-// inferd serves (BERT, XLM-RoBERTa, Llama, Mistral, Qwen2, Qwen3). Absent fields
-// take the defaults of the corresponding transformers config class, so a
-// model behaves as it does there. Plain value type; thread-compatible.
+// ModelConfig: a typed view of a Hugging Face config.json. How a file is
+// read is decided by its model_type's ConfigParser (config_parser.h), a
+// registry component: absent fields take the defaults of the corresponding
+// transformers config class, so a model behaves as it does there, and
+// family rules (sliding windows, forced biases, q/k norms) are resolved into
+// plain fields here. Model code reads these fields, never the model_type.
+// Plain value type; thread-compatible.
 #ifndef INFERD_RUNTIME_LOADER_MODEL_CONFIG_H_
 #define INFERD_RUNTIME_LOADER_MODEL_CONFIG_H_
 
@@ -15,11 +18,6 @@
 #include "absl/types/optional.h"
 
 namespace inferd {
-
-enum class ModelFamily { kBert, kXlmRoberta, kLlama, kMistral, kQwen2, kQwen3 };
-
-// "bert", "xlm-roberta", "llama", "mistral", "qwen2", "qwen3".
-absl::string_view ModelFamilyName(ModelFamily family);
 
 // RoPE frequency scaling (rope_scaling / rope_parameters). Fields a type does
 // not use keep their transformers defaults.
@@ -46,9 +44,13 @@ struct RopeScalingConfig {
 };
 
 struct ModelConfig {
-  ModelFamily family = ModelFamily::kLlama;
-  std::string model_type;                  // as in the file (or inferred)
+  // As in the file, or inferred from architectures[0]; names the
+  // ConfigParser that read it (a descriptive label nothing branches on).
+  std::string model_type;
   std::vector<std::string> architectures;  // non-empty
+  // Bidirectional encoder (BERT-style: LayerNorm, absolute positions,
+  // token types) rather than a RoPE decoder. Set by the ConfigParser.
+  bool is_encoder = false;
 
   // Shapes.
   int64_t vocab_size = 0;
@@ -65,6 +67,9 @@ struct ModelConfig {
   double layer_norm_eps = 0.0;
   int64_t type_vocab_size = 0;
   std::string position_embedding_type;  // "absolute"
+  // Absolute position ids start at pad_token_id + 1 (RoBERTa's padding_idx
+  // convention) instead of 0.
+  bool position_ids_after_padding = false;
 
   // Decoders (Llama, Mistral, Qwen2).
   double rms_norm_eps = 0.0;
@@ -79,8 +84,10 @@ struct ModelConfig {
   // of (i, i + head_dim/2). Never set by config.json.
   bool rope_interleaved = false;
   bool mlp_bias = false;
-  // Mistral: window for every layer; Qwen2: window when use_sliding_window
-  // for layers >= max_window_layers. nullopt = full attention.
+  // The attention window of layers >= max_window_layers (Mistral: every
+  // layer; Qwen2/Qwen3: only when use_sliding_window). nullopt = full
+  // attention everywhere. The ConfigParser resolves the family's rule into
+  // these three fields.
   absl::optional<int64_t> sliding_window;
   bool use_sliding_window = false;
   int64_t max_window_layers = 0;
@@ -105,26 +112,27 @@ struct ModelConfig {
   // Explicit attention-direction hint ("is_causal"), when the file has one.
   absl::optional<bool> is_causal;
 
-  bool IsEncoder() const {
-    return family == ModelFamily::kBert || family == ModelFamily::kXlmRoberta;
-  }
-  bool IsDecoder() const { return !IsEncoder(); }
+  bool IsEncoder() const { return is_encoder; }
+  bool IsDecoder() const { return !is_encoder; }
   // architectures[0] ends with "ForCausalLM".
   bool IsCausalLM() const;
   // architectures[0] ends with "ForSequenceClassification".
   bool IsSequenceClassification() const;
-  // First absolute position id: XLM-RoBERTa numbers positions from
-  // pad_token_id + 1; BERT from 0.
+  // First absolute position id: pad_token_id + 1 when
+  // position_ids_after_padding (XLM-RoBERTa, RoBERTa), else 0.
   int64_t position_id_offset() const;
   // Attention window for `layer`; nullopt = full causal attention.
   absl::optional<int64_t> SlidingWindowForLayer(int64_t layer) const;
 };
 
-// Parses config.json text. `source` names the file in error messages.
+// Parses config.json text with the ConfigParser registered for its
+// model_type (or, without one, the parser whose architecture prefix matches
+// architectures[0]). `source` names the file in error messages.
 // INVALID_ARGUMENT naming the field for missing required fields
 // (architectures, vocab_size, hidden_size, num_hidden_layers,
-// num_attention_heads), wrong types, inconsistent shapes or an unsupported
-// model_type.
+// num_attention_heads), wrong types or inconsistent shapes; for an
+// unregistered model_type, naming it, listing the registered ones and
+// pointing at --plugin.
 absl::StatusOr<ModelConfig> ParseModelConfig(
     absl::string_view json, absl::string_view source = "config.json");
 

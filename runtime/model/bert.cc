@@ -17,7 +17,7 @@ class BertEncoder : public Model {
  public:
   static absl::StatusOr<std::unique_ptr<Model>> Create(
       const ModelConfig& config, const WeightStore& weights,
-      const ModelLoadOptions& options, ModelFamily family, BertHead head);
+      const ModelLoadOptions& options, BertHead head);
 
   absl::StatusOr<TensorView> Forward(const ForwardContext& ctx) override;
   absl::Status Classify(const ForwardContext& ctx, const TensorView& rows,
@@ -50,11 +50,11 @@ class BertEncoder : public Model {
 
 absl::StatusOr<std::unique_ptr<Model>> BertEncoder::Create(
     const ModelConfig& config, const WeightStore& weights,
-    const ModelLoadOptions& options, ModelFamily family, BertHead head) {
-  if (config.family != family) {
+    const ModelLoadOptions& options, BertHead head) {
+  if (!config.IsEncoder()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        config.architectures[0], " needs a ", ModelFamilyName(family),
-        " config; model_type is ", config.model_type));
+        config.architectures[0], " needs an encoder config; model_type ",
+        config.model_type, " is parsed as a decoder"));
   }
   std::unique_ptr<BertEncoder> model(new BertEncoder());
   RETURN_IF_ERROR(model->Load(config, weights, options, head));
@@ -220,29 +220,21 @@ absl::Status BertEncoder::Classify(const ForwardContext& ctx,
 absl::StatusOr<std::unique_ptr<Model>> CreateBertModel(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options) {
-  return BertEncoder::Create(config, weights, options, ModelFamily::kBert,
-                             BertHead::kNone);
+  return BertEncoder::Create(config, weights, options, BertHead::kNone);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateBertForSequenceClassification(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options) {
-  return BertEncoder::Create(config, weights, options, ModelFamily::kBert,
+  return BertEncoder::Create(config, weights, options,
                              BertHead::kPoolerClassifier);
-}
-
-absl::StatusOr<std::unique_ptr<Model>> CreateXlmRobertaModel(
-    const ModelConfig& config, const WeightStore& weights,
-    const ModelLoadOptions& options) {
-  return BertEncoder::Create(config, weights, options, ModelFamily::kXlmRoberta,
-                             BertHead::kNone);
 }
 
 absl::StatusOr<std::unique_ptr<Model>>
 CreateXlmRobertaForSequenceClassification(const ModelConfig& config,
                                           const WeightStore& weights,
                                           const ModelLoadOptions& options) {
-  return BertEncoder::Create(config, weights, options, ModelFamily::kXlmRoberta,
+  return BertEncoder::Create(config, weights, options,
                              BertHead::kRobertaClassifier);
 }
 

@@ -16,14 +16,13 @@
 
 namespace inferd {
 
-// The encoder alone (hidden states out); loads the BERT pooler when present.
+// The encoder alone (hidden states out): BertModel, XLMRobertaModel and
+// RobertaModel (their difference, where positions start, is in the config:
+// ModelConfig::position_id_offset). Loads the BERT pooler when present.
 absl::StatusOr<std::unique_ptr<Model>> CreateBertModel(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options);
 absl::StatusOr<std::unique_ptr<Model>> CreateBertForSequenceClassification(
-    const ModelConfig& config, const WeightStore& weights,
-    const ModelLoadOptions& options);
-absl::StatusOr<std::unique_ptr<Model>> CreateXlmRobertaModel(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options);
 absl::StatusOr<std::unique_ptr<Model>>

@@ -9,13 +9,22 @@ pooling_max) over real gRPC, and how inferd refuses what it cannot use:
   components;
 - a plug-in built against another API version, a file that is not a plug-in
   and a missing file are startup errors that say what to do;
-- --list-components shows the plug-in's component and where it came from.
+- --list-components shows the plug-in's component and where it came from;
+- the example config-parser plug-in (model_type "my_bert", whose LayerNorm
+  epsilon is read from its own key "norm_epsilon"): a model of that
+  model_type fails at startup without it (naming the model_type and
+  --plugin) and, with it, serves embeddings equal to the NumPy reference of
+  the same weights with that epsilon (and unequal to the reference with
+  BERT's default, so the hook's value is the one used).
 Exit 77 (ctest skip) only when the generated models are missing.
 """
 import argparse
 import os
+import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import numpy as np
@@ -34,6 +43,35 @@ TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.",
 
 def model_dir(name):
     return os.path.join(P.test_models, name)
+
+
+def copy_model(src, dst, edit):
+    """Copies model directory `src` to `dst` and applies `edit` to the
+    copy's config.json (a dict)."""
+    shutil.copytree(src, dst)
+    path = os.path.join(dst, "config.json")
+    with open(path) as f:
+        cfg = json.load(f)
+    edit(cfg)
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return dst
+
+
+# "my_bert" reads its LayerNorm epsilon from "norm_epsilon"; 0.5 is far from
+# BERT's 1e-12, so a parser that ignored the key would give other numbers.
+MY_EPS = 0.5
+
+
+def make_my_bert(cfg):
+    cfg["model_type"] = "my_bert"
+    cfg.pop("layer_norm_eps", None)
+    cfg.pop("hidden_act", None)  # the family's default (gelu)
+    cfg["norm_epsilon"] = MY_EPS
+
+
+def make_reference(cfg):
+    cfg["layer_norm_eps"] = MY_EPS
 
 
 def run_inferd(*args):
@@ -136,8 +174,8 @@ class PluginTest(unittest.TestCase):
         model = ["--model", f"cls={model_dir('bert-embed')}"]
         r = run_inferd("--plugin", ARGS.bad_plugin, *model)
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("plug-in API version 2", r.stderr)
-        self.assertIn("provides version 1", r.stderr)
+        self.assertIn("plug-in API version 1", r.stderr)
+        self.assertIn("provides version 2", r.stderr)
         self.assertIn("Rebuild", r.stderr)
         # A shared library that is not a plug-in (no inferd symbols).
         not_plugin = "/lib/x86_64-linux-gnu/libz.so.1"
@@ -180,10 +218,96 @@ class PluginTest(unittest.TestCase):
         line = [l for l in r.stdout.splitlines() if "pooling_max" in l]
         self.assertEqual(len(line), 1, r.stdout)
         self.assertIn(ARGS.plugin, line[0])
+        # The built-in config parsers are components too; a plug-in's is
+        # listed with its origin.
+        r = subprocess.run([P.inferd, "--list-components", "--plugin",
+                            ARGS.config_plugin], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("config_parser:", r.stdout)
+        for model_type in ("bert", "roberta", "xlm-roberta", "llama",
+                           "mistral", "qwen2", "qwen3"):
+            self.assertIn(f"\n  {model_type} - ", r.stdout)
+        line = [l for l in r.stdout.splitlines() if "my_bert" in l]
+        self.assertEqual(len(line), 1, r.stdout)
+        self.assertIn(ARGS.config_plugin, line[0])
         help_text = subprocess.run([P.inferd, "--help"], capture_output=True,
                                    text=True, timeout=60).stdout
         self.assertIn("--plugin", help_text)
         self.assertIn("--list-components", help_text)
+
+
+
+class ConfigParserPluginTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        src = model_dir("bert-embed")
+        cls.my_bert = copy_model(src, os.path.join(cls.tmp.name, "my-bert"),
+                                 make_my_bert)
+        cls.reference = copy_model(src, os.path.join(cls.tmp.name, "ref"),
+                                   make_reference)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_unknown_model_type_needs_the_plugin(self):
+        r = run_inferd("--model", f"mine={self.my_bert}")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("model_type 'my_bert'", r.stderr)
+        self.assertIn("--plugin", r.stderr)
+        self.assertIn("xlm-roberta", r.stderr)  # the registered ones
+
+    def test_plugin_parser_serves_the_model_like_the_reference(self):
+        server = lib.InferdProcess(P.inferd, [("mine", self.my_bert)],
+                                   ["--plugin", ARGS.config_plugin])
+        try:
+            channel = GRPC.insecure_channel(server.address)
+            lib.HealthClient(channel, lib.load_health_pb2(P.stubs)).wait_serving()
+            stub = IRPC.InferenceStub(channel)
+            models = MRPC.ModelsStub(channel)
+            info = {m.name: m for m in
+                    models.ListModels(MPB.ListModelsRequest()).models}
+            self.assertEqual(info["mine"].state, MPB.MODEL_STATE_READY,
+                             info["mine"].error)
+            self.assertEqual(info["mine"].workflow, "encoder_embed")
+            r = stub.EmbedBatch(IPB.EmbedRequest(model="mine", texts=TEXTS))
+            self.assertEqual(len(r.embeddings), len(TEXTS))
+            ref_model = REF.Model(self.reference)
+            bert_default = REF.Model(model_dir("bert-embed"))
+            for text, e in zip(TEXTS, r.embeddings):
+                ids = list(stub.Tokenize(IPB.TokenizeRequest(
+                    model="mine", text=text, add_special_tokens=True)).token_ids)
+                hidden, _ = ref_model.forward(ids)
+                want = REF.normalize(REF.pool(hidden, "cls"))
+                got = np.asarray(e.values, np.float64)
+                self.assertEqual(got.shape, want.shape)
+                cos = float(got @ want /
+                            (np.linalg.norm(got) * np.linalg.norm(want)))
+                self.assertGreaterEqual(cos, 0.99999, text)
+                self.assertLessEqual(np.max(np.abs(got - want)),
+                                     1e-4 * np.max(np.abs(want)), text)
+                # BERT's default epsilon would give a visibly different
+                # embedding.
+                hidden_default, _ = bert_default.forward(ids)
+                other = REF.normalize(REF.pool(hidden_default, "cls"))
+                self.assertGreater(np.max(np.abs(got - other)),
+                                   100 * 1e-4 * np.max(np.abs(want)), text)
+            channel.close()
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+        self.assertIn("loaded plug-in", server.output())
+
+    def test_hook_errors_are_startup_errors_naming_the_key(self):
+        bad = copy_model(self.my_bert, os.path.join(self.tmp.name, "bad"),
+                         lambda cfg: cfg.update(norm_epsilon=-1))
+        r = run_inferd("--plugin", ARGS.config_plugin, "--model",
+                       f"bad={bad}")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("norm_epsilon", r.stderr)
+        self.assertIn(os.path.join(bad, "config.json"), r.stderr)
 
 
 def main():
@@ -192,6 +316,7 @@ def main():
     lib.add_common_args(parser)
     parser.add_argument("--plugin", required=True)
     parser.add_argument("--bad-plugin", required=True)
+    parser.add_argument("--config-plugin", required=True)
     ARGS, rest = parser.parse_known_args()
     P = lib.Paths(ARGS)
     if not lib.models_present(P.test_models, ("bert-maxpool", "bert-embed")):

@@ -168,7 +168,6 @@ TEST(WorkflowTest, ANewArchitectureIsOneRegistration) {
   // An architecture served by an existing model class under a new name,
   // with its own default workflow.
   ArchitectureSpec spec;
-  spec.config_parser = "bert";
   spec.model_class = "BertModel";
   spec.default_workflow = "encoder_embed";
   spec.task_workflows = {{"embed", "encoder_embed"}};

@@ -28,7 +28,7 @@ ModelConfig MustParse(const nlohmann::json& j) {
 
 TEST(ModelConfigTest, BertDefaults) {
   ModelConfig c = MustParse(Minimal("BertModel", "bert"));
-  EXPECT_EQ(c.family, ModelFamily::kBert);
+  EXPECT_EQ(c.model_type, "bert");
   EXPECT_TRUE(c.IsEncoder());
   EXPECT_DOUBLE_EQ(c.layer_norm_eps, 1e-12);
   EXPECT_EQ(c.hidden_act, "gelu");
@@ -46,7 +46,7 @@ TEST(ModelConfigTest, BertDefaults) {
 
 TEST(ModelConfigTest, XlmRobertaDefaultsAndPositionOffset) {
   ModelConfig c = MustParse(Minimal("XLMRobertaModel", "xlm-roberta"));
-  EXPECT_EQ(c.family, ModelFamily::kXlmRoberta);
+  EXPECT_EQ(c.model_type, "xlm-roberta");
   EXPECT_EQ(c.pad_token_id, 1);
   EXPECT_EQ(c.bos_token_id, 0);
   EXPECT_THAT(c.eos_token_ids, ElementsAre(2));
@@ -69,7 +69,7 @@ TEST(ModelConfigTest, XlmRobertaDefaultsAndPositionOffset) {
 
 TEST(ModelConfigTest, LlamaDefaults) {
   ModelConfig c = MustParse(Minimal("LlamaForCausalLM", "llama"));
-  EXPECT_EQ(c.family, ModelFamily::kLlama);
+  EXPECT_EQ(c.model_type, "llama");
   EXPECT_TRUE(c.IsCausalLM());
   EXPECT_EQ(c.num_key_value_heads, 4);
   EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
@@ -100,7 +100,7 @@ TEST(ModelConfigTest, MistralDefaultsAndSlidingWindow) {
   nlohmann::json j = Minimal("MistralForCausalLM", "mistral");
   j["num_attention_heads"] = 16;
   ModelConfig c = MustParse(j);
-  EXPECT_EQ(c.family, ModelFamily::kMistral);
+  EXPECT_EQ(c.model_type, "mistral");
   EXPECT_EQ(c.sliding_window, 4096);
   EXPECT_EQ(c.SlidingWindowForLayer(1), 4096);
   EXPECT_EQ(c.max_position_embeddings, 4096 * 32);
@@ -117,7 +117,7 @@ TEST(ModelConfigTest, Qwen2DefaultsAndPerLayerWindow) {
   nlohmann::json j = Minimal("Qwen2ForCausalLM", "qwen2");
   j["num_key_value_heads"] = 2;
   ModelConfig c = MustParse(j);
-  EXPECT_EQ(c.family, ModelFamily::kQwen2);
+  EXPECT_EQ(c.model_type, "qwen2");
   EXPECT_TRUE(c.attention_bias);
   EXPECT_FALSE(c.tie_word_embeddings);
   EXPECT_FALSE(c.use_sliding_window);
@@ -143,7 +143,7 @@ TEST(ModelConfigTest, Qwen3DefaultsQkNormAndHeadDim) {
   nlohmann::json j = Minimal("Qwen3ForCausalLM", "qwen3");
   j["num_attention_heads"] = 32;  // kv heads default to 32
   ModelConfig c = MustParse(j);
-  EXPECT_EQ(c.family, ModelFamily::kQwen3);
+  EXPECT_EQ(c.model_type, "qwen3");
   EXPECT_TRUE(c.qk_norm);
   EXPECT_FALSE(c.attention_bias);  // Qwen3Config: attention_bias=False
   EXPECT_EQ(c.head_dim, 128);      // Qwen3Config's default, not H / heads
@@ -160,7 +160,7 @@ TEST(ModelConfigTest, Qwen3DefaultsQkNormAndHeadDim) {
   nlohmann::json base = Minimal("Qwen3Model", "");
   base.erase("model_type");
   base["num_attention_heads"] = 32;
-  EXPECT_EQ(MustParse(base).family, ModelFamily::kQwen3);
+  EXPECT_EQ(MustParse(base).model_type, "qwen3");
   nlohmann::json moe = Minimal("Qwen3MoeForCausalLM", "");
   moe.erase("model_type");
   EXPECT_FALSE(ParseModelConfig(moe.dump()).ok());
@@ -227,7 +227,7 @@ TEST(ModelConfigTest, InfersFamilyFromArchitectureWithoutModelType) {
   nlohmann::json j = Minimal("Qwen2Model", "");
   j.erase("model_type");
   j["num_key_value_heads"] = 4;
-  EXPECT_EQ(MustParse(j).family, ModelFamily::kQwen2);
+  EXPECT_EQ(MustParse(j).model_type, "qwen2");
   j["architectures"] = {"Qwen2MoeForCausalLM"};
   EXPECT_FALSE(ParseModelConfig(j.dump()).ok());
 }

@@ -184,7 +184,8 @@ TEST(ModelDirectoryTest, BundlesConfigsWeightsAndTokenizerPath) {
   dir.Write("model.safetensors", BuildSafetensors({F32("a", {1})}));
   auto md = OpenModelDirectory(dir.path(), /*load_weights=*/true);
   ASSERT_TRUE(md.ok()) << md.status();
-  EXPECT_EQ(md->config.family, ModelFamily::kBert);
+  EXPECT_EQ(md->config.model_type, "bert");
+  EXPECT_TRUE(md->config.IsEncoder());
   EXPECT_EQ(md->tokenizer_config.model_max_length, 512);
   EXPECT_TRUE(md->st.present);
   EXPECT_EQ(md->st.pooling, PoolingMode::kMean);

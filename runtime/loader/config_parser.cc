@@ -1,0 +1,218 @@
+#include "runtime/loader/config_parser.h"
+
+#include <iterator>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/common/registry.h"
+#include "runtime/common/status_macros.h"
+#include "runtime/loader/json_util.h"
+
+namespace inferd {
+namespace {
+
+using loader_internal::JsonFields;
+
+// Defaults of transformers' BertConfig.
+ConfigParser Bert() {
+  ConfigParser p;
+  p.architecture_prefix = "Bert";
+  ModelConfig& d = p.defaults;
+  d.is_encoder = true;
+  d.hidden_act = "gelu";
+  d.intermediate_size = 3072;
+  d.max_position_embeddings = 512;
+  d.pad_token_id = 0;
+  d.layer_norm_eps = 1e-12;
+  d.type_vocab_size = 2;
+  d.position_embedding_type = "absolute";
+  d.attention_bias = true;
+  d.mlp_bias = true;
+  d.tie_word_embeddings = true;  // PretrainedConfig's; encoders have no LM head
+  return p;
+}
+
+// XLMRobertaConfig / RobertaConfig: BERT's shapes, RoBERTa's special ids
+// and positions numbered from padding_idx + 1.
+ConfigParser Roberta(const char* prefix) {
+  ConfigParser p = Bert();
+  p.architecture_prefix = prefix;
+  p.defaults.bos_token_id = 0;
+  p.defaults.eos_token_ids = {2};
+  p.defaults.pad_token_id = 1;
+  p.defaults.position_ids_after_padding = true;
+  return p;
+}
+
+// LlamaConfig.
+ConfigParser Llama() {
+  ConfigParser p;
+  p.architecture_prefix = "Llama";
+  ModelConfig& d = p.defaults;
+  d.is_encoder = false;
+  d.hidden_act = "silu";
+  d.intermediate_size = 11008;
+  d.max_position_embeddings = 2048;
+  d.bos_token_id = 1;
+  d.eos_token_ids = {2};
+  d.rms_norm_eps = 1e-6;
+  d.rope_theta = 10000.0;
+  d.tie_word_embeddings = false;
+  d.attention_bias = false;
+  d.mlp_bias = false;
+  return p;
+}
+
+// "sliding_window" absent -> 4096; an explicit null -> full attention.
+absl::Status ReadSlidingWindow(const JsonFields& f, const nlohmann::json& json,
+                               ModelConfig& c) {
+  if (!json.contains("sliding_window")) {
+    c.sliding_window = 4096;
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
+  return absl::OkStatus();
+}
+
+// MistralConfig: one window for every layer (Mistral v0.2+ sets null).
+ConfigParser Mistral() {
+  ConfigParser p = Llama();
+  p.architecture_prefix = "Mistral";
+  p.defaults.intermediate_size = 14336;
+  p.defaults.max_position_embeddings = 4096 * 32;
+  p.defaults.num_key_value_heads = 8;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    RETURN_IF_ERROR(ReadSlidingWindow(f, json, c));
+    c.use_sliding_window = c.sliding_window.has_value();
+    c.max_window_layers = 0;
+    return absl::OkStatus();
+  };
+  return p;
+}
+
+// Qwen2Config / Qwen3Config: a window only with use_sliding_window, for
+// layers >= max_window_layers.
+absl::Status ReadQwenSlidingWindow(const nlohmann::json& json,
+                                   absl::string_view source, ModelConfig& c) {
+  JsonFields f(json, source);
+  ASSIGN_OR_RETURN(c.use_sliding_window, f.Bool("use_sliding_window", false));
+  RETURN_IF_ERROR(ReadSlidingWindow(f, json, c));
+  ASSIGN_OR_RETURN(c.max_window_layers, f.Int("max_window_layers", 28));
+  if (!c.use_sliding_window) c.sliding_window = absl::nullopt;
+  return absl::OkStatus();
+}
+
+ConfigParser Qwen2() {
+  ConfigParser p = Llama();
+  p.architecture_prefix = "Qwen2";
+  p.defaults.intermediate_size = 22016;
+  p.defaults.max_position_embeddings = 32768;
+  p.defaults.num_key_value_heads = 32;
+  p.defaults.bos_token_id = absl::nullopt;
+  p.defaults.eos_token_ids.clear();
+  p.defaults.attention_bias = true;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    // Qwen2's q/k/v projections always have a bias, whatever the file says.
+    c.attention_bias = true;
+    return ReadQwenSlidingWindow(json, source, c);
+  };
+  return p;
+}
+
+// Qwen3Config: Qwen2's shapes, no bias, per-head q/k RMSNorm and a head_dim
+// of 128 whatever hidden_size / heads is.
+ConfigParser Qwen3() {
+  ConfigParser p = Qwen2();
+  p.architecture_prefix = "Qwen3";
+  p.defaults.attention_bias = false;
+  p.defaults.head_dim = 128;
+  p.defaults.qk_norm = true;
+  p.read_extra = &ReadQwenSlidingWindow;
+  return p;
+}
+
+}  // namespace
+
+void RegisterBuiltinConfigParsers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::pair<const char*, const char*> kDescriptions[] = {
+        {"bert", "BertConfig defaults; absolute positions from 0"},
+        {"roberta",
+         "RobertaConfig defaults; positions from pad_token_id + 1"},
+        {"xlm-roberta",
+         "XLMRobertaConfig defaults; positions from pad_token_id + 1"},
+        {"llama", "LlamaConfig defaults; RoPE (+ rope_scaling)"},
+        {"mistral", "MistralConfig defaults; sliding_window on every layer"},
+        {"qwen2",
+         "Qwen2Config defaults; q/k/v bias; sliding window above "
+         "max_window_layers when use_sliding_window"},
+        {"qwen3",
+         "Qwen3Config defaults; q/k RMSNorm, head_dim 128; Qwen2's sliding "
+         "window rule"},
+    };
+    const ConfigParser kParsers[] = {Bert(),    Roberta("Roberta"),
+                                     Roberta("XLMRoberta"), Llama(),
+                                     Mistral(), Qwen2(), Qwen3()};
+    for (size_t i = 0; i < std::size(kParsers); ++i) {
+      absl::Status s = AddConfigParser(kDescriptions[i].first,
+                                       kDescriptions[i].second, kParsers[i],
+                                       "builtin");
+      (void)s;  // call_once: never registered twice
+    }
+  });
+}
+
+absl::Status AddConfigParser(const std::string& model_type,
+                             const std::string& description,
+                             ConfigParser parser, const std::string& origin) {
+  if (model_type.empty()) {
+    return absl::InvalidArgumentError(
+        "a config parser needs a non-empty model_type");
+  }
+  return Registry::Global().Add({registry_kind::kConfigParser, model_type,
+                                 description, origin, std::move(parser)});
+}
+
+absl::StatusOr<ConfigParser> FindConfigParser(absl::string_view model_type) {
+  RegisterBuiltinConfigParsers();
+  if (Registry::Global().Find(registry_kind::kConfigParser, model_type) ==
+      nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unsupported model_type '", model_type,
+        "'; registered: ", absl::StrJoin(ConfigParserModelTypes(), ", "),
+        " (a plug-in loaded with --plugin can register another)"));
+  }
+  return Registry::Global().Get<ConfigParser>(registry_kind::kConfigParser,
+                                              model_type);
+}
+
+absl::StatusOr<std::string> ModelTypeForArchitecture(
+    absl::string_view architecture) {
+  RegisterBuiltinConfigParsers();
+  for (const std::string& type : ConfigParserModelTypes()) {
+    auto parser = Registry::Global().Get<ConfigParser>(
+        registry_kind::kConfigParser, type);
+    if (!parser.ok() || parser->architecture_prefix.empty()) continue;
+    const std::string& prefix = parser->architecture_prefix;
+    if (architecture == absl::StrCat(prefix, "Model") ||
+        absl::StartsWith(architecture, absl::StrCat(prefix, "For"))) {
+      return type;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "no registered config parser recognizes architecture ", architecture));
+}
+
+std::vector<std::string> ConfigParserModelTypes() {
+  RegisterBuiltinConfigParsers();
+  return Registry::Global().Names(registry_kind::kConfigParser);
+}
+
+}  // namespace inferd

@@ -1,0 +1,78 @@
+// ConfigParser: the registry component (runtime/common/registry.h, kind
+// "config_parser", keyed by config.json's model_type) that says how one
+// model family's config.json is read. It is data plus an optional hook:
+//   - `defaults`: a ModelConfig holding the family's transformers-config
+//     defaults and fixed traits (is_encoder, qk_norm, default head_dim,
+//     position_ids_after_padding, token ids, ...). ParseModelConfig starts
+//     from it and overwrites every field the file sets;
+//   - `read_extra`: family-specific keys and rules (Mistral's and Qwen2's
+//     sliding-window keys, Qwen2's always-on q/k/v bias), run after the
+//     common fields are read.
+// Model code then reads ModelConfig fields only; nothing branches on the
+// model_type. A new family is one ConfigParser registration (built-ins in
+// config_parser.cc; plug-ins via PluginRegistrar::AddConfigParser) plus its
+// model class. Registration and lookup are thread-safe.
+#ifndef INFERD_RUNTIME_LOADER_CONFIG_PARSER_H_
+#define INFERD_RUNTIME_LOADER_CONFIG_PARSER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+#include "runtime/loader/model_config.h"
+
+namespace inferd {
+
+struct ConfigParser {
+  // Identifies this model_type from architectures[0] when config.json has
+  // no model_type: "<prefix>Model" or "<prefix>For..." (so
+  // "Qwen2MoeForCausalLM" is not taken for "Qwen2"). Empty = only an
+  // explicit model_type selects this parser.
+  std::string architecture_prefix;
+
+  // The starting point of every config of this model_type. Shapes
+  // (vocab_size, hidden_size, layers, heads) are always read from the file;
+  // num_key_value_heads = 0 means "num_attention_heads" and head_dim = 0
+  // means "hidden_size / num_attention_heads" when the file has none;
+  // eos_token_ids, bos_token_id and pad_token_id are kept only when the file
+  // does not mention the key. model_type and architectures are ignored.
+  ModelConfig defaults;
+
+  // Optional: reads the family's own keys from `json` (the whole
+  // config.json object) into `config`, after the common fields. Errors are
+  // INVALID_ARGUMENT naming `source` and the key.
+  std::function<absl::Status(const nlohmann::json& json,
+                             absl::string_view source, ModelConfig& config)>
+      read_extra;
+};
+
+// Registers inferd's own parsers (bert, roberta, xlm-roberta, llama,
+// mistral, qwen2, qwen3). Idempotent; the functions below call it.
+void RegisterBuiltinConfigParsers();
+
+// Adds `parser` for `model_type` with `origin` ("builtin" or a plug-in's
+// path). INVALID_ARGUMENT for an empty model_type; ALREADY_EXISTS (naming
+// both origins) when the model_type has a parser.
+absl::Status AddConfigParser(const std::string& model_type,
+                             const std::string& description,
+                             ConfigParser parser, const std::string& origin);
+
+// The parser of `model_type`. INVALID_ARGUMENT naming it, listing the
+// registered model_types and pointing at --plugin when there is none.
+absl::StatusOr<ConfigParser> FindConfigParser(absl::string_view model_type);
+
+// The model_type whose architecture_prefix matches `architecture`, or
+// NOT_FOUND.
+absl::StatusOr<std::string> ModelTypeForArchitecture(
+    absl::string_view architecture);
+
+// Every registered model_type, sorted.
+std::vector<std::string> ConfigParserModelTypes();
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_LOADER_CONFIG_PARSER_H_
