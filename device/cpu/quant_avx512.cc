@@ -10,7 +10,7 @@
 // - M >= 2 (batched decode): a chunk of 4 weight rows x 256 values is decoded
 //   once into an L1-resident F32 panel (the values DequantizeRow gives) and
 //   run against all M activation rows with a 4 x 4 register tile.
-// - Prefill (large M): Q8_0 / Q4_0 / Q4_1 / Q4_K with int8 dot products
+// - Prefill (large M): Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K with int8 dot products
 //   (vpdpbusd) against activations quantized per block of 32
 //   (QuantGemmVnni); the other formats decode weight tiles to F32 with the
 //   kernels above (DecodeRowsF32) for the F32 GEMM.
@@ -590,7 +590,8 @@ constexpr int64_t kPackPiece = 256;
 // Q8_0, Q4_0, Q4_1 and Q4_K values are w = d u + o with u an unsigned byte
 // per value and d, o per block of 32 (Q8_0: u = q + 128, o = -128 d; Q4_0:
 // u = the nibble, o = -8 d; Q4_1: u = the nibble, o = m; Q4_K: per
-// sub-block, u = the nibble, d = d sc, o = -dmin m). Activations are
+// sub-block, u = the nibble, d = d sc, o = -dmin m) and Q6_K per block of
+// 16 (u = q, d = d sc, o = -32 d sc). Activations are
 // quantized per block of 32 to int8, xq = round(x / dx) with dx = max|x| /
 // 127, so that
 //   sum_k x_k w_k ~= sum_b dx_b (d_b sum_k xq_k u_k + o_b sum_k xq_k),
@@ -602,33 +603,58 @@ constexpr int64_t kPackPiece = 256;
 // panel (two 16-lane vectors).
 constexpr int kVnniMr = 6;
 constexpr int kVnniNr = 32;
-// Bytes of one block (32 values) of a packed panel: u[g][j][4] for the 8
-// groups of 4 values g and the kVnniNr rows j.
-constexpr int64_t kVnniBlockBytes = 32 * kVnniNr;
+// A weight block is G groups of 4 values: G = 8 (32 values) for all but
+// Q6_K, whose scales cover 16 values (G = 4). A packed block is u[g][j][4]
+// for its groups g and the kVnniNr rows j: 4 G kVnniNr bytes.
+
+// Values per weight block of the int8 path.
+inline int VnniBlockValues(DType dtype) { return dtype == DType::kQ6_K ? 16 : 32; }
 
 struct VnniX {
   const int8_t* q;   // [m][k] quantized activations
-  const float* dx;   // [m][nb] block scales
-  const float* dxs;  // [m][nb] dx * sum of the block's xq
-  int64_t nb;        // blocks per row (k / 32)
+  const float* dx;   // [m][k / 32] scales of the 32-value blocks of x
+  const float* dxs;  // [m][nbw] dx * sum of xq over each weight block
+  int64_t nbw;       // weight blocks per row
 };
 
 // Panel of weight rows [n0, n0 + rows) (rows <= kVnniNr; the others zero):
 // u bytes (kVnniBlockBytes per block), d and o (kVnniNr floats per block).
 void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
                    uint8_t* pu, float* pd, float* po) {
+  const int groups = VnniBlockValues(g.dtype) / 4;
+  const int64_t block_bytes = 4 * groups * kVnniNr;
   const size_t bytes = g.dtype == DType::kQ8_0 ? 34 : (g.dtype == DType::kQ4_0 ? 18 : 20);
   const __m128i low = _mm_set1_epi8(0x0F);
   for (int j = 0; j < kVnniNr; ++j) {
     if (j >= rows) {
       for (int64_t b = 0; b < nb; ++b) {
-        for (int q = 0; q < 8; ++q) std::memset(pu + b * kVnniBlockBytes + q * 4 * kVnniNr + 4 * j, 0, 4);
+        for (int q = 0; q < groups; ++q) std::memset(pu + b * block_bytes + q * 4 * kVnniNr + 4 * j, 0, 4);
         pd[b * kVnniNr + j] = 0.0f;
         po[b * kVnniNr + j] = 0.0f;
       }
       continue;
     }
     const uint8_t* row = g.w + (n0 + j) * g.row_bytes;
+    if (g.dtype == DType::kQ6_K) {
+      // Block of 16 values v: u = q (0..63), d = d sc_v, o = -32 d sc_v.
+      for (int64_t sb = 0; sb < nb / 16; ++sb) {
+        alignas(64) int8_t q[256];
+        alignas(64) float sc[16];
+        UnpackQ6_K(row + sb * 210, q, sc);
+        for (int v = 0; v < 16; ++v) {
+          alignas(16) uint8_t u[16];
+          _mm_store_si128(reinterpret_cast<__m128i*>(u),
+                          _mm_add_epi8(_mm_load_si128(reinterpret_cast<const __m128i*>(q + 16 * v)),
+                                       _mm_set1_epi8(32)));
+          const int64_t b = sb * 16 + v;
+          uint8_t* dst = pu + b * block_bytes + 4 * j;
+          for (int gq = 0; gq < 4; ++gq) std::memcpy(dst + gq * 4 * kVnniNr, u + 4 * gq, 4);
+          pd[b * kVnniNr + j] = sc[v];
+          po[b * kVnniNr + j] = -32.0f * sc[v];
+        }
+      }
+      continue;
+    }
     if (g.dtype == DType::kQ4_K) {
       // Sub-block s of 32: u = its nibbles (low ones of the pair's 32 bytes
       // for even s, high for odd), d = d sc_s, o = -dmin m_s.
@@ -644,7 +670,7 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
           alignas(32) uint8_t u[32];
           _mm256_store_si256(reinterpret_cast<__m256i*>(u), nib);
           const int64_t b = sb * 8 + sub;
-          uint8_t* dst = pu + b * kVnniBlockBytes + 4 * j;
+          uint8_t* dst = pu + b * block_bytes + 4 * j;
           for (int q = 0; q < 8; ++q) std::memcpy(dst + q * 4 * kVnniNr, u + 4 * q, 4);
           pd[b * kVnniNr + j] = sm[sub];
           po[b * kVnniNr + j] = -sm[8 + sub];
@@ -670,7 +696,7 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
                         _mm_and_si128(_mm_srli_epi16(v, 4), low));
         o = g.dtype == DType::kQ4_0 ? -8.0f * d : HalfAt(blk + 2);
       }
-      uint8_t* dst = pu + b * kVnniBlockBytes + 4 * j;
+      uint8_t* dst = pu + b * block_bytes + 4 * j;
       for (int q = 0; q < 8; ++q) std::memcpy(dst + q * 4 * kVnniNr, u + 4 * q, 4);
       pd[b * kVnniNr + j] = d;
       po[b * kVnniNr + j] = o;
@@ -679,27 +705,29 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
 }
 
 // y rows [i0, i0 + MR), columns [n0, n0 + nvalid) = x . panel (+ bias).
-template <int MR>
+template <int MR, int G>
 __attribute__((target("avx512vnni"))) void MicroVnni(
     const VnniX& x, int64_t k, int64_t i0, const uint8_t* pu, const float* pd,
     const float* po, float* y, int64_t ldy, int nvalid, const float* bias) {
   __m512 f[MR][2];
   for (int i = 0; i < MR; ++i) f[i][0] = f[i][1] = _mm512_setzero_ps();
   const int8_t* xq = x.q + i0 * k;
-  const float* dx = x.dx + i0 * x.nb;
-  const float* dxs = x.dxs + i0 * x.nb;
-  for (int64_t b = 0; b < x.nb; ++b) {
+  constexpr int kValues = 4 * G;
+  const int64_t nbx = k / 32;
+  const float* dx = x.dx + i0 * nbx;
+  const float* dxs = x.dxs + i0 * x.nbw;
+  for (int64_t b = 0; b < x.nbw; ++b) {
     __m512i s[MR][2];
     for (int i = 0; i < MR; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
-    const uint8_t* ub = pu + b * kVnniBlockBytes;
+    const uint8_t* ub = pu + b * (4 * G * kVnniNr);
 #pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
+    for (int q = 0; q < G; ++q) {
       const __m512i w0 = _mm512_load_si512(ub + q * 4 * kVnniNr);
       const __m512i w1 = _mm512_load_si512(ub + q * 4 * kVnniNr + 64);
 #pragma GCC unroll 6
       for (int i = 0; i < MR; ++i) {
         int32_t a;
-        std::memcpy(&a, xq + i * k + 32 * b + 4 * q, 4);
+        std::memcpy(&a, xq + i * k + kValues * b + 4 * q, 4);
         const __m512i av = _mm512_set1_epi32(a);
         s[i][0] = _mm512_dpbusd_epi32(s[i][0], w0, av);
         s[i][1] = _mm512_dpbusd_epi32(s[i][1], w1, av);
@@ -709,8 +737,8 @@ __attribute__((target("avx512vnni"))) void MicroVnni(
     const __m512 o0 = _mm512_load_ps(po + b * kVnniNr), o1 = _mm512_load_ps(po + b * kVnniNr + 16);
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
-      const __m512 sx = _mm512_set1_ps(dx[i * x.nb + b]);
-      const __m512 ss = _mm512_set1_ps(dxs[i * x.nb + b]);
+      const __m512 sx = _mm512_set1_ps(dx[i * nbx + kValues * b / 32]);
+      const __m512 ss = _mm512_set1_ps(dxs[i * x.nbw + b]);
       f[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][0]), _mm512_mul_ps(d0, sx), f[i][0]);
       f[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][1]), _mm512_mul_ps(d1, sx), f[i][1]);
       f[i][0] = _mm512_fmadd_ps(o0, ss, f[i][0]);
@@ -733,6 +761,25 @@ __attribute__((target("avx512vnni"))) void MicroVnni(
   }
 }
 
+// All activation rows against one packed panel.
+template <int G>
+void MicroVnniRows(const VnniX& x, const QuantGemmArgs& g, const uint8_t* pu,
+                   const float* pd, const float* po, float* y, int rows,
+                   const float* bias) {
+  int64_t i = 0;
+  for (; i + kVnniMr <= g.m; i += kVnniMr) {
+    MicroVnni<kVnniMr, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias);
+  }
+  switch (g.m - i) {
+    case 1: MicroVnni<1, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 2: MicroVnni<2, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 3: MicroVnni<3, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 4: MicroVnni<4, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 5: MicroVnni<5, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    default: break;
+  }
+}
+
 struct VnniTask {
   const QuantGemmArgs* g;
   VnniX x;
@@ -742,13 +789,14 @@ struct VnniTask {
 void VnniPanelsTask(void* arg, int64_t begin, int64_t end) {
   const VnniTask& t = *static_cast<const VnniTask*>(arg);
   const QuantGemmArgs& g = *t.g;
-  const int64_t nb = t.x.nb;
+  const int64_t nb = t.x.nbw;
   static thread_local std::vector<uint8_t> buf;
-  const size_t need = nb * kVnniBlockBytes + 2 * nb * kVnniNr * sizeof(float) + 64;
+  // u: k bytes per weight row.
+  const size_t need = g.k * kVnniNr + 2 * nb * kVnniNr * sizeof(float) + 64;
   if (buf.size() < need) buf.resize(need);
   uint8_t* pu = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
-  float* pd = reinterpret_cast<float*>(pu + nb * kVnniBlockBytes);
+  float* pd = reinterpret_cast<float*>(pu + g.k * kVnniNr);
   float* po = pd + nb * kVnniNr;
   for (int64_t p = begin; p < end; ++p) {
     const int64_t n0 = p * kVnniNr;
@@ -756,17 +804,10 @@ void VnniPanelsTask(void* arg, int64_t begin, int64_t end) {
     PackVnniPanel(g, n0, rows, nb, pu, pd, po);
     float* y = g.y + n0;
     const float* bias = g.bias != nullptr ? g.bias + n0 : nullptr;
-    int64_t i = 0;
-    for (; i + kVnniMr <= g.m; i += kVnniMr) {
-      MicroVnni<kVnniMr>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias);
-    }
-    switch (g.m - i) {
-      case 1: MicroVnni<1>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-      case 2: MicroVnni<2>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-      case 3: MicroVnni<3>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-      case 4: MicroVnni<4>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-      case 5: MicroVnni<5>(t.x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-      default: break;
+    if (g.dtype == DType::kQ6_K) {
+      MicroVnniRows<4>(t.x, g, pu, pd, po, y, rows, bias);
+    } else {
+      MicroVnniRows<8>(t.x, g, pu, pd, po, y, rows, bias);
     }
   }
 }
@@ -775,7 +816,8 @@ struct QuantizeXTask {
   const QuantGemmArgs* g;
   int8_t* q;
   float* dx;
-  float* dxs;
+  float* dxs;  // per weight block (32 or 16 values)
+  bool halves; // 16-value weight blocks
 };
 
 // Rows [begin, end) of x quantized per block of 32 (round to nearest even).
@@ -797,7 +839,13 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
       t.dx[i * nb + b] = d;
-      t.dxs[i * nb + b] = d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+      if (t.halves) {
+        t.dxs[i * 2 * nb + 2 * b] = d * static_cast<float>(_mm512_reduce_add_epi32(q0));
+        t.dxs[i * 2 * nb + 2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(q1));
+      } else {
+        t.dxs[i * nb + b] =
+            d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+      }
     }
   }
 }
@@ -818,17 +866,17 @@ void DecodeRowsF32(const QuantGemmArgs& g, int64_t n0, int64_t rows,
 
 bool QuantVnniSupports(DType dtype) {
   return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
-          dtype == DType::kQ4_K) &&
+          dtype == DType::kQ4_K || dtype == DType::kQ6_K) &&
          __builtin_cpu_supports("avx512vnni");
 }
 
 void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
-  const int64_t nb = g.k / 32;
+  const int64_t nbw = g.k / VnniBlockValues(g.dtype);
   std::vector<int8_t> q(g.m * g.k);
-  std::vector<float> dx(g.m * nb), dxs(g.m * nb);
-  QuantizeXTask qt{&g, q.data(), dx.data(), dxs.data()};
+  std::vector<float> dx(g.m * (g.k / 32)), dxs(g.m * nbw);
+  QuantizeXTask qt{&g, q.data(), dx.data(), dxs.data(), g.dtype == DType::kQ6_K};
   ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
-  VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), nb}};
+  VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), nbw}};
   ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
 }
 

@@ -46,8 +46,8 @@ void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
 }  // namespace cpu_avx2
 namespace cpu_avx512 {
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
-// Whether QuantGemmVnni handles dtype on this CPU (Q8_0, Q4_0, Q4_1, Q4_K
-// with AVX512_VNNI).
+// Whether QuantGemmVnni handles dtype on this CPU (Q8_0, Q4_0, Q4_1, Q4_K,
+// Q6_K with AVX512_VNNI).
 bool QuantVnniSupports(DType dtype);
 // y = x W^T (+ bias), all of it, with int8 dot products (vpdpbusd): x
 // quantized per block of 32 to int8 once per call (as ggml's q8_0), weight

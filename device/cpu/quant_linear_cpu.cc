@@ -5,7 +5,7 @@
 //   also decodes 4-row panels once for all M >= 2 activation rows), or, at
 //   the scalar level, a weight row is decoded to
 //   F32 and dotted with the auto-vectorized loop below;
-// - larger M (prefill): Q8_0, Q4_0, Q4_1 and Q4_K at the avx512_bf16 level (whose
+// - larger M (prefill): the block-quantized formats at the avx512_bf16 level (whose
 //   CPUs all have AVX512_VNNI; checked) run int8 dot products against
 //   activations quantized per block of 32, as ggml's q8_0
 //   (cpu_avx512::QuantGemmVnni: ~2.6x the F32 path). Otherwise tiles of W

@@ -105,7 +105,7 @@ std::vector<uint8_t> RandomWeights(DType dtype, int64_t n, int64_t k,
 // small M, decoded tiles), N and K not multiples of the kernels' blocking.
 // Tolerance 1e-5 relative to sum |x| (|w| + |block offset|): the kernels
 // accumulate d * sum(x q) + m * sum(x) in F32, whose terms can exceed |w|.
-// Above M = 64 at the avx512_bf16 level Q8_0 / Q4_0 / Q4_1 / Q4_K quantize x per
+// Above M = 64 at the avx512_bf16 level the block-quantized formats quantize x per
 // block of 32 to int8 (step dx = the block's max |x| / 127) for vpdpbusd:
 // plus sum |w| dx / 2 (the rounding of x), with 1e-3 of slack.
 TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
@@ -157,9 +157,7 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
                              View2(y.data(), m, n)).ok());
           ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k, ldx), wv, use_bias ? bv : TensorView{},
                              View2(y_ref.data(), m, n)).ok());
-          const bool int8_x = m > 64 && Bf16DotActive() &&
-                              (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 ||
-                               dtype == DType::kQ4_1 || dtype == DType::kQ4_K);
+          const bool int8_x = m > 64 && Bf16DotActive() && dtype != DType::kF16;
           for (int64_t i = 0; i < m; ++i) {
             // Half the int8 step of each block of x row i.
             std::vector<double> half_step(k / 32 + 1, 0.0);
