@@ -1,7 +1,7 @@
 // Kernel benchmarks: Linear (F32 / BF16 weights; quantized and F16 weights in
-// BM_QuantLinear) GEMM and decode GEMV on the
-// cpu device, with the machine's measured FP32 FMA peak, vdpbf16ps peak and
-// streaming-read bandwidth as reference counters. The CPU column is the whole
+// BM_QuantLinear, at M = 512 in BM_QuantLinearPrefill) GEMM and decode GEMV
+// on the cpu device, with the machine's measured FP32 FMA peak, vdpbf16ps
+// peak and streaming-read bandwidth as reference counters. The CPU column is the whole
 // process's CPU time (all threads), for comparisons on a busy machine.
 #include <benchmark/benchmark.h>
 

@@ -590,10 +590,9 @@ constexpr int64_t kPackPiece = 256;
 // Q8_0, Q4_0, Q4_1 and Q4_K values are w = d u + o with u an unsigned byte
 // per value and d, o per block of 32 (Q8_0: u = q + 128, o = -128 d; Q4_0:
 // u = the nibble, o = -8 d; Q4_1: u = the nibble, o = m; Q4_K: per
-// sub-block, u = the nibble, d = d sc, o = -dmin m) and Q6_K per block of
-// 16 (u = q, d = d sc, o = -32 d sc). Activations are
-// quantized per block of 32 to int8, xq = round(x / dx) with dx = max|x| /
-// 127, so that
+// sub-block, u = the nibble, d = d sc, o = -dmin m), and Q6_K's per block
+// of 16 (u = q, d = d sc, o = -32 d sc). Activations are quantized per
+// block of 32 to int8, xq = round(x / dx) with dx = max|x| / 127, so that
 //   sum_k x_k w_k ~= sum_b dx_b (d_b sum_k xq_k u_k + o_b sum_k xq_k),
 // the integer sums by vpdpbusd (u8 x s8, four products per 32-bit lane).
 // The error is that of the activation rounding: |x - dx xq| <= dx / 2.
@@ -617,8 +616,9 @@ struct VnniX {
   int64_t nbw;       // weight blocks per row
 };
 
-// Panel of weight rows [n0, n0 + rows) (rows <= kVnniNr; the others zero):
-// u bytes (kVnniBlockBytes per block), d and o (kVnniNr floats per block).
+// Panel of weight rows [n0, n0 + rows) (rows <= kVnniNr; the others zero)
+// over nb weight blocks: u bytes (4 G kVnniNr per block), d and o
+// (kVnniNr floats per block).
 void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
                    uint8_t* pu, float* pd, float* po) {
   const int groups = VnniBlockValues(g.dtype) / 4;

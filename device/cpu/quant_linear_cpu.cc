@@ -1,19 +1,20 @@
 // Linear with F16 or ggml block-quantized weights (device/quant.h) on the
-// CPU, F32 activations and F32 math throughout (no activation quantization):
-// - M <= kQuantSmallMMaxM (decode, batched decode): weights stream from
-//   memory once and are decoded in registers (quant_avx2.cc; quant_avx512.cc
-//   also decodes 4-row panels once for all M >= 2 activation rows), or, at
-//   the scalar level, a weight row is decoded to
-//   F32 and dotted with the auto-vectorized loop below;
-// - larger M (prefill): the block-quantized formats at the avx512_bf16 level (whose
-//   CPUs all have AVX512_VNNI; checked) run int8 dot products against
-//   activations quantized per block of 32, as ggml's q8_0
-//   (cpu_avx512::QuantGemmVnni: ~2.6x the F32 path). Otherwise tiles of W
-//   are decoded to F32 (vectorized at avx512, DequantizeRow below) and run
-//   through the blocked F32 GEMM (RunGemm). Not the vdpbf16ps GEMM: on the
-//   2-vCPU Xeon (family 6 model 207) vdpbf16ps issues at 1/4 the rate of
-//   vfmadd (half its MACs), and decoded BF16 panels measured 1.4x slower
-//   than F32 tiles.
+// CPU:
+// - M <= kQuantSmallMMaxM (decode, batched decode): F32 activations and F32
+//   math; weights stream from memory once and are decoded in registers
+//   (quant_avx2.cc; quant_avx512.cc also decodes 4-row panels once for all
+//   M >= 2 activation rows), or, at the scalar level, a weight row is
+//   decoded to F32 and dotted with the auto-vectorized loop below;
+// - larger M (prefill): the block-quantized formats at the avx512_bf16
+//   level (whose CPUs all have AVX512_VNNI; checked) run int8 dot products
+//   against activations quantized per block of 32, as ggml's q8_0
+//   (cpu_avx512::QuantGemmVnni, ~2.7x the F32 path). Otherwise (F16, lower
+//   levels) tiles of W are decoded to F32 (vectorized at avx512,
+//   DequantizeRow below) and run through the blocked F32 GEMM (RunGemm).
+//   Not the vdpbf16ps GEMM: on the 2-vCPU Xeon of 2026-11-24 (family 6
+//   model 207) vdpbf16ps issues at 1/4 the rate of vfmadd (half its
+//   multiply-adds), and decoded BF16 panels measured 1.3-1.5x slower than
+//   F32 tiles (bench/README.md, "Prefill (M = 512)").
 // Work is split over N on the thread pool.
 #include <algorithm>
 #include <cstring>
