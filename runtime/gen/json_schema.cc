@@ -17,7 +17,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 32;
-constexpr size_t kMaxRegexBytes = 1 << 22;
+constexpr size_t kMaxRegexBytes = 1 << 20;
 constexpr int kMaxIntDigits = 16;
 constexpr int64_t kMaxInt = 9999999999999999;  // 16 digits
 
@@ -100,8 +100,18 @@ class Compiler {
  public:
   explicit Compiler(const Json& root) : root_(root) {}
 
+  // Every subschema's regex is checked against the size limit, so nested
+  // alternatives cannot double their way past it.
   absl::StatusOr<std::string> Compile(const Json& s, const std::string& where,
                                       int depth) {
+    absl::StatusOr<std::string> r = CompileOne(s, where, depth);
+    if (r.ok() && r->size() > kMaxRegexBytes) return TooBig(where);
+    return r;
+  }
+
+ private:
+  absl::StatusOr<std::string> CompileOne(const Json& s,
+                                         const std::string& where, int depth) {
     if (depth > kMaxDepth) {
       return Fail(where, absl::StrCat("the schema nests deeper than ",
                                       kMaxDepth, " levels"));
@@ -145,11 +155,14 @@ class Compiler {
         return Fail(where, "'anyOf' next to 'type' is not supported");
       }
       std::vector<std::string> alts;
+      size_t total = 0;
       for (size_t i = 0; i < a.size(); ++i) {
         ASSIGN_OR_RETURN(std::string r,
                          Compile(a[i], absl::StrCat(where, "/anyOf/", i),
                                  depth + 1));
         alts.push_back(absl::StrCat("(", r, ")"));
+        total += alts.back().size();
+        if (total > kMaxRegexBytes) return TooBig(where);
       }
       return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
     }
@@ -173,7 +186,6 @@ class Compiler {
     return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
   }
 
- private:
   static bool Known(const std::string& k) {
     static const char* const kKeys[] = {
         "type",          "properties",       "required",
@@ -504,8 +516,11 @@ class Compiler {
     }
     std::vector<std::string> firsts;
     bool all_optional = true;
+    size_t total = 0;
     for (size_t j = 0; j < n; ++j) {
       firsts.push_back(absl::StrCat(props[j].regex, tails[j + 1]));
+      total += firsts.back().size();
+      if (total > kMaxRegexBytes) return TooBig(where);
       if (props[j].required) {
         all_optional = false;
         break;

@@ -714,6 +714,7 @@ absl::StatusOr<ByteDfa> ByteDfa::Compile(absl::string_view pattern,
   ids[init] = 0;
   sets.push_back(init);
   std::vector<int32_t> next;
+  int64_t subset_entries = static_cast<int64_t>(init.size()) * 2;
   for (size_t d = 0; d < sets.size(); ++d) {
     trans.resize((d + 1) * dfa.num_classes_, kDead);
     for (int c = 0; c < dfa.num_classes_; ++c) {
@@ -735,6 +736,13 @@ absl::StatusOr<ByteDfa> ByteDfa::Compile(absl::string_view pattern,
               "the pattern is too complex (more than ", limits.max_dfa_states,
               " DFA states); use smaller repeat counts or fewer "
               "alternatives"));
+        }
+        subset_entries += static_cast<int64_t>(next.size()) * 2;  // map + list
+        if (subset_entries > limits.max_subset_entries) {
+          return absl::InvalidArgumentError(
+              "the pattern is too complex (its automaton's states stand for "
+              "too many NFA states); use smaller repeat counts or fewer "
+              "alternatives");
         }
         target = static_cast<int32_t>(sets.size());
         ids.emplace(next, target);

@@ -23,6 +23,9 @@ struct RegexLimits {
   // Compilation fails (INVALID_ARGUMENT, "too complex") beyond these.
   int32_t max_nfa_states = 400000;
   int32_t max_dfa_states = 50000;
+  // Sum over DFA states of the NFA states each stands for (memory and time
+  // of the subset construction).
+  int64_t max_subset_entries = 20000000;
   int32_t max_repeat = 1000;  // the largest n in {n} / {n,m}
 };
 
