@@ -277,6 +277,11 @@ const FlagDoc kFlags[] = {
      "Let several processes listen on the same --listen / --health-listen "
      "port (SO_REUSEPORT; the kernel spreads connections over them). Off: "
      "an address in use is a startup error."},
+    {"mmap-weights", "", "false",
+     "Memory-map weight files (pages shared with the page cache) instead of "
+     "reading them into memory at load. A mapped file must not be "
+     "truncated or rewritten while inferd runs (the process would die of "
+     "SIGBUS); read into memory, it can."},
     {"plugin", "PATH.so", "",
      "Load an inferd plug-in (architectures, workflows or components; "
      "docs/plugins.md) before the models. Repeatable."},
@@ -296,7 +301,7 @@ bool IsKnownFlag(absl::string_view name) {
 
 bool IsBoolFlag(absl::string_view name) {
   return name == "help" || name == "version" || name == "reuse-port" ||
-         name == "list-components";
+         name == "list-components" || name == "mmap-weights";
 }
 
 }  // namespace
@@ -349,6 +354,7 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
       if (name == "help") o.help = b;
       if (name == "version") o.version = b;
       if (name == "reuse-port") o.reuse_port = b;
+      if (name == "mmap-weights") o.mmap_weights = b;
       if (name == "list-components") o.list_components = b;
       continue;
     }

@@ -32,6 +32,9 @@ struct ServerOptions {
   // SO_REUSEPORT on the gRPC listeners (gRPC turns it on by default on
   // Linux, which lets a second server start silently on a port in use).
   bool reuse_port = false;
+  // Weight files memory-mapped instead of read into memory at load
+  // (WeightFileMode in runtime/loader/safetensors.h).
+  bool mmap_weights = false;
   // Shared libraries to load before the models (--plugin, in order).
   std::vector<std::string> plugins;
   bool list_components = false;

@@ -10,6 +10,7 @@
 #include "grpcpp/server_builder.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/engine/plugin.h"
+#include "runtime/loader/safetensors.h"
 #include "service/logging.h"
 
 namespace inferd {
@@ -56,6 +57,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   // Plug-ins first: a model may need what they register.
   RETURN_IF_ERROR(LoadPlugins(options.plugins));
   for (const std::string& p : options.plugins) LOG_INFO("loaded plug-in {}", p);
+  SetWeightFileMode(options.mmap_weights ? WeightFileMode::kMap
+                                         : WeightFileMode::kCopy);
   auto models = ModelManager::Create(options.models);
   if (!models.ok()) return models.status();
   s->models_ = std::move(models).value();

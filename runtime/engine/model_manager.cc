@@ -214,6 +214,22 @@ absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
     return s;
   }
   tokenizer_ = std::move(tok).value();
+  // A tokenizer that yields ids past the embedding's rows belongs to other
+  // weights: its larger ids would index past the embedding table.
+  if (config_.vocab_size > 0 &&
+      static_cast<int64_t>(tokenizer_->vocab_size()) > config_.vocab_size) {
+    absl::Status s = Annotate(
+        absl::FailedPreconditionError(absl::StrCat(
+            tokenizer_json_path_.empty() ? std::string("the tokenizer")
+                                         : tokenizer_json_path_,
+            " has token ids up to ", tokenizer_->vocab_size() - 1,
+            " but the model's vocab_size (embedding rows) is ",
+            config_.vocab_size,
+            ": the tokenizer does not belong to these weights")),
+        spec_.name);
+    SetFailed(s);
+    return s;
+  }
   {
     absl::MutexLock lock(&mu_);
     info_.vocab_size = std::max<int64_t>(

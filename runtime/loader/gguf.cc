@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/loader/safetensors.h"
 
 namespace inferd {
 namespace {
@@ -293,15 +294,14 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(
   f->path_ = path;
   f->size_ = static_cast<size_t>(st.st_size);
   if (f->size_ > 0) {
-    void* mapping = ::mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (mapping == MAP_FAILED) {
-      const int err = errno;
+    absl::StatusOr<void*> mapping =
+        LoadWeightFileBytes(fd, f->size_, absl::StrCat("GGUF file ", path));
+    if (!mapping.ok()) {
       ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot mmap GGUF file ", path, ": ", std::strerror(err)));
+      return mapping.status();
     }
-    f->mapping_ = mapping;
-    f->base_ = static_cast<const uint8_t*>(mapping);
+    f->mapping_ = *mapping;
+    f->base_ = static_cast<const uint8_t*>(*mapping);
   }
   ::close(fd);
   RETURN_IF_ERROR(f->Parse());

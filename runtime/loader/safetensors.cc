@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -31,7 +32,53 @@ size_t AlignmentOf(const void* p) {
   return a;
 }
 
+std::atomic<WeightFileMode> weight_file_mode{WeightFileMode::kCopy};
+
 }  // namespace
+
+void SetWeightFileMode(WeightFileMode mode) { weight_file_mode.store(mode); }
+WeightFileMode GetWeightFileMode() { return weight_file_mode.load(); }
+
+absl::StatusOr<void*> LoadWeightFileBytes(int fd, size_t size,
+                                          absl::string_view what) {
+  if (GetWeightFileMode() == WeightFileMode::kMap) {
+    void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (mapping == MAP_FAILED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot mmap ", what, ": ", std::strerror(errno)));
+    }
+    return mapping;
+  }
+  // Anonymous memory (page-aligned, like a mapping, and released the same
+  // way), filled with pread so nothing refers to the file afterwards.
+  void* region = ::mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (region == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate ", size, " bytes to load ", what, ": ",
+        std::strerror(errno)));
+  }
+  uint8_t* dst = static_cast<uint8_t*>(region);
+  size_t done = 0;
+  while (done < size) {
+    const size_t chunk = std::min<size_t>(size - done, size_t{1} << 30);
+    const ssize_t n = ::pread(fd, dst + done, chunk, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::munmap(region, size);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot read ", what, ": ",
+          err != 0 ? std::string(std::strerror(err))
+                   : absl::StrCat("the file ended after ", done, " of its ",
+                                  size, " bytes (truncated while loading?)")));
+    }
+    done += static_cast<size_t>(n);
+  }
+  // Read-only from here on, like the mapping it replaces.
+  ::mprotect(region, size, PROT_READ);
+  return region;
+}
 
 absl::optional<DType> SafetensorsFile::ParseDType(absl::string_view name,
                                                   bool* known,
@@ -90,15 +137,12 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
         "safetensors file ", path, " is truncated: ", size,
         " bytes, shorter than the 8-byte header length"));
   }
-  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
+  absl::StatusOr<void*> mapping =
+      LoadWeightFileBytes(fd, size, absl::StrCat("safetensors file ", path));
   ::close(fd);
-  if (mapping == MAP_FAILED) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot mmap safetensors file ", path, ": ", std::strerror(map_err)));
-  }
-  file->mapping_ = mapping;
-  file->base_ = static_cast<const uint8_t*>(mapping);
+  if (!mapping.ok()) return mapping.status();
+  file->mapping_ = *mapping;
+  file->base_ = static_cast<const uint8_t*>(*mapping);
   file->size_ = size;
   RETURN_IF_ERROR(file->Parse());
   return file;

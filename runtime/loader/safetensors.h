@@ -23,6 +23,29 @@
 
 namespace inferd {
 
+// How weight files (safetensors and GGUF) are brought into memory.
+//   kCopy (the default): the file is read into private anonymous memory at
+//     load. A file truncated or rewritten on disk while the server runs
+//     cannot take the memory away (with a mapping, the next touch of a page
+//     past the new end raises SIGBUS and kills the process). Costs one read
+//     of the file at load (about what the page faults of the first forward
+//     pass cost a mapping anyway) and the pages are not shared with the
+//     page cache.
+//   kMap: the file is memory-mapped read-only (MAP_PRIVATE); pages are
+//     shared with the page cache and other processes, and the file must not
+//     be truncated while it is loaded.
+// Process-wide; set it before models load (inferd's --mmap-weights).
+enum class WeightFileMode { kCopy, kMap };
+void SetWeightFileMode(WeightFileMode mode);
+WeightFileMode GetWeightFileMode();
+
+// The `size` bytes of the open file `fd` per GetWeightFileMode(), as a
+// region to munmap(region, size) when done. `what` names the file in errors
+// ("safetensors file /m/model.safetensors"). INVALID_ARGUMENT when it cannot
+// be mapped or read in full.
+absl::StatusOr<void*> LoadWeightFileBytes(int fd, size_t size,
+                                          absl::string_view what);
+
 // One tensor as described by the header. `dtype` is empty (nullopt) for
 // dtypes that the file format knows but inferd has no DType for (F64, U16,
 // F8_E4M3, ...): such files open, but Get() on that tensor fails.
@@ -44,7 +67,7 @@ struct SafetensorsTensorInfo {
 
 class SafetensorsFile {
  public:
-  // Maps `path` read-only and validates its header. Errors name the file
+  // Loads `path` (copied or mapped: WeightFileMode) and validates its header. Errors name the file
   // and, where one is at fault, the tensor: INVALID_ARGUMENT for malformed
   // content, NOT_FOUND when the file does not exist.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(

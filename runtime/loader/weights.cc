@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -56,10 +57,62 @@ constexpr char kConvertHint[] =
     "save_file({k: v.clone().contiguous() for k, v in sd.items()}, "
     "'model.safetensors', metadata={'format': 'pt'})\"";
 
+// The index of the first element of a float tensor whose exponent bits are
+// all ones (NaN or infinity), or -1. `mask` selects the exponent of a
+// `Word`-sized float; the data may be unaligned.
+template <typename Word>
+int64_t FirstNonFinite(const uint8_t* data, uint64_t nbytes, Word mask) {
+  const uint64_t n = nbytes / sizeof(Word);
+  constexpr uint64_t kBlock = 4096;
+  for (uint64_t start = 0; start < n; start += kBlock) {
+    const uint64_t end = std::min(n, start + kBlock);
+    bool bad = false;
+    for (uint64_t i = start; i < end; ++i) {
+      Word w;
+      std::memcpy(&w, data + i * sizeof(Word), sizeof(Word));
+      bad |= (w & mask) == mask;
+    }
+    if (!bad) continue;
+    for (uint64_t i = start; i < end; ++i) {
+      Word w;
+      std::memcpy(&w, data + i * sizeof(Word), sizeof(Word));
+      if ((w & mask) == mask) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+// A float weight holding NaN or infinity makes every output of the model
+// NaN: refuse the file at load, naming the tensor.
+absl::Status CheckFinite(const SafetensorsTensorInfo& t,
+                         const std::string& path) {
+  if (!t.dtype.has_value() || t.data == nullptr) return absl::OkStatus();
+  int64_t bad = -1;
+  switch (*t.dtype) {
+    case DType::kF32:
+      bad = FirstNonFinite<uint32_t>(t.data, t.nbytes(), 0x7f800000u);
+      break;
+    case DType::kF16:
+      bad = FirstNonFinite<uint16_t>(t.data, t.nbytes(), 0x7c00u);
+      break;
+    case DType::kBF16:
+      bad = FirstNonFinite<uint16_t>(t.data, t.nbytes(), 0x7f80u);
+      break;
+    default:
+      return absl::OkStatus();
+  }
+  if (bad < 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "safetensors file ", path, ": tensor '", t.name, "' holds NaN or "
+      "infinity (element ", bad, " of ", t.dtype_name, " data); the weights "
+      "are corrupt"));
+}
+
 }  // namespace
 
 absl::Status WeightStore::AddFile(std::unique_ptr<SafetensorsFile> file) {
   for (const SafetensorsTensorInfo& t : file->tensors()) {
+    RETURN_IF_ERROR(CheckFinite(t, file->path()));
     auto [it, inserted] = index_.emplace(t.name, file.get());
     if (!inserted) {
       return absl::InvalidArgumentError(

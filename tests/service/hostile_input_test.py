@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Hostile input over gRPC (issue 17, item 4): every case of
+docs/hostile-input.md is sent to one inferd serving stories260K (generate),
+bert-embed (embed) and xlmr-reranker (rerank); each must be answered with its
+documented status (and a message naming what is wrong), and afterwards the
+server must be alive, with nothing in flight and the known greedy request
+still giving its tokens.
+
+Usage: hostile_input_test.py --inferd BIN --stubs DIR --shared DIR
+           --test-models DIR [--streams N] [--slow-clients N]
+"""
+import argparse
+import os
+import socket
+import struct
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import inferd_testlib as lib  # noqa: E402
+
+ARGS = None
+GREEDY_PROMPT = "Once upon a time"
+UINT32_MAX = 2**32 - 1
+INT32_MIN = -2**31
+MAX_MESSAGE = 1 << 20  # --max-receive-message-bytes of the server under test
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def length_field(number, payload):
+    """A length-delimited protobuf field (wire type 2) holding raw bytes."""
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+class HostileInputTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        (cls.grpc, cls.ipb, ipb_grpc, cls.mpb, mpb_grpc) = lib.import_stubs(
+            ARGS.stubs)
+        embed = os.path.join(ARGS.test_models, "bert-embed")
+        rerank = os.path.join(ARGS.test_models, "xlmr-reranker")
+        if not all(os.path.isfile(os.path.join(p, "config.json"))
+                   for p in (embed, rerank)):
+            raise unittest.SkipTest("generated test models missing")
+        cls.server = lib.InferdProcess(
+            ARGS.inferd,
+            [("stories", lib.stories_dir()), ("embed", embed),
+             ("rerank", rerank)],
+            ["--metrics-listen", "127.0.0.1:0",
+             "--max-receive-message-bytes", str(MAX_MESSAGE)],
+            log_prefix="inferd-hostile-")
+        cls.server.wait_ready(ARGS.stubs, ["stories", "embed", "rerank"])
+        cls.channel = cls.grpc.insecure_channel(cls.server.address)
+        cls.inf = ipb_grpc.InferenceStub(cls.channel)
+        cls.models = mpb_grpc.ModelsStub(cls.channel)
+        cls.known_tokens = cls.greedy()
+        cls.raw_tokenize = cls.channel.unary_unary(
+            "/inferd.v1.Inference/Tokenize",
+            request_serializer=lambda b: b,
+            response_deserializer=cls.ipb.TokenizeResponse.FromString)
+        cls.raw_embed = cls.channel.unary_unary(
+            "/inferd.v1.Inference/EmbedBatch",
+            request_serializer=lambda b: b,
+            response_deserializer=cls.ipb.EmbedResponse.FromString)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        code = cls.server.stop()
+        assert code == 0, cls.server.output()
+
+    @classmethod
+    def greedy(cls, max_tokens=12):
+        req = cls.ipb.GenerateRequest(model="stories", prompt=GREEDY_PROMPT)
+        req.sampling.max_tokens = max_tokens
+        req.sampling.temperature = 0.0
+        req.sampling.ignore_eos = True
+        ids = []
+        for chunk in cls.inf.Generate(req, timeout=120):
+            ids.extend(chunk.token_ids)
+        return ids
+
+    def gen(self, **sampling):
+        req = self.ipb.GenerateRequest(model="stories", prompt="Hi")
+        req.sampling.max_tokens = 2
+        for k, v in sampling.items():
+            if isinstance(v, list):
+                getattr(req.sampling, k).extend(v)
+            elif isinstance(v, dict):
+                for kk, vv in v.items():
+                    getattr(req.sampling, k)[kk] = vv
+            else:
+                setattr(req.sampling, k, v)
+        return req
+
+    def run_generate(self, req):
+        return [c for c in self.inf.Generate(req, timeout=60)]
+
+    def cases(self):
+        """(name, call, expected code, words the message must contain);
+        the rows of docs/hostile-input.md, in its order."""
+        ipb = self.ipb
+        S = self.grpc.StatusCode
+        huge = "a " * ((MAX_MESSAGE - 1024) // 2)
+        too_big = "a" * (MAX_MESSAGE + 1)
+        return [
+            ("empty prompt", lambda: self.run_generate(
+                ipb.GenerateRequest(model="stories", prompt="")),
+             S.OK, []),
+            ("no input at all", lambda: self.run_generate(
+                ipb.GenerateRequest(model="stories")),
+             S.INVALID_ARGUMENT, ["prompt"]),
+            ("empty model name (several served)", lambda: self.inf.Tokenize(
+                ipb.TokenizeRequest(model="", text="x")),
+             S.INVALID_ARGUMENT, ["model"]),
+            ("unknown model", lambda: self.inf.Tokenize(
+                ipb.TokenizeRequest(model="nope" * 1000, text="x")),
+             S.NOT_FOUND, ["unknown model"]),
+            ("empty text to embed", lambda: self.inf.EmbedBatch(
+                ipb.EmbedRequest(model="embed", texts=[""])),
+             S.OK, []),
+            ("empty rerank query", lambda: self.inf.Rerank(
+                ipb.RerankRequest(model="rerank", query="", documents=["d"])),
+             S.INVALID_ARGUMENT, ["query"]),
+            ("huge prompt (1 MB, past the context)", lambda: self.run_generate(
+                ipb.GenerateRequest(model="stories", prompt=huge)),
+             S.INVALID_ARGUMENT, ["tokens"]),
+            ("huge text to tokenize (1 MB)", lambda: self.inf.Tokenize(
+                ipb.TokenizeRequest(model="embed", text=huge)),
+             S.OK, []),
+            ("huge text to embed (1 MB), truncate=true",
+             lambda: self.inf.EmbedBatch(ipb.EmbedRequest(
+                 model="embed", texts=[huge], truncate=True)),
+             S.OK, []),
+            ("huge text to embed (1 MB)",
+             lambda: self.inf.EmbedBatch(ipb.EmbedRequest(
+                 model="embed", texts=[huge])),
+             S.INVALID_ARGUMENT, ["tokens"]),
+            ("oversize message", lambda: self.inf.Tokenize(
+                ipb.TokenizeRequest(model="embed", text=too_big)),
+             S.RESOURCE_EXHAUSTED, [str(MAX_MESSAGE)]),
+            ("invalid UTF-8 in a string field", lambda: self.raw_tokenize(
+                length_field(1, b"embed") + length_field(2, b"ab\xff\xfe")),
+             S.UNIMPLEMENTED, []),
+            ("invalid UTF-8 in a repeated string", lambda: self.raw_embed(
+                length_field(1, b"embed") + length_field(2, b"\xc3\x28")),
+             S.UNIMPLEMENTED, []),
+            ("truncated protobuf", lambda: self.raw_tokenize(
+                length_field(1, b"embed")[:-2]),
+             S.UNIMPLEMENTED, []),
+            ("prompt token id past the vocabulary", lambda: self.run_generate(
+                ipb.GenerateRequest(model="stories",
+                                    prompt_token_ids=ipb.TokenIds(
+                                        ids=[1, UINT32_MAX]))),
+             S.INVALID_ARGUMENT, ["prompt_token_ids", str(UINT32_MAX)]),
+            ("embed token id past the vocabulary", lambda: self.inf.EmbedBatch(
+                ipb.EmbedRequest(model="embed", token_ids=[
+                    ipb.TokenIds(ids=[101, 2**31])])),
+             S.INVALID_ARGUMENT, ["token_ids"]),
+            ("detokenize id past the vocabulary", lambda: self.inf.Detokenize(
+                ipb.DetokenizeRequest(model="stories",
+                                      token_ids=[1, UINT32_MAX])),
+             S.INVALID_ARGUMENT, ["token"]),
+            ("stop_token_ids past the vocabulary", lambda: self.run_generate(
+                self.gen(stop_token_ids=[UINT32_MAX])),
+             S.INVALID_ARGUMENT, ["stop_token_ids"]),
+            ("logit_bias id past the vocabulary", lambda: self.run_generate(
+                self.gen(logit_bias={UINT32_MAX: 1.0})),
+             S.INVALID_ARGUMENT, ["logit_bias"]),
+            ("max_tokens = UINT32_MAX", lambda: self.run_generate(
+                self.gen(max_tokens=UINT32_MAX)),
+             S.INVALID_ARGUMENT, ["max_tokens"]),
+            ("min_tokens = UINT32_MAX", lambda: self.run_generate(
+                self.gen(min_tokens=UINT32_MAX)),
+             S.INVALID_ARGUMENT, ["min_tokens"]),
+            ("logprobs = UINT32_MAX", lambda: self.run_generate(
+                self.gen(logprobs=UINT32_MAX)),
+             S.INVALID_ARGUMENT, ["logprobs"]),
+            ("top_k = INT32_MIN", lambda: self.run_generate(
+                self.gen(top_k=INT32_MIN)),
+             S.INVALID_ARGUMENT, ["top_k"]),
+            ("temperature = NaN", lambda: self.run_generate(
+                self.gen(temperature=float("nan"))),
+             S.INVALID_ARGUMENT, ["temperature"]),
+            ("top_p = infinity", lambda: self.run_generate(
+                self.gen(top_p=float("inf"))),
+             S.INVALID_ARGUMENT, ["top_p"]),
+            ("seed = UINT64_MAX", lambda: self.run_generate(
+                self.gen(seed=2**64 - 1)),
+             S.OK, []),
+            ("5000 stop strings", lambda: self.run_generate(
+                self.gen(stop=[f"s{i}" for i in range(5000)])),
+             S.INVALID_ARGUMENT, ["sampling.stop", "5000"]),
+            ("one 100 kB stop string", lambda: self.run_generate(
+                self.gen(stop=["x" * 100000])),
+             S.INVALID_ARGUMENT, ["sampling.stop", "bytes"]),
+            ("empty stop string", lambda: self.run_generate(
+                self.gen(stop=[""])),
+             S.INVALID_ARGUMENT, ["sampling.stop", "empty"]),
+            ("5000 chat messages", lambda: self.run_generate(
+                ipb.GenerateRequest(model="stories", messages=[
+                    ipb.ChatMessage(role="user", content="x")] * 5000)),
+             S.INVALID_ARGUMENT, ["messages"]),
+            ("chat message without a role", lambda: self.run_generate(
+                ipb.GenerateRequest(model="stories", messages=[
+                    ipb.ChatMessage(role="", content="x")])),
+             S.INVALID_ARGUMENT, ["role"]),
+            ("10000 texts in one EmbedBatch", lambda: self.inf.EmbedBatch(
+                ipb.EmbedRequest(model="embed", texts=["a"] * 10000)),
+             S.INVALID_ARGUMENT, ["texts", "10000"]),
+            ("embed dimensions past the model's", lambda: self.inf.EmbedBatch(
+                ipb.EmbedRequest(model="embed", texts=["a"],
+                                 dimensions=UINT32_MAX)),
+             S.INVALID_ARGUMENT, ["dimensions"]),
+        ]
+
+    def test_table_cases_answer_their_documented_status(self):
+        for name, call, code, words in self.cases():
+            with self.subTest(case=name):
+                try:
+                    call()
+                    got, details = self.grpc.StatusCode.OK, ""
+                except self.grpc.RpcError as e:
+                    got, details = e.code(), e.details() or ""
+                print(f"CASE {name}: {got.name} {details[:160]!r}")
+                self.assertEqual(got, code, f"{name}: {details}")
+                for w in words:
+                    self.assertIn(w, details, name)
+        self.assert_healthy()
+
+    def test_streams_opened_and_dropped(self):
+        """ARGS.streams Generate streams started and cancelled at once, and
+        as many bidi Embed streams opened and abandoned."""
+        calls = []
+        for i in range(ARGS.streams):
+            req = self.ipb.GenerateRequest(model="stories",
+                                           prompt=f"Story {i}")
+            req.sampling.max_tokens = 64
+            calls.append(self.inf.Generate(req, timeout=120))
+            if i % 2 == 0:
+                calls.append(self.inf.Embed(iter([self.ipb.EmbedRequest(
+                    model="embed", texts=["x"])]), timeout=120))
+        for c in calls:
+            c.cancel()
+        self.assert_healthy()
+
+    def test_clients_that_stop_reading(self):
+        """Streams whose client never reads a message: the server's
+        flow-control window fills; other clients are still served."""
+        channels = []
+        calls = []
+        for i in range(8):
+            ch = self.grpc.insecure_channel(self.server.address)
+            channels.append(ch)
+            stub = lib.import_stubs(ARGS.stubs)[2].InferenceStub(ch)
+            req = self.ipb.GenerateRequest(model="stories", prompt="Once")
+            req.sampling.max_tokens = 400
+            req.sampling.ignore_eos = True
+            calls.append(stub.Generate(req, timeout=300))
+        self.assertEqual(self.greedy(), self.known_tokens)
+        for c in calls:
+            c.cancel()
+        for ch in channels:
+            ch.close()
+        self.assert_healthy()
+
+    def test_slowloris_connections(self):
+        """Connections that send half an HTTP/2 preface, or a preface and
+        then one byte a while, or nothing: they hold a socket each, and the
+        server keeps serving."""
+        host, port = "127.0.0.1", self.server.port
+        socks = []
+        preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+        settings = struct.pack(">I", 0)[1:] + b"\x04\x00" + b"\x00\x00\x00\x00"
+        for i in range(ARGS.slow_clients):
+            s = socket.create_connection((host, port), timeout=10)
+            if i % 3 == 1:
+                s.sendall(preface[:10])
+            elif i % 3 == 2:
+                s.sendall(preface + settings)
+                # A HEADERS frame header promising 1000 bytes, then one.
+                s.sendall(struct.pack(">I", 1000)[1:] + b"\x01\x04" +
+                          struct.pack(">I", 1) + b"\x00")
+            socks.append(s)
+        self.assertEqual(self.greedy(), self.known_tokens)
+        for s in socks:
+            s.close()
+        self.assert_healthy()
+
+    def assert_healthy(self):
+        """The server is alive, answers the known greedy request with its
+        tokens, and has nothing in flight once the calls above drained."""
+        self.assertIsNone(self.server.proc.poll(), self.server.output())
+        self.assertEqual(self.greedy(), self.known_tokens)
+        deadline = time.time() + 60
+        while True:
+            text = self.server.scrape()
+            inflight = [l for l in text.splitlines()
+                        if l.startswith(("inferd_rpc_in_flight",
+                                         "inferd_num_requests_running",
+                                         "inferd_num_requests_waiting"))]
+            busy = [l for l in inflight if float(l.rsplit(" ", 1)[1]) != 0]
+            if not busy:
+                break
+            self.assertLess(time.time(), deadline, "\n".join(busy))
+            time.sleep(0.1)
+
+
+def main():
+    global ARGS
+    p = argparse.ArgumentParser()
+    lib.add_common_args(p)
+    p.add_argument("--streams", type=int, default=2000)
+    p.add_argument("--slow-clients", type=int, default=300)
+    ARGS, rest = p.parse_known_args()
+    return lib.run_unittest([sys.argv[0]] + rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
