@@ -180,10 +180,24 @@ SchedulerOutput ContinuousBatchingScheduler::Schedule() {
   // prefill (admitted earlier), then waiting ones, within the prefill
   // budget, which is smaller while sequences decode.
   int32_t prefill_budget = budget;
-  if (out.num_decode_tokens > 0 &&
-      config_.max_prefill_tokens_while_decoding > 0) {
-    prefill_budget =
-        std::min(prefill_budget, config_.max_prefill_tokens_while_decoding);
+  const int32_t limit = config_.max_prefill_tokens_while_decoding;
+  if (limit > 0 && out.num_decode_tokens > 0) {
+    prefill_budget = std::min(prefill_budget, limit);
+  } else if (limit > 0 && !stop) {
+    // Nothing decodes: the first prompt in line goes in whole (within the
+    // step budget) so it starts decoding at once; the others follow in
+    // chunks alongside it. Prefilling a burst of prompts in one step
+    // instead would give all of them the same late first token, and then
+    // finish them together, so the next burst arrives at once again.
+    int32_t head = 0;
+    for (SequenceState* seq : running) {
+      if (seq->status == SequenceStatus::kRunning && !seq->in_step) {
+        head = seq->num_tokens() - seq->num_computed_tokens;
+        break;
+      }
+    }
+    if (head == 0 && !waiting_.empty()) head = waiting_.front()->num_tokens();
+    prefill_budget = std::min(prefill_budget, std::max(limit, head));
   }
   auto prefill_room = [&] { return prefill_budget > 0 && room(); };
   for (SequenceState* seq : running) {

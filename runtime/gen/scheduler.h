@@ -4,8 +4,9 @@
 // every step, never behind a prompt), then chunked prefill of running and
 // waiting requests, first come first served, within a smaller prefill budget
 // while any sequence decodes (so a step, and the gap between two tokens of
-// a stream, stays short), prefix-cache hits, and preemption by recompute
-// when KV blocks run out.
+// a stream, stays short; with none decoding, the first prompt in line goes
+// in whole), prefix-cache hits, and preemption by recompute when KV blocks
+// run out.
 // Not thread-safe; owned by the engine loop, which calls Add / Abort /
 // Schedule / Update between steps, never while a step's plan executes.
 #ifndef INFERD_RUNTIME_GEN_SCHEDULER_H_
@@ -68,8 +69,11 @@ struct SequenceState {
 struct SchedulerConfig {
   int32_t max_batched_tokens = 2048;  // token budget of one step
   // Prefill (prompt) tokens of one step while at least one sequence of the
-  // step decodes; 0 = no limit beyond max_batched_tokens. A step with no
-  // decode gives prefill the whole budget. Decodes never count against it.
+  // step decodes; 0 = no limit beyond max_batched_tokens (and a step with
+  // no decode prefills as much as the budget holds). Decodes never count
+  // against it. A step with no decode takes the first prompt in line whole
+  // (within max_batched_tokens), or this many tokens if more: a burst of
+  // prompts is then staggered instead of prefilled in one long step.
   int32_t max_prefill_tokens_while_decoding = 0;
   int32_t max_seqs = 64;              // sequences in one step
   int32_t max_model_len = 2048;       // prompt + output limit

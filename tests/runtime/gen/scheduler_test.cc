@@ -551,9 +551,9 @@ TEST(ContinuousBatchingSchedulerTest,
   c.max_prefill_tokens_while_decoding = 8;
   Driver d(c);
   ASSERT_TRUE(d.Add(1, Prompt(5, 1), 100).ok());
-  ASSERT_TRUE(d.Add(2, Prompt(6, 2), 100).ok());
-  SchedulerOutput first = d.Step();  // nothing decodes yet: one step
-  EXPECT_EQ(first.num_prefill_tokens, 11);
+  ASSERT_TRUE(d.Add(2, Prompt(3, 2), 100).ok());
+  SchedulerOutput first = d.Step();  // nothing decodes yet: both fit in 8
+  EXPECT_EQ(first.num_prefill_tokens, 8);
   EXPECT_EQ(first.num_decode_tokens, 0);
 
   const std::vector<int32_t> long_prompt = Prompt(50, 9);
@@ -611,7 +611,10 @@ TEST(ContinuousBatchingSchedulerTest,
   for (int64_t id = 0; id < 10; ++id) {
     ASSERT_TRUE(d.Add(id, Prompt(1, static_cast<int32_t>(id)), 200).ok());
   }
-  d.Step();
+  EXPECT_EQ(d.Step().num_prefill_tokens, 8);  // nothing decodes: 8 prompts
+  SchedulerOutput second = d.Step();            // 8 decodes, the last 2
+  EXPECT_EQ(second.num_decode_tokens, 8);
+  EXPECT_EQ(second.num_prefill_tokens, 2);
   const std::vector<int32_t> prompt = Prompt(30, 5);
   ASSERT_TRUE(d.Add(99, prompt, 1).ok());
   for (int step = 0; step < 15; ++step) {
@@ -625,8 +628,10 @@ TEST(ContinuousBatchingSchedulerTest,
   EXPECT_EQ(d.output(99), Reference(prompt, 1));
 }
 
+// With nothing decoding, the first prompt in line goes in whole (within
+// the step budget); the prompts behind it wait for the decode-time budget.
 TEST(ContinuousBatchingSchedulerTest,
-     WithoutDecodesPrefillTakesTheWholeBudget) {
+     WithoutDecodesTheFirstPromptGoesInWhole) {
   SchedulerConfig c = Config(/*budget=*/64, /*max_seqs=*/8, 256);
   c.max_prefill_tokens_while_decoding = 4;
   Driver d(c);
@@ -645,6 +650,24 @@ TEST(ContinuousBatchingSchedulerTest,
   d.RunToCompletion();
   EXPECT_EQ(d.output(1), Reference(prompt, 3));
   EXPECT_EQ(d.output(2), Reference(Prompt(10, 8), 1));
+
+  // A burst of three prompts on an idle scheduler: the first whole, the
+  // next ones 4 tokens a step beside its decodes.
+  for (int64_t id = 10; id < 13; ++id) {
+    ASSERT_TRUE(d.Add(id, Prompt(20, static_cast<int32_t>(id)), 5).ok());
+  }
+  SchedulerOutput burst = d.Step();
+  EXPECT_EQ(burst.num_prefill_tokens, 20);
+  ASSERT_EQ(burst.scheduled.size(), 1u);
+  EXPECT_EQ(burst.scheduled[0].seq_id, 10);
+  SchedulerOutput next = d.Step();
+  EXPECT_EQ(next.num_decode_tokens, 1);
+  EXPECT_EQ(next.num_prefill_tokens, 4);
+  EXPECT_EQ(Find(next, 11)->num_new_tokens, 4);
+  d.RunToCompletion();
+  for (int64_t id = 10; id < 13; ++id) {
+    EXPECT_EQ(d.output(id), Reference(Prompt(20, static_cast<int32_t>(id)), 5));
+  }
 }
 
 }  // namespace
