@@ -5,11 +5,28 @@
 # more with ../shared hidden, so it is proven to pass on a machine without
 # it (every test but the slow fuzz smoke run and the sanitizer tier, which
 # do not read it). Exits non-zero on any failure.
+#
+#   scripts/test.sh                 everything (what CI runs)
+#   scripts/test.sh --sanitize      only the sanitizer tiers: ASan+UBSan
+#                                   (tests/sanitize) and TSan (tests/tsan,
+#                                   turned on in the build tree for this)
+#   scripts/test.sh --tsan          only the TSan tier
+#   scripts/test.sh ARGS...         ctest ARGS (e.g. -R service_faults)
 set -euo pipefail
+tsan=0
+case "${1:-}" in
+  --sanitize) shift; tsan=1; set -- -L sanitize "$@" ;;
+  --tsan) shift; tsan=1; set -- -L tsan "$@" ;;
+esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 export BUILD_DIR="$build"
 "$root/scripts/install-deps.sh"
+if ((tsan)); then
+  # The TSan tier is off by default (not yet in CI's budget); turn it on in
+  # this build tree.
+  cmake -S "$root" -B "$build" -G Ninja -DINFERD_TSAN_TIER=ON >/dev/null
+fi
 "$root/scripts/build.sh"
 "$root/scripts/fetch-models.sh"
 "$root/scripts/python-deps.sh" >/dev/null
