@@ -72,7 +72,8 @@ args+=(--model "minilm=$real/all-minilm-l6-v2")
 smollm2="$real/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 [[ -f "$smollm2" ]] || { echo "FAIL: $smollm2 missing (scripts/fetch-models.sh)"; exit 1; }
 args+=(--model "smollm2=$smollm2")
-for pair in reranker-random:xlmr-reranker classifier-random:bert-classifier; do
+for pair in reranker-random:xlmr-reranker classifier-random:bert-classifier \
+            m3-random:bge-m3; do
   m="${pair#*:}"
   [[ -f "$models/$m/config.json" ]] || { echo "FAIL: $models/$m missing"; exit 1; }
   args+=(--model "${pair%%:*}=$models/$m")

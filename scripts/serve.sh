@@ -11,6 +11,8 @@
 #   reranker-random, classifier-random: random-weight demo models (no real
 #            cross-encoder or classifier ships on PyPI); their scores mean
 #            nothing, their API is real.
+#   m3-random: a random-weight model in BGE-M3's layout (dense, sparse and
+#            ColBERT outputs; tools/make_test_models.py bge-m3).
 # Extra flags are passed to inferd, e.g.
 #   scripts/serve.sh --model mine=/path/to/hf-model-dir
 set -euo pipefail
@@ -24,14 +26,15 @@ listen="${INFERD_LISTEN:-127.0.0.1:50051}"
 "$root/scripts/fetch-models.sh" all-minilm-l6-v2 smollm2-135m-instruct
 models_dir="$build/demo_models"
 /usr/bin/python3 "$root/tools/make_test_models.py" --out "$models_dir" \
-  --only xlmr-reranker,bert-classifier >/dev/null
+  --only xlmr-reranker,bert-classifier,bge-m3 >/dev/null
 
 args=(--listen "$listen"
       --model "smollm2=$build/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
       --model "stories=$root/examples/models/stories260K"
       --model "minilm=$build/models/all-minilm-l6-v2"
       --model "reranker-random=$models_dir/xlmr-reranker"
-      --model "classifier-random=$models_dir/bert-classifier")
+      --model "classifier-random=$models_dir/bert-classifier"
+      --model "m3-random=$models_dir/bge-m3")
 
 buf="$root/tools/npm/node_modules/.bin/buf"
 stubs="$build/python"

@@ -91,17 +91,15 @@ absl::StatusOr<EmbedParams> ToEmbedParams(const v1::EmbedRequest& req,
   }
   p.prompt_name = req.prompt_name();
   p.prompt = req.prompt();
-  p.want_sparse = req.outputs().sparse();
-  p.want_multi_vector = req.outputs().multi_vector();
-  if (p.want_sparse) {
-    return Invalid("outputs.sparse",
-                   absl::StrCat("model '", model.name,
-                                "' has no sparse (lexical weights) head"));
-  }
-  if (p.want_multi_vector) {
-    return Invalid("outputs.multi_vector",
-                   absl::StrCat("model '", model.name,
-                                "' has no multi-vector (ColBERT) head"));
+  // Whether the model has the sparse / multi-vector heads is the engine's
+  // check (FAILED_PRECONDITION naming the missing file).
+  const v1::EmbedOutputs& outputs = req.outputs();
+  p.want_sparse = outputs.sparse();
+  p.want_multi_vector = outputs.multi_vector();
+  p.want_sparse_tokens = outputs.sparse_tokens();
+  p.want_dense = outputs.dense() || (!p.want_sparse && !p.want_multi_vector);
+  if (p.want_sparse_tokens && !p.want_sparse) {
+    return Invalid("outputs.sparse_tokens", "needs outputs.sparse");
   }
   p.deadline = deadline;
   return p;
@@ -279,6 +277,19 @@ void FillEmbedResponse(const EmbedResult& result, const v1::EmbedRequest& req,
     v1::Embedding* out = resp->add_embeddings();
     out->set_dims(static_cast<uint32_t>(e.size()));
     if (i < result.tokens.size()) out->set_tokens(result.tokens[i]);
+    if (i < result.sparse.size()) {
+      const SparseVector& sv = result.sparse[i];
+      v1::SparseEmbedding* sp = out->mutable_sparse();
+      for (int32_t id : sv.token_ids) sp->add_token_ids(static_cast<uint32_t>(id));
+      sp->mutable_weights()->Assign(sv.weights.begin(), sv.weights.end());
+      for (const std::string& t : sv.tokens) sp->add_tokens(t);
+    }
+    if (i < result.multi_vectors.size()) {
+      const std::vector<float>& mv = result.multi_vectors[i];
+      out->mutable_multi_vector()->Assign(mv.begin(), mv.end());
+      out->set_multi_vector_dims(static_cast<uint32_t>(result.multi_vector_dims));
+    }
+    if (e.empty()) continue;  // dense not asked for
     if (packed) {
       std::string bytes(e.size() * 4, '\0');
       for (size_t j = 0; j < e.size(); ++j) {
@@ -388,6 +399,7 @@ void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
   out->set_error(info.error);
   for (const std::string& l : info.labels) out->add_labels(l);
   for (const std::string& p : info.prompt_names) out->add_prompt_names(p);
+  for (const std::string& o : info.embed_outputs) out->add_embed_outputs(o);
 }
 
 }  // namespace inferd

@@ -92,6 +92,110 @@ def write_safetensors(path, specs, make, metadata=None):
 
 
 # --------------------------------------------------------------------------
+# torch.save writer (torch is not needed): the zip layout torch >= 1.6
+# writes for torch.save(state_dict, path), by hand.
+#
+#   archive/data.pkl    pickle protocol 2 of an OrderedDict name -> tensor,
+#                       each tensor pickled as
+#                       torch._utils._rebuild_tensor_v2(storage, offset,
+#                       size, stride, requires_grad, OrderedDict()), the
+#                       storage as a persistent id ('storage',
+#                       torch.FloatStorage, key, 'cpu', numel)
+#   archive/byteorder   "little"
+#   archive/data/<key>  the storage's raw little-endian bytes
+#   archive/version     "3"
+# Entries are stored uncompressed; data is 64-byte aligned as torch does.
+
+
+def _pk_str(s):
+    b = s.encode()
+    return b"X" + len(b).to_bytes(4, "little") + b
+
+
+def _pk_int(v):
+    if 0 <= v < 256:
+        return b"K" + bytes([v])
+    if 0 <= v < 65536:
+        return b"M" + v.to_bytes(2, "little")
+    return b"J" + v.to_bytes(4, "little", signed=True)
+
+
+def _pk_tuple(items):
+    if not items:
+        return b")"
+    return b"(" + b"".join(items) + b"t"
+
+
+def torch_state_dict_pickle(tensors):
+    """data.pkl bytes for an OrderedDict of float32 tensors (name -> array);
+    storage keys are "0", "1", ... in order."""
+    out = [b"\x80\x02", b"ccollections\nOrderedDict\nq\x00", b")Rq\x01", b"("]
+    for key, (name, a) in enumerate(tensors):
+        shape = list(a.shape)
+        stride, acc = [], 1
+        for d in reversed(shape):
+            stride.insert(0, acc)
+            acc *= d
+        pid = _pk_tuple([_pk_str("storage"), b"ctorch\nFloatStorage\n",
+                         _pk_str(str(key)), _pk_str("cpu"), _pk_int(int(a.size))])
+        args = _pk_tuple([pid + b"Q", _pk_int(0),
+                          _pk_tuple([_pk_int(d) for d in shape]),
+                          _pk_tuple([_pk_int(d) for d in stride]), b"\x89",
+                          b"ccollections\nOrderedDict\n)R"])
+        out += [_pk_str(name), b"ctorch._utils\n_rebuild_tensor_v2\n", args, b"R"]
+    out.append(b"u")
+    # The state dict's _metadata attribute, applied with BUILD.
+    out += [b"}", _pk_str("_metadata"), b"ccollections\nOrderedDict\n)R",
+            b"(", _pk_str(""), b"}", _pk_str("version"), _pk_int(1), b"su", b"s",
+            b"b", b"."]
+    return b"".join(out)
+
+
+def write_torch_state_dict(path, tensors):
+    import zipfile
+    tensors = [(n, np.ascontiguousarray(a, dtype="<f4")) for n, a in tensors]
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as z:
+        def add(name, data):
+            info = zipfile.ZipInfo("archive/" + name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            # Pad the local header's extra field so the data is 64-byte aligned.
+            header = 30 + len(info.filename.encode())
+            pad = (-(z.fp.tell() + header + 4)) % 64
+            info.extra = b"FB" + pad.to_bytes(2, "little") + b"Z" * pad
+            z.writestr(info, data)
+        add("data.pkl", torch_state_dict_pickle(tensors))
+        add("byteorder", b"little")
+        for key, (_, a) in enumerate(tensors):
+            add("data/%d" % key, a.tobytes())
+        add("version", b"3\n")
+    os.replace(tmp, path)
+
+
+def write_m3_heads(out_dir, hidden, rng, fmt):
+    """BGE-M3's sparse_linear (Linear(H, 1)) and colbert_linear
+    (Linear(H, H)) as torch files (fmt "pt") or safetensors copies."""
+    heads = {
+        "sparse_linear": [
+            ("weight", rng.standard_normal((1, hidden), dtype=np.float32)
+             / np.float32(np.sqrt(hidden))),
+            ("bias", np.full((1,), 0.05, np.float32))],
+        "colbert_linear": [
+            ("weight", rng.standard_normal((hidden, hidden), dtype=np.float32)
+             / np.float32(np.sqrt(hidden))),
+            ("bias", 0.1 * rng.standard_normal((hidden,), dtype=np.float32))],
+    }
+    for name, tensors in heads.items():
+        if fmt == "pt":
+            write_torch_state_dict(os.path.join(out_dir, name + ".pt"), tensors)
+        else:
+            arrays = dict(tensors)
+            write_safetensors(os.path.join(out_dir, name + ".safetensors"),
+                              [(n, a.shape, "f32") for n, a in tensors],
+                              lambda n: arrays[n])
+
+
+# --------------------------------------------------------------------------
 # Fallback tokenizers (used when ../shared/tokenizers is absent)
 
 _CORPUS = (
@@ -510,6 +614,14 @@ MODELS = {
                          normalize=True),
     "xlmr-embed": dict(kind="encoder", family="xlmr", arch="XLMRobertaModel",
                        tok="xlmr", shape=TINY_ENC, pooling="cls", normalize=True),
+    # BGE-M3's layout: an XLM-R encoder (CLS, normalized) plus the sparse and
+    # ColBERT heads as torch files, or as safetensors copies.
+    "bge-m3": dict(kind="encoder", family="xlmr", arch="XLMRobertaModel",
+                   tok="xlmr", shape=TINY_ENC, pooling="cls", normalize=True,
+                   m3_heads="pt"),
+    "bge-m3-st": dict(kind="encoder", family="xlmr", arch="XLMRobertaModel",
+                      tok="xlmr", shape=TINY_ENC, pooling="cls", normalize=True,
+                      m3_heads="safetensors"),
     # RoBERTa: XLM-RoBERTa's modeling under model_type "roberta".
     "roberta-embed": dict(kind="encoder", family="xlmr", arch="RobertaModel",
                           tok="xlmr", shape=TINY_ENC, pooling="mean",
@@ -661,6 +773,8 @@ def build_model(name, spec, out_dir, dtype, shared_dir):
                       lambda n: init_tensor(rng, n, shapes[n], encoder))
     if "pooling" in spec:
         write_st_files(out_dir, spec, cfg["hidden_size"])
+    if spec.get("m3_heads"):
+        write_m3_heads(out_dir, cfg["hidden_size"], rng, spec["m3_heads"])
     return tok_source
 
 

@@ -16,6 +16,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/executors.h"
 #include "runtime/engine/generate_engine.h"
+#include "runtime/engine/m3_output.h"
 #include "runtime/engine/model_manager.h"
 #include "runtime/engine/prefill_engine.h"
 #include "runtime/model/model_runner.h"
@@ -54,6 +55,28 @@ std::vector<int32_t> EosIds(const ServedModel& model) {
       ids.push_back(*id);
     }
   }
+  return ids;
+}
+
+// The tokens a sparse (lexical weights) output leaves out: CLS, EOS, PAD
+// and UNK, by the tokenizer config's names and config.json's ids.
+std::vector<int32_t> SpecialIds(const ServedModel& model) {
+  std::vector<int32_t> ids;
+  auto add = [&](int64_t id) {
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      ids.push_back(static_cast<int32_t>(id));
+    }
+  };
+  const TokenizerConfig& tc = model.tokenizer_config();
+  for (const auto* name : {&tc.cls_token, &tc.eos_token, &tc.pad_token,
+                           &tc.unk_token, &tc.bos_token}) {
+    if (!name->has_value()) continue;
+    if (auto id = model.tokenizer().TokenToId(**name)) add(*id);
+  }
+  const ModelConfig& c = model.config();
+  if (c.pad_token_id) add(*c.pad_token_id);
+  if (c.bos_token_id) add(*c.bos_token_id);
+  for (int64_t id : c.eos_token_ids) add(id);
   return ids;
 }
 
@@ -195,6 +218,13 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   }
   const SentenceTransformersConfig& st = model.st_config();
   po.default_normalize = st.present ? st.has_normalize : true;
+  if (w.Supports(Task::kEmbed)) {
+    ASSIGN_OR_RETURN(po.m3, LoadM3Heads(model.spec().path,
+                                        model.config().hidden_size));
+    po.m3.special_ids = SpecialIds(model);
+    const Tokenizer* tok = &model.tokenizer();
+    po.m3.id_to_token = [tok](int32_t id) { return tok->IdToToken(id); };
+  }
 
   PrefillComponents c;
   InputProcessorOptions io;

@@ -39,6 +39,10 @@ struct ServedModelInfo {
   double load_seconds = 0;
   std::vector<std::string> labels;
   std::vector<std::string> prompt_names;
+  // Embedders: the outputs an Embed request may ask for ("dense", plus
+  // "sparse" / "multi_vector" when the model directory has the BGE-M3
+  // heads sparse_linear / colbert_linear).
+  std::vector<std::string> embed_outputs;
 };
 
 }  // namespace inferd

@@ -9,6 +9,7 @@
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "absl/time/clock.h"
+#include "runtime/loader/m3_heads.h"
 #include "runtime/loader/model_dir.h"
 #include "runtime/loader/weights.h"
 #include "runtime/tokenizer/tokenizer.h"
@@ -87,6 +88,10 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
   if (workflow_.Supports(Task::kEmbed)) {
     i.embedding_dims = config_.hidden_size;
     if (!st_.dense.empty()) i.embedding_dims = st_.dense.back().out_features;
+    i.embed_outputs = {"dense"};
+    const M3HeadFiles heads = FindM3HeadFiles(spec_.path);
+    if (!heads.sparse.empty()) i.embed_outputs.push_back("sparse");
+    if (!heads.colbert.empty()) i.embed_outputs.push_back("multi_vector");
   }
   if (workflow_.Supports(Task::kClassify) || workflow_.Supports(Task::kRerank)) {
     for (int64_t l = 0; l < config_.num_labels; ++l) {

@@ -243,7 +243,7 @@ absl::StatusOr<std::shared_ptr<PrefillWork>> PrefillEngine::BuildWork(
     requests.push_back(r);
   }
   work->seqs = std::move(seqs).value();
-  work->output = task.output->step_output();
+  work->output = task.step_output.value_or(task.output->step_output());
   work->handle = task.handle;
   work->arrival = task.arrival;
   work->deadline = task.deadline;
@@ -254,7 +254,8 @@ absl::StatusOr<std::shared_ptr<PrefillWork>> PrefillEngine::BuildWork(
   const int64_t tokens = work->num_tokens();
   PrefillWork* raw = work.get();
   work->done = [raw, output = task.output, requests = std::move(requests),
-                finish = task.finish, tokens, tokenization_seconds](
+                inspect = task.inspect, finish = task.finish, tokens,
+                tokenization_seconds](
                    absl::StatusOr<std::vector<SequenceResult>> r) {
     RequestTimings t;
     t.tokenization_seconds = tokenization_seconds;
@@ -271,6 +272,12 @@ absl::StatusOr<std::shared_ptr<PrefillWork>> PrefillEngine::BuildWork(
     std::vector<std::vector<float>> out;
     out.reserve(r->size());
     for (size_t i = 0; i < r->size(); ++i) {
+      if (inspect) {
+        if (absl::Status s = inspect(i, raw->seqs[i], (*r)[i]); !s.ok()) {
+          finish(s, t, tokens);
+          return;
+        }
+      }
       absl::StatusOr<std::vector<float>> v = output->Process((*r)[i], requests[i]);
       if (!v.ok()) {
         finish(v.status(), t, tokens);
@@ -305,17 +312,45 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
     }
     pooling = it->second.get();
   }
+  RETURN_IF_ERROR(options_.m3.Check(params));
   EmbedOutputOptions o;
   o.normalize = params.normalize.value_or(options_.default_normalize);
   o.dimensions = params.dimensions;
   o.dense = &options_.dense;
   auto shared = std::make_shared<const EmbedParams>(std::move(params));
+  // Sparse / multi-vector outputs per input, filled by `inspect` (the
+  // request's single completion callback, so one thread at a time).
+  struct Extras {
+    std::vector<SparseVector> sparse;
+    std::vector<std::vector<float>> multi;
+  };
+  auto extras = std::make_shared<Extras>();
+  const bool want_extras = shared->want_sparse || shared->want_multi_vector;
   // Token counts per input, filled by the prep worker before the request
   // is queued (read by the finish callback after it).
   auto lengths = std::make_shared<std::vector<int32_t>>();
   PrepTask task;
   task.deadline = shared->deadline;
   task.output = pooling;
+  if (want_extras) {
+    task.step_output = StepOutput::kHiddenStates;
+    task.inspect = [this, shared, extras, normalize = o.normalize](
+                       size_t i, const PrefillSequence& seq,
+                       const SequenceResult& r) -> absl::Status {
+      if (shared->want_sparse) {
+        if (extras->sparse.size() <= i) extras->sparse.resize(i + 1);
+        ASSIGN_OR_RETURN(extras->sparse[i],
+                         SparseWeights(r, seq.ids, options_.m3,
+                                       shared->want_sparse_tokens));
+      }
+      if (shared->want_multi_vector) {
+        if (extras->multi.size() <= i) extras->multi.resize(i + 1);
+        ASSIGN_OR_RETURN(extras->multi[i],
+                         ColbertVectors(r, *options_.m3.colbert, normalize));
+      }
+      return absl::OkStatus();
+    };
+  }
   task.tokenize = [this, shared, lengths]()
       -> absl::StatusOr<std::vector<PrefillSequence>> {
     ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
@@ -325,8 +360,11 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
     }
     return seqs;
   };
+  const bool want_dense = shared->want_dense;
+  const int64_t multi_dims =
+      shared->want_multi_vector ? options_.m3.colbert->out_features : 0;
   task.finish =
-      [o, lengths, done = std::move(done)](
+      [o, lengths, extras, want_dense, multi_dims, done = std::move(done)](
           absl::StatusOr<std::vector<std::vector<float>>> pooled,
           const RequestTimings& t, int64_t tokens) {
         if (!pooled.ok()) {
@@ -337,7 +375,14 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
         result.total_tokens = tokens;
         result.tokens = *lengths;
         result.timings = t;
+        result.sparse = std::move(extras->sparse);
+        result.multi_vectors = std::move(extras->multi);
+        result.multi_vector_dims = multi_dims;
         for (const std::vector<float>& p : *pooled) {
+          if (!want_dense) {
+            result.embeddings.emplace_back();
+            continue;
+          }
           auto e = FinishEmbedding(p, o);
           if (!e.ok()) {
             done(e.status());

@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/input_processor.h"
+#include "runtime/engine/m3_output.h"
 #include "runtime/engine/output_processor.h"
 #include "runtime/engine/prefill_scheduler.h"
 #include "runtime/engine/workflow.h"
@@ -55,6 +57,9 @@ struct PrefillEngineOptions {
   int64_t embedding_dims = 0;
   // sentence-transformers Dense modules applied after pooling.
   std::vector<DenseLayer> dense;
+  // BGE-M3 heads for the sparse and multi-vector outputs (absent on most
+  // models: requests for them are then FAILED_PRECONDITION).
+  M3Heads m3;
 };
 
 // The workflow's components, built from the registry (engine_factory.cc).
@@ -99,6 +104,14 @@ class PrefillEngine : public Engine {
     // Runs the input processor.
     std::function<absl::StatusOr<std::vector<PrefillSequence>>()> tokenize;
     const OutputProcessor* output = nullptr;
+    // Overrides output->step_output() (the sparse / multi-vector outputs
+    // need every token's hidden state whatever the pooling).
+    std::optional<StepOutput> step_output;
+    // When set, sees each sequence's step result (and its tokens) before
+    // `output` does; an error fails the request.
+    std::function<absl::Status(size_t index, const PrefillSequence& seq,
+                               const SequenceResult& result)>
+        inspect;
     bool raw_scores = false;
     Finish finish;
   };

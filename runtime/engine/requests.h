@@ -39,13 +39,31 @@ struct EmbedParams {
   std::string pooling;      // "", "cls", "mean", "last"
   std::string prompt_name;  // from config_sentence_transformers.json
   std::string prompt;       // free-form prefix
+  // Outputs (EmbedOutputs): the dense vector unless only sparse and/or
+  // multi-vector outputs are asked for; all from the same forward pass.
+  bool want_dense = true;
   bool want_sparse = false;
+  bool want_sparse_tokens = false;  // sparse: the tokens' strings too
   bool want_multi_vector = false;
   absl::Time deadline = absl::InfiniteFuture();
 };
 
+// Lexical weights of one input: token id -> weight, sorted by id.
+struct SparseVector {
+  std::vector<int32_t> token_ids;
+  std::vector<float> weights;
+  std::vector<std::string> tokens;  // when asked for
+};
+
 struct EmbedResult {
-  std::vector<std::vector<float>> embeddings;  // one per input, input order
+  // One per input, input order (empty vectors when want_dense is false).
+  std::vector<std::vector<float>> embeddings;
+  // want_sparse: one per input.
+  std::vector<SparseVector> sparse;
+  // want_multi_vector: one per input, [(tokens - 1) x multi_vector_dims]
+  // row-major (every token after the first).
+  std::vector<std::vector<float>> multi_vectors;
+  int64_t multi_vector_dims = 0;
   std::vector<int32_t> tokens;                 // tokens used per input
   int64_t total_tokens = 0;
   RequestTimings timings;

@@ -21,6 +21,7 @@ sentence-transformers model) and "greedy" (N greedily decoded ids).
 """
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -540,6 +541,99 @@ def st_embedding(model_dir, hidden):
             if act.endswith("Tanh"):
                 out = np.tanh(out)
     return out
+
+
+# --------------------------------------------------------------------------
+# BGE-M3 outputs: dense (CLS), sparse (lexical weights), ColBERT vectors
+
+
+class _TorchStorageType:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+_TORCH_GLOBALS = {
+    ("torch", "FloatStorage"): _TorchStorageType("<f4"),
+    ("torch", "HalfStorage"): _TorchStorageType("<f2"),
+    ("collections", "OrderedDict"): collections.OrderedDict,
+}
+
+
+def _rebuild_tensor_v2(storage, offset, size, stride, *_):
+    item = storage.itemsize
+    return np.lib.stride_tricks.as_strided(
+        storage[offset:], shape=tuple(size),
+        strides=tuple(s * item for s in stride)).astype(np.float64)
+
+
+def read_torch_state_dict(path):
+    """name -> float64 array from a torch.save zip file, through Python's
+    pickle with only the globals a state dict of tensors needs."""
+    import pickle
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        pkl = next(n for n in names if n.endswith("/data.pkl"))
+        folder = pkl[:-len("data.pkl")]
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module, name):
+                if (module, name) == ("torch._utils", "_rebuild_tensor_v2"):
+                    return _rebuild_tensor_v2
+                if (module, name) in _TORCH_GLOBALS:
+                    return _TORCH_GLOBALS[(module, name)]
+                raise pickle.UnpicklingError("global %s.%s refused" % (module, name))
+
+            def persistent_load(self, pid):
+                kind, storage_type, key, _, numel = pid
+                assert kind == "storage"
+                raw = z.read(folder + "data/" + key)
+                return np.frombuffer(raw, dtype=storage_type.dtype)[:numel]
+
+        import io
+        return dict(Unpickler(io.BytesIO(z.read(pkl))).load())
+
+
+def load_m3_head(model_dir, name):
+    pt = os.path.join(model_dir, name + ".pt")
+    if os.path.isfile(pt):
+        return read_torch_state_dict(pt)
+    return read_safetensors(os.path.join(model_dir, name + ".safetensors"))
+
+
+def m3_special_ids(model_dir):
+    """CLS, EOS, PAD and UNK ids (the tokens the sparse output drops)."""
+    tc = load_json(os.path.join(model_dir, "tokenizer_config.json"), {})
+    tok = load_json(os.path.join(model_dir, "tokenizer.json"), {})
+    names = {tc.get(k) for k in ("cls_token", "eos_token", "pad_token", "unk_token")}
+    ids = {t["id"] for t in tok.get("added_tokens", []) if t["content"] in names}
+    return ids
+
+
+def m3_outputs(model_dir, hidden, ids, normalize_vectors=True):
+    """{"dense": CLS (normalized), "sparse": {id: weight},
+    "colbert": [T-1, D]} from an encoder's final hidden states [T, H]."""
+    sparse_w = load_m3_head(model_dir, "sparse_linear")
+    colbert_w = load_m3_head(model_dir, "colbert_linear")
+    dense = hidden[0]
+    if normalize_vectors:
+        dense = normalize(dense)
+    weights = np.maximum(linear(hidden, sparse_w["weight"], sparse_w["bias"])[:, 0], 0)
+    special = m3_special_ids(model_dir)
+    sparse = {}
+    for w, i in zip(weights, ids):
+        if i in special or w <= 0:
+            continue
+        sparse[int(i)] = max(sparse.get(int(i), 0.0), float(w))
+    colbert = linear(hidden[1:], colbert_w["weight"], colbert_w["bias"])
+    if normalize_vectors:
+        colbert = colbert / np.maximum(np.linalg.norm(colbert, axis=1, keepdims=True), 1e-12)
+    return {"dense": dense, "sparse": sparse, "colbert": colbert}
+
+
+def colbert_score(q, d):
+    """Late interaction: mean over query vectors of the best dot product."""
+    return float((np.asarray(q) @ np.asarray(d).T).max(axis=1).mean())
 
 
 # --------------------------------------------------------------------------

@@ -229,11 +229,11 @@ class WorkflowsTest(unittest.TestCase):
                           truncation_side=IPB.TRUNCATION_SIDE_LEFT)
         self.assertEqual(left.embeddings[0].tokens, limit)
 
-    def test_sparse_output_on_dense_model_is_invalid(self):
+    def test_sparse_output_on_dense_model_is_failed_precondition(self):
         with self.assertRaises(GRPC.RpcError) as cm:
             self.embed("bert-embed", ["x"], outputs=IPB.EmbedOutputs(sparse=True))
-        self.assertEqual(cm.exception.code(), GRPC.StatusCode.INVALID_ARGUMENT)
-        self.assertIn("sparse", cm.exception.details())
+        self.assertEqual(cm.exception.code(), GRPC.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("sparse_linear.pt", cm.exception.details())
 
     def test_identical_inputs_give_identical_vectors_in_any_batch(self):
         text = "the same sentence every time"

@@ -1,0 +1,68 @@
+// The BGE-M3 embedding outputs besides the dense vector, computed from the
+// final hidden states of one forward pass (StepOutput::kHiddenStates):
+// - sparse (lexical weights): w_t = ReLU(sparse_linear(h_t)) per token; per
+//   token id the largest weight over the input's positions; special tokens
+//   (CLS, EOS, PAD, UNK) and zero weights dropped;
+// - multi-vector (ColBERT): colbert_linear(h_t) for every token after the
+//   first (CLS), each L2-normalized when the request normalizes.
+// Also the ColBERT late-interaction score of two such sets of vectors.
+// Immutable after construction; thread-safe (replica loops share it).
+#ifndef INFERD_RUNTIME_ENGINE_M3_OUTPUT_H_
+#define INFERD_RUNTIME_ENGINE_M3_OUTPUT_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/engine/requests.h"
+#include "runtime/loader/m3_heads.h"
+#include "runtime/model/batch_plan.h"
+
+namespace inferd {
+
+struct M3Heads {
+  std::optional<LinearWeights> sparse;
+  std::optional<LinearWeights> colbert;
+  // For FAILED_PRECONDITION when a request asks for an absent head: the
+  // files that were looked for (M3HeadMissing).
+  std::string sparse_missing;
+  std::string colbert_missing;
+  // Token ids the sparse output never reports (CLS, EOS, PAD, UNK).
+  std::vector<int32_t> special_ids;
+  // Token id -> vocabulary string (sparse tokens on request); may be unset.
+  std::function<std::string(int32_t)> id_to_token;
+
+  // FAILED_PRECONDITION naming the missing file unless the heads the
+  // request asks for are present.
+  absl::Status Check(const EmbedParams& params) const;
+};
+
+// The heads in model directory `dir` (FindM3HeadFiles) for an encoder of
+// width `hidden`; `special_ids` and `id_to_token` are set by the caller.
+// Absent files leave their head unset; a present but malformed file is an
+// error.
+absl::StatusOr<M3Heads> LoadM3Heads(const std::string& dir, int64_t hidden);
+
+// Sparse output of one sequence: `ids` are its token ids, `hidden` its
+// hidden states [ids.size() x H]. Pairs sorted by token id.
+absl::StatusOr<SparseVector> SparseWeights(const SequenceResult& hidden,
+                                           const std::vector<int32_t>& ids,
+                                           const M3Heads& heads,
+                                           bool with_tokens);
+
+// ColBERT vectors of one sequence: [(rows - 1) x dims] row-major.
+absl::StatusOr<std::vector<float>> ColbertVectors(const SequenceResult& hidden,
+                                                  const LinearWeights& head,
+                                                  bool normalize);
+
+// Late-interaction (MaxSim) score: the mean over query vectors of the best
+// dot product with any document vector. Both are row-major [n x dims].
+float ColbertScore(const std::vector<float>& query,
+                   const std::vector<float>& doc, int64_t dims);
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_M3_OUTPUT_H_
