@@ -484,6 +484,39 @@ TEST(StructuredOutputTest, RegexAndChoicesHold) {
   }
 }
 
+// The mask comes after logit_bias and the penalties: a +100 bias cannot
+// force a token the format forbids, greedy or sampled.
+TEST(StructuredOutputTest, MaskOverridesLogitBias) {
+  ResponseFormat re;
+  re.type = ResponseFormat::Type::kRegex;
+  re.spec = "a{3}";
+  auto g = Compiler().Compile(re);
+  ASSERT_TRUE(g.ok());
+  const int32_t v = Vocab()->size();
+  const int32_t b = 'b' - 0x20;
+  for (float temperature : {0.0f, 1.0f}) {
+    Sampler sampler(v);
+    SamplingParams params;
+    params.temperature = temperature;
+    params.seed = 3;
+    params.logit_bias = {{b, 100.0f}};
+    params.repetition_penalty = 2.0f;
+    std::vector<int32_t> eos = {v - 1};
+    SamplingState state(params, {}, eos);
+    state.set_constraint(std::make_unique<GrammarConstraint>(*g));
+    std::vector<float> logits(v);
+    SampleResult r;
+    std::string text;
+    for (int i = 0; i < 3; ++i) {
+      std::fill(logits.begin(), logits.end(), 0.0f);
+      ASSERT_TRUE(sampler.SampleRow(absl::MakeSpan(logits), &state, &r).ok());
+      text += Vocab()->bytes(r.token_id);
+    }
+    EXPECT_EQ(text, "aaa");
+    EXPECT_TRUE(state.constraint_complete());
+  }
+}
+
 TEST(StructuredOutputTest, EosOnlyWhereTheOutputMayEnd) {
   ResponseFormat re;
   re.type = ResponseFormat::Type::kRegex;
