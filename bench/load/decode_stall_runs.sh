@@ -62,7 +62,7 @@ PY
 
 run c16 --concurrency 16 --duration "$secs" --warmup 16 \
   --input-len fixed:128 --output-len fixed:128
-run c1 --concurrency 1 --requests 8 --warmup 1 \
+run c1 --concurrency 1 --requests 4 --warmup 1 \
   --input-len fixed:128 --output-len fixed:128
 if [[ -n "$mport" ]]; then
   curl -s "http://127.0.0.1:$mport/metrics" > "$out/metrics.txt" || true
