@@ -227,8 +227,8 @@ const FlagDoc kFlags[] = {
     {"max-prefill-tokens-while-decoding", "N", "64",
      "Generation: prompt tokens one engine step may prefill while sequences "
      "are decoding (long prompts are chunked so streams keep getting "
-     "tokens); with no sequence decoding a step may prefill "
-     "--max-batched-tokens. 0 = no separate limit."},
+     "tokens); with none decoding, the first prompt in line goes in whole "
+     "(up to --max-batched-tokens). 0 = no separate limit."},
     {"overlap-output", "BOOL", "true",
      "Generation: detokenize, check stop strings and write chunks on an "
      "output thread while the next forward pass runs."},
