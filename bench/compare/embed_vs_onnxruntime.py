@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""inferd vs ONNX Runtime on the same BERT sentence encoder (embeddings/s).
+
+For benchmarks only, never in CI. One command (it makes the venv itself):
+
+  bench/compare/embed_vs_onnxruntime.sh [BUILD_DIR] [-- options]
+
+which runs this file with the venv of bench/compare/onnxruntime_setup.sh
+(onnxruntime, onnx, numpy). Needs BUILD_DIR/service/inferd,
+BUILD_DIR/bench/inferd-bench and the real all-MiniLM-L6-v2
+(scripts/fetch-models.sh all-minilm-l6-v2, into BUILD_DIR/models).
+
+1. Export: tools/export_onnx.py writes the model's own safetensors weights
+   as an ONNX graph (BUILD_DIR/bench-compare/<model>.onnx). Checked here:
+   ONNX Runtime's embeddings of a few padded token sequences against the
+   NumPy reference (tests/reference/reference.py), cosine >= 0.9999.
+2. Speed, alternating runs (inferd dtype A, ORT, inferd dtype B, ORT, ...,
+   --rounds times):
+   - inferd: the server binary with the model (threads=2, the given
+     dtype), driven by inferd-bench over gRPC: --concurrency 8 clients,
+     fixed 128-token inputs (token ids), --rpc embed-batch by default (one
+     input per request), --duration seconds after a warmup;
+   - ONNX Runtime: an InferenceSession in this process, F32, 2 intra-op
+     threads (1 inter-op, sequential, all graph optimizations), batches of
+     B random 128-token sequences (no padding) for each B of --batch-sizes,
+     run back to back for --duration seconds; its figure is the best B.
+   Ratios: each inferd run over the ORT run of the same round.
+Prints a markdown table and writes --json.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def export(model_dir, out):
+    import onnx
+    import export_onnx
+    if not os.path.isfile(out) or os.path.getmtime(out) < os.path.getmtime(
+            os.path.join(model_dir, "model.safetensors")):
+        model, _ = export_onnx.build_model(model_dir)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        onnx.save(model, out)
+    return out
+
+
+def make_session(path, threads):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def check_fidelity(sess, model_dir):
+    """Worst cosine of ORT vs the NumPy reference over padded sequences."""
+    import reference as ref
+    rm = ref.Model(model_dir)
+    rng = np.random.default_rng(1)
+    lengths = [7, 31, 128]
+    S = max(lengths)
+    ids = np.zeros((len(lengths), S), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for r, n in enumerate(lengths):
+        ids[r, :n] = rng.integers(1000, rm.cfg["vocab_size"], size=n)
+        mask[r, :n] = 1
+    got = sess.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    worst = 1.0
+    for r, n in enumerate(lengths):
+        hidden, _ = rm.forward(ids[r, :n])
+        want = ref.st_embedding(model_dir, hidden)
+        a = got[r].astype(np.float64)
+        worst = min(worst, float(a @ want / (np.linalg.norm(a) * np.linalg.norm(want))))
+    return worst
+
+
+def run_ort(sess, vocab, batch, tokens, seconds):
+    rng = np.random.default_rng(batch)
+    ids = rng.integers(1000, vocab, size=(batch, tokens)).astype(np.int64)
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    sess.run(None, feed)  # warmup
+    n = 0
+    t0 = time.perf_counter()
+    while True:
+        sess.run(None, feed)
+        n += 1
+        dt = time.perf_counter() - t0
+        if dt >= seconds:
+            return n * batch / dt
+
+
+def run_inferd(args, dtype):
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    cmd = [os.path.join(args.build, "service", "inferd"), "--listen", "127.0.0.1:0",
+           "--model", "m=%s,threads=%d,dtype=%s" % (args.model_dir, args.threads, dtype)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
+    try:
+        port = None
+        deadline = time.time() + 120
+        while port is None and time.time() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit("inferd exited:\n" + open(log.name).read())
+            text = open(log.name).read()
+            m = re.search(r"\(port (\d+)\)", text)
+            if m and "model 'm' ready" in text:
+                port = m.group(1)
+            else:
+                time.sleep(0.1)
+        if port is None:
+            raise SystemExit("inferd did not start:\n" + open(log.name).read())
+        out = os.path.join(tempfile.gettempdir(), "inferd-bench-%d.json" % os.getpid())
+        bench = [os.path.join(args.build, "bench", "inferd-bench"),
+                 "--address", "127.0.0.1:" + port, "--rpc", args.rpc, "--model", "m",
+                 "--concurrency", str(args.concurrency), "--duration", str(args.duration),
+                 "--warmup", str(args.concurrency), "--input-len", "fixed:%d" % args.tokens,
+                 "--json", out]
+        subprocess.run(bench, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            result = json.load(f)
+        os.unlink(out)
+        return result["throughput"]["embeddings_per_s"]
+    finally:
+        proc.terminate()
+        proc.wait()
+        os.unlink(log.name)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--model-dir", default=None,
+                    help="default BUILD/models/all-minilm-l6-v2")
+    ap.add_argument("--dtypes", default="float32,int8",
+                    help="inferd dtypes, comma-separated")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--rpc", default="embed-batch")
+    ap.add_argument("--batch-sizes", default="8,16,32")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    args.build = os.path.abspath(args.build)
+    if args.model_dir is None:
+        args.model_dir = os.path.join(args.build, "models", "all-minilm-l6-v2")
+    if not os.path.isfile(os.path.join(args.model_dir, "model.safetensors")):
+        raise SystemExit("no model at %s (scripts/fetch-models.sh all-minilm-l6-v2)"
+                         % args.model_dir)
+    import onnxruntime as ort
+
+    name = os.path.basename(os.path.normpath(args.model_dir))
+    path = export(args.model_dir, os.path.join(args.build, "bench-compare", name + ".onnx"))
+    sess = make_session(path, args.threads)
+    cos = check_fidelity(sess, args.model_dir)
+    print("ONNX Runtime %s, graph %s: worst cosine to the NumPy reference %.6f"
+          % (ort.__version__, path, cos))
+    if cos < 0.9999:
+        raise SystemExit("exported graph disagrees with the reference")
+    with open(os.path.join(args.model_dir, "config.json")) as f:
+        vocab = json.load(f)["vocab_size"]
+    batches = [int(b) for b in args.batch_sizes.split(",")]
+    dtypes = args.dtypes.split(",")
+
+    rows = []
+    for rnd in range(args.rounds):
+        order = dtypes if rnd % 2 == 0 else list(reversed(dtypes))
+        ort_best = None
+        # ORT sits in the middle of each round: inferd, ORT, inferd (the
+        # inferd order flips from round to round).
+        sequence = order[:1] + ["ort"] + order[1:]
+        for what in sequence:
+            load = loadavg()
+            if what == "ort":
+                per = {b: run_ort(sess, vocab, b, args.tokens, args.duration) for b in batches}
+                best = max(per, key=per.get)
+                ort_best = per[best]
+                rows.append(dict(round=rnd + 1, engine="onnxruntime", dtype="float32",
+                                 emb_s=ort_best, detail="batch %d (%s)" % (best, ", ".join(
+                                     "%d: %.1f" % (b, v) for b, v in per.items())), load=load))
+            else:
+                e = run_inferd(args, what)
+                rows.append(dict(round=rnd + 1, engine="inferd", dtype=what, emb_s=e,
+                                 detail="%s, %d clients" % (args.rpc, args.concurrency),
+                                 load=load))
+            print("  round %d %-11s %-8s %7.1f emb/s  (load %s)" % (
+                rows[-1]["round"], rows[-1]["engine"], rows[-1]["dtype"],
+                rows[-1]["emb_s"], load), flush=True)
+        for r in rows:
+            if r["round"] == rnd + 1:
+                r["ratio"] = r["emb_s"] / ort_best
+
+    print()
+    print("| round | engine | dtype | emb/s | x ORT F32 (same round) | detail | load (1/5/15 min) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| %d | %s | %s | %.1f | %.2f | %s | %s |" % (
+            r["round"], r["engine"], r["dtype"], r["emb_s"], r["ratio"], r["detail"], r["load"]))
+    print()
+    for dtype in dtypes:
+        ratios = [r["ratio"] for r in rows if r["engine"] == "inferd" and r["dtype"] == dtype]
+        print("inferd %s / ONNX Runtime F32: median %.2fx (runs: %s)" % (
+            dtype, statistics.median(ratios), ", ".join("%.2f" % x for x in ratios)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(onnxruntime=ort.__version__, fidelity_cosine=cos,
+                           args=vars(args), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Creates $BUILD_DIR/ort-venv (default build/ort-venv) with ONNX Runtime,
+# the onnx package (graph building for tools/export_onnx.py) and numpy, for
+# bench/compare/embed_vs_onnxruntime.py. For benchmarks only: never used by
+# inferd, its tests or CI.
+#
+# Pinned versions; the wheels are kept in build/bench-wheels/ort, so later
+# runs install offline in seconds. Idempotent. Prints the venv's python
+# path on its last line.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+ONNXRUNTIME_VERSION="${ONNXRUNTIME_VERSION:-1.32.0}"
+ONNX_VERSION="${ONNX_VERSION:-1.23.2}"
+# numpy pinned as in the test venv.
+constraints="$root/scripts/python-requirements.txt"
+venv="$build/ort-venv"
+wheels="$build/bench-wheels/ort"
+want="onnxruntime==$ONNXRUNTIME_VERSION onnx==$ONNX_VERSION numpy"
+stamp_val="$ONNXRUNTIME_VERSION $ONNX_VERSION $(sha256sum "$constraints" | cut -c1-16)"
+stamp="$venv/.inferd-bench-stamp"
+
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$stamp_val" ]]; then
+  echo "$venv/bin/python"
+  exit 0
+fi
+
+py=""
+for cand in python3 /usr/bin/python3; do
+  if command -v "$cand" >/dev/null 2>&1 &&
+     "$cand" -c "import venv, ensurepip" >/dev/null 2>&1; then
+    py="$(command -v "$cand")"
+    break
+  fi
+done
+[[ -n "$py" ]] || { echo "onnxruntime_setup: no python3 with venv" >&2; exit 1; }
+
+rm -rf "$venv"
+"$py" -m venv "$venv" >&2
+mkdir -p "$wheels"
+# shellcheck disable=SC2086
+if ! "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
+     -c "$constraints" $want >&2 2>/dev/null; then
+  echo "onnxruntime_setup: downloading $want into $wheels" >&2
+  # shellcheck disable=SC2086
+  "$venv/bin/python" -m pip download --quiet --dest "$wheels" -c "$constraints" \
+    $want >&2
+  # shellcheck disable=SC2086
+  "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
+    -c "$constraints" $want >&2
+fi
+"$venv/bin/python" -c "import onnxruntime, onnx, numpy" >&2
+echo "$stamp_val" > "$stamp"
+echo "$venv/bin/python"
