@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Builds every tests/fuzz/*_fuzz.cc as a libFuzzer binary (clang,
-# ASan + UBSan) and runs each for a short smoke run from a seed corpus.
+# ASan + UBSan) and runs each from a seed corpus.
 #
-#   scripts/run-fuzzers.sh [BUILD_DIR] [RUNS]
+#   scripts/run-fuzzers.sh [BUILD_DIR] [RUNS] [TARGET...]
 #
 # BUILD_DIR defaults to build/fuzz, RUNS (inputs per fuzzer) to 20000;
 # FUZZ_MAX_SECONDS (default 45) caps each fuzzer's run time so a slow target
-# cannot stretch the smoke run.
-# Seeds come from the generated tiny test models ($INFERD_TEST_MODELS_DIR or
-# BUILD_DIR/../test_models) and ../shared when present. Exits non-zero when a
-# fuzzer finds a crash (the reproducer is left in BUILD_DIR/<name>/).
+# cannot stretch the smoke run (0: no cap). TARGETs (e.g. gguf_fuzz) limit
+# the run to those fuzzers. A long run outside CI, a million inputs each:
+#   FUZZ_MAX_SECONDS=0 nice -n 19 scripts/run-fuzzers.sh build/fuzz 1000000
+# Seeds: the committed corpora in tests/fuzz/corpus/<target>/, plus files
+# cut from the generated tiny test models ($INFERD_TEST_MODELS_DIR or
+# BUILD_DIR/../test_models) and ../shared when present. Each fuzzer's
+# working corpus (BUILD_DIR/<target>/corpus) keeps what earlier runs found.
+# Sources shared by several fuzzers are compiled once (BUILD_DIR/obj).
+# Exits non-zero when a fuzzer finds a crash (the reproducer is left in
+# BUILD_DIR/<name>/).
 set -euo pipefail
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 out="$(mkdir -p "${1:-$root/build/fuzz}" && cd "${1:-$root/build/fuzz}" && pwd)"
 runs="${2:-20000}"
+only=("${@:3}")
 shared="${INFERD_SHARED_DIR:-$root/../shared}"
 models="${INFERD_TEST_MODELS_DIR:-$out/../test_models}"
 python="${INFERD_PYTHON:-/usr/bin/python3}"
@@ -38,6 +45,20 @@ absl_libs=$(pkg-config --libs absl_status absl_statusor absl_strings \
   absl_raw_logging_internal absl_throw_delegate absl_bad_optional_access \
   absl_bad_variant_access)
 
+# Generated protobuf code for the request fuzzer (protoc into BUILD_DIR).
+proto_gen="$out/proto_gen"
+gen_protos() {
+  mkdir -p "$proto_gen"
+  local p
+  for p in inference models; do
+    if [[ ! -f "$proto_gen/inferd/v1/$p.pb.cc" ||
+          "$root/protos/inferd/v1/$p.proto" -nt "$proto_gen/inferd/v1/$p.pb.cc" ]]; then
+      protoc --proto_path="$root/protos" --cpp_out="$proto_gen" \
+        "$root/protos/inferd/v1/$p.proto"
+    fi
+  done
+}
+
 # Sources each fuzzer needs besides itself.
 sources_for() {
   case "$1" in
@@ -46,16 +67,33 @@ sources_for() {
            "$root/device/quant.cc" "$root/runtime/common/registry.cc" ;;
     tokenizer_fuzz)
       echo "$root"/runtime/tokenizer/*.cc "$root/device/tensor.cc" ;;
+    chat_template_fuzz)
+      echo "$root"/runtime/chat/*.cc ;;
+    request_fuzz)
+      echo "$root/service/convert.cc" "$root"/runtime/gen/sampling_params.cc \
+           "$proto_gen/inferd/v1/inference.pb.cc" \
+           "$proto_gen/inferd/v1/models.pb.cc" ;;
     *)
       echo "$root"/runtime/loader/*.cc "$root"/runtime/tokenizer/*.cc \
            "$root/device/tensor.cc" "$root/device/quant.cc" \
            "$root/runtime/common/registry.cc" ;;
   esac
 }
-extra_flags_for() {
+# Compile flags per fuzzer (its own source and the sources it needs).
+cflags_for() {
   case "$1" in
+    chat_template_fuzz) echo "-DINFERD_FUZZ_SOURCE_DIR=\"$root\"" ;;
+    request_fuzz) echo "-I$proto_gen $(pkg-config --cflags protobuf)" ;;
     safetensors_fuzz|config_fuzz|gguf_fuzz) ;;
-    *) pkg-config --cflags --libs oniguruma icu-uc icu-i18n ;;
+    *) pkg-config --cflags oniguruma icu-uc icu-i18n ;;
+  esac
+}
+# Link flags per fuzzer.
+libs_for() {
+  case "$1" in
+    request_fuzz) pkg-config --libs protobuf ;;
+    safetensors_fuzz|config_fuzz|gguf_fuzz|chat_template_fuzz) ;;
+    *) pkg-config --libs oniguruma icu-uc icu-i18n ;;
   esac
 }
 max_len_for() {
@@ -66,7 +104,15 @@ max_len_for() {
 }
 
 # --- seed corpora ----------------------------------------------------------
-seed_dir() { local d="$out/$1/corpus"; mkdir -p "$d"; echo "$d"; }
+# The working corpus of a fuzzer, with the committed seeds copied in.
+seed_dir() {
+  local d="$out/$1/corpus"
+  mkdir -p "$d"
+  if [[ -d "$root/tests/fuzz/corpus/$1" ]]; then
+    cp -n "$root/tests/fuzz/corpus/$1"/* "$d"/ 2>/dev/null || true
+  fi
+  echo "$d"
+}
 
 seed_safetensors() {
   local d; d=$(seed_dir safetensors_fuzz)
@@ -146,35 +192,117 @@ seed_tokenizer() {
   printf 'Hello world! 12345 \xe2\x96\x81 caf\xc3\xa9 \xf0\x9f\x98\x80' > "$d/mixed"
 }
 
-# --- build and run -----------------------------------------------------------
-status=0
+seed_chat_template() {
+  local d; d=$(seed_dir chat_template_fuzz)
+  # Mode 0: the real templates as fuzzed sources.
+  local f i=0
+  for f in "$root"/tests/data/chat_templates/*.jinja; do
+    { printf '\0'; cat "$f"; } > "$d/template_$i"; i=$((i + 1))
+  done
+}
+
+# --- build and run ---------------------------------------------------------
+# Every source is compiled once per set of flags into BUILD_DIR/obj (fuzzers
+# share the loader's and tokenizer's sources), two at a time per core, and
+# recompiled when it or any header of the tree is newer than its object.
+obj_dir="$out/obj"
+mkdir -p "$obj_dir"
 shopt -s nullglob
+targets=()
 for src in "$root"/tests/fuzz/*_fuzz.cc; do
   name=$(basename "$src" .cc)
+  if ((${#only[@]})); then
+    keep=0
+    for o in "${only[@]}"; do [[ "$o" == "$name" ]] && keep=1; done
+    ((keep)) || continue
+  fi
+  targets+=("$name")
+done
+for name in "${targets[@]}"; do
+  [[ "$name" == request_fuzz ]] && gen_protos
+done
+newest_header=$(find "$root/runtime" "$root/device" "$root/service" \
+                  "$proto_gen" -name '*.h' -printf '%T@\n' 2>/dev/null |
+                sort -n | tail -n 1)
+newest_header=${newest_header%.*}
+
+# obj_for SRC FLAGS: the object path for SRC compiled with FLAGS.
+obj_for() {
+  local rel="${1#"$root"/}"
+  rel="${rel#"$out"/}"
+  echo "$obj_dir/${rel//\//_}.$(printf '%s' "$2" | md5sum | cut -c1-8).o"
+}
+needs_build() {
+  local src="$1" obj="$2"
+  [[ -f "$obj" && ! "$src" -nt "$obj" ]] || return 0
+  (($(stat -c %Y "$obj") <= ${newest_header:-0}))
+}
+
+status=0
+jobs_max=$(($(nproc) * 2))
+declare -A queued=()
+compile_failed="$obj_dir/.failed"
+rm -f "$compile_failed"
+for name in "${targets[@]}"; do
+  read -r -a srcs <<< "$(sources_for "$name")"
+  cf="$(cflags_for "$name")"
+  for s in "$root/tests/fuzz/$name.cc" "${srcs[@]}"; do
+    [[ -f "$s" ]] || continue
+    if [[ "$s" == "$root/tests/fuzz/$name.cc" ]]; then
+      san="-fsanitize=fuzzer,address,undefined"
+    else
+      san="-fsanitize=fuzzer-no-link,address,undefined"
+    fi
+    o=$(obj_for "$s" "$san $cf")
+    [[ -n "${queued[$o]:-}" ]] && continue
+    queued[$o]=1
+    needs_build "$s" "$o" || continue
+    while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+    read -r -a cfa <<< "$cf"
+    ( "$cxx" "${flags[@]/-fsanitize=fuzzer,address,undefined/$san}" \
+        "${cfa[@]+"${cfa[@]}"}" -c "$s" -o "$o.tmp" && mv "$o.tmp" "$o" ) ||
+      echo "$s" >> "$compile_failed" &
+  done
+done
+wait
+if [[ -f "$compile_failed" ]]; then
+  echo "run-fuzzers: failed to compile: $(tr '\n' ' ' < "$compile_failed")" >&2
+  status=1
+fi
+
+for name in "${targets[@]}"; do
+  src="$root/tests/fuzz/$name.cc"
   mkdir -p "$out/$name"
   bin="$out/$name/$name"
   read -r -a srcs <<< "$(sources_for "$name")"
+  cf="$(cflags_for "$name")"
+  objs=("$(obj_for "$src" "-fsanitize=fuzzer,address,undefined $cf")")
   missing=0
-  for s in "${srcs[@]}"; do [[ -f "$s" ]] || missing=1; done
+  for s in "${srcs[@]}"; do
+    [[ -f "$s" ]] || missing=1
+    objs+=("$(obj_for "$s" "-fsanitize=fuzzer-no-link,address,undefined $cf")")
+  done
   if ((missing)); then
     echo "run-fuzzers: $name: sources not all present yet, skipping"
     continue
   fi
-  newer=0
-  if [[ ! -x "$bin" ]]; then
-    newer=1
-  else
-    while IFS= read -r f; do
-      [[ "$f" -nt "$bin" ]] && { newer=1; break; }
-    done < <(printf '%s\n' "$src" "${srcs[@]}" "$root/device/tensor.h" \
-               "$root"/runtime/common/*.h "$(dirname "${srcs[0]}")"/*.h)
+  relink=0
+  [[ -x "$bin" ]] || relink=1
+  for o in "${objs[@]}"; do
+    [[ -f "$o" ]] || { relink=2; break; }
+    [[ "$o" -nt "$bin" ]] && relink=1
+  done
+  if ((relink == 2)); then
+    echo "run-fuzzers: $name failed to build" >&2
+    status=1
+    continue
   fi
-  if ((newer)); then
-    echo "run-fuzzers: building $name"
-    read -r -a extra <<< "$(extra_flags_for "$name")"
-    if ! "$cxx" "${flags[@]}" "$src" "${srcs[@]}" "${extra[@]+"${extra[@]}"}" \
-        $absl_libs -lpthread -o "$bin.tmp"; then
-      echo "run-fuzzers: $name failed to build" >&2
+  if ((relink)); then
+    echo "run-fuzzers: linking $name"
+    read -r -a libs <<< "$(libs_for "$name")"
+    if ! "$cxx" -fsanitize=fuzzer,address,undefined "${objs[@]}" \
+        "${libs[@]+"${libs[@]}"}" $absl_libs -lpthread -o "$bin.tmp"; then
+      echo "run-fuzzers: $name failed to link" >&2
       status=1
       continue
     fi
@@ -185,6 +313,7 @@ for src in "$root"/tests/fuzz/*_fuzz.cc; do
     gguf_fuzz) seed_gguf ;;
     config_fuzz) seed_config ;;
     tokenizer_fuzz) seed_tokenizer ;;
+    chat_template_fuzz) seed_chat_template ;;
     *) seed_dir "$name" >/dev/null ;;
   esac
   echo "run-fuzzers: running $name for $runs inputs (at most ${max_seconds}s)"
@@ -198,7 +327,4 @@ for src in "$root"/tests/fuzz/*_fuzz.cc; do
     grep -E "stat::number_of_executed_units|Done" "$out/$name/run.log" | tail -n 2
   fi
 done
-if [[ ! -f "$root/tests/fuzz/tokenizer_fuzz.cc" ]]; then
-  echo "run-fuzzers: tests/fuzz/tokenizer_fuzz.cc not present yet, skipped"
-fi
 exit $status
