@@ -66,7 +66,7 @@ TEST(FlagsTest, RejectsBadValuesSayingWhatToFix) {
   EXPECT_NE(o.status().message().find("max-seqs"), std::string::npos);
   auto d = Parse({"--model", "a=/x", "--dtype", "int4"});
   ASSERT_FALSE(d.ok());
-  EXPECT_NE(d.status().message().find("float32, bfloat16, q8_0, q4_0 or q4_1"),
+  EXPECT_NE(d.status().message().find("float32, bfloat16, q8_0, q4_0, q4_1 or int8"),
             std::string::npos);
   auto l = Parse({"--model", "a=/x", "--log-format", "xml"});
   ASSERT_FALSE(l.ok());
