@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""inferd vs llama.cpp's llama-server under a closed-loop generation load.
+
+For benchmarks only, never in CI. One command (it builds what it needs):
+
+  bench/compare/llm_load_vs_llamaserver.sh [BUILD_DIR] [-- options]
+
+Both servers load the SAME GGUF file (default: the TinyLlama-1.1B-shaped F16
+file of bench/compare/gguf_vs_llamacpp.py, random weights, 2.1 GB), run on
+--threads threads, and get the same load: --streams closed-loop clients
+(each sends its next request when the previous one has finished), prompts of
+--input-len token ids, --output-len generated tokens with EOS ignored,
+greedy, prompt caching off, for --seconds after one warm-up request per
+stream. Alternating rounds: inferd, llama-server, llama-server, inferd, ...
+
+- inferd: BUILD_DIR/service/inferd, driven over gRPC by
+  BUILD_DIR/bench/inferd-bench (--rpc generate, prompt_token_ids).
+- llama-server: built from the llama.cpp that llama-cpp-python's sdist
+  vendors (bench/compare/llamaserver_setup.sh), with --parallel = streams
+  slots (its continuous batching), context streams x (input + output),
+  driven by the HTTP client in this file: POST /completion with the prompt
+  as token ids, stream=true, ignore_eos, n_predict, cache_prompt=false;
+  every streamed event is a token (the time of each is recorded).
+
+Per run: output tokens/s (generated tokens of the requests completed in the
+window / window from the first timed send to the last answer), TTFT p50/p99,
+TPOT p50 ((e2e - TTFT) / (n - 1)), longest gap between two tokens of one
+request p50/p99. Ratios inferd / llama-server per round.
+
+The machine bound the issue asks about (16-stream tokens/s the hardware
+allows): one step of S streams reads every weight once (bytes at
+--bandwidth-gbs) and computes S tokens (2 x parameters FLOP each at
+--peak-gflops); bound = S / (bytes / bandwidth + S x 2 x params / peak).
+Both are measured on this machine by inferd_kernels_bench at startup when
+not given (stream read; the faster of the FP32 FMA and BF16 dot peaks).
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def gguf_weights(path):
+    """(bytes one decode step streams, parameters) of a GGUF."""
+    import gguf
+    r = gguf.GGUFReader(path)
+    sizes = {t.name: int(t.n_bytes) for t in r.tensors}
+    elems = {t.name: int(t.n_elements) for t in r.tensors}
+    step = sum(sizes.values())
+    params = sum(elems.values())
+    if "output.weight" in sizes:  # untied head: the embedding is a row lookup
+        step -= sizes.get("token_embd.weight", 0)
+        params -= elems.get("token_embd.weight", 0)
+    return step, params
+
+
+def wait_port(proc, log_path, pattern, what, timeout=600):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited: see {log_path}")
+        with open(log_path, errors="replace") as f:
+            m = re.search(pattern, f.read())
+        if m:
+            return m
+        time.sleep(0.2)
+    sys.exit(f"{what} did not start within {timeout} s: see {log_path}")
+
+
+# ------------------------------------------------------------------ inferd
+def run_inferd(args, out_dir, tag):
+    log = os.path.join(out_dir, f"inferd-{tag}.log")
+    with open(log, "w") as lf:
+        proc = subprocess.Popen(
+            [os.path.join(args.build, "service/inferd"), "--listen", "127.0.0.1:0",
+             "--threads", str(args.threads), "--kv-cache-memory", "2GiB",
+             "--model", f"m={args.gguf}"] + args.inferd_flag,
+            stdout=lf, stderr=subprocess.STDOUT)
+    try:
+        port = wait_port(proc, log, r"\(port (\d+)\)", "inferd").group(1)
+        wait_port(proc, log, r"model\(s\) ready", "inferd")
+        js = os.path.join(out_dir, f"inferd-{tag}.json")
+        load = loadavg()
+        subprocess.run(
+            [os.path.join(args.build, "bench/inferd-bench"), "--address",
+             f"127.0.0.1:{port}", "--rpc", "generate", "--model", "m",
+             "--concurrency", str(args.streams), "--duration", str(args.seconds),
+             "--warmup", str(args.streams), "--input-len", f"fixed:{args.input_len}",
+             "--output-len", f"fixed:{args.output_len}", "--disable-prefix-cache",
+             "--json", js], check=True, stdout=subprocess.DEVNULL)
+        r = json.load(open(js))
+        lat = r["latency_ms"]
+        return {"out_tok_s": r["throughput"]["output_tokens_per_s"],
+                "requests": r["requests"]["completed"],
+                "ttft_p50": lat["ttft"]["p50"], "ttft_p99": lat["ttft"]["p99"],
+                "tpot_p50": lat["tpot"]["p50"],
+                "gap_p50": lat["itl_max"]["p50"], "gap_p99": lat["itl_max"]["p99"],
+                "load": load}
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+# ------------------------------------------------------------ llama-server
+class ServerClient:
+    def __init__(self, port):
+        self.port = port
+
+    def tokenize(self, text):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        c.request("POST", "/tokenize", json.dumps({"content": text}),
+                  {"Content-Type": "application/json"})
+        r = json.loads(c.getresponse().read())
+        c.close()
+        return r["tokens"]
+
+    def complete(self, ids, n):
+        """Streams one completion; returns (send time, token arrival times)."""
+        body = json.dumps({"prompt": ids, "n_predict": n, "stream": True,
+                           "ignore_eos": True, "temperature": 0.0,
+                           "cache_prompt": False, "samplers": ["top_k"],
+                           "top_k": 1})
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1200)
+        t0 = time.monotonic()
+        c.request("POST", "/completion", body, {"Content-Type": "application/json"})
+        resp = c.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"llama-server: HTTP {resp.status}: {resp.read()[:200]}")
+        times = []
+        predicted = None
+        for line in resp:
+            line = line.strip()
+            if not line.startswith(b"data: "):
+                continue
+            ev = json.loads(line[6:])
+            if ev.get("stop"):
+                predicted = ev.get("timings", {}).get("predicted_n", ev.get("tokens_predicted"))
+                break
+            times.append(time.monotonic())
+        c.close()
+        if predicted is not None and predicted != len(times):
+            # A stream event can carry more than one token; spread evenly.
+            raise RuntimeError(f"llama-server streamed {len(times)} events for "
+                               f"{predicted} tokens")
+        return t0, times
+
+
+def run_llamaserver(args, out_dir, tag, prompts):
+    log = os.path.join(out_dir, f"llama-server-{tag}.log")
+    ctx = args.streams * (args.input_len + args.output_len + 16)
+    with open(log, "w") as lf:
+        proc = subprocess.Popen(
+            [args.llama_server, "-m", args.gguf, "--host", "127.0.0.1",
+             "--port", str(args.llama_port), "-t", str(args.threads), "-tb",
+             str(args.threads), "-np", str(args.streams), "-c", str(ctx),
+             "--no-webui"] + args.llama_flag,
+            stdout=lf, stderr=subprocess.STDOUT)
+    try:
+        wait_port(proc, log, r"server is listening|HTTP server listening",
+                  "llama-server")
+        client = ServerClient(args.llama_port)
+        load = loadavg()
+        results = []
+        lock = threading.Lock()
+        start = [None]
+        stop_at = [None]
+        barrier = threading.Barrier(args.streams)
+
+        def stream(i):
+            k = i
+            ids = prompts[k % len(prompts)]
+            client.complete(ids, args.output_len)  # warm-up, not recorded
+            barrier.wait()
+            with lock:
+                if start[0] is None:
+                    start[0] = time.monotonic()
+                    stop_at[0] = start[0] + args.seconds
+            while time.monotonic() < stop_at[0]:
+                k += args.streams
+                t0, times = client.complete(prompts[k % len(prompts)], args.output_len)
+                with lock:
+                    results.append((t0, times))
+
+        threads = [threading.Thread(target=stream, args=(i,)) for i in range(args.streams)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        end = max(ts[-1] for _, ts in results)
+        toks = sum(len(ts) for _, ts in results)
+        ttft = [(ts[0] - t0) * 1e3 for t0, ts in results]
+        tpot = [(ts[-1] - ts[0]) * 1e3 / (len(ts) - 1) for _, ts in results if len(ts) > 1]
+        gaps = [max(b - a for a, b in zip(ts, ts[1:])) * 1e3 for _, ts in results if len(ts) > 1]
+        return {"out_tok_s": toks / (end - start[0]), "requests": len(results),
+                "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
+                "tpot_p50": pct(tpot, 50), "gap_p50": pct(gaps, 50),
+                "gap_p99": pct(gaps, 99), "load": load}
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def llama_prompts(args):
+    """--input-len-token prompts cut from English text with the model's own
+    tokenizer (llama-server's /tokenize), each starting at another offset."""
+    log = os.path.join(args.out, "llama-server-tokenize.log")
+    with open(log, "w") as lf:
+        proc = subprocess.Popen(
+            [args.llama_server, "-m", args.gguf, "--host", "127.0.0.1", "--port",
+             str(args.llama_port), "-t", str(args.threads), "-c", "512", "--no-webui"],
+            stdout=lf, stderr=subprocess.STDOUT)
+    try:
+        wait_port(proc, log, r"server is listening|HTTP server listening", "llama-server")
+        with open(os.path.join(ROOT, "bench/load/english_texts.txt")) as f:
+            text = " ".join(l.strip() for l in f if l.strip())
+        ids = ServerClient(args.llama_port).tokenize(text)
+    finally:
+        proc.terminate()
+        proc.wait()
+    while len(ids) < 4 * args.input_len:
+        ids = ids + ids
+    step = max(1, (len(ids) - args.input_len) // 64)
+    return [ids[o:o + args.input_len]
+            for o in range(0, len(ids) - args.input_len, step)][:64]
+
+
+def measure_machine(args):
+    """(stream bandwidth GB/s, compute peak GFLOP/s) on args.threads threads,
+    from inferd_kernels_bench's startup measurements unless given. The peak is
+    the faster of the FP32 FMA and the vdpbf16ps peaks (the bound asks what
+    the machine allows, whichever path reaches it)."""
+    bw, peak = args.bandwidth_gbs, args.peak_gflops
+    if bw is None or peak is None:
+        out = subprocess.run(
+            [os.path.join(args.build, "bench/inferd_kernels_bench"),
+             "--benchmark_filter=BM_QuantLinearL2/1/0$", "--benchmark_min_time=0.01"],
+            capture_output=True, text=True).stderr
+        t = min(args.threads, 2)
+        m = re.search(rf"machine, {t} thread\(s\): FP32 FMA peak ([0-9.]+) GFLOP/s, "
+                      rf"BF16 dot peak ([0-9.]+) GFLOP/s, stream read ([0-9.]+) GB/s", out)
+        if not m:
+            sys.exit("could not read the machine figures from inferd_kernels_bench; "
+                     "pass --bandwidth-gbs and --peak-gflops")
+        bw = bw if bw is not None else float(m.group(3))
+        peak = peak if peak is not None else max(float(m.group(1)), float(m.group(2)))
+    return bw, peak
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--gguf", default=None)
+    ap.add_argument("--llama-server", required=True)
+    ap.add_argument("--llama-port", type=int, default=18731)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--streams", type=int, default=16)
+    ap.add_argument("--input-len", type=int, default=128)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds of (inferd, llama-server), order alternating")
+    ap.add_argument("--bandwidth-gbs", type=float, default=None)
+    ap.add_argument("--peak-gflops", type=float, default=None,
+                    help="compute FLOP/s of all --threads threads together")
+    ap.add_argument("--inferd-flag", action="append", default=[],
+                    help="extra inferd flag (repeatable), e.g. --inferd-flag=--max-seqs=32")
+    ap.add_argument("--llama-flag", action="append", default=[],
+                    help="extra llama-server flag (repeatable)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    args.gguf = args.gguf or os.path.join(args.build, "bench-compare/tinyllama-shape-f16.gguf")
+    args.out = args.out or os.path.join(args.build, "bench-compare/llm-load")
+    os.makedirs(args.out, exist_ok=True)
+
+    step_bytes, params = gguf_weights(args.gguf)
+    bw, peak = measure_machine(args)
+    step_s = step_bytes / (bw * 1e9) + args.streams * 2 * params / (peak * 1e9)
+    bound = args.streams / step_s
+    print(f"model {os.path.basename(args.gguf)}: {step_bytes / 1e9:.2f} GB read per step, "
+          f"{params / 1e9:.2f} G parameters; machine {bw:.1f} GB/s, {peak:.0f} GFLOP/s "
+          f"BF16 on {args.threads} threads -> bound {bound:.1f} tok/s at "
+          f"{args.streams} streams ({step_s * 1e3:.0f} ms a step)", flush=True)
+
+    prompts = llama_prompts(args)
+    rows = []
+    for rnd in range(args.rounds):
+        order = ["inferd", "llama-server"] if rnd % 2 == 0 else ["llama-server", "inferd"]
+        res = {}
+        for who in order:
+            tag = f"r{rnd}"
+            res[who] = (run_inferd(args, args.out, tag) if who == "inferd"
+                        else run_llamaserver(args, args.out, tag, prompts))
+            r = res[who]
+            print(f"round {rnd} {who}: {r['out_tok_s']:.1f} out tok/s, TTFT p50/p99 "
+                  f"{r['ttft_p50']:.0f}/{r['ttft_p99']:.0f} ms, TPOT p50 "
+                  f"{r['tpot_p50']:.0f} ms, longest gap p50/p99 {r['gap_p50']:.0f}/"
+                  f"{r['gap_p99']:.0f} ms, {r['requests']} requests [load {r['load']}]",
+                  flush=True)
+        rows.append(res)
+
+    print()
+    print("| round | engine | out tok/s | TTFT p50 / p99 ms | TPOT p50 ms | "
+          "longest gap p50 / p99 ms | gap p99 / TPOT p50 | requests | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for i, res in enumerate(rows):
+        for who in ("inferd", "llama-server"):
+            r = res[who]
+            print(f"| {i} | {who} | {r['out_tok_s']:.1f} | {r['ttft_p50']:.0f} / "
+                  f"{r['ttft_p99']:.0f} | {r['tpot_p50']:.0f} | {r['gap_p50']:.0f} / "
+                  f"{r['gap_p99']:.0f} | {r['gap_p99'] / r['tpot_p50']:.1f} | "
+                  f"{r['requests']} | {r['load']} |")
+    ratios = [res["inferd"]["out_tok_s"] / res["llama-server"]["out_tok_s"] for res in rows]
+    inf = statistics.median(res["inferd"]["out_tok_s"] for res in rows)
+    print(f"\nout tok/s inferd / llama-server per round: "
+          + ", ".join(f"{x:.2f}x" for x in ratios))
+    print(f"inferd median {inf:.1f} tok/s = {100 * inf / bound:.0f}% of the bound "
+          f"{bound:.1f} tok/s")
+    with open(os.path.join(args.out, "result.json"), "w") as f:
+        json.dump({"rounds": rows, "bound_tok_s": bound, "bandwidth_gbs": bw,
+                   "peak_gflops": peak, "step_bytes": step_bytes, "params": params,
+                   "args": {k: v for k, v in vars(args).items()}}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
