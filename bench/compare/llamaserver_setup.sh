@@ -48,9 +48,10 @@ echo "llamaserver_setup: building llama-server (llama-cpp-python $version's" \
      "llama.cpp, native CPU, 2 jobs)" >&2
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
   -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF \
-  -DCMAKE_RUNTIME_OUTPUT_DIRECTORY="$out/bin" >&2
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >&2
 cmake --build "$out/build" --target llama-server -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}" >&2
+mkdir -p "$out/bin"
+cp "$out/build/bin/llama-server" "$bin"
 [[ -x "$bin" ]] || { echo "llamaserver_setup: $bin was not built" >&2; exit 1; }
 rm -rf "$src" "$out/build"
 echo "$version" > "$out/.version"

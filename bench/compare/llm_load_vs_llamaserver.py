@@ -29,8 +29,10 @@ request p50/p99. Ratios inferd / llama-server per round.
 
 The machine bound the issue asks about (16-stream tokens/s the hardware
 allows): one step of S streams reads every weight once (bytes at
---bandwidth-gbs) and computes S tokens (2 x parameters FLOP each at
---peak-gflops); bound = S / (bytes / bandwidth + S x 2 x params / peak).
+--bandwidth-gbs) and computes its tokens (2 x parameters FLOP each at
+--peak-gflops): S decoded tokens plus, on average, S x input / output
+prompt tokens (every request brings its prompt for output-len steps);
+bound = S / (bytes / bandwidth + S (1 + in / out) x 2 x params / peak).
 Both are measured on this machine by inferd_kernels_bench at startup when
 not given (stream read; the faster of the FP32 FMA and BF16 dot peaks).
 """
@@ -143,7 +145,7 @@ class ServerClient:
         body = json.dumps({"prompt": ids, "n_predict": n, "stream": True,
                            "ignore_eos": True, "temperature": 0.0,
                            "cache_prompt": False, "samplers": ["top_k"],
-                           "top_k": 1})
+                           "top_k": 1, "return_tokens": True})
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1200)
         t0 = time.monotonic()
         c.request("POST", "/completion", body, {"Content-Type": "application/json"})
@@ -157,15 +159,23 @@ class ServerClient:
             if not line.startswith(b"data: "):
                 continue
             ev = json.loads(line[6:])
+            # An event carries the tokens decoded since the last one (the
+            # server holds back incomplete UTF-8, the last event may carry
+            # tokens too): each counts at its event's arrival.
+            now = time.monotonic()
             if ev.get("stop"):
+                times.extend([now] * len(ev.get("tokens") or []))
                 predicted = ev.get("timings", {}).get("predicted_n", ev.get("tokens_predicted"))
+                # Tokens held back and flushed with the final text (partial
+                # UTF-8 of byte tokens) arrive with this last event.
+                if predicted is not None and predicted > len(times):
+                    times.extend([now] * (predicted - len(times)))
                 break
-            times.append(time.monotonic())
+            times.extend([now] * (len(ev["tokens"]) if "tokens" in ev else 1))
         c.close()
         if predicted is not None and predicted != len(times):
-            # A stream event can carry more than one token; spread evenly.
-            raise RuntimeError(f"llama-server streamed {len(times)} events for "
-                               f"{predicted} tokens")
+            raise RuntimeError(f"llama-server streamed {len(times)} tokens but "
+                               f"reports {predicted}")
         return t0, times
 
 
@@ -180,7 +190,7 @@ def run_llamaserver(args, out_dir, tag, prompts):
              "--no-webui"] + args.llama_flag,
             stdout=lf, stderr=subprocess.STDOUT)
     try:
-        wait_port(proc, log, r"server is listening|HTTP server listening",
+        wait_port(proc, log, r"server is listening|HTTP server listening|llama_server: listening on",
                   "llama-server")
         client = ServerClient(args.llama_port)
         load = loadavg()
@@ -190,7 +200,16 @@ def run_llamaserver(args, out_dir, tag, prompts):
         stop_at = [None]
         barrier = threading.Barrier(args.streams)
 
+        errors = []
+
         def stream(i):
+            try:
+                body(i)
+            except Exception as e:  # noqa: BLE001 - reported after the join
+                errors.append(e)
+                barrier.abort()
+
+        def body(i):
             k = i
             ids = prompts[k % len(prompts)]
             client.complete(ids, args.output_len)  # warm-up, not recorded
@@ -210,6 +229,8 @@ def run_llamaserver(args, out_dir, tag, prompts):
             t.start()
         for t in threads:
             t.join()
+        if errors:
+            raise errors[0]
         end = max(ts[-1] for _, ts in results)
         toks = sum(len(ts) for _, ts in results)
         ttft = [(ts[0] - t0) * 1e3 for t0, ts in results]
@@ -234,7 +255,7 @@ def llama_prompts(args):
              str(args.llama_port), "-t", str(args.threads), "-c", "512", "--no-webui"],
             stdout=lf, stderr=subprocess.STDOUT)
     try:
-        wait_port(proc, log, r"server is listening|HTTP server listening", "llama-server")
+        wait_port(proc, log, r"server is listening|HTTP server listening|llama_server: listening on", "llama-server")
         with open(os.path.join(ROOT, "bench/load/english_texts.txt")) as f:
             text = " ".join(l.strip() for l in f if l.strip())
         ids = ServerClient(args.llama_port).tokenize(text)
@@ -257,7 +278,7 @@ def measure_machine(args):
     if bw is None or peak is None:
         out = subprocess.run(
             [os.path.join(args.build, "bench/inferd_kernels_bench"),
-             "--benchmark_filter=BM_QuantLinearL2/1/0$", "--benchmark_min_time=0.01"],
+             "--benchmark_filter=BM_Linear/M:4096/N:384/K:384/bf16:0/threads:1/"],
             capture_output=True, text=True).stderr
         t = min(args.threads, 2)
         m = re.search(rf"machine, {t} thread\(s\): FP32 FMA peak ([0-9.]+) GFLOP/s, "
@@ -291,6 +312,8 @@ def main():
                     help="extra inferd flag (repeatable), e.g. --inferd-flag=--max-seqs=32")
     ap.add_argument("--llama-flag", action="append", default=[],
                     help="extra llama-server flag (repeatable)")
+    ap.add_argument("--engines", default="inferd,llama-server",
+                    help="which to run (a subset for a partial rerun)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     args.gguf = args.gguf or os.path.join(args.build, "bench-compare/tinyllama-shape-f16.gguf")
@@ -299,11 +322,15 @@ def main():
 
     step_bytes, params = gguf_weights(args.gguf)
     bw, peak = measure_machine(args)
-    step_s = step_bytes / (bw * 1e9) + args.streams * 2 * params / (peak * 1e9)
+    # A step decodes one token of every stream and, on average, computes
+    # input_len / output_len prompt tokens per decoded token (each request
+    # brings input_len prompt tokens for output_len steps).
+    step_tokens = args.streams * (1 + args.input_len / args.output_len)
+    step_s = step_bytes / (bw * 1e9) + step_tokens * 2 * params / (peak * 1e9)
     bound = args.streams / step_s
     print(f"model {os.path.basename(args.gguf)}: {step_bytes / 1e9:.2f} GB read per step, "
           f"{params / 1e9:.2f} G parameters; machine {bw:.1f} GB/s, {peak:.0f} GFLOP/s "
-          f"BF16 on {args.threads} threads -> bound {bound:.1f} tok/s at "
+          f"on {args.threads} threads -> bound {bound:.1f} tok/s at "
           f"{args.streams} streams ({step_s * 1e3:.0f} ms a step)", flush=True)
 
     prompts = llama_prompts(args)
@@ -311,7 +338,7 @@ def main():
     for rnd in range(args.rounds):
         order = ["inferd", "llama-server"] if rnd % 2 == 0 else ["llama-server", "inferd"]
         res = {}
-        for who in order:
+        for who in [o for o in order if o in args.engines.split(",")]:
             tag = f"r{rnd}"
             res[who] = (run_inferd(args, args.out, tag) if who == "inferd"
                         else run_llamaserver(args, args.out, tag, prompts))
@@ -328,18 +355,21 @@ def main():
           "longest gap p50 / p99 ms | gap p99 / TPOT p50 | requests | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     for i, res in enumerate(rows):
-        for who in ("inferd", "llama-server"):
+        for who in [w for w in ("inferd", "llama-server") if w in res]:
             r = res[who]
             print(f"| {i} | {who} | {r['out_tok_s']:.1f} | {r['ttft_p50']:.0f} / "
                   f"{r['ttft_p99']:.0f} | {r['tpot_p50']:.0f} | {r['gap_p50']:.0f} / "
                   f"{r['gap_p99']:.0f} | {r['gap_p99'] / r['tpot_p50']:.1f} | "
                   f"{r['requests']} | {r['load']} |")
-    ratios = [res["inferd"]["out_tok_s"] / res["llama-server"]["out_tok_s"] for res in rows]
-    inf = statistics.median(res["inferd"]["out_tok_s"] for res in rows)
-    print(f"\nout tok/s inferd / llama-server per round: "
-          + ", ".join(f"{x:.2f}x" for x in ratios))
-    print(f"inferd median {inf:.1f} tok/s = {100 * inf / bound:.0f}% of the bound "
-          f"{bound:.1f} tok/s")
+    ratios = [res["inferd"]["out_tok_s"] / res["llama-server"]["out_tok_s"]
+              for res in rows if len(res) == 2]
+    if ratios:
+        print(f"\nout tok/s inferd / llama-server per round: "
+              + ", ".join(f"{x:.2f}x" for x in ratios))
+    if all("inferd" in res for res in rows):
+        inf = statistics.median(res["inferd"]["out_tok_s"] for res in rows)
+        print(f"inferd median {inf:.1f} tok/s = {100 * inf / bound:.0f}% of the bound "
+              f"{bound:.1f} tok/s")
     with open(os.path.join(args.out, "result.json"), "w") as f:
         json.dump({"rounds": rows, "bound_tok_s": bound, "bandwidth_gbs": bw,
                    "peak_gflops": peak, "step_bytes": step_bytes, "params": params,
