@@ -13,12 +13,13 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
+# shellcheck source=bench/compare/venv_lib.sh
+source "$root/bench/compare/venv_lib.sh"
 LLAMA_CPP_PYTHON_VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 # gguf and numpy pinned as in the test venv.
 constraints="$root/scripts/python-requirements.txt"
 venv="$build/bench-venv"
-cpu_key="$( (grep -m1 'model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo) |
-  sha256sum | cut -c1-12)"
+cpu_key="$(bench_cpu_key)"
 wheels="$build/bench-wheels/$cpu_key"
 want="llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION gguf numpy"
 stamp_val="$LLAMA_CPP_PYTHON_VERSION $cpu_key $(sha256sum "$constraints" | cut -c1-16)"
@@ -29,34 +30,10 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$stamp_val" ]]; then
   exit 0
 fi
 
-py=""
-for cand in python3 /usr/bin/python3; do
-  if command -v "$cand" >/dev/null 2>&1 &&
-     "$cand" -c "import venv, ensurepip" >/dev/null 2>&1; then
-    py="$(command -v "$cand")"
-    break
-  fi
-done
-[[ -n "$py" ]] || { echo "llamacpp_setup: no python3 with venv" >&2; exit 1; }
 command -v cmake >/dev/null || { echo "llamacpp_setup: cmake is needed" >&2; exit 1; }
-
-rm -rf "$venv"
-"$py" -m venv "$venv" >&2
-mkdir -p "$wheels"
-# shellcheck disable=SC2086
-if ! "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
-     -c "$constraints" $want >&2 2>/dev/null; then
-  echo "llamacpp_setup: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION" \
-       "(llama.cpp from source, native CPU, 2 jobs) into $wheels" >&2
-  # shellcheck disable=SC2086
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release}" \
-  CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
-    "$venv/bin/python" -m pip wheel --wheel-dir "$wheels" -c "$constraints" \
-      --no-cache-dir $want >&2
-  # shellcheck disable=SC2086
-  "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
-    -c "$constraints" $want >&2
-fi
+CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DCMAKE_BUILD_TYPE=Release}" \
+CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
+  bench_make_venv llamacpp_setup "$venv" "$wheels" "$constraints" build $want
 "$venv/bin/python" -c "import llama_cpp, gguf, numpy" >&2
 echo "$stamp_val" > "$stamp"
 echo "$venv/bin/python"

@@ -13,9 +13,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
+# shellcheck source=bench/compare/venv_lib.sh
+source "$root/bench/compare/venv_lib.sh"
 version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
-cpu_key="$( (grep -m1 'model name' /proc/cpuinfo; grep -m1 '^flags' /proc/cpuinfo) |
-  sha256sum | cut -c1-12)"
+cpu_key="$(bench_cpu_key)"
 out="$build/bench-llamaserver/$cpu_key"
 bin="$out/bin/llama-server"
 if [[ -x "$bin" && -f "$out/.version" && "$(cat "$out/.version")" == "$version" ]]; then

@@ -10,6 +10,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
+# shellcheck source=bench/compare/venv_lib.sh
+source "$root/bench/compare/venv_lib.sh"
 ONNXRUNTIME_VERSION="${ONNXRUNTIME_VERSION:-1.32.0}"
 ONNX_VERSION="${ONNX_VERSION:-1.23.2}"
 # numpy pinned as in the test venv.
@@ -25,30 +27,8 @@ if [[ -f "$stamp" && "$(cat "$stamp")" == "$stamp_val" ]]; then
   exit 0
 fi
 
-py=""
-for cand in python3 /usr/bin/python3; do
-  if command -v "$cand" >/dev/null 2>&1 &&
-     "$cand" -c "import venv, ensurepip" >/dev/null 2>&1; then
-    py="$(command -v "$cand")"
-    break
-  fi
-done
-[[ -n "$py" ]] || { echo "onnxruntime_setup: no python3 with venv" >&2; exit 1; }
-
-rm -rf "$venv"
-"$py" -m venv "$venv" >&2
-mkdir -p "$wheels"
 # shellcheck disable=SC2086
-if ! "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
-     -c "$constraints" $want >&2 2>/dev/null; then
-  echo "onnxruntime_setup: downloading $want into $wheels" >&2
-  # shellcheck disable=SC2086
-  "$venv/bin/python" -m pip download --quiet --dest "$wheels" -c "$constraints" \
-    $want >&2
-  # shellcheck disable=SC2086
-  "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheels" \
-    -c "$constraints" $want >&2
-fi
+bench_make_venv onnxruntime_setup "$venv" "$wheels" "$constraints" download $want
 "$venv/bin/python" -c "import onnxruntime, onnx, numpy" >&2
 echo "$stamp_val" > "$stamp"
 echo "$venv/bin/python"
