@@ -25,10 +25,6 @@ struct OpTable {
   absl::Status (*linear)(const KernelContext&, const TensorView& x,
                          const TensorView& w, const TensorView& bias,
                          const TensorView& y) = nullptr;
-  absl::Status (*linear_int8)(const KernelContext&, const TensorView& x,
-                              const TensorView& w, const TensorView& w_scale,
-                              const TensorView& bias,
-                              const TensorView& y) = nullptr;
   absl::Status (*matmul)(const KernelContext&, const TensorView& a,
                          const TensorView& b, bool transpose_b,
                          const TensorView& c) = nullptr;

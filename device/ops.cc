@@ -144,37 +144,6 @@ absl::Status Linear(const ExecutionContext& ctx, const TensorView& x,
   INFERD_DISPATCH(linear, x, w, bias, y);
 }
 
-absl::Status LinearInt8(const ExecutionContext& ctx, const TensorView& x,
-                        const TensorView& w, const TensorView& w_scale,
-                        const TensorView& bias, const TensorView& y) {
-  INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("x", x, DType::kF32));
-  if (w.rank != 2 || w.dtype != DType::kI8 || !w.is_contiguous() ||
-      w.data == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LinearInt8: weight must be a contiguous int8 2-D tensor, got ",
-        w.DebugString()));
-  }
-  const int64_t k = x.shape[1], n = w.shape[0];
-  if (w.shape[1] != k) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LinearInt8: x ", x.DebugString(), " does not match weight ",
-        w.DebugString()));
-  }
-  if (k >= (int64_t{1} << 16)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "LinearInt8: in_features ", k, " must be below 65536 (int32 sums)"));
-  }
-  INFERD_DEVICE_RETURN_IF_ERROR(
-      CheckVector("w_scale", w_scale, DType::kF32, n));
-  if (!IsEmpty(bias)) {
-    INFERD_DEVICE_RETURN_IF_ERROR(CheckVector("bias", bias, DType::kF32, n));
-  }
-  INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("y", y, DType::kF32));
-  INFERD_DEVICE_RETURN_IF_ERROR(CheckShape2("y", y, x.shape[0], n));
-  if (x.shape[0] == 0 || n == 0) return absl::OkStatus();
-  INFERD_DISPATCH(linear_int8, x, w, w_scale, bias, y);
-}
-
 absl::Status MatMul(const ExecutionContext& ctx, const TensorView& a,
                     const TensorView& b, bool transpose_b,
                     const TensorView& c) {

@@ -53,15 +53,6 @@ absl::Status Linear(const ExecutionContext& ctx, const TensorView& x,
                     const TensorView& w, const TensorView& bias,
                     const TensorView& y);
 
-// Int8 GEMM (device/int8.h gives the exact rules): y[M, N] = x · w^T + bias
-// with x F32 [M, K] quantized per row to uint8 (asymmetric, at this call)
-// and w I8 [N, K] (contiguous, quantized per output row as
-// QuantizeWeightRowsInt8 does) with w_scale F32 [N]; int32 accumulation,
-// F32 result. bias: F32 [N] or empty; y: F32 [M, N].
-absl::Status LinearInt8(const ExecutionContext& ctx, const TensorView& x,
-                        const TensorView& w, const TensorView& w_scale,
-                        const TensorView& bias, const TensorView& y);
-
 // c[M, N] = a[M, K] · b (b is [K, N], or [N, K] when transpose_b). All F32.
 absl::Status MatMul(const ExecutionContext& ctx, const TensorView& a,
                     const TensorView& b, bool transpose_b, const TensorView& c);

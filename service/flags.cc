@@ -86,7 +86,7 @@ absl::Status ParseDtype(absl::string_view flag, absl::string_view value,
   } else if (v == "q8_0" || v == "q4_0" || v == "q4_1") {
     *out = v;  // GEMM weights quantized at load
   } else if (v == "int8") {
-    *out = v;  // encoders: int8 weights and per-token int8 activations
+    *out = v;  // encoders: int8 weights and int8 activations
   } else {
     return Bad(flag, value,
                "expected float32, bfloat16, q8_0, q4_0, q4_1 or int8");
@@ -256,8 +256,9 @@ const FlagDoc kFlags[] = {
     {"dtype", "float32|bfloat16|q8_0|q4_0|q4_1|int8", "float32",
      "Compute dtype of the models: float32, bfloat16 GEMM weights, GEMM "
      "weights quantized at load to q8_0 / q4_0 / q4_1 (GGUF files keep "
-     "their own quantization), or int8 (encoders only: weights per output "
-     "channel, activations per token, int8 GEMM)."},
+     "their own quantization), or int8 (encoders only: int8 weights with a "
+     "scale per block of 32 inputs, int8 activations per block of 32 on "
+     "AVX512-VNNI CPUs)."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},
     {"drain-timeout", "SECONDS", "30",

@@ -7,7 +7,6 @@ const OpTable& CpuOpTable() {
   static const OpTable table = [] {
     OpTable t;
     t.linear = &cpu::Linear;
-    t.linear_int8 = &cpu::LinearInt8;
     t.matmul = &cpu::MatMul;
     t.embedding = &cpu::Embedding;
     t.convert = &cpu::Convert;

@@ -25,11 +25,6 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
                          const TensorView& w, const TensorView& bias,
                          const TensorView& y);
 
-// int8_gemm_cpu.cc: the int8 GEMM (device/int8.h).
-absl::Status LinearInt8(const KernelContext& ctx, const TensorView& x,
-                        const TensorView& w, const TensorView& w_scale,
-                        const TensorView& bias, const TensorView& y);
-
 // elementwise_cpu.cc
 absl::Status Embedding(const KernelContext& ctx, const TensorView& table,
                        const TensorView& ids, const TensorView& out);

@@ -10,7 +10,6 @@
 #include "device/internal/check.h"
 #include "device/internal/paged.h"
 #include "device/op_table.h"
-#include "device/int8.h"
 #include "device/quant.h"
 
 namespace inferd {
@@ -35,18 +34,6 @@ void Store(void* base, DType dtype, int64_t i, float v) {
     case DType::kF16: static_cast<uint16_t*>(base)[i] = FloatToF16(v); break;
     default: break;
   }
-}
-
-// device/int8.h's reference int8 GEMM.
-absl::Status RefLinearInt8(const KernelContext&, const TensorView& x,
-                           const TensorView& w, const TensorView& w_scale,
-                           const TensorView& bias, const TensorView& y) {
-  const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
-  ReferenceLinearInt8(x.as<const float>(), m > 1 ? x.strides[0] : k,
-                      w.as<const int8_t>(), w_scale.as<const float>(),
-                      IsEmpty(bias) ? nullptr : bias.as<const float>(), m, n,
-                      k, y.as<float>(), m > 1 ? y.strides[0] : n);
-  return absl::OkStatus();
 }
 
 // Weights of any dtype Linear accepts: each row decoded to F32 first
@@ -465,7 +452,6 @@ const OpTable& ReferenceOpTable() {
   static const OpTable table = [] {
     OpTable t;
     t.linear = &RefLinear;
-    t.linear_int8 = &RefLinearInt8;
     t.matmul = &RefMatMul;
     t.embedding = &RefEmbedding;
     t.convert = &RefConvert;

@@ -42,16 +42,8 @@ absl::StatusOr<LinearLayer> LinearLayer::Load(WeightLoader& loader,
                                               int64_t out, int64_t in,
                                               BiasMode bias) {
   LinearLayer layer;
-  if (loader.linear_dtype() == DType::kI8) {
-    ASSIGN_OR_RETURN(
-        WeightLoader::Int8Weight w,
-        loader.Int8LinearWeight(absl::StrCat(name, ".weight"), out, in));
-    layer.weight_ = w.weight;
-    layer.weight_scale_ = w.scale;
-  } else {
-    ASSIGN_OR_RETURN(layer.weight_, loader.LinearWeight(
-                                        absl::StrCat(name, ".weight"), out, in));
-  }
+  ASSIGN_OR_RETURN(layer.weight_, loader.LinearWeight(
+                                      absl::StrCat(name, ".weight"), out, in));
   const std::string bias_name = absl::StrCat(name, ".bias");
   if (bias == BiasMode::kRequired ||
       (bias == BiasMode::kIfPresent && loader.Has(bias_name))) {
@@ -71,9 +63,6 @@ LinearLayer LinearLayer::FromViews(const TensorView& weight,
 absl::Status LinearLayer::Forward(const ExecutionContext& ctx,
                                   const TensorView& x,
                                   const TensorView& y) const {
-  if (weight_.dtype == DType::kI8) {
-    return LinearInt8(ctx, x, weight_, weight_scale_, bias_, y);
-  }
   return Linear(ctx, x, weight_, bias_, y);
 }
 

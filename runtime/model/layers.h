@@ -35,9 +35,8 @@ enum class BiasMode { kNone, kIfPresent, kRequired };
 class LinearLayer {
  public:
   LinearLayer() = default;
-  // Loads `name`.weight [out, in] (and `name`.bias [out] per `bias`); with
-  // the loader's linear dtype I8 the weight is quantized to int8 and
-  // Forward runs LinearInt8 (activations quantized per token).
+  // Loads `name`.weight [out, in] (and `name`.bias [out] per `bias`) in the
+  // loader's linear dtype (WeightLoader::LinearWeight).
   static absl::StatusOr<LinearLayer> Load(WeightLoader& loader,
                                           absl::string_view name, int64_t out,
                                           int64_t in, BiasMode bias);
@@ -55,7 +54,6 @@ class LinearLayer {
 
  private:
   TensorView weight_;
-  TensorView weight_scale_;  // I8 weights: per output row (device/int8.h)
   TensorView bias_;
 };
 

@@ -31,7 +31,8 @@ absl::StatusOr<DType> ParseComputeDType(absl::string_view name) {
   if (n == "q8_0") return DType::kQ8_0;
   if (n == "q4_0") return DType::kQ4_0;
   if (n == "q4_1") return DType::kQ4_1;
-  // Encoders: int8 weights per channel, activations quantized per token.
+  // Encoders: int8 weights (Q8_0: a scale per block of 32 inputs) and, where
+  // the CPU has AVX512_VNNI, int8 activations per block of 32 for prefill.
   if (n == "int8") return DType::kI8;
   return absl::InvalidArgumentError(
       absl::StrCat("unsupported compute dtype \"", name,

@@ -32,8 +32,9 @@ class WeightLoader {
  public:
   // `store`, `device` and `out` must outlive the loader; `store` must also
   // outlive every view handed out. `linear_dtype` is F32 or BF16, a
-  // block-quantized type to quantize float GEMM weights at load, or I8 for
-  // per-channel int8 weights (Int8LinearWeight).
+  // block-quantized type to quantize float GEMM weights at load, or I8 (the
+  // encoders' dtype=int8): GEMM weights as Q8_0, int8 values with a scale
+  // per block of 32 inputs.
   WeightLoader(const WeightStore* store, Device* device, DType linear_dtype,
                WeightBuffers* out);
 
@@ -49,18 +50,9 @@ class WeightLoader {
 
   DType linear_dtype() const { return linear_dtype_; }
 
-  // A GEMM weight [out, in] in linear_dtype (F32 when linear_dtype is I8:
-  // int8 weights come from Int8LinearWeight, for LinearLayer only).
+  // A GEMM weight [out, in] in linear_dtype (Q8_0 when linear_dtype is I8).
   absl::StatusOr<TensorView> LinearWeight(absl::string_view full_name,
                                           int64_t out, int64_t in);
-  // A GEMM weight [out, in] quantized at load to int8 per output row
-  // (device/int8.h): the I8 weight and its F32 scales [out].
-  struct Int8Weight {
-    TensorView weight;
-    TensorView scale;
-  };
-  absl::StatusOr<Int8Weight> Int8LinearWeight(absl::string_view full_name,
-                                              int64_t out, int64_t in);
   // An F32 tensor of the given shape (norm weights, biases).
   absl::StatusOr<TensorView> F32(absl::string_view full_name,
                                  std::initializer_list<int64_t> shape);

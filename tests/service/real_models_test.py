@@ -6,11 +6,12 @@ served by the real inferd binary, against references that are not inferd:
   Python), used by the float64 NumPy reference (tests/reference) to embed;
   inferd's float32 embeddings must reach cosine >= 0.99999 with it, and its
   bfloat16 ones cosine >= 0.999;
-- dtype=int8 (int8 weights per channel, activations per token): cosine
-  >= 0.997 to inferd's own float32 embeddings on every text (measured: min
-  0.9981, mean 0.9989; issue 15's target is 0.999, which per-row weight
-  scales do not reach on this model), and the paraphrase triples keep
-  their order;
+- dtype=int8 (int8 weights with a scale per block of 32 inputs; on
+  AVX512-VNNI CPUs int8 activations per block of 32 in the batched
+  forward): cosine >= 0.999 to inferd's own float32 embeddings on every
+  text (measured with int8 activations: min 0.9993, mean 0.9997; the
+  earlier per-row weight scales reached only 0.9981), and the paraphrase
+  triples keep their order;
 - meaning: for hand-written (sentence, paraphrase, unrelated) triples the
   paraphrase must be closer; for graded sentence pairs (0 = unrelated ...
   5 = same meaning) the Spearman correlation of inferd's cosines with the
@@ -224,9 +225,9 @@ def main():
         got16 = embed("minilm-bf16")
         got8 = embed("minilm-int8")
         cos8 = [cosine(a, b) for a, b in zip(got8, got32)]
-        check(min(cos8) >= 0.997,
+        check(min(cos8) >= 0.999,
               f"int8 vs float32 (inferd): min cosine {min(cos8):.5f}, mean "
-              f"{float(np.mean(cos8)):.5f} over {len(cos8)} texts (>= 0.997)")
+              f"{float(np.mean(cos8)):.5f} over {len(cos8)} texts (>= 0.999)")
         emb8 = dict(zip(texts, got8))
         wrong8 = [a for a, p, u in TRIPLES
                   if not cosine(emb8[a], emb8[p]) > cosine(emb8[a], emb8[u])]
