@@ -22,24 +22,14 @@ mkdir -p "$out"
   /usr/bin/python3 "$root/tools/make_test_models.py" --out "$build/bench_models" \
     --shape tinyllama >/dev/null
 
-log="$out/inferd.log"
-"$build/service/inferd" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+# shellcheck source=bench/load/inferd_server.sh
+source "$root/bench/load/inferd_server.sh"
+trap inferd_stop EXIT
+inferd_start "$out/inferd.log" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
   --threads 2 --kv-cache-memory 2GiB \
-  --model "tinyllama=$model,dtype=bfloat16" "$@" > "$log" 2>&1 &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 1200); do
-  port="$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$log" | head -n1)"
-  [[ -n "$port" ]] && break
-  sleep 0.1
-done
-[[ -n "$port" ]] || { cat "$log"; exit 1; }
-for _ in $(seq 1 1200); do
-  grep -q "model(s) ready" "$log" && break
-  sleep 0.2
-done
-mport="$(sed -n 's/.*(metrics port \([0-9]*\)).*/\1/p' "$log" | head -n1)"
+  --model "tinyllama=$model,dtype=bfloat16" "$@"
+port="$INFERD_PORT"
+mport="$INFERD_METRICS_PORT"
 
 run() {
   local name="$1"; shift

@@ -32,22 +32,11 @@ if [[ -f "$stories/config.json" ]]; then
 else
   echo "note: $stories absent; the Generate runs are skipped" >&2
 fi
-log="$out/inferd.log"
-"$build/service/inferd" "${args[@]}" > "$log" 2>&1 &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 600); do
-  port="$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$log" | head -n1)"
-  [[ -n "$port" ]] && break
-  sleep 0.1
-done
-[[ -n "$port" ]] || { cat "$log"; exit 1; }
-addr="127.0.0.1:$port"
-for _ in $(seq 1 600); do
-  grep -q "model(s) ready" "$log" && break
-  sleep 0.2
-done
+# shellcheck source=bench/load/inferd_server.sh
+source "$root/bench/load/inferd_server.sh"
+trap inferd_stop EXIT
+inferd_start "$out/inferd.log" "${args[@]}"
+addr="127.0.0.1:$INFERD_PORT"
 
 # run NAME inferd-bench-flags...: one run, its JSON in $out/NAME.json.
 run() {
