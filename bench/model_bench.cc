@@ -276,24 +276,22 @@ BENCHMARK(BM_DecoderStoriesDecode)
     ->UseRealTime()
     ->MinTime(1.0);
 
-// Batch-1 decode of a GGUF file given by INFERD_BENCH_GGUF (e.g. the
-// SmolLM2 file fetch-models.sh brings, or bench/compare's TinyLlama-shaped
-// files): ms per decoded token (the time column) at a context of 128-256
-// tokens, and the file's tensor bytes per second. The model-side figure the gRPC one
-// (bench/compare) is compared with.
-void BM_GgufDecode(benchmark::State& state) {
+// The runner of the GGUF file INFERD_BENCH_GGUF names (null and the
+// benchmark skipped when it is unset, missing or fails to load); `bytes`
+// gets every tensor's bytes (as bench/compare counts them).
+std::unique_ptr<ModelRunnerBase> GgufRunner(benchmark::State& state,
+                                            double* bytes) {
   const char* path = std::getenv("INFERD_BENCH_GGUF");
   if (path == nullptr || !std::ifstream(path).good()) {
     state.SkipWithError("set INFERD_BENCH_GGUF to a .gguf file");
-    return;
+    return nullptr;
   }
   auto weights = OpenModelWeights(path);
   if (!weights.ok()) {
     state.SkipWithError(weights.status().ToString().c_str());
-    return;
+    return nullptr;
   }
-  // Every tensor of the file (as bench/compare counts them).
-  const double bytes = static_cast<double>((*weights)->total_bytes());
+  if (bytes != nullptr) *bytes = static_cast<double>((*weights)->total_bytes());
   ModelRunnerOptions options;
   options.model_dir = path;
   options.weights = std::move(weights).value();
@@ -301,11 +299,21 @@ void BM_GgufDecode(benchmark::State& state) {
   auto created = CreateModelRunner(options);
   if (!created.ok()) {
     state.SkipWithError(created.status().ToString().c_str());
-    return;
+    return nullptr;
   }
-  if (!DecodeOneTokenPerIteration(state, **created, /*first_pos=*/128)) {
-    return;
-  }
+  return std::move(created).value();
+}
+
+// Batch-1 decode of a GGUF file given by INFERD_BENCH_GGUF (e.g. the
+// SmolLM2 file fetch-models.sh brings, or bench/compare's TinyLlama-shaped
+// files): ms per decoded token (the time column) at a context of 128-256
+// tokens, and the file's tensor bytes per second. The model-side figure the gRPC one
+// (bench/compare) is compared with.
+void BM_GgufDecode(benchmark::State& state) {
+  double bytes = 0;
+  std::unique_ptr<ModelRunnerBase> runner = GgufRunner(state, &bytes);
+  if (runner == nullptr) return;
+  if (!DecodeOneTokenPerIteration(state, *runner, /*first_pos=*/128)) return;
   // The time column is ms per decoded token (one iteration = one token).
   state.counters["weight_GB/s"] = benchmark::Counter(
       bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
@@ -324,26 +332,9 @@ BENCHMARK(BM_GgufDecode)
 void BM_GgufPrefill(benchmark::State& state) {
   constexpr int kPrompt = 512;
   constexpr int kBlockSize = 16;
-  const char* path = std::getenv("INFERD_BENCH_GGUF");
-  if (path == nullptr || !std::ifstream(path).good()) {
-    state.SkipWithError("set INFERD_BENCH_GGUF to a .gguf file");
-    return;
-  }
-  auto weights = OpenModelWeights(path);
-  if (!weights.ok()) {
-    state.SkipWithError(weights.status().ToString().c_str());
-    return;
-  }
-  ModelRunnerOptions options;
-  options.model_dir = path;
-  options.weights = std::move(weights).value();
-  options.threads = Threads();
-  auto created = CreateModelRunner(options);
-  if (!created.ok()) {
-    state.SkipWithError(created.status().ToString().c_str());
-    return;
-  }
-  ModelRunnerBase& runner = **created;
+  std::unique_ptr<ModelRunnerBase> created = GgufRunner(state, nullptr);
+  if (created == nullptr) return;
+  ModelRunnerBase& runner = *created;
   if (!runner.AllocateKvCache(kPrompt / kBlockSize, kBlockSize).ok()) {
     state.SkipWithError("KV cache allocation failed");
     return;
