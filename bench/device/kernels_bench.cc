@@ -119,6 +119,11 @@ const Machine& GetMachine() {
                    "dot peak %.1f GFLOP/s, stream read %.1f GB/s\n",
                    t, mm->fma_peak[t], mm->bf16_peak[t], mm->bandwidth[t]);
     }
+    if (DetectedCpuIsa() >= CpuIsa::kAvx512Bf16) {
+      std::fprintf(stderr,
+                   "BF16-weight GEMM policy auto: vdpbf16ps / FMA rate %.2f -> %s\n",
+                   Bf16DotToFmaRate(), Bf16DotToFmaRate() > 1.0 ? "dot" : "widen");
+    }
     return mm;
   }();
   return *m;

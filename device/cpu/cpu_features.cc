@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "device/cpu/gemm.h"
+
 namespace inferd {
 namespace {
 
@@ -48,6 +50,19 @@ std::atomic<int>& Cap() {
   return cap;
 }
 
+Bf16GemmPolicy PolicyFromEnv() {
+  const char* env = std::getenv("INFERD_BF16_GEMM");
+  if (env == nullptr) return Bf16GemmPolicy::kAuto;
+  if (std::strcmp(env, "dot") == 0) return Bf16GemmPolicy::kDot;
+  if (std::strcmp(env, "widen") == 0) return Bf16GemmPolicy::kWiden;
+  return Bf16GemmPolicy::kAuto;
+}
+
+std::atomic<int>& Policy() {
+  static std::atomic<int> policy{static_cast<int>(PolicyFromEnv())};
+  return policy;
+}
+
 }  // namespace
 
 absl::string_view CpuIsaName(CpuIsa isa) {
@@ -76,6 +91,31 @@ CpuIsa CpuIsaCap() {
 CpuIsa ActiveCpuIsa() {
   return static_cast<CpuIsa>(std::min(static_cast<int>(DetectedCpuIsa()),
                                       static_cast<int>(CpuIsaCap())));
+}
+
+void SetBf16GemmPolicy(Bf16GemmPolicy policy) {
+  Policy().store(static_cast<int>(policy), std::memory_order_relaxed);
+}
+
+Bf16GemmPolicy GetBf16GemmPolicy() {
+  return static_cast<Bf16GemmPolicy>(Policy().load(std::memory_order_relaxed));
+}
+
+double Bf16DotToFmaRate() {
+  static const double rate = DetectedCpuIsa() >= CpuIsa::kAvx512Bf16
+                                 ? cpu_avx512::MeasureBf16DotToFmaRate()
+                                 : 0.0;
+  return rate;
+}
+
+bool Bf16DotInUse() {
+  if (ActiveCpuIsa() < CpuIsa::kAvx512Bf16) return false;
+  switch (GetBf16GemmPolicy()) {
+    case Bf16GemmPolicy::kDot: return true;
+    case Bf16GemmPolicy::kWiden: return false;
+    case Bf16GemmPolicy::kAuto: break;
+  }
+  return Bf16DotToFmaRate() > 1.0;
 }
 
 }  // namespace inferd

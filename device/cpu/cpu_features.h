@@ -29,6 +29,24 @@ CpuIsa CpuIsaCap();
 // min(DetectedCpuIsa(), CpuIsaCap()): what kernels use right now.
 CpuIsa ActiveCpuIsa();
 
+// How GEMMs with BF16 weights run at the avx512_bf16 level: kDot uses
+// vdpbf16ps on activations rounded to BF16 pairs; kWiden widens the weights
+// to F32 for FMA (F32 activations, more exact). Which is faster depends on
+// the CPU: vdpbf16ps does twice the FMA's work per cycle on some cores and
+// half of it on others (2-core Xeon of bench/README: 97 vs 204 GFLOP/s per
+// thread). kAuto (the default) picks the faster, measured once per process
+// with register-only loops of both instructions (~2 ms, best of several
+// runs). The initial policy comes from INFERD_BF16_GEMM = auto | dot | widen.
+enum class Bf16GemmPolicy { kAuto, kDot, kWiden };
+void SetBf16GemmPolicy(Bf16GemmPolicy policy);
+Bf16GemmPolicy GetBf16GemmPolicy();
+// Whether BF16-weight GEMMs use vdpbf16ps now: the active ISA has it and the
+// policy (for kAuto: the measurement) picks it.
+bool Bf16DotInUse();
+// vdpbf16ps FLOP rate / FMA FLOP rate on this CPU as measured for kAuto (0
+// without AVX512_BF16).
+double Bf16DotToFmaRate();
+
 }  // namespace inferd
 
 #endif  // INFERD_DEVICE_CPU_CPU_FEATURES_H_

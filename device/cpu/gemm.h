@@ -29,6 +29,10 @@ namespace cpu_avx512 {
 // use_bf16_dot: BF16 weights use vdpbf16ps (activations rounded to BF16)
 // for the compute-bound shapes; requires AVX512_BF16.
 void Gemm(ThreadPool* pool, const GemmArgs& args, bool use_bf16_dot);
+// vdpbf16ps FLOP/s over FMA FLOP/s on the calling core: register-only loops
+// of each instruction, best of several alternating runs. Requires
+// AVX512_BF16.
+double MeasureBf16DotToFmaRate();
 }  // namespace cpu_avx512
 namespace cpu_avx2 {
 void Gemm(ThreadPool* pool, const GemmArgs& args);

@@ -4,6 +4,8 @@
 // runtime CPU check (see linear_cpu.cc).
 #include <immintrin.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -624,6 +626,53 @@ void SmallMGemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
 }
 
 }  // namespace
+
+namespace {
+
+// Chains per loop: enough independent accumulators to cover the latency
+// of either instruction on two ports.
+constexpr int kRateChains = 16;
+constexpr int kRateIters = 20000;
+
+// Seconds for kRateIters x kRateChains vdpbf16ps (kDot) or vfmadd (!kDot).
+template <bool kDot>
+double TimeRateLoop() {
+  __m512 acc[kRateChains];
+  for (int j = 0; j < kRateChains; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-6f);
+  const __m512bh ah = _mm512_cvtne2ps_pbh(a, a), bh = _mm512_cvtne2ps_pbh(b, b);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRateIters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < kRateChains; ++j) {
+      if constexpr (kDot) {
+        acc[j] = _mm512_dpbf16_ps(acc[j], ah, bh);
+      } else {
+        acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+      }
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The sums are used, so the chains cannot be dropped.
+  float sink = 0;
+  for (int j = 0; j < kRateChains; ++j) sink += _mm512_reduce_add_ps(acc[j]);
+  __asm__ volatile("" : : "x"(sink));
+  return s;
+}
+
+}  // namespace
+
+double MeasureBf16DotToFmaRate() {
+  // Best (shortest) of alternating runs: a run preempted by another process
+  // only ever gets longer.
+  double dot = 1e30, fma = 1e30;
+  for (int r = 0; r < 9; ++r) {
+    fma = std::min(fma, TimeRateLoop<false>());
+    dot = std::min(dot, TimeRateLoop<true>());
+  }
+  // vdpbf16ps: 16 lanes x 2 products x 2 FLOP; vfmadd: 16 lanes x 2 FLOP.
+  return (64.0 / dot) / (32.0 / fma);
+}
 
 void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
   if (g.m == 1 && g.w_bf16 && g.w_layout_nk) {

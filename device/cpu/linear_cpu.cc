@@ -1,5 +1,6 @@
 // Linear and MatMul on the CPU: picks the GEMM build for the active ISA
-// (AVX-512 with vdpbf16ps for BF16 weights, AVX2, portable) at run time.
+// (AVX-512, with vdpbf16ps for BF16 weights where Bf16DotInUse(); AVX2;
+// portable) at run time.
 #include "device/cpu/cpu_features.h"
 #include "device/cpu/gemm.h"
 #include "device/cpu/kernels.h"
@@ -10,7 +11,7 @@ namespace cpu {
 void RunGemm(ThreadPool* pool, const GemmArgs& g) {
   const CpuIsa isa = ActiveCpuIsa();
   if (isa >= CpuIsa::kAvx512) {
-    cpu_avx512::Gemm(pool, g, isa >= CpuIsa::kAvx512Bf16);
+    cpu_avx512::Gemm(pool, g, Bf16DotInUse());
   } else if (isa >= CpuIsa::kAvx2) {
     cpu_avx2::Gemm(pool, g);
   } else {

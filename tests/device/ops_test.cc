@@ -205,6 +205,53 @@ TEST_P(LinearTest, MatMulMatchesDirectProduct) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, LinearTest, INFERD_ALL_ISAS, testing_util::IsaParamName);
 
+// The BF16-weight GEMM policy at the avx512_bf16 level: kWiden keeps F32
+// activations (the F32 tolerance holds for exactly-representable BF16
+// weights), kDot rounds them to BF16, kAuto follows the measured rate.
+TEST(Bf16GemmPolicyTest, WidenKeepsF32AccuracyAndAutoFollowsTheMeasuredRate) {
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) {
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU: BF16 weights always widen";
+  }
+  const CpuIsa saved_cap = CpuIsaCap();
+  const Bf16GemmPolicy saved = GetBf16GemmPolicy();
+  SetCpuIsaCap(CpuIsa::kAvx512Bf16);
+  SetBf16GemmPolicy(Bf16GemmPolicy::kAuto);
+  const double rate = Bf16DotToFmaRate();
+  EXPECT_GT(rate, 0.05);
+  EXPECT_LT(rate, 20.0);
+  EXPECT_EQ(Bf16DotInUse(), rate > 1.0);
+  SetBf16GemmPolicy(Bf16GemmPolicy::kDot);
+  EXPECT_TRUE(Bf16DotInUse());
+  SetCpuIsaCap(CpuIsa::kAvx512);
+  EXPECT_FALSE(Bf16DotInUse()) << "the policy never lifts the ISA cap";
+  SetCpuIsaCap(CpuIsa::kAvx512Bf16);
+  SetBf16GemmPolicy(Bf16GemmPolicy::kWiden);
+  EXPECT_FALSE(Bf16DotInUse());
+  uint32_t seed = 7;
+  // 1: GEMV; 16, 64: small-M kernel; 130: blocked GEMM.
+  for (int64_t m : {1, 16, 64, 130}) {
+    const int64_t n = 67, k = 300;
+    std::vector<float> x = RandomVector(m * k, seed++);
+    std::vector<float> w = RandomVector(n * k, seed++);
+    std::vector<uint16_t> w16 = ToBf16(w);
+    for (int64_t i = 0; i < n * k; ++i) w[i] = Bf16ToFloat(w16[i]);
+    const TensorView wv = TensorView::Contiguous(w16.data(), DType::kBF16, {n, k});
+    std::vector<float> y(m * n), y_ref(m * n);
+    ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k), wv, TensorView{}, View2(y.data(), m, n)).ok());
+    ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k), wv, TensorView{}, View2(y_ref.data(), m, n)).ok());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double mag = 0;
+        for (int64_t p = 0; p < k; ++p) mag += std::fabs(x[i * k + p] * w[j * k + p]);
+        ASSERT_NEAR(y[i * n + j], y_ref[i * n + j], 1e-5 * mag + 1e-6)
+            << "m=" << m << " at (" << i << "," << j << ")";
+      }
+    }
+  }
+  SetBf16GemmPolicy(saved);
+  SetCpuIsaCap(saved_cap);
+}
+
 class ElementwiseTest : public IsaCapTest {};
 
 double GeluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }

@@ -37,19 +37,30 @@ inline TensorView View2(float* data, int64_t rows, int64_t cols,
   return t;
 }
 
-// Test parameter: the highest ISA the optimized kernels may use.
+// Test parameter: the highest ISA the optimized kernels may use. At the
+// avx512_bf16 level BF16-weight GEMMs are pinned to vdpbf16ps (whatever
+// this CPU's measured preference), so that path is always covered; the
+// widened path is the avx512 level's (and Bf16GemmPolicyTest's).
 class IsaCapTest : public ::testing::TestWithParam<CpuIsa> {
  protected:
   void SetUp() override {
     saved_ = CpuIsaCap();
+    saved_policy_ = GetBf16GemmPolicy();
     SetCpuIsaCap(GetParam());
+    SetBf16GemmPolicy(Bf16GemmPolicy::kDot);
   }
-  void TearDown() override { SetCpuIsaCap(saved_); }
-  // True when the dpbf16 path (activations rounded to BF16) may run.
-  bool Bf16DotActive() const { return ActiveCpuIsa() >= CpuIsa::kAvx512Bf16; }
+  void TearDown() override {
+    SetCpuIsaCap(saved_);
+    SetBf16GemmPolicy(saved_policy_);
+  }
+  // True when the AVX512_BF16 kernels may run: vdpbf16ps for BF16 weights
+  // (activations rounded to BF16) and the int8 prefill of block-quantized
+  // weights.
+  bool Bf16DotActive() const { return Bf16DotInUse(); }
 
  private:
   CpuIsa saved_ = CpuIsa::kAvx512Bf16;
+  Bf16GemmPolicy saved_policy_ = Bf16GemmPolicy::kAuto;
 };
 
 inline std::string IsaParamName(const ::testing::TestParamInfo<CpuIsa>& info) {
