@@ -71,6 +71,7 @@ sources_for() {
       echo "$root"/runtime/chat/*.cc ;;
     request_fuzz)
       echo "$root/service/convert.cc" "$root"/runtime/gen/sampling_params.cc \
+           "$root"/runtime/gen/speculative.cc \
            "$proto_gen/inferd/v1/inference.pb.cc" \
            "$proto_gen/inferd/v1/models.pb.cc" ;;
     *)

@@ -202,6 +202,17 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
                              ? req.add_special_tokens()
                              : p.messages.empty();
   p.disable_prefix_cache = req.disable_prefix_cache();
+  if (req.has_speculative()) {
+    const v1::SpeculativeDecoding& sp = req.speculative();
+    auto clamp = [](uint32_t v) {
+      return static_cast<int32_t>(std::min<uint32_t>(v, INT32_MAX));
+    };
+    p.speculative.num_draft_tokens =
+        sp.has_num_draft_tokens() ? clamp(sp.num_draft_tokens()) : -1;
+    p.speculative.min_ngram = clamp(sp.min_ngram());
+    p.speculative.max_ngram = clamp(sp.max_ngram());
+    if (absl::Status v = p.speculative.Validate(); !v.ok()) return v;
+  }
   const v1::SamplingParams& s = req.sampling();
   SamplingParams& o = p.sampling;
   o.max_tokens = static_cast<int32_t>(std::min<uint32_t>(s.max_tokens(), INT32_MAX));

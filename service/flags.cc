@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/gen/speculative.h"
 
 namespace inferd {
 namespace {
@@ -131,6 +132,9 @@ absl::Status SetEngineOption(absl::string_view key, absl::string_view value,
     RETURN_IF_ERROR(ParseDtype(key, value, &e->dtype));
   } else if (key == "enable-prefix-caching" || key == "prefix-caching") {
     ASSIGN_OR_RETURN(e->enable_prefix_caching, ParseBool(key, value));
+  } else if (key == "speculative-draft-tokens") {
+    ASSIGN_OR_RETURN(e->speculative_draft_tokens,
+                     ParseInt(key, value, 0, kMaxDraftTokens));
   } else {
     *known = false;
   }
@@ -253,6 +257,12 @@ const FlagDoc kFlags[] = {
     {"block-size", "N", "16", "Tokens per KV cache block."},
     {"enable-prefix-caching", "BOOL", "true",
      "Reuse KV cache blocks of identical prompt prefixes."},
+    {"speculative-draft-tokens", "N", "0 (off)",
+     "Generation: speculative decoding by prompt lookup, up to N (<= 16) "
+     "draft tokens per step taken from the prompt and output, verified in "
+     "one forward pass (same greedy tokens, same sampling distribution), "
+     "for requests that do not set `speculative`. Pays off when outputs "
+     "repeat their input (editing, quoting, code); 4 to 8 is typical."},
     {"dtype", "float32|bfloat16|q8_0|q4_0|q4_1|int8", "float32",
      "Compute dtype of the models: float32, bfloat16 GEMM weights, GEMM "
      "weights quantized at load to q8_0 / q4_0 / q4_1 (GGUF files keep "

@@ -290,6 +290,9 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       u->set_prompt_tokens(static_cast<uint32_t>(c.prompt_tokens));
       u->set_completion_tokens(static_cast<uint32_t>(c.completion_tokens));
       u->set_cached_prompt_tokens(static_cast<uint32_t>(c.cached_prompt_tokens));
+      u->set_draft_tokens(static_cast<uint32_t>(c.draft_tokens));
+      u->set_accepted_draft_tokens(
+          static_cast<uint32_t>(c.accepted_draft_tokens));
       u->set_total_tokens(
           static_cast<uint32_t>(c.prompt_tokens + c.completion_tokens));
       v1::Timings* t = resp.mutable_timings();

@@ -193,6 +193,15 @@ class Metrics::EngineCollector : public prometheus::Collectable {
         NewFamily("inferd_num_preemptions_total",
                   "Sequences preempted (KV cache full; recomputed later).",
                   MetricType::Counter);
+    MetricFamily spec_drafts = NewFamily(
+        "inferd_spec_decode_draft_tokens_total",
+        "Speculative decoding: prompt-lookup draft tokens verified.",
+        MetricType::Counter);
+    MetricFamily spec_accepted = NewFamily(
+        "inferd_spec_decode_accepted_tokens_total",
+        "Speculative decoding: draft tokens accepted (each saved a forward "
+        "pass).",
+        MetricType::Counter);
     MetricFamily forward_passes = NewFamily(
         "inferd_model_forward_passes_total",
         "Forward passes (engine steps) the model ran.", MetricType::Counter);
@@ -241,12 +250,17 @@ class Metrics::EngineCollector : public prometheus::Collectable {
         AddValue(&prefix_hits, model,
                  static_cast<double>(st.prefix_cache_hits));
         AddValue(&preemptions, model, static_cast<double>(st.preemptions));
+        AddValue(&spec_drafts, model,
+                 static_cast<double>(st.spec_draft_tokens));
+        AddValue(&spec_accepted, model,
+                 static_cast<double>(st.spec_accepted_tokens));
       }
     }
     std::vector<MetricFamily> out;
     for (MetricFamily* f :
          {&running, &waiting, &kv_usage, &kv_blocks, &prefix_queries,
-          &prefix_hits, &preemptions, &forward_passes, &batched_tokens, &state,
+          &prefix_hits, &preemptions, &spec_drafts, &spec_accepted,
+          &forward_passes, &batched_tokens, &state,
           &load_seconds, &weight_bytes}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
     }

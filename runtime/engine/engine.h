@@ -63,6 +63,9 @@ struct EngineStats {
   int64_t prefix_cache_queries = 0;  // prompt tokens looked up
   int64_t prefix_cache_hits = 0;     // prompt tokens found
   int64_t preemptions = 0;
+  // Speculative decoding: draft tokens verified, and accepted.
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
 };
 
 // One engine step (one forward pass), as reported to a StepObserver.

@@ -342,6 +342,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   sc.max_batched_tokens = eo.max_batched_tokens;
   sc.max_prefill_tokens_while_decoding = eo.max_prefill_tokens_while_decoding;
   go.overlap_output = eo.overlap_output;
+  go.speculative_draft_tokens = eo.speculative_draft_tokens;
   sc.max_seqs = eo.max_seqs;
   sc.max_model_len = max_model_len;
   sc.max_waiting_requests = eo.max_queue_requests;

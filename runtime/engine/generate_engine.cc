@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -33,12 +35,22 @@ struct GenerateEngine::Request {
   int32_t cached_tokens = 0;
   int32_t completion_tokens = 0;
   bool admitted = false;
+  SpeculativeParams speculative;  // resolved against the server default
+  // Draft tokens verified / accepted so far: the loop's counts, and the
+  // output side's copy as of the last token it streamed.
+  int64_t draft_tokens = 0;
+  int64_t accepted_drafts = 0;
+  int64_t out_draft_tokens = 0;
+  int64_t out_accepted_drafts = 0;
 };
 
 struct GenerateEngine::OutputEvent {
   // A token of `request`, which the loop still owns...
   Request* request = nullptr;
   SampleResult sample;
+  // The request's draft counts after the step of this token.
+  int64_t draft_tokens = 0;
+  int64_t accepted_drafts = 0;
   // ... or the loop is done with `release`: finish it with reason / error
   // unless the output side has, then free it.
   std::unique_ptr<Request> release;
@@ -139,6 +151,8 @@ absl::Status GenerateEngine::PreparePrompt(Request* r) const {
       sampling.max_tokens > 0 ? sampling.max_tokens : max_len - prompt_len;
   r->sampling = std::make_unique<SamplingState>(sampling, r->prompt,
                                                 options_.eos_token_ids);
+  r->speculative =
+      r->params.speculative.Resolved(options_.speculative_draft_tokens);
   if (sampling.response_format.type != ResponseFormat::Type::kText) {
     ASSIGN_OR_RETURN(std::unique_ptr<TokenConstraint> constraint,
                      grammars_->NewConstraint(sampling.response_format));
@@ -159,6 +173,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
     GenerateParams params, GenerateCallback on_chunk) {
   // What needs no tokenizer is checked here, so it returns from Submit.
   RETURN_IF_ERROR(params.sampling.Validate());
+  RETURN_IF_ERROR(params.speculative.Validate());
   auto r = std::make_unique<Request>();
   r->arrival = absl::Now();
   r->params = std::move(params);
@@ -279,6 +294,8 @@ void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
   c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
   c.completion_tokens = r->completion_tokens;
   c.cached_prompt_tokens = r->cached_tokens;
+  c.draft_tokens = r->out_draft_tokens;
+  c.accepted_draft_tokens = r->out_accepted_drafts;
   const absl::Time now = absl::Now();
   if (r->first_scheduled != absl::InfiniteFuture()) {
     c.timings.queue_seconds =
@@ -306,8 +323,9 @@ void GenerateEngine::AdmitIncoming() {
                     "the deadline passed while the request was queued");
       continue;
     }
-    absl::Status s = scheduler_.Add(r->id, r->prompt, &r->params.sampling,
-                                    r->params.disable_prefix_cache);
+    absl::Status s =
+        scheduler_.Add(r->id, r->prompt, &r->params.sampling,
+                       r->params.disable_prefix_cache, r->speculative);
     if (!s.ok()) {
       FinishRequest(r.get(), FinishReason::kError, s);
       continue;
@@ -380,17 +398,20 @@ void GenerateEngine::OutputLoop() {
 
 void GenerateEngine::HandleOutput(OutputEvent& e) {
   if (e.request != nullptr) {
-    EmitToken(e.request, e.sample);
+    EmitToken(e.request, e);
     return;
   }
   FinishRequest(e.release.get(), e.reason, e.error);
   e.release.reset();
 }
 
-void GenerateEngine::EmitToken(Request* r, const SampleResult& sample) {
+void GenerateEngine::EmitToken(Request* r, const OutputEvent& event) {
   // A stop string ended it already: tokens the loop sampled since are
   // dropped.
   if (r->final_sent) return;
+  const SampleResult& sample = event.sample;
+  r->out_draft_tokens = event.draft_tokens;
+  r->out_accepted_drafts = event.accepted_drafts;
   const int32_t token = sample.token_id;
   std::string delta = r->decoder->Push(token);
   StopCheckResult check = r->stop->Append(token, delta);
@@ -415,6 +436,8 @@ void GenerateEngine::EmitToken(Request* r, const SampleResult& sample) {
     c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
     c.completion_tokens = r->completion_tokens;
     c.cached_prompt_tokens = r->cached_tokens;
+    c.draft_tokens = r->out_draft_tokens;
+    c.accepted_draft_tokens = r->out_accepted_drafts;
     c.timings.queue_seconds =
         absl::ToDoubleSeconds(r->first_scheduled - r->arrival);
     c.timings.time_to_first_token_seconds =
@@ -436,6 +459,57 @@ void GenerateEngine::UpdateStats() {
   stats_.kv_blocks_free = scheduler_.kv_cache().num_free_blocks();
   stats_.prefix_cache_queries = scheduler_.kv_cache().prefix_query_tokens();
   stats_.prefix_cache_hits = scheduler_.kv_cache().prefix_hit_tokens();
+}
+
+absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
+                                            absl::Span<const int32_t> drafts,
+                                            std::vector<SampleResult>* emitted,
+                                            SampledToken* sampled,
+                                            int32_t* accepted) {
+  const size_t v = static_cast<size_t>(options_.vocab_size);
+  const int32_t num_drafts = static_cast<int32_t>(drafts.size());
+  if (logits.rows != num_drafts + 1 ||
+      logits.values.size() < v * static_cast<size_t>(logits.rows)) {
+    return absl::InternalError(absl::StrCat(
+        "the model returned ", logits.rows, " logits rows; expected ",
+        num_drafts + 1));
+  }
+  emitted->clear();
+  *accepted = 0;
+  *sampled = SampledToken();
+  sampled->seq_id = r->id;
+  // Row j predicts the token after the j-th new token: it verifies draft j,
+  // and the row after the last draft samples the bonus token. Each token
+  // goes through the sampling state (penalties, grammar) and the stop
+  // checks before the next row is looked at, as it would one step at a
+  // time.
+  for (int32_t j = 0; j <= num_drafts; ++j) {
+    const auto row = logits.values.begin() + static_cast<ptrdiff_t>(j * v);
+    logits_.assign(row, row + static_cast<ptrdiff_t>(v));
+    SampleResult& res = emitted->emplace_back();
+    bool took_draft = false;
+    if (j < num_drafts) {
+      RETURN_IF_ERROR(sampler_.VerifyRow(absl::MakeSpan(logits_),
+                                         r->sampling.get(), drafts[j], &res,
+                                         &took_draft));
+    } else {
+      RETURN_IF_ERROR(sampler_.SampleRow(absl::MakeSpan(logits_),
+                                         r->sampling.get(), &res));
+    }
+    if (took_draft) ++*accepted;
+    // EOS, stop ids and max_tokens end a sequence here, so the scheduler
+    // frees it now; stop strings are the output side's.
+    FinishReason reason = r->token_stop->Append(res.token_id, {}).finish_reason;
+    // A complete structured output ends like a stop token.
+    if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
+      reason = FinishReason::kStop;
+    }
+    sampled->token_id = res.token_id;
+    sampled->finish_reason = reason;
+    sampled->num_accepted_drafts = j;
+    if (reason != FinishReason::kNone || !took_draft) break;
+  }
+  return absl::OkStatus();
 }
 
 void GenerateEngine::RunStep() {
@@ -486,63 +560,74 @@ void GenerateEngine::RunStep() {
     notify();
     return;
   }
-  // Gather the rows that sample.
-  states_.clear();
-  const int32_t v = options_.vocab_size;
-  size_t rows = 0;
-  for (const SequenceResult& sr : result->seqs) {
-    if (sr.output == StepOutput::kLastLogits) ++rows;
-  }
-  logits_.resize(rows * static_cast<size_t>(v));
-  std::vector<Request*> row_requests;
-  row_requests.reserve(rows);
-  size_t row = 0;
-  for (const SequenceResult& sr : result->seqs) {
-    if (sr.output != StepOutput::kLastLogits) continue;
-    std::memcpy(logits_.data() + row * v, sr.values.data(),
-                sizeof(float) * std::min<size_t>(v, sr.values.size()));
-    Request* r = active_[sr.seq_id].get();
-    states_.push_back(r->sampling.get());
-    row_requests.push_back(r);
-    ++row;
-  }
+  // Sample every sequence that asked for logits; a sampling error ends
+  // only its own request.
+  struct Emitted {
+    Request* request;
+    size_t begin;  // in samples_
+    size_t end;
+  };
+  std::vector<Emitted> emitted;
+  std::vector<std::pair<int64_t, absl::Status>> errors;
+  std::vector<SampleResult> row_samples;
+  samples_.clear();
   sampled_.clear();
-  if (rows > 0) {
-    absl::Status s = sampler_.Sample(absl::MakeSpan(logits_), states_, &samples_);
+  int64_t step_drafts = 0;
+  int64_t step_accepted = 0;
+  for (size_t i = 0; i < result->seqs.size(); ++i) {
+    SequenceResult& sr = result->seqs[i];
+    if (sr.output != StepOutput::kLastLogits &&
+        sr.output != StepOutput::kAllLogits) {
+      continue;
+    }
+    Request* r = active_[sr.seq_id].get();
+    const ScheduledSequence& sched = out.scheduled[i];
+    absl::Span<const int32_t> drafts =
+        absl::MakeConstSpan(out.plan.seqs[i].token_ids)
+            .subspan(1, static_cast<size_t>(sched.num_draft_tokens));
+    SampledToken token;
+    int32_t accepted = 0;
+    absl::Status s =
+        SampleSequence(r, sr, drafts, &row_samples, &token, &accepted);
     if (!s.ok()) {
-      for (Request* r : row_requests) fail(r->id, s);
-      notify();
-      return;
+      errors.emplace_back(r->id, s);
+      continue;
     }
-    // EOS, stop ids and max_tokens end a sequence here, so the scheduler
-    // frees it now; stop strings are the output side's.
-    for (size_t i = 0; i < rows; ++i) {
-      Request* r = row_requests[i];
-      const int32_t token = samples_[i].token_id;
-      FinishReason reason = r->token_stop->Append(token, {}).finish_reason;
-      // A complete structured output ends like a stop token.
-      if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
-        reason = FinishReason::kStop;
-      }
-      sampled_.push_back({r->id, token, reason});
-    }
+    r->draft_tokens += sched.num_draft_tokens;
+    r->accepted_drafts += accepted;
+    step_drafts += sched.num_draft_tokens;
+    step_accepted += accepted;
+    sampled_.push_back(token);
+    const size_t begin = samples_.size();
+    for (SampleResult& res : row_samples) samples_.push_back(std::move(res));
+    emitted.push_back({r, begin, samples_.size()});
   }
+  if (step_drafts > 0) {
+    absl::MutexLock lock(&mu_);
+    stats_.spec_draft_tokens += step_drafts;
+    stats_.spec_accepted_tokens += step_accepted;
+  }
+  for (const auto& [id, error] : errors) fail(id, error);
   absl::StatusOr<std::vector<FinishedSequence>> finished =
       scheduler_.Update(sampled_);
   // The tokens go out (on the output worker, while the next step runs),
   // before any release of their request.
-  for (size_t i = 0; i < rows; ++i) {
-    OutputEvent e;
-    e.request = row_requests[i];
-    e.sample = std::move(samples_[i]);
-    PostOutput(std::move(e));
+  for (const Emitted& em : emitted) {
+    for (size_t k = em.begin; k < em.end; ++k) {
+      OutputEvent e;
+      e.request = em.request;
+      e.sample = std::move(samples_[k]);
+      e.draft_tokens = em.request->draft_tokens;
+      e.accepted_drafts = em.request->accepted_drafts;
+      PostOutput(std::move(e));
+    }
   }
   notify();
   if (!finished.ok()) {
     // Inconsistent bookkeeping: fail the sequences of this step loudly
     // rather than stream wrong tokens.
     const absl::Status error = absl::InternalError(finished.status().message());
-    for (Request* r : row_requests) fail(r->id, error);
+    for (const Emitted& em : emitted) fail(em.request->id, error);
     return;
   }
   for (const FinishedSequence& f : *finished) {

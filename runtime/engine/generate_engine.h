@@ -6,7 +6,12 @@
 // to the output worker, which detokenizes incrementally, checks stop
 // strings and streams a chunk to every sequence that produced a token while
 // the loop runs the next forward pass (the engine needs only the ids, and
-// decides EOS, stop ids and length itself). A stop string the worker finds
+// decides EOS, stop ids and length itself). With speculative decoding
+// (prompt lookup), a decoding sequence also feeds n-gram drafts, gets
+// logits for every one of them from the same forward pass and keeps the
+// verified prefix plus one more token (Sampler::VerifyRow): several tokens
+// per step, streamed one chunk each, each through the same stop checks as
+// without drafts. A stop string the worker finds
 // ends the sequence: the worker sends the final chunk at once and drops
 // tokens the loop produced for it since (at most the step already under
 // way); the loop frees the sequence before its next step.
@@ -57,6 +62,9 @@ struct GenerateEngineOptions {
   // while the next forward pass runs; false does it on the loop thread,
   // after each step (same output).
   bool overlap_output = true;
+  // Prompt-lookup draft tokens per decoding step for requests that do not
+  // say (GenerateRequest.speculative); 0 = no speculation.
+  int32_t speculative_draft_tokens = 0;
 };
 
 // The workflow's components, built from the registry (engine_factory.cc):
@@ -123,7 +131,14 @@ class GenerateEngine : public Engine {
   void PostOutput(OutputEvent event);
   void OutputLoop();
   // Output side: streams one sampled token (stop strings, detokenizing).
-  void EmitToken(Request* r, const SampleResult& sample);
+  void EmitToken(Request* r, const OutputEvent& event);
+  // Engine thread: the tokens of one sequence's row(s) of logits: one
+  // sample, or the verified drafts plus one (speculative decoding). Returns
+  // them in `emitted` and the SampledToken for the scheduler in `sampled`.
+  absl::Status SampleSequence(Request* r, SequenceResult& logits,
+                              absl::Span<const int32_t> drafts,
+                              std::vector<SampleResult>* emitted,
+                              SampledToken* sampled, int32_t* accepted);
   void HandleOutput(OutputEvent& event);
 
   const GenerateEngineOptions options_;
@@ -165,7 +180,6 @@ class GenerateEngine : public Engine {
 
   // Step scratch (engine thread).
   std::vector<float> logits_;
-  std::vector<SamplingState*> states_;
   std::vector<SampleResult> samples_;
   std::vector<SampledToken> sampled_;
 };

@@ -35,6 +35,9 @@ struct EngineOptions {
   int block_size = 16;             // tokens per KV cache block
   std::string dtype = "float32";   // compute dtype: float32 | bfloat16
   bool enable_prefix_caching = true;
+  // Generation: prompt-lookup draft tokens per decoding step for requests
+  // that do not set GenerateRequest.speculative; 0 = off.
+  int speculative_draft_tokens = 0;
 };
 
 // Request-independent overrides of the workflow a model gets.

@@ -36,7 +36,8 @@
 // 2: AddConfigParser registers a full ConfigParser (defaults + hook) instead
 //    of an alias of a built-in model_type; GetConfigParser;
 //    ArchitectureSpec has no config_parser.
-#define INFERD_PLUGIN_API_VERSION 2
+// 3: GenerateParams.speculative; StepOutput::kAllLogits.
+#define INFERD_PLUGIN_API_VERSION 3
 
 namespace inferd {
 

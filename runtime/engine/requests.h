@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "runtime/chat/chat_template.h"
 #include "runtime/gen/sampling_params.h"
+#include "runtime/gen/speculative.h"
 
 namespace inferd {
 
@@ -113,6 +114,9 @@ struct GenerateParams {
   bool add_special_tokens = true;
   SamplingParams sampling;
   bool disable_prefix_cache = false;
+  // Prompt-lookup speculative decoding; num_draft_tokens -1 = the server's
+  // default.
+  SpeculativeParams speculative;
   absl::Time deadline = absl::InfiniteFuture();
 };
 
@@ -136,6 +140,9 @@ struct GenerateChunk {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_prompt_tokens = 0;
+  // Speculative decoding: draft tokens verified, and accepted.
+  int64_t draft_tokens = 0;
+  int64_t accepted_draft_tokens = 0;
   RequestTimings timings;
 };
 

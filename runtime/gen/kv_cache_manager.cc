@@ -117,6 +117,20 @@ void KVCacheManager::CacheFullBlocks(int64_t seq_id,
   }
 }
 
+void KVCacheManager::Truncate(int64_t seq_id, int32_t num_tokens) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  SeqBlocks& s = it->second;
+  const size_t keep = std::max(static_cast<size_t>(NumBlocksFor(num_tokens)),
+                               s.hashes.size());
+  if (s.blocks.size() <= keep) return;
+  std::vector<int32_t> tail(s.blocks.begin() + static_cast<ptrdiff_t>(keep),
+                            s.blocks.end());
+  std::reverse(tail.begin(), tail.end());
+  pool_.Free(tail);
+  s.blocks.resize(keep);
+}
+
 void KVCacheManager::Free(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;

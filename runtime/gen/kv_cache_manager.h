@@ -66,6 +66,11 @@ class KVCacheManager {
   void CacheFullBlocks(int64_t seq_id, absl::Span<const int32_t> token_ids,
                        int32_t num_computed_tokens);
 
+  // Shrinks `seq_id`'s block table to what `num_tokens` tokens need (never
+  // below its published blocks): rejected speculative drafts give back the
+  // blocks allocated for them. No-op for an unknown id.
+  void Truncate(int64_t seq_id, int32_t num_tokens);
+
   // Releases every block of `seq_id` (finish, abort or preemption). Cached
   // blocks stay in the cache, evictable. No-op for an unknown id.
   void Free(int64_t seq_id);

@@ -7,6 +7,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/status_macros.h"
 
 namespace inferd {
 namespace {
@@ -160,17 +161,17 @@ void Sampler::FillLogprobs(const float* x, int32_t token, float log_normalizer,
   }
 }
 
-absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
-                                SampleResult* result) {
+absl::Status Sampler::ProcessRow(absl::Span<float> logits,
+                                 const SamplingState& state, RowDist* d) {
   if (logits.size() != static_cast<size_t>(vocab_size_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("a logits row holds ", logits.size(), " values; expected ",
                      vocab_size_));
   }
-  const SamplingParams& p = state->params_;
+  const SamplingParams& p = state.params_;
   float* x = logits.data();
   const int32_t v = vocab_size_;
-  ApplyPenalties(x, *state);
+  ApplyPenalties(x, state);
 
   if (!p.greedy()) {
     const float inv_t = 1.0f / p.temperature;
@@ -182,7 +183,7 @@ absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
   }
   const float max_logit = x[argmax];
   if (!std::isfinite(max_logit)) {
-    if (state->constraint_ != nullptr) {
+    if (state.constraint_ != nullptr) {
       return absl::InvalidArgumentError(
           "response_format: no token of the vocabulary can continue the "
           "output here (or min_tokens keeps it from ending)");
@@ -195,87 +196,153 @@ absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
     probs_[i] = std::exp(x[i] - max_logit);
     sum += probs_[i];
   }
-  const float log_normalizer = max_logit + static_cast<float>(std::log(sum));
-
-  int32_t token = argmax;
-  if (!p.greedy()) {
-    auto better = [x](int32_t a, int32_t b) {
-      return x[a] > x[b] || (x[a] == x[b] && a < b);
-    };
-    const int32_t k = p.top_k > 0 && p.top_k < v ? p.top_k : v;
-    const bool truncate = k < v || p.top_p < 1.0f || p.min_p > 0.0f;
-    int32_t n = v;
-    if (truncate) {
-      std::iota(idx_.begin(), idx_.end(), 0);
-      // Top-k, then top-p over the renormalized top-k set, then min-p (the
-      // HF transformers order). min-p compares with the top probability, so
-      // renormalization does not change it.
-      if (k < v) {
-        std::nth_element(idx_.begin(), idx_.begin() + k, idx_.end(), better);
-        n = k;
-      }
-      if (p.top_p < 1.0f) {
-        std::sort(idx_.begin(), idx_.begin() + n, better);
-        double total = 0.0;
-        for (int32_t j = 0; j < n; ++j) total += probs_[idx_[j]];
-        const double target = static_cast<double>(p.top_p) * total;
-        double cum = 0.0;
-        for (int32_t j = 0; j < n; ++j) {
-          cum += probs_[idx_[j]];
-          if (cum >= target) {
-            n = j + 1;
-            break;
-          }
-        }
-      }
-      if (p.min_p > 0.0f) {
-        float top = 0.0f;
-        for (int32_t j = 0; j < n; ++j) top = std::max(top, probs_[idx_[j]]);
-        const float threshold = p.min_p * top;
-        int32_t w = 0;
-        for (int32_t j = 0; j < n; ++j) {
-          if (probs_[idx_[j]] >= threshold) idx_[w++] = idx_[j];
-        }
-        n = w;
-      }
-      double z = 0.0;
-      for (int32_t j = 0; j < n; ++j) z += probs_[idx_[j]];
-      const double u = state->rng_.Uniform() * z;
-      double cum = 0.0;
-      token = -1;
-      int32_t last_positive = argmax;
-      for (int32_t j = 0; j < n; ++j) {
-        const float q = probs_[idx_[j]];
-        if (q <= 0.0f) continue;
-        last_positive = idx_[j];
-        cum += q;
-        if (u < cum) {
-          token = idx_[j];
-          break;
-        }
-      }
-      if (token < 0) token = last_positive;  // rounding at the very end
-    } else {
-      const double u = state->rng_.Uniform() * sum;
-      double cum = 0.0;
-      for (int32_t i = 0; i < v; ++i) {
-        cum += probs_[i];
-        if (u < cum && probs_[i] > 0.0f) {
-          token = i;
-          break;
-        }
+  d->argmax = argmax;
+  d->log_normalizer = max_logit + static_cast<float>(std::log(sum));
+  d->sum = sum;
+  d->truncated = false;
+  d->n = v;
+  if (p.greedy()) return absl::OkStatus();
+  auto better = [x](int32_t a, int32_t b) {
+    return x[a] > x[b] || (x[a] == x[b] && a < b);
+  };
+  const int32_t k = p.top_k > 0 && p.top_k < v ? p.top_k : v;
+  d->truncated = k < v || p.top_p < 1.0f || p.min_p > 0.0f;
+  if (!d->truncated) return absl::OkStatus();
+  int32_t n = v;
+  std::iota(idx_.begin(), idx_.end(), 0);
+  // Top-k, then top-p over the renormalized top-k set, then min-p (the HF
+  // transformers order). min-p compares with the top probability, so
+  // renormalization does not change it.
+  if (k < v) {
+    std::nth_element(idx_.begin(), idx_.begin() + k, idx_.end(), better);
+    n = k;
+  }
+  if (p.top_p < 1.0f) {
+    std::sort(idx_.begin(), idx_.begin() + n, better);
+    double total = 0.0;
+    for (int32_t j = 0; j < n; ++j) total += probs_[idx_[j]];
+    const double target = static_cast<double>(p.top_p) * total;
+    double cum = 0.0;
+    for (int32_t j = 0; j < n; ++j) {
+      cum += probs_[idx_[j]];
+      if (cum >= target) {
+        n = j + 1;
+        break;
       }
     }
   }
+  if (p.min_p > 0.0f) {
+    float top = 0.0f;
+    for (int32_t j = 0; j < n; ++j) top = std::max(top, probs_[idx_[j]]);
+    const float threshold = p.min_p * top;
+    int32_t w = 0;
+    for (int32_t j = 0; j < n; ++j) {
+      if (probs_[idx_[j]] >= threshold) idx_[w++] = idx_[j];
+    }
+    n = w;
+  }
+  d->n = n;
+  return absl::OkStatus();
+}
 
+double Sampler::CandidateMass(const RowDist& d, int32_t token) const {
+  if (token < 0 || token >= vocab_size_) return 0.0;
+  if (!d.truncated) return probs_[token];
+  for (int32_t j = 0; j < d.n; ++j) {
+    if (idx_[j] == token) return probs_[token];
+  }
+  return 0.0;
+}
+
+int32_t Sampler::Draw(const RowDist& d, int32_t excluded, SamplerRng* rng) {
+  if (d.truncated) {
+    double z = 0.0;
+    for (int32_t j = 0; j < d.n; ++j) {
+      if (idx_[j] != excluded) z += probs_[idx_[j]];
+    }
+    const double u = rng->Uniform() * z;
+    double cum = 0.0;
+    int32_t last_positive = -1;
+    for (int32_t j = 0; j < d.n; ++j) {
+      const int32_t id = idx_[j];
+      const float q = probs_[id];
+      if (q <= 0.0f || id == excluded) continue;
+      last_positive = id;
+      cum += q;
+      if (u < cum) return id;
+    }
+    // Rounding at the very end (or nothing but `excluded` has mass).
+    if (last_positive >= 0) return last_positive;
+    return excluded >= 0 ? excluded : d.argmax;
+  }
+  double z = d.sum;
+  if (excluded >= 0) {
+    // Summed again rather than subtracted: p(excluded) may be close to 1.
+    z = 0.0;
+    for (int32_t i = 0; i < vocab_size_; ++i) {
+      if (i != excluded) z += probs_[i];
+    }
+  }
+  const double u = rng->Uniform() * z;
+  double cum = 0.0;
+  int32_t last_positive = -1;
+  for (int32_t i = 0; i < vocab_size_; ++i) {
+    if (i == excluded || probs_[i] <= 0.0f) continue;
+    last_positive = i;
+    cum += probs_[i];
+    if (u < cum) return i;
+  }
+  if (excluded < 0) return d.argmax;  // rounding at the very end
+  if (last_positive >= 0) return last_positive;
+  return excluded >= 0 ? excluded : d.argmax;
+}
+
+void Sampler::Finish(const float* x, const RowDist& d, int32_t token,
+                     SamplingState* state, SampleResult* result) {
   result->token_id = token;
-  if (p.logprobs > 0) {
-    FillLogprobs(x, token, log_normalizer, p.logprobs, result);
+  const int32_t logprobs = state->params_.logprobs;
+  if (logprobs > 0) {
+    FillLogprobs(x, token, d.log_normalizer, logprobs, result);
   } else {
     result->logprob = 0.0f;
     result->top_logprobs.clear();
   }
   state->Accept(token);
+}
+
+absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
+                                SampleResult* result) {
+  RowDist d;
+  RETURN_IF_ERROR(ProcessRow(logits, *state, &d));
+  const int32_t token =
+      state->params_.greedy() ? d.argmax : Draw(d, -1, &state->rng_);
+  Finish(logits.data(), d, token, state, result);
+  return absl::OkStatus();
+}
+
+absl::Status Sampler::VerifyRow(absl::Span<float> logits, SamplingState* state,
+                                int32_t draft, SampleResult* result,
+                                bool* accepted) {
+  RowDist d;
+  RETURN_IF_ERROR(ProcessRow(logits, *state, &d));
+  int32_t token = d.argmax;
+  if (!state->params_.greedy()) {
+    // Speculative sampling (Leviathan et al., 2023; Chen et al., 2023) with
+    // a one-hot draft distribution q: accept the draft with probability
+    // min(1, p(draft) / q(draft)) = p(draft); otherwise sample from the
+    // residual max(0, p - q), normalized: p without the draft. Either way
+    // the token is distributed as p.
+    double total = d.sum;
+    if (d.truncated) {
+      total = 0.0;
+      for (int32_t j = 0; j < d.n; ++j) total += probs_[idx_[j]];
+    }
+    const double p_draft = total > 0.0 ? CandidateMass(d, draft) / total : 0.0;
+    token = state->rng_.Uniform() < p_draft ? draft
+                                            : Draw(d, draft, &state->rng_);
+  }
+  *accepted = token == draft;
+  Finish(logits.data(), d, token, state, result);
   return absl::OkStatus();
 }
 

@@ -126,7 +126,39 @@ class Sampler {
   absl::Status SampleRow(absl::Span<float> logits, SamplingState* state,
                          SampleResult* result);
 
+  // Speculative decoding: the token for one row given a draft token that a
+  // deterministic proposer put there. Greedy: the argmax (the draft is
+  // accepted when it is the argmax). Sampling: the draft with probability
+  // p(draft), else a token drawn from p without the draft, where p is the
+  // row's processed distribution (penalties, constraint, temperature,
+  // truncation), so the result is distributed exactly as SampleRow's.
+  // `*accepted` tells whether the result is the draft. The state records
+  // the token, and logprobs are filled, as in SampleRow.
+  absl::Status VerifyRow(absl::Span<float> logits, SamplingState* state,
+                         int32_t draft, SampleResult* result, bool* accepted);
+
  private:
+  // A processed row: probs_ holds exp(x - max) for every token; when
+  // truncated, idx_[0, n) holds the candidates (top-k / top-p / min-p).
+  struct RowDist {
+    int32_t argmax = 0;
+    float log_normalizer = 0.0f;
+    double sum = 0.0;  // of probs_ over the whole vocabulary
+    bool truncated = false;
+    int32_t n = 0;
+  };
+  // Penalties, constraint and temperature applied to `logits` in place;
+  // probabilities and candidates into the scratch buffers.
+  absl::Status ProcessRow(absl::Span<float> logits, const SamplingState& state,
+                          RowDist* d);
+  // Unnormalized probability of `token` among the candidates (0 outside).
+  double CandidateMass(const RowDist& d, int32_t token) const;
+  // Draws a candidate other than `excluded` (-1: none) in proportion to its
+  // probability.
+  int32_t Draw(const RowDist& d, int32_t excluded, SamplerRng* rng);
+  // Sets the result (logprobs) and records `token` in the state.
+  void Finish(const float* x, const RowDist& d, int32_t token,
+              SamplingState* state, SampleResult* result);
   void ApplyPenalties(float* x, const SamplingState& state) const;
   void FillLogprobs(const float* x, int32_t token, float log_normalizer,
                     int32_t n, SampleResult* result);

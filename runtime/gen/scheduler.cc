@@ -13,7 +13,8 @@ ContinuousBatchingScheduler::ContinuousBatchingScheduler(SchedulerConfig config)
 
 absl::Status ContinuousBatchingScheduler::Add(
     int64_t seq_id, std::vector<int32_t> prompt_token_ids,
-    const SamplingParams* sampling, bool disable_prefix_cache) {
+    const SamplingParams* sampling, bool disable_prefix_cache,
+    SpeculativeParams speculative) {
   if (seqs_.contains(seq_id)) {
     return absl::AlreadyExistsError(
         absl::StrCat("sequence ", seq_id, " is already scheduled"));
@@ -79,6 +80,7 @@ absl::Status ContinuousBatchingScheduler::Add(
   seq->arrival = next_arrival_++;
   seq->disable_prefix_cache = disable_prefix_cache;
   seq->max_total_len = max_total;
+  seq->speculative = speculative;
   waiting_.push_back(seq.get());
   waiting_tokens_ += seq->num_tokens();
   seqs_.emplace(seq_id, std::move(seq));
@@ -91,6 +93,7 @@ void ContinuousBatchingScheduler::Preempt(SequenceState* seq,
   seq->status = SequenceStatus::kPreempted;
   seq->num_computed_tokens = 0;
   seq->awaiting_sample = false;
+  seq->draft_token_ids.clear();
   ++seq->num_preemptions;
   waiting_.push_front(seq);
   waiting_tokens_ += seq->num_tokens();
@@ -119,28 +122,37 @@ void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
                                                 SchedulerOutput* out) {
   const int32_t start = seq->num_computed_tokens;
   const bool samples = start + num_new == seq->num_tokens();
+  if (!decode) seq->draft_token_ids.clear();
+  const int32_t drafts = static_cast<int32_t>(seq->draft_token_ids.size());
   SequencePlan plan;
   plan.seq_id = seq->seq_id;
   plan.token_ids.assign(seq->token_ids.begin() + start,
                         seq->token_ids.begin() + start + num_new);
+  plan.token_ids.insert(plan.token_ids.end(), seq->draft_token_ids.begin(),
+                        seq->draft_token_ids.end());
   plan.start_pos = start;
   absl::Span<const int32_t> table = kv_.BlockTable(seq->seq_id);
   plan.block_table.assign(table.begin(), table.end());
-  plan.output = samples ? StepOutput::kLastLogits : StepOutput::kNone;
+  plan.output = !samples     ? StepOutput::kNone
+                : drafts > 0 ? StepOutput::kAllLogits
+                             : StepOutput::kLastLogits;
   out->plan.seqs.push_back(std::move(plan));
 
   ScheduledSequence s;
   s.seq_id = seq->seq_id;
   s.start_pos = start;
-  s.num_new_tokens = num_new;
+  s.num_new_tokens = num_new + drafts;
   s.num_cached_tokens = num_hit;
   s.samples = samples;
   s.decode = decode;
+  s.num_draft_tokens = drafts;
   out->scheduled.push_back(s);
-  out->num_scheduled_tokens += num_new;
-  (s.decode ? out->num_decode_tokens : out->num_prefill_tokens) += num_new;
+  out->num_scheduled_tokens += s.num_new_tokens;
+  (s.decode ? out->num_decode_tokens : out->num_prefill_tokens) +=
+      s.num_new_tokens;
+  out->num_draft_tokens += drafts;
 
-  seq->num_computed_tokens += num_new;
+  seq->num_computed_tokens += s.num_new_tokens;
   seq->awaiting_sample = samples;
   seq->in_step = true;
   last_scheduled_.push_back(seq->seq_id);
@@ -160,20 +172,51 @@ SchedulerOutput ContinuousBatchingScheduler::Schedule() {
   const std::vector<SequenceState*> running(running_.begin(), running_.end());
 
   // 1. Every running decode (one generated token fed back), in admission
-  // order.
+  // order, each with its prompt-lookup drafts when it speculates.
+  auto decodes = [](const SequenceState* seq) {
+    return seq->status == SequenceStatus::kRunning &&
+           seq->num_tokens() - seq->num_computed_tokens == 1 &&
+           seq->num_computed_tokens >= seq->num_prompt_tokens;
+  };
+  // Decodes not yet scheduled: drafts never take their share of the budget.
+  int32_t decodes_left = 0;
+  for (const SequenceState* seq : running) decodes_left += decodes(seq);
   for (SequenceState* seq : running) {
     if (!room()) break;
-    if (seq->status != SequenceStatus::kRunning ||
-        seq->num_tokens() - seq->num_computed_tokens != 1 ||
-        seq->num_computed_tokens < seq->num_prompt_tokens) {
-      continue;
+    if (!decodes(seq)) continue;
+    --decodes_left;
+    seq->draft_token_ids.clear();
+    // Drafts never take the sequence past its length limit: every accepted
+    // one and the token after it must fit.
+    const int32_t max_drafts = std::min(
+        {seq->speculative.num_draft_tokens,
+         seq->max_total_len - seq->num_tokens() - 1,
+         budget - 1 - decodes_left});
+    if (max_drafts > 0) {
+      ProposeNgramDrafts(seq->token_ids, seq->speculative.min_ngram,
+                         seq->speculative.max_ngram, max_drafts,
+                         &seq->draft_token_ids);
+    }
+    // Drafts only take free blocks, and leave one for each decode still
+    // to schedule: they never cause a preemption.
+    const int32_t drafts = static_cast<int32_t>(seq->draft_token_ids.size());
+    if (drafts > 0) {
+      const int32_t want = seq->num_computed_tokens + 1 + drafts;
+      const int32_t extra = std::max(
+          kv_.NumBlocksFor(want) -
+              static_cast<int32_t>(kv_.BlockTable(seq->seq_id).size()),
+          0);
+      if (kv_.num_free_blocks() - extra < decodes_left ||
+          !kv_.AllocateSlots(seq->seq_id, want)) {
+        seq->draft_token_ids.clear();
+      }
     }
     if (!AllocateOrPreempt(seq, seq->num_computed_tokens + 1, &out)) {
       stop = true;
       break;
     }
     ScheduleChunk(seq, 1, 0, /*decode=*/true, &out);
-    budget -= 1;
+    budget -= 1 + static_cast<int32_t>(seq->draft_token_ids.size());
   }
 
   // 2. Prefill, first come first served: running requests in chunked
@@ -257,6 +300,13 @@ ContinuousBatchingScheduler::Update(const std::vector<SampledToken>& sampled) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sequence ", t.seq_id, " did not expect a sampled token"));
     }
+    if (t.num_accepted_drafts < 0 ||
+        t.num_accepted_drafts >
+            static_cast<int32_t>(it->second->draft_token_ids.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sequence ", t.seq_id, ": ", t.num_accepted_drafts,
+          " accepted drafts of ", it->second->draft_token_ids.size()));
+    }
   }
   for (int64_t id : last_scheduled_) {
     auto it = seqs_.find(id);
@@ -266,7 +316,28 @@ ContinuousBatchingScheduler::Update(const std::vector<SampledToken>& sampled) {
     }
   }
 
-  // The step ran: blocks fully covered by computed tokens hold valid KV.
+  // Tokens first: accepted drafts, then the sampled token; rejected drafts
+  // leave the computed length (their KV slots get rewritten later) and the
+  // blocks allocated for them go back to the pool.
+  for (const SampledToken& t : sampled) {
+    auto it = seqs_.find(t.seq_id);
+    if (it == seqs_.end()) continue;
+    SequenceState* seq = it->second.get();
+    const int32_t drafts = static_cast<int32_t>(seq->draft_token_ids.size());
+    const int32_t accepted = std::clamp(t.num_accepted_drafts, 0, drafts);
+    seq->token_ids.insert(seq->token_ids.end(), seq->draft_token_ids.begin(),
+                          seq->draft_token_ids.begin() + accepted);
+    seq->token_ids.push_back(t.token_id);
+    seq->awaiting_sample = false;
+    if (drafts > 0) {
+      seq->num_computed_tokens -= drafts - accepted;
+      seq->draft_token_ids.clear();
+      kv_.Truncate(seq->seq_id, seq->num_computed_tokens + 1);
+    }
+  }
+
+  // The step ran: blocks fully covered by computed (verified) tokens hold
+  // valid KV.
   for (int64_t id : last_scheduled_) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) continue;
@@ -282,8 +353,6 @@ ContinuousBatchingScheduler::Update(const std::vector<SampledToken>& sampled) {
     auto it = seqs_.find(t.seq_id);
     if (it == seqs_.end()) continue;
     SequenceState* seq = it->second.get();
-    seq->token_ids.push_back(t.token_id);
-    seq->awaiting_sample = false;
     FinishReason reason = t.finish_reason;
     if (reason == FinishReason::kNone &&
         seq->num_tokens() >= seq->max_total_len) {

@@ -23,6 +23,7 @@
 #include "absl/types/span.h"
 #include "runtime/gen/kv_cache_manager.h"
 #include "runtime/gen/sampling_params.h"
+#include "runtime/gen/speculative.h"
 #include "runtime/model/batch_plan.h"
 
 namespace inferd {
@@ -51,7 +52,13 @@ struct SequenceState {
   // Prompt + most generated tokens; reaching it finishes with kLength.
   int32_t max_total_len = 0;
   int32_t num_preemptions = 0;
-  // Scheduled in the current step with kLastLogits: Update expects a token.
+  // Speculative decoding (resolved; num_draft_tokens 0 = off).
+  SpeculativeParams speculative;
+  // Drafts proposed for the current step, fed after the last known token;
+  // not part of token_ids until Update accepts them.
+  std::vector<int32_t> draft_token_ids;
+  // Scheduled in the current step with kLastLogits (or kAllLogits with
+  // drafts): Update expects a token.
   bool awaiting_sample = false;
   // Scheduled in the step being planned (Schedule's scratch).
   bool in_step = false;
@@ -93,6 +100,9 @@ struct ScheduledSequence {
   // A running sequence's next token (one generated token fed back), as
   // opposed to a prompt chunk or a recomputation after a preemption.
   bool decode = false;
+  // Draft tokens fed after the decode token (included in num_new_tokens);
+  // the plan then asks for kAllLogits: one row per new token.
+  int32_t num_draft_tokens = 0;
 };
 
 struct SchedulerOutput {
@@ -105,16 +115,22 @@ struct SchedulerOutput {
   // sequence) and prefill tokens (prompt chunks, recomputation).
   int32_t num_decode_tokens = 0;
   int32_t num_prefill_tokens = 0;
+  // Draft tokens among the decode tokens.
+  int32_t num_draft_tokens = 0;
 
   bool empty() const { return plan.seqs.empty(); }
 };
 
 // The token sampled for a sequence, and whether the sampler / stop checker
-// ended it there.
+// ended it there. With speculative decoding, the first num_accepted_drafts
+// drafts of the step come before token_id (which may itself be the next
+// draft, accepted, when a stop ended the sequence on it); the other drafts
+// are rejected and their KV dropped.
 struct SampledToken {
   int64_t seq_id = 0;
   int32_t token_id = 0;
   FinishReason finish_reason = FinishReason::kNone;
+  int32_t num_accepted_drafts = 0;
 };
 
 struct FinishedSequence {
@@ -135,21 +151,25 @@ class ContinuousBatchingScheduler {
       delete;
 
   // Queues a request. `sampling` (may be null: defaults) must outlive the
-  // request; only max_tokens is read here. INVALID_ARGUMENT when the prompt
+  // request; only max_tokens is read here. `speculative` (resolved) turns on
+  // prompt-lookup drafts for its decoding steps. INVALID_ARGUMENT when the prompt
   // is empty or the request can never fit (prompt + max_tokens above the
   // max model length or the KV cache capacity), ALREADY_EXISTS for a live
   // seq_id, RESOURCE_EXHAUSTED when the waiting queue is full.
   absl::Status Add(int64_t seq_id, std::vector<int32_t> prompt_token_ids,
                    const SamplingParams* sampling,
-                   bool disable_prefix_cache = false);
+                   bool disable_prefix_cache = false,
+                   SpeculativeParams speculative = {0, 0, 0});
 
   // Plans the next step. Advances num_computed_tokens of the scheduled
   // requests as if the step ran; call Update after it did.
   SchedulerOutput Schedule();
 
   // Applies the step's sampled tokens (one per sequence scheduled with
-  // kLastLogits; ids aborted since Schedule are ignored), publishes newly
-  // full blocks to the prefix cache, and finishes the sequences whose token
+  // kLastLogits or kAllLogits; ids aborted since Schedule are ignored),
+  // rolls back rejected drafts (the computed length drops to the verified
+  // tokens, blocks past what the next token needs go back to the pool),
+  // publishes newly full blocks of verified tokens to the prefix cache, and finishes the sequences whose token
   // carries a finish reason or that reached max_total_len (kLength). A
   // finished request's blocks go back to the pool (cached ones stay
   // cached) and its state is dropped. INVALID_ARGUMENT, with nothing
@@ -178,6 +198,8 @@ class ContinuousBatchingScheduler {
   // `seq` itself: then false).
   bool AllocateOrPreempt(SequenceState* seq, int32_t num_tokens,
                          SchedulerOutput* out);
+  // Schedules num_new known tokens of `seq` (plus its drafts when
+  // `decode`).
   void ScheduleChunk(SequenceState* seq, int32_t num_new, int32_t num_hit,
                      bool decode, SchedulerOutput* out);
   void Remove(SequenceState* seq);  // from the queues, blocks and map

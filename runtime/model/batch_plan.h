@@ -17,6 +17,9 @@ enum class StepOutput : uint8_t {
   kHiddenStates,      // final hidden states of every new token [n x H]
   kLastHiddenState,   // final hidden state of the last new token [H]
   kClassifierLogits,  // sequence-classification head output [num_labels]
+  // LM-head logits of every new token [n x V] (speculative decoding: row i
+  // predicts the token after token_ids[i]).
+  kAllLogits,
 };
 
 struct SequencePlan {

@@ -300,6 +300,7 @@ absl::Status ModelRunnerBase::BuildBatch(const BatchPlan& plan) {
     }
     switch (s.output) {
       case StepOutput::kLastLogits:
+      case StepOutput::kAllLogits:
         if (!m.has_lm_head) {
           return absl::InvalidArgumentError(
               absl::StrCat("sequence ", s.seq_id, " asks for logits; ",
@@ -427,12 +428,23 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
     }
   };
 
-  // Heads run on the gathered rows of the sequences that asked for them.
+  // Heads run on the gathered rows of the sequences that asked for them
+  // (the LM head on last rows and on every row of kAllLogits sequences).
+  auto uses = [](StepOutput head, StepOutput asked) {
+    return asked == head || (head == StepOutput::kLastLogits &&
+                             asked == StepOutput::kAllLogits);
+  };
   for (StepOutput head :
        {StepOutput::kLastLogits, StepOutput::kClassifierLogits}) {
     gather_rows_.clear();
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
-      if (plan.seqs[i].output != head) continue;
+      if (!uses(head, plan.seqs[i].output)) continue;
+      if (plan.seqs[i].output == StepOutput::kAllLogits) {
+        for (int32_t r = cu_seqlens_[i]; r < cu_seqlens_[i + 1]; ++r) {
+          gather_rows_.push_back(r);
+        }
+        continue;
+      }
       const bool first = head == StepOutput::kClassifierLogits &&
                          m.classifier_token == ClassifierToken::kFirst;
       gather_rows_.push_back(first ? cu_seqlens_[i] : cu_seqlens_[i + 1] - 1);
@@ -452,11 +464,15 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
     RETURN_IF_ERROR(device_->Synchronize());
     int64_t k = 0;
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
-      if (plan.seqs[i].output != head) continue;
+      if (!uses(head, plan.seqs[i].output)) continue;
+      const int64_t n = plan.seqs[i].output == StepOutput::kAllLogits
+                            ? cu_seqlens_[i + 1] - cu_seqlens_[i]
+                            : 1;
       SequenceResult& r = result.seqs[i];
-      r.rows = 1;
+      r.rows = static_cast<int32_t>(n);
       r.cols = static_cast<int32_t>(cols);
-      copy_rows(out, k++, 1, &r.values);
+      copy_rows(out, k, n, &r.values);
+      k += n;
     }
   }
 

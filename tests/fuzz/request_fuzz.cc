@@ -59,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(p->sampling.max_tokens >= 0 &&
             p->sampling.max_tokens <= gen.max_input_tokens);
       Check(p->sampling.Validate().ok());
+      Check(p->speculative.Validate().ok());
       // An accepted request has an input: token ids, messages or a prompt.
       Check(!p->prompt_token_ids.empty() || !p->messages.empty() ||
             req.input_case() == inferd::v1::GenerateRequest::kPrompt);

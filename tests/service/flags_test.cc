@@ -43,6 +43,22 @@ TEST(FlagsTest, PrefillBudgetAndOutputOverlapPerModel) {
           .ok());
 }
 
+TEST(FlagsTest, SpeculativeDraftTokensOffByDefaultAndPerModel) {
+  auto o = Parse({"--model", "a=/m/a",
+                  "--model=b=/m/b,speculative-draft-tokens=0",
+                  "--speculative-draft-tokens", "6"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->models[0].engine.speculative_draft_tokens, 6);
+  EXPECT_EQ(o->models[1].engine.speculative_draft_tokens, 0);
+  auto d = Parse({"--model", "a=/m/a"});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->models[0].engine.speculative_draft_tokens, 0);
+  auto bad = Parse({"--model", "a=/x", "--speculative-draft-tokens", "17"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("speculative-draft-tokens=17"),
+            std::string::npos);
+}
+
 TEST(FlagsTest, KvCacheMemoryAcceptsFractionAndSize) {
   auto f = Parse({"--model", "a=/x", "--kv-cache-memory", "0.5"});
   ASSERT_TRUE(f.ok());

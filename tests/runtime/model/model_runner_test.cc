@@ -330,6 +330,57 @@ TEST_P(CausalLmTest, ChunkedPrefillMatchesOneShotPrefill) {
       << "max abs err " << e.max_abs_err;
 }
 
+// Speculative verification: kAllLogits over 5 new tokens after a cached
+// prefix gives, row by row, the logits a one-shot prefill of each longer
+// prefix gives for its last token (next to a plain decode in the batch).
+TEST_P(CausalLmTest, AllLogitsRowsMatchTheLastLogitsOfEachPrefix) {
+  auto runner = Runner(GetParam());
+  ASSERT_NE(runner, nullptr);
+  const BlockLayout layout;
+  ASSERT_TRUE(
+      runner->AllocateKvCache(4 * layout.per_seq, layout.block_size).ok());
+  const std::vector<int32_t> seq = RandomIds(25, 5, 2000, 13);
+  const int64_t v = runner->vocab_size();
+  // Prefix of 20 tokens into the cache, then tokens 20..24 in one step.
+  BatchPlan prefill;
+  SequencePlan p;
+  p.token_ids.assign(seq.begin(), seq.begin() + 20);
+  p.block_table = layout.Table(0, 25);
+  p.output = StepOutput::kNone;
+  prefill.seqs.push_back(p);
+  ASSERT_TRUE(runner->Execute(prefill).ok());
+  BatchPlan verify;
+  SequencePlan other;  // a decode of another sequence in the same batch
+  other.seq_id = 9;
+  other.token_ids = {seq[3]};
+  other.block_table = layout.Table(1, 1);
+  other.output = StepOutput::kLastLogits;
+  verify.seqs.push_back(other);
+  SequencePlan all = p;
+  all.token_ids.assign(seq.begin() + 20, seq.end());
+  all.start_pos = 20;
+  all.output = StepOutput::kAllLogits;
+  verify.seqs.push_back(all);
+  auto result = runner->Execute(verify);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const SequenceResult& r = result->seqs[1];
+  EXPECT_EQ(r.output, StepOutput::kAllLogits);
+  ASSERT_EQ(r.rows, 5);
+  ASSERT_EQ(r.cols, v);
+  ASSERT_EQ(result->seqs[0].rows, 1);
+  for (int i = 0; i < 5; ++i) {
+    auto ref = RunReference(
+        TestModelDir(GetParam()),
+        std::vector<int32_t>(seq.begin(), seq.begin() + 21 + i),
+        "--logits last");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ExpectClose(std::vector<float>(r.values.begin() + i * v,
+                                   r.values.begin() + (i + 1) * v),
+                (*ref)["logits"], v, kF32Tol,
+                absl::StrCat(GetParam(), " row ", i));
+  }
+}
+
 // A sequence's outputs do not depend on what else is in its batch (prefill
 // chunks and decodes mixed).
 TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
