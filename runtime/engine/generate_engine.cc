@@ -468,11 +468,13 @@ absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
                                             int32_t* accepted) {
   const size_t v = static_cast<size_t>(options_.vocab_size);
   const int32_t num_drafts = static_cast<int32_t>(drafts.size());
-  if (logits.rows != num_drafts + 1 ||
-      logits.values.size() < v * static_cast<size_t>(logits.rows)) {
+  const size_t stride =
+      logits.rows > 0 ? logits.values.size() / static_cast<size_t>(logits.rows)
+                      : 0;
+  if (logits.rows != num_drafts + 1 || stride < v) {
     return absl::InternalError(absl::StrCat(
-        "the model returned ", logits.rows, " logits rows; expected ",
-        num_drafts + 1));
+        "the model returned ", logits.rows, " logits rows of ", stride,
+        " values; expected ", num_drafts + 1, " of ", v));
   }
   emitted->clear();
   *accepted = 0;
@@ -484,7 +486,8 @@ absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
   // checks before the next row is looked at, as it would one step at a
   // time.
   for (int32_t j = 0; j <= num_drafts; ++j) {
-    const auto row = logits.values.begin() + static_cast<ptrdiff_t>(j * v);
+    const auto row =
+        logits.values.begin() + static_cast<ptrdiff_t>(j * stride);
     logits_.assign(row, row + static_cast<ptrdiff_t>(v));
     SampleResult& res = emitted->emplace_back();
     bool took_draft = false;

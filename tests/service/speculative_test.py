@@ -189,6 +189,8 @@ class SpeculativeTest(unittest.TestCase):
 
     def test_bad_settings_are_invalid_argument(self):
         for spec, field in (({"num_draft_tokens": 17}, "num_draft_tokens"),
+                            ({"num_draft_tokens": 2**32 - 1},
+                             "num_draft_tokens = 2147483647 is outside [0, 16]"),
                             ({"min_ngram": 5, "max_ngram": 2}, "min_ngram"),
                             ({"max_ngram": 99}, "max_ngram")):
             req = IPB.GenerateRequest(model="llama-tiny", prompt="x")
