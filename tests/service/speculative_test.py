@@ -144,10 +144,11 @@ class SpeculativeTest(unittest.TestCase):
         stop = text[mid:mid + 5]
         for keep in (False, True):
             accepted += self.same(model, prompt, 8, temperature=0.0,
-                                  max_tokens=80, stop=[stop],
+                                  max_tokens=80, stop=[stop], ignore_eos=True,
                                   include_stop_str_in_output=keep)[0]
         _, _, chunks = self.generate(model, prompt, 8, temperature=0.0,
-                                     max_tokens=80, stop=[stop])
+                                     max_tokens=80, stop=[stop],
+                                     ignore_eos=True)
         self.assertEqual(chunks[-1].finish_reason, IPB.FINISH_REASON_STOP)
         # Stop ids: a token of the middle of the output, with min_tokens.
         stop_id = tokens[len(tokens) // 2]
