@@ -412,7 +412,9 @@ TEST(SpeculativeSchedulerTest, FewerStepsThanWithoutDrafts) {
     SpecRun run = RunGreedy(sched, model);
     steps[k] = run.steps;
     outputs[k] = run.outputs[1];
-    if (k == 0) EXPECT_EQ(run.drafts, 0);
+    if (k == 0) {
+      EXPECT_EQ(run.drafts, 0);
+    }
   }
   EXPECT_EQ(outputs[0], outputs[1]);
   EXPECT_EQ(steps[0], 60);
