@@ -230,7 +230,9 @@ std::map<int, std::vector<Chunk>> RunAll(
   int64_t acc = 0;
   for (const auto& [key, d] : t.drafts) {
     EXPECT_LE(d.second, d.first);
-    if (default_drafts == 0) EXPECT_EQ(d.first, 0) << key;
+    if (default_drafts == 0) {
+      EXPECT_EQ(d.first, 0) << key;
+    }
     acc += d.second;
   }
   if (accepted != nullptr) *accepted = acc;
