@@ -212,16 +212,20 @@ GenerateParams Greedy(const std::vector<int32_t>& prompt, int max_tokens) {
   return p;
 }
 
-// Runs `requests` on a fresh engine with `default_drafts`.
+// Runs `requests` on a fresh engine with `default_drafts`, all at once or
+// (`one_at_a_time`) each alone, so the model calls do not depend on when
+// requests arrive.
 std::map<int, std::vector<Chunk>> RunAll(
     const Tokenizer* tok, int32_t default_drafts,
     const std::vector<GenerateParams>& requests, int64_t* accepted = nullptr,
-    int64_t* calls = nullptr, bool overlap = true) {
+    int64_t* calls = nullptr, bool overlap = true,
+    bool one_at_a_time = false) {
   SpecEngine e(tok, default_drafts, overlap);
   Transcript t;
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_TRUE(
         e.engine->SubmitGenerate(requests[i], t.For(static_cast<int>(i))).ok());
+    if (one_at_a_time) t.WaitFinals(static_cast<int>(i) + 1);
   }
   t.WaitFinals(static_cast<int>(requests.size()));
   e.ExpectAllBlocksFree();
@@ -240,15 +244,19 @@ std::map<int, std::vector<Chunk>> RunAll(
   return t.chunks;
 }
 
+// Each request alone (one step per token without drafts), so the step
+// counts are exact.
 TEST(SpeculativeEngineTest, GreedyTranscriptsAreTheSameWithFewerSteps) {
   std::unique_ptr<Tokenizer> tok = Words();
   std::vector<GenerateParams> requests;
   for (const auto& p : kPrompts) requests.push_back(Greedy(p, 40));
   int64_t accepted_off = 0, accepted_on = 0, calls_off = 0, calls_on = 0;
-  const auto off = RunAll(tok.get(), 0, requests, &accepted_off, &calls_off);
+  const auto off = RunAll(tok.get(), 0, requests, &accepted_off, &calls_off,
+                          /*overlap=*/true, /*one_at_a_time=*/true);
+  EXPECT_EQ(calls_off, 40 * static_cast<int64_t>(requests.size()));
   for (bool overlap : {true, false}) {
     const auto on = RunAll(tok.get(), 5, requests, &accepted_on, &calls_on,
-                           overlap);
+                           overlap, /*one_at_a_time=*/true);
     for (size_t i = 0; i < requests.size(); ++i) {
       const std::vector<Chunk>& a = off.at(static_cast<int>(i));
       const std::vector<Chunk>& b = on.at(static_cast<int>(i));
