@@ -51,7 +51,8 @@ class SpeculativeTest(unittest.TestCase):
             os.path.join(lib.stories_dir(), "config.json"))
         if cls.has_stories:
             models.append(("stories", lib.stories_dir()))
-        models.append(("tiny-spec", os.path.join(P.test_models, "llama-tiny") +
+        # qwen2-tiny falls into repeating itself: drafts get accepted.
+        models.append(("tiny-spec", os.path.join(P.test_models, "qwen2-tiny") +
                        ",speculative-draft-tokens=4"))
         cls.server = lib.InferdProcess(
             P.inferd, models, ["--metrics-listen", "127.0.0.1:0"],
@@ -106,16 +107,23 @@ class SpeculativeTest(unittest.TestCase):
         self.assertEqual(a[-1].usage.draft_tokens, 0, what)
         self.assertLessEqual(b[-1].usage.accepted_draft_tokens,
                              b[-1].usage.draft_tokens, what)
+        self.stats = getattr(self, "stats", [0, 0])
+        self.stats[0] += b[-1].usage.draft_tokens
+        self.stats[1] += b[-1].usage.accepted_draft_tokens
         return b[-1].usage.accepted_draft_tokens, b_tokens
 
     def test_greedy_is_identical_on_random_models(self):
-        accepted = 0
+        # Random weights rarely copy their input; qwen2-tiny soon repeats one
+        # token, so its drafts (after some rejected ones from the prompt)
+        # get accepted.
+        self.stats = [0, 0]
         for model in DECODERS:
             for prompt in PROMPTS:
-                got, _ = self.same(model, prompt, temperature=0.0,
-                                   max_tokens=48, ignore_eos=True, logprobs=2)
-                accepted += got
+                self.same(model, prompt, temperature=0.0, max_tokens=48,
+                          ignore_eos=True, logprobs=2)
+        drafts, accepted = self.stats
         self.assertGreater(accepted, 0)
+        self.assertGreater(drafts, accepted)
 
     def test_greedy_is_identical_on_stories260k(self):
         if not self.has_stories:
@@ -129,7 +137,7 @@ class SpeculativeTest(unittest.TestCase):
         self.assertGreater(accepted, 50)
 
     def test_stops_limits_and_structured_output_cut_at_the_same_token(self):
-        model = "stories" if self.has_stories else "llama-tiny"
+        model = "stories" if self.has_stories else "qwen2-tiny"
         prompt = STORY_PROMPTS[1] if self.has_stories else PROMPTS[1]
         _, text, _ = self.generate(model, prompt, 0, temperature=0.0,
                                    max_tokens=80, ignore_eos=True)
@@ -162,16 +170,21 @@ class SpeculativeTest(unittest.TestCase):
         self.assertGreater(accepted, 0)
 
     def test_sampling_with_drafts_streams_valid_outputs(self):
+        model = "stories" if self.has_stories else "qwen2-tiny"
+        prompt = STORY_PROMPTS[1] if self.has_stories else PROMPTS[1]
+        drafts = 0
         for seed in range(4):
-            _, _, chunks = self.generate("llama-tiny", PROMPTS[1], 6,
-                                         temperature=0.9, top_p=0.95,
+            _, _, chunks = self.generate(model, prompt, 6,
+                                         temperature=0.7, top_p=0.95,
                                          seed=seed, max_tokens=40,
                                          ignore_eos=True, logprobs=1)
+            drafts += chunks[-1].usage.draft_tokens
             self.assertEqual(chunks[-1].usage.completion_tokens, 40)
             self.assertEqual(sum(len(c.token_ids) for c in chunks), 40)
             self.assertEqual(sum(len(c.logprobs) for c in chunks), 40)
             self.assertLessEqual(chunks[-1].usage.accepted_draft_tokens,
                                  chunks[-1].usage.draft_tokens)
+        self.assertGreater(drafts, 0)
 
     def test_server_default_and_request_opt_out(self):
         a, _, on = self.generate("tiny-spec", PROMPTS[1], None,
@@ -184,8 +197,10 @@ class SpeculativeTest(unittest.TestCase):
         self.assertGreater(on[-1].usage.draft_tokens, 0)
         self.assertEqual(off[-1].usage.draft_tokens, 0)
         # Without the option the model does not speculate.
-        _, _, plain = self.generate("llama-tiny", PROMPTS[1], None,
-                                    temperature=0.0, max_tokens=8)
+        c, _, plain = self.generate("qwen2-tiny", PROMPTS[1], None,
+                                    temperature=0.0, max_tokens=48,
+                                    ignore_eos=True)
+        self.assertEqual(c, a)
         self.assertEqual(plain[-1].usage.draft_tokens, 0)
 
     def test_bad_settings_are_invalid_argument(self):
@@ -205,7 +220,7 @@ class SpeculativeTest(unittest.TestCase):
 
     def test_zz_metrics_count_drafts_and_blocks_are_free(self):
         # Runs last (name order): every earlier request has ended.
-        self.same("llama-tiny", PROMPTS[1], temperature=0.0, max_tokens=32,
+        self.same("qwen2-tiny", PROMPTS[1], temperature=0.0, max_tokens=32,
                   ignore_eos=True)
         text = self.server.scrape()
 
@@ -215,9 +230,9 @@ class SpeculativeTest(unittest.TestCase):
                         and extra in line):
                     return float(line.rsplit(" ", 1)[1])
             raise AssertionError(f"{name} for {model} missing")
-        drafts = value("inferd_spec_decode_draft_tokens_total", "llama-tiny")
+        drafts = value("inferd_spec_decode_draft_tokens_total", "qwen2-tiny")
         accepted = value("inferd_spec_decode_accepted_tokens_total",
-                         "llama-tiny")
+                         "qwen2-tiny")
         self.assertGreater(drafts, 0)
         self.assertGreater(accepted, 0)
         self.assertLessEqual(accepted, drafts)
