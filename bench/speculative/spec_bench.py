@@ -5,6 +5,7 @@ edit), over gRPC against a running inferd.
 
 usage: spec_bench.py --address HOST:PORT --stubs BUILD/python --model NAME
          [--chat] [--drafts 0,4,8] [--runs 3] [--max-tokens 256]
+         [--instruction TEXT | --prompt TEXT]
 
 Each run sends the same greedy request per draft setting, in alternating
 order; it prints, per setting, the median decode rate (completion tokens /
@@ -34,21 +35,27 @@ def main():
     p.add_argument("--drafts", default="0,4,8")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--instruction", default=None,
+                   help="the chat message (default: rewrite TEXT with an edit)")
+    p.add_argument("--prompt", default=None,
+                   help="the plain prompt (default: TEXT, then its start)")
     a = p.parse_args()
     sys.path.insert(0, a.stubs)
     import grpc
     from inferd.v1 import inference_pb2 as pb, inference_pb2_grpc
 
     stub = inference_pb2_grpc.InferenceStub(grpc.insecure_channel(a.address))
-    instruction = ("Rewrite the following text exactly as it is, but replace "
-                   "'lighthouse keeper' with 'old sailor':\n\n" + TEXT)
+    instruction = a.instruction or (
+        "Rewrite the following text exactly as it is, but replace "
+        "'lighthouse keeper' with 'old sailor':\n\n" + TEXT)
+    prompt = a.prompt or TEXT + "\n\n" + TEXT[:80]
 
     def request(drafts):
         req = pb.GenerateRequest(model=a.model)
         if a.chat:
             req.messages.add(role="user", content=instruction)
         else:
-            req.prompt = TEXT + "\n\n" + TEXT[:80]
+            req.prompt = prompt
         req.sampling.temperature = 0.0
         req.sampling.max_tokens = a.max_tokens
         req.speculative.num_draft_tokens = drafts
