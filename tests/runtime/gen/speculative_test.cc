@@ -297,6 +297,7 @@ struct SpecRun {
   int64_t drafts = 0;
   int64_t accepted = 0;
   int64_t steps = 0;
+  int64_t preemptions = 0;
 };
 
 // Runs every request to completion with greedy verification; `stop_on`
@@ -308,6 +309,7 @@ SpecRun RunGreedy(ContinuousBatchingScheduler& sched, FakePagedModel& model,
   while (sched.HasUnfinished() && run.steps < 100000) {
     ++run.steps;
     SchedulerOutput out = sched.Schedule();
+    run.preemptions += static_cast<int64_t>(out.preempted_seq_ids.size());
     EXPECT_LE(out.num_scheduled_tokens, sched.config().max_batched_tokens);
     EXPECT_EQ(out.plan.num_tokens(), out.num_scheduled_tokens);
     std::vector<SampledToken> sampled;
@@ -419,6 +421,32 @@ TEST(SpeculativeSchedulerTest, FewerStepsThanWithoutDrafts) {
   EXPECT_EQ(outputs[0], outputs[1]);
   EXPECT_EQ(steps[0], 60);
   EXPECT_LT(steps[1], 30);
+}
+
+// A KV cache too small for every sequence at once: drafts take only free
+// blocks (leaving one per decode still to schedule), preempted sequences
+// recompute, and the outputs are still the reference.
+TEST(SpeculativeSchedulerTest, TightKvCacheStillGivesTheReference) {
+  SchedulerConfig c = SpecConfig(/*budget=*/64, /*num_blocks=*/24, 4);
+  ContinuousBatchingScheduler sched(c);
+  std::vector<SamplingParams> params(8);
+  for (int64_t id = 0; id < 8; ++id) {
+    params[id].max_tokens = 30;
+    ASSERT_TRUE(sched
+                    .Add(id, PromptOf(static_cast<int32_t>(id), 8),
+                         &params[id], false, Spec(6))
+                    .ok());
+  }
+  FakePagedModel model(24, 4);
+  SpecRun run = RunGreedy(sched, model);
+  for (int64_t id = 0; id < 8; ++id) {
+    EXPECT_EQ(run.outputs[id],
+              Reference(PromptOf(static_cast<int32_t>(id), 8), 30))
+        << "seq " << id;
+  }
+  EXPECT_GT(run.accepted, 0);
+  EXPECT_GT(run.preemptions, 0);
+  EXPECT_TRUE(sched.kv_cache().AllBlocksFree());
 }
 
 // Drafts stop at the length limit, and a stop on an accepted draft cuts
