@@ -238,6 +238,19 @@ void QuantArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_QuantLinear)->Apply(QuantArgs);
 
+// Batched decode, M = 2 .. 32 at the q/o shape (2048 x 2048), one thread:
+// the small-M kernels' cost per activation row (compute-bound; compare
+// with M = 1 and with the int8 GEMM above M = 64).
+void QuantSmallMArgs(benchmark::internal::Benchmark* b) {
+  for (int m : {2, 4, 6, 8, 12, 16, 32}) {
+    for (int d = 0; d < 5; ++d) b->Args({m, 2048, 2048, d, 1});
+  }
+  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.3);
+}
+
+BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearSmallM")->Apply(QuantSmallMArgs);
+
 // Prefill (M = 512) at the TinyLlama projection shapes: compute-bound, so
 // counter GFLOP/s (2 M N K per call).
 void QuantPrefillArgs(benchmark::internal::Benchmark* b) {

@@ -7,6 +7,11 @@
 //   offset), so the offsets need no activation sums and the decode is one
 //   shuffle per 16 weights; Q8_0 and Q6_K convert integers (vcvtdq2ps) and
 //   scale per block (Q6_K: per 16 values).
+// - M = 1 with Q4_0 / Q4_1 / Q8_0 when the CPU has AVX512_VNNI (chosen by
+//   quant_linear_cpu.cc at the avx512_bf16 level): int8 dot products
+//   (vpdpbusd) on the blocks as stored, against x quantized per block of 32
+//   to 16 bits as two int8 levels (GemvVnniRows; the F32 kernels above stay
+//   the avx512 level's and the other formats' path).
 // - M >= 2 (batched decode): a chunk of 4 weight rows x 256 values is decoded
 //   once into an L1-resident F32 panel (the values DequantizeRow gives) and
 //   run against all M activation rows with a 4 x 4 register tile.
@@ -20,6 +25,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "device/cpu/quant_gemm.h"
@@ -812,6 +818,13 @@ void VnniPanelsTask(void* arg, int64_t begin, int64_t end) {
   }
 }
 
+// 1 / step of an activation block's quantization; 0 for a step below the
+// smallest normal float (a block of |x| < 1e-33 or so becomes zeros), whose
+// inverse could overflow.
+inline float InverseStep(float step) {
+  return step >= std::numeric_limits<float>::min() ? 1.0f / step : 0.0f;
+}
+
 struct QuantizeXTask {
   const QuantGemmArgs* g;
   int8_t* q;
@@ -833,7 +846,7 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
       const float amax = _mm512_reduce_max_ps(
           _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
       const float d = amax / 127.0f;
-      const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+      const __m512 id = _mm512_set1_ps(InverseStep(d));
       const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
       const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b), _mm512_cvtepi32_epi8(q0));
@@ -848,6 +861,204 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
       }
     }
   }
+}
+
+
+// ---- Decode GEMV with int8 dot products (AVX512_VNNI) ----------------------
+// M = 1 for Q4_0, Q4_1 and Q8_0 (GemvVnniRows). x is quantized once per call
+// per block of 32 to 16-bit integers v = round(x / sx), sx = max|x| / 32512,
+// kept as two int8 levels v = 256 h + l (h = floor((v + 128) / 256) in
+// [-127, 127], l = v - 256 h in [-128, 127]): |x - sx v| <= sx / 2 =
+// max|x| / 65024. The weight bytes u (Q4: the nibbles; Q8_0: q + 128, i.e.
+// q ^ 0x80) come from the blocks as stored, and vpdpbusd (u8 x s8) sums
+// u h and u l into int32 lanes, per block:
+//   sum_k w_k x_k ~= sum_b d_b sx_b (256 sum u h + sum u l) + c_b S_b,
+// S_b = sx_b sum v (block b of x as the kernel sees it) and c_b = -8 d_b
+// (Q4_0), m_b (Q4_1), -128 d_b (Q8_0): the offsets are exact for the
+// quantized x, so the error is that of x alone plus F32 rounding.
+// Bounds: a lane sums at most 8 products u (<= 255) x |h| (<= 128) per level
+// and block, 261120; 256 of that plus the l sum stays below 2^27.
+//
+// A group of blocks (Q4: 4 blocks, 72 or 80 bytes; Q8_0: 2 blocks, 68
+// bytes) is read with two 64-byte loads (at its start and 8 / 16 / 4 bytes
+// on, so nothing past the group is touched); one two-source word permute
+// (vpermt2w) lines the nibble / int8 bytes up in 128-bit (Q4) or 256-bit
+// (Q8_0) lanes per block, and one vpermw spreads the f16 scales (and Q4_1
+// minima) over the block's int32 lanes. The last, partial group of a row
+// uses masked loads.
+//
+// Activation layout per group: Q4 (384 bytes): [h of values 0..15 of
+// blocks 0..3 (4 x 16 bytes)][h of 16..31][l of 0..15][l of 16..31][sx: 16
+// floats, sx_L at lanes 4L..4L+3][S: 16 floats, S_L at lane 4L, 0
+// elsewhere], matching the nibble vector (lane L = block L, byte j = values
+// j and j + 16); Q8_0 (256 bytes): [h of both blocks, in order][l][sx at
+// lanes 8L..8L+7][S at lane 8L].
+
+constexpr int64_t kQ4Group = 4, kQ4GroupBytes = 384;
+constexpr int64_t kQ8Group = 2, kQ8GroupBytes = 256;
+
+// vpermt2w / vpermw index tables (16-bit words).
+struct WordIndex {
+  int16_t v[32];
+};
+
+// Output word o = word i of block L's quants (L = o / per_block): word
+// stride * L + first + i of the group, from the first load (words 0..31)
+// or else from the second (word 32 + w - second_at).
+constexpr WordIndex QuantWords(int stride, int first, int per_block,
+                               int second_at) {
+  WordIndex t{};
+  for (int o = 0; o < 32; ++o) {
+    const int w = stride * (o / per_block) + first + o % per_block;
+    t.v[o] = static_cast<int16_t>(w < 32 ? w : 32 + w - second_at);
+  }
+  return t;
+}
+
+// Output words 0..15: the scale of block o / lanes_per_block (word stride
+// L); words 16..31: word stride L + 1 (Q4_1's minimum).
+constexpr WordIndex ScaleWords(int stride, int halves_per_block) {
+  WordIndex t{};
+  for (int o = 0; o < 32; ++o) {
+    const int block = (o % 16) / halves_per_block;
+    t.v[o] = static_cast<int16_t>(stride * block + (o >= 16 ? 1 : 0));
+  }
+  return t;
+}
+
+constexpr WordIndex kQ4_0Quants = QuantWords(9, 1, 8, 4);
+constexpr WordIndex kQ4_1Quants = QuantWords(10, 2, 8, 8);
+constexpr WordIndex kQ8_0Quants = QuantWords(17, 1, 16, 2);
+constexpr WordIndex kQ4_0Scales = ScaleWords(9, 4);
+constexpr WordIndex kQ4_1Scales = ScaleWords(10, 4);
+constexpr WordIndex kQ8_0Scales = ScaleWords(17, 8);
+
+inline __m512i LoadIndex(const WordIndex& t) { return _mm512_loadu_si512(t.v); }
+
+inline __mmask64 FirstBytes(int64_t n) {
+  return n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+}
+
+// out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 blocks; xg: the
+// activation groups.
+template <int R, bool kQ4_0>
+__attribute__((target("avx512vnni"))) void GemvVnniQ4(
+    const uint8_t* const* w, int64_t nb, const uint8_t* xg, size_t ahead,
+    float* out) {
+  constexpr int64_t kBytes = kQ4_0 ? 18 : 20;
+  constexpr int64_t kSecond = kQ4_0 ? 8 : 16;  // byte offset of the 2nd load
+  const __m512i quants = LoadIndex(kQ4_0 ? kQ4_0Quants : kQ4_1Quants);
+  const __m512i scales = LoadIndex(kQ4_0 ? kQ4_0Scales : kQ4_1Scales);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512 acc[R], off[R];
+  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += kQ4Group) {
+    const uint8_t* xa = xg + kQ4GroupBytes * (b / kQ4Group);
+    const __m512i h_lo = _mm512_load_si512(xa), h_hi = _mm512_load_si512(xa + 64);
+    const __m512i l_lo = _mm512_load_si512(xa + 128), l_hi = _mm512_load_si512(xa + 192);
+    const __m512 sx = _mm512_load_ps(xa + 256), s = _mm512_load_ps(xa + 320);
+    const int64_t blocks = nb - b < kQ4Group ? nb - b : kQ4Group;
+    const __mmask64 first = FirstBytes(kBytes * blocks),
+                    second = FirstBytes(kBytes * blocks - kSecond);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* base = w[r] + kBytes * b;
+      Prefetch(base + ahead);
+      Prefetch(base + ahead + 64);
+      __m512i v0, v1;
+      if (blocks == kQ4Group) {
+        v0 = _mm512_loadu_si512(base);
+        v1 = _mm512_loadu_si512(base + kSecond);
+      } else {
+        v0 = _mm512_maskz_loadu_epi8(first, base);
+        v1 = _mm512_maskz_loadu_epi8(second, base + kSecond);
+      }
+      const __m512i q = _mm512_permutex2var_epi16(v0, quants, v1);
+      const __m512i lo = _mm512_and_si512(q, low);
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+      __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, h_lo);
+      sh = _mm512_dpbusd_epi32(sh, hi, h_hi);
+      __m512i sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, l_lo);
+      sl = _mm512_dpbusd_epi32(sl, hi, l_hi);
+      const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl);
+      const __m512i dm = _mm512_permutexvar_epi16(scales, v0);
+      const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, sx), acc[r]);
+      const __m512 c = kQ4_0 ? d : _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
+      off[r] = _mm512_fmadd_ps(c, s, off[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float o = _mm512_reduce_add_ps(off[r]);
+    out[r] = _mm512_reduce_add_ps(acc[r]) + (kQ4_0 ? -8.0f * o : o);
+  }
+}
+
+// out[r] = dot(row w[r], x) for R rows of nb Q8_0 blocks.
+template <int R>
+__attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
+    const uint8_t* const* w, int64_t nb, const uint8_t* xg, size_t ahead,
+    float* out) {
+  constexpr int64_t kSecond = 4;
+  const __m512i quants = LoadIndex(kQ8_0Quants);
+  const __m512i scales = LoadIndex(kQ8_0Scales);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[R], off[R];
+  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += kQ8Group) {
+    const uint8_t* xa = xg + kQ8GroupBytes * (b / kQ8Group);
+    const __m512i h = _mm512_load_si512(xa), l = _mm512_load_si512(xa + 64);
+    const __m512 sx = _mm512_load_ps(xa + 128), s = _mm512_load_ps(xa + 192);
+    const int64_t blocks = nb - b < kQ8Group ? nb - b : kQ8Group;
+    const __mmask64 first = FirstBytes(34 * blocks), second = FirstBytes(34 * blocks - kSecond);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* base = w[r] + 34 * b;
+      Prefetch(base + ahead);
+      Prefetch(base + ahead + 64);
+      __m512i v0, v1;
+      if (blocks == kQ8Group) {
+        v0 = _mm512_loadu_si512(base);
+        v1 = _mm512_loadu_si512(base + kSecond);
+      } else {
+        v0 = _mm512_maskz_loadu_epi8(first, base);
+        v1 = _mm512_maskz_loadu_epi8(second, base + kSecond);
+      }
+      // A missing second block reads as u = 128 against zero activations.
+      const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi16(v0, quants, v1), flip);
+      const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, h);
+      const __m512i sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, l);
+      const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl);
+      const __m512 d = _mm512_cvtph_ps(
+          _mm512_castsi512_si256(_mm512_permutexvar_epi16(scales, v0)));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, sx), acc[r]);
+      off[r] = _mm512_fmadd_ps(d, s, off[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(acc[r]) - 128.0f * _mm512_reduce_add_ps(off[r]);
+  }
+}
+
+template <int R>
+int64_t GemvVnniRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
+  const int64_t nb = g.k / 32;
+  // As Gemv: each pass prefetches the next one's rows.
+  const size_t ahead = R * g.row_bytes;
+  for (; n + R <= n_end; n += R) {
+    const uint8_t* w[R];
+    for (int r = 0; r < R; ++r) w[r] = g.w + (n + r) * g.row_bytes;
+    float out[R];
+    switch (g.dtype) {
+      case DType::kQ8_0: GemvVnniQ8_0<R>(w, nb, g.xq, ahead, out); break;
+      case DType::kQ4_0: GemvVnniQ4<R, true>(w, nb, g.xq, ahead, out); break;
+      default: GemvVnniQ4<R, false>(w, nb, g.xq, ahead, out); break;
+    }
+    for (int r = 0; r < R; ++r) {
+      g.y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
+    }
+  }
+  return n;
 }
 
 }  // namespace
@@ -878,6 +1089,78 @@ void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
   ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
   VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), nbw}};
   ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
+}
+
+bool GemvVnniSupports(DType dtype) {
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1) &&
+         __builtin_cpu_supports("avx512vnni");
+}
+
+int64_t GemvVnniXBytes(int64_t k) {
+  // 96 bytes per block in groups of 4 (Q4), 128 in groups of 2 (Q8_0).
+  return 128 * ((k / 32 + kQ4Group - 1) / kQ4Group * kQ4Group);
+}
+
+void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xg) {
+  const int64_t nb = k / 32;
+  const bool q4 = dtype != DType::kQ8_0;
+  const int64_t group = q4 ? kQ4Group : kQ8Group;
+  const int64_t group_bytes = q4 ? kQ4GroupBytes : kQ8GroupBytes;
+  // A partial last group: its missing blocks are zeros.
+  if (nb % group != 0) std::memset(xg + group_bytes * (nb / group), 0, group_bytes);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512i half = _mm512_set1_epi32(128);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+    const float step = amax / 32512.0f;
+    const __m512 inv = _mm512_set1_ps(InverseStep(step));
+    // Round to nearest even; |v| <= 32512 (amax / step rounds to 32512).
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inv));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inv));
+    const __m512i h0 = _mm512_srai_epi32(_mm512_add_epi32(q0, half), 8);
+    const __m512i h1 = _mm512_srai_epi32(_mm512_add_epi32(q1, half), 8);
+    const __m512i l0 = _mm512_sub_epi32(q0, _mm512_slli_epi32(h0, 8));
+    const __m512i l1 = _mm512_sub_epi32(q1, _mm512_slli_epi32(h1, 8));
+    const float sum =
+        step * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+    const int64_t lane = b % group;
+    uint8_t* g = xg + group_bytes * (b / group);
+    // Where values 0..15 and 16..31 of h and l go; then sx and S.
+    uint8_t *h_lo, *h_hi, *l_lo, *l_hi;
+    float* f;
+    int lanes;  // int32 lanes per block
+    if (q4) {
+      h_lo = g + 16 * lane;
+      h_hi = h_lo + 64;
+      l_lo = h_lo + 128;
+      l_hi = h_lo + 192;
+      f = reinterpret_cast<float*>(g + 256);
+      lanes = 4;
+    } else {
+      h_lo = g + 32 * lane;
+      h_hi = h_lo + 16;
+      l_lo = h_lo + 64;
+      l_hi = h_lo + 80;
+      f = reinterpret_cast<float*>(g + 128);
+      lanes = 8;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h_lo), _mm512_cvtepi32_epi8(h0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(h_hi), _mm512_cvtepi32_epi8(h1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(l_lo), _mm512_cvtepi32_epi8(l0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(l_hi), _mm512_cvtepi32_epi8(l1));
+    for (int i = 0; i < lanes; ++i) {
+      f[lanes * lane + i] = step;
+      f[16 + lanes * lane + i] = i == 0 ? sum : 0.0f;
+    }
+  }
+}
+
+void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
+  int64_t n = GemvVnniRowsOf<kGemvRows>(args, n_begin, n_end);
+  n = GemvVnniRowsOf<2>(args, n, n_end);
+  GemvVnniRowsOf<1>(args, n, n_end);
 }
 
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {

@@ -29,6 +29,9 @@ struct QuantGemmArgs {
   // the other dtypes and at avx512 (its kernels fold the offsets into
   // per-block tables).
   const float* xsum = nullptr;
+  // M = 1 at the avx512_bf16 level for the formats of GemvVnniRows: x as
+  // GemvVnniQuantizeX leaves it (null otherwise).
+  const uint8_t* xq = nullptr;
 };
 
 // Whether a dtype needs QuantGemmArgs::xsum.
@@ -55,6 +58,24 @@ bool QuantVnniSupports(DType dtype);
 // Error: that of the activation rounding, sum_k |w_k| dx_k / 2 (dx = the
 // block's max |x| / 127), plus F32 rounding.
 void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& args);
+// Decode (M = 1) GEMV with int8 dot products for Q4_0, Q4_1 and Q8_0,
+// exact to 16-bit activations: x is quantized per block of 32 to v =
+// round(x / sx), sx = the block's max |x| / 32512, stored as two int8
+// levels v = 256 h + l, and vpdpbusd takes the weight bytes as GGUF stores
+// them (no repacking). Error: sum_k |w_k| sx_k / 2 (256 times below an int8
+// activation's) plus F32 rounding.
+// Whether GemvVnniRows handles dtype on this CPU (the three formats with
+// AVX512_VNNI).
+bool GemvVnniSupports(DType dtype);
+// Bytes of the activation buffer GemvVnniQuantizeX fills for k values.
+int64_t GemvVnniXBytes(int64_t k);
+// Quantizes x[0, k) (k a multiple of 32) into xq (GemvVnniXBytes(k) bytes,
+// 64-byte aligned) in the layout the kernel for dtype reads: the two int8
+// levels, sx and sx sum v per block.
+void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xq);
+// Weight rows [n_begin, n_end) of y = x W^T (+ bias) for args.m == 1, with
+// args.xq from GemvVnniQuantizeX.
+void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
 // Weight rows [n0, n0 + rows) as F32 (DequantizeRow's values), row r at
 // out + r * args.k.
 void DecodeRowsF32(const QuantGemmArgs& args, int64_t n0, int64_t rows,

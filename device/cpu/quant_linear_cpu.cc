@@ -1,7 +1,12 @@
 // Linear with F16 or ggml block-quantized weights (device/quant.h) on the
 // CPU:
-// - M <= kQuantSmallMMaxM (decode, batched decode): F32 activations and F32
-//   math; weights stream from memory once and are decoded in registers
+// - M = 1 (decode) with Q4_0, Q4_1 or Q8_0 weights at the avx512_bf16 level
+//   (AVX512_VNNI checked): int8 dot products on the blocks as stored,
+//   against x quantized to 16 bits per block of 32 as two int8 levels
+//   (cpu_avx512::GemvVnniRows; error 1 / 65024 of the block's max |x| per
+//   value, 256 times below an int8 activation's);
+// - other M <= kQuantSmallMMaxM: F32 activations
+//   and F32 math; weights stream from memory once and are decoded in registers
 //   (quant_avx2.cc; quant_avx512.cc also decodes 4-row panels once for all
 //   M >= 2 activation rows), or, at the scalar level, a weight row is
 //   decoded to F32 and dotted with the auto-vectorized loop below;
@@ -17,6 +22,7 @@
 //   F32 tiles (bench/README.md, "Prefill (M = 512)").
 // Work is split over N on the thread pool.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -148,6 +154,22 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   if (g.m > kQuantSmallMMaxM) {
     const int64_t tiles = (g.n + kDecodeTileRows - 1) / kDecodeTileRows;
     ParallelForRaw(pool, tiles, 1, &RunDecodedTiles, &g);
+    return absl::OkStatus();
+  }
+
+  if (g.m == 1 && isa >= CpuIsa::kAvx512Bf16 &&
+      cpu_avx512::GemvVnniSupports(g.dtype)) {
+    // x quantized once here (16-bit, two int8 levels), read by every thread.
+    static thread_local std::vector<uint8_t> xbuf;
+    const size_t bytes = static_cast<size_t>(cpu_avx512::GemvVnniXBytes(g.k)) + 64;
+    if (xbuf.size() < bytes) xbuf.resize(bytes);
+    uint8_t* xq = reinterpret_cast<uint8_t*>(
+        (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) / 64 * 64);
+    cpu_avx512::GemvVnniQuantizeX(g.dtype, g.x, g.k, xq);
+    g.xq = xq;
+    RowsTask task{&cpu_avx512::GemvVnniRows, &g};
+    ParallelForRaw(pool, g.n, std::max<int64_t>(16, kMinParallelMacs / g.k + 1),
+                   &RunRowsTask, &task);
     return absl::OkStatus();
   }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -107,7 +108,10 @@ std::vector<uint8_t> RandomWeights(DType dtype, int64_t n, int64_t k,
 // accumulate d * sum(x q) + m * sum(x) in F32, whose terms can exceed |w|.
 // Above M = 64 at the avx512_bf16 level the block-quantized formats quantize x per
 // block of 32 to int8 (step dx = the block's max |x| / 127) for vpdpbusd:
-// plus sum |w| dx / 2 (the rounding of x), with 1e-3 of slack.
+// plus sum |w| dx / 2 (the rounding of x), with 1e-3 of slack. At M = 1
+// Q4_0, Q4_1 and Q8_0 run int8 dot products on x quantized to 16 bits per
+// block of 32 (two int8 levels, step dx = the block's max |x| / 32512):
+// the same bound with that step.
 TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
   uint32_t seed = 100;
   for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
@@ -158,13 +162,17 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
           ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k, ldx), wv, use_bias ? bv : TensorView{},
                              View2(y_ref.data(), m, n)).ok());
           const bool int8_x = m > 64 && Bf16DotActive() && dtype != DType::kF16;
+          const bool int16_x = m == 1 && Bf16DotActive() &&
+                               (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 ||
+                                dtype == DType::kQ4_1);
+          const double levels = int8_x ? 127.0 : 32512.0;
           for (int64_t i = 0; i < m; ++i) {
-            // Half the int8 step of each block of x row i.
+            // Half the quantization step of each block of x row i.
             std::vector<double> half_step(k / 32 + 1, 0.0);
-            if (int8_x) {
+            if (int8_x || int16_x) {
               for (int64_t p = 0; p < k; ++p) {
                 half_step[p / 32] = std::max(half_step[p / 32],
-                                             std::fabs(x[i * ldx + p]) / 127.0 / 2.0);
+                                             std::fabs(x[i * ldx + p]) / levels / 2.0);
               }
             }
             for (int64_t j = 0; j < n; ++j) {
@@ -178,6 +186,85 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
                   << " at (" << i << "," << j << ")";
             }
           }
+        }
+      }
+    }
+  }
+}
+
+// The decode GEMV of Q4_0, Q4_1 and Q8_0 at the avx512_bf16 level against
+// a float64 dot product with x quantized as documented (quant_gemm.h:
+// per block of 32, sx = max|x| / 32512 in F32, v = x * (1 / sx) rounded to
+// nearest even, 1 / sx = 0 for sx below the smallest normal float): only
+// F32 rounding may separate them, 2e-6 relative to sum |x^| (|w| + |block
+// offset|) (offsets: 8 d for Q4_0, |m| for Q4_1,
+// 128 d for Q8_0, which the kernel folds in per block). And the same
+// against the unquantized x: within sum |w| sx / 2. Activations span six
+// decades (a large value per block, tiny ones, an all-zero block, an
+// all-negative block), where an 8-bit activation would be off by ~1/254 of
+// each block's max. At the other levels the F32 kernels are held to 1e-5.
+TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
+  uint32_t seed = 7000;
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
+    for (int64_t k : {32, 96, 160, 2080, 5632}) {
+      const int64_t n = 11, nb = k / 32;
+      std::vector<float> x = RandomVector(k, seed++, -1.0f, 1.0f);
+      std::mt19937 rng(seed++);
+      for (int64_t b = 0; b < nb; ++b) {
+        float* xb = x.data() + 32 * b;
+        if (b % 5 == 1) {
+          for (int j = 0; j < 32; ++j) xb[j] = 0.0f;
+        } else if (b % 5 == 2) {
+          for (int j = 0; j < 32; ++j) xb[j] = -std::fabs(xb[j]) * 1e-3f;
+        } else if (b % 5 == 3) {
+          for (int j = 0; j < 32; ++j) xb[j] *= 1e-6f;
+          xb[rng() % 32] = 3.0f;
+        }
+      }
+      std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
+      const size_t row_bytes = DTypeRowBytes(dtype, k);
+      const size_t block_bytes = DTypeBlockBytes(dtype);
+      std::vector<float> wf(n * k);
+      for (int64_t r = 0; r < n; ++r) {
+        ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, wf.data() + r * k).ok());
+      }
+      std::vector<float> xq(k);
+      std::vector<double> half_step(nb);
+      for (int64_t b = 0; b < nb; ++b) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+        const float sx = amax / 32512.0f;
+        const float inv = sx >= std::numeric_limits<float>::min() ? 1.0f / sx : 0.0f;
+        for (int j = 0; j < 32; ++j) {
+          xq[32 * b + j] = sx * std::nearbyint(x[32 * b + j] * inv);
+        }
+        half_step[b] = sx / 2.0;
+      }
+      std::vector<float> y(n);
+      ASSERT_TRUE(Linear(kOpt, View2(x.data(), 1, k), TensorView::Contiguous(w.data(), dtype, {n, k}),
+                         TensorView{}, View2(y.data(), 1, n)).ok());
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0, quantized = 0, mag = 0, qmag = 0, rounding = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const uint8_t* blk = w.data() + j * row_bytes + (p / 32) * block_bytes;
+          uint16_t h;
+          std::memcpy(&h, blk + (dtype == DType::kQ4_1 ? 2 : 0), 2);
+          const double coef = std::fabs(F16ToFloat(h)) * (dtype == DType::kQ4_0   ? 8.0
+                                                          : dtype == DType::kQ8_0 ? 128.0
+                                                                                  : 1.0);
+          exact += static_cast<double>(x[p]) * wf[j * k + p];
+          quantized += static_cast<double>(xq[p]) * wf[j * k + p];
+          mag += std::fabs(x[p] * wf[j * k + p]);
+          qmag += std::fabs(xq[p]) * (std::fabs(wf[j * k + p]) + coef);
+          rounding += std::fabs(wf[j * k + p]) * half_step[p / 32];
+        }
+        if (Bf16DotActive()) {
+          ASSERT_NEAR(y[j], quantized, 2e-6 * qmag + 1e-9)
+              << DTypeName(dtype) << " k=" << k << " row " << j;
+          ASSERT_NEAR(y[j], exact, 2e-6 * qmag + 1.001 * rounding + 1e-9)
+              << DTypeName(dtype) << " k=" << k << " row " << j;
+        } else {
+          ASSERT_NEAR(y[j], exact, 1e-5 * qmag + 1e-9) << DTypeName(dtype) << " k=" << k;
         }
       }
     }
