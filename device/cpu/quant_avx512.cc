@@ -819,8 +819,8 @@ void VnniPanelsTask(void* arg, int64_t begin, int64_t end) {
 }
 
 // 1 / step of an activation block's quantization; 0 for a step below the
-// smallest normal float (a block of |x| < 1e-33 or so becomes zeros), whose
-// inverse could overflow.
+// smallest normal float, whose inverse could overflow (such a block, max
+// |x| below ~4e-34, becomes zeros).
 inline float InverseStep(float step) {
   return step >= std::numeric_limits<float>::min() ? 1.0f / step : 0.0f;
 }
@@ -862,7 +862,6 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
     }
   }
 }
-
 
 // ---- Decode GEMV with int8 dot products (AVX512_VNNI) ----------------------
 // M = 1 for Q4_0, Q4_1 and Q8_0 (GemvVnniRows). x is quantized once per call
