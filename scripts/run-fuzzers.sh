@@ -69,6 +69,8 @@ sources_for() {
       echo "$root"/runtime/tokenizer/*.cc "$root/device/tensor.cc" ;;
     chat_template_fuzz)
       echo "$root"/runtime/chat/*.cc ;;
+    json_schema_fuzz|regex_fuzz)
+      echo "$root/runtime/gen/json_schema.cc" "$root/runtime/gen/regex_dfa.cc" ;;
     request_fuzz)
       echo "$root/service/convert.cc" "$root"/runtime/gen/sampling_params.cc \
            "$root"/runtime/gen/speculative.cc \
@@ -85,7 +87,7 @@ cflags_for() {
   case "$1" in
     chat_template_fuzz) echo "-DINFERD_FUZZ_SOURCE_DIR=\"$root\"" ;;
     request_fuzz) echo "-I$proto_gen $(pkg-config --cflags protobuf)" ;;
-    safetensors_fuzz|config_fuzz|gguf_fuzz) ;;
+    safetensors_fuzz|config_fuzz|gguf_fuzz|json_schema_fuzz|regex_fuzz) ;;
     *) pkg-config --cflags oniguruma icu-uc icu-i18n ;;
   esac
 }
@@ -94,12 +96,13 @@ libs_for() {
   case "$1" in
     request_fuzz) pkg-config --libs protobuf ;;
     safetensors_fuzz|config_fuzz|gguf_fuzz|chat_template_fuzz) ;;
+    json_schema_fuzz|regex_fuzz) ;;
     *) pkg-config --libs oniguruma icu-uc icu-i18n ;;
   esac
 }
 max_len_for() {
   case "$1" in
-    safetensors_fuzz|gguf_fuzz) echo 8192 ;;
+    safetensors_fuzz|gguf_fuzz|regex_fuzz) echo 8192 ;;
     *) echo 16384 ;;
   esac
 }
@@ -222,7 +225,7 @@ done
 for name in "${targets[@]}"; do
   [[ "$name" == request_fuzz ]] && gen_protos
 done
-newest_header=$(find "$root/runtime" "$root/device" "$root/service" \
+newest_header=$(find "$root/runtime" "$root/device" "$root/service" "$root/tests/fuzz" \
                   "$proto_gen" -name '*.h' -printf '%T@\n' 2>/dev/null |
                 sort -n | tail -n 1)
 newest_header=${newest_header%.*}

@@ -150,11 +150,13 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
     if (!found.ok()) return found.status();
     model = *found;
   }
-  if (model->state() != ModelState::kReady) {
+  if (model->state() == ModelState::kLoading) {
+    return absl::UnavailableError(
+        absl::StrCat("model '", model->name(), "' is still loading"));
+  }
+  if (model->state() == ModelState::kFailed) {
     return absl::UnavailableError(absl::StrCat(
-        "model '", model->name(), "' is ",
-        model->state() == ModelState::kLoading ? "still loading"
-                                               : "not available (failed to load)"));
+        "model '", model->name(), "' failed to load: ", model->info().error));
   }
   return model;
 }

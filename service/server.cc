@@ -63,6 +63,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
   if (!models.ok()) return models.status();
   s->models_ = std::move(models).value();
   for (const auto& m : s->models_->models()) {
+    // A model whose file could not be opened is reported (FAILED, its
+    // error) by the loader below, like one that fails to load.
+    if (!m->open_error().ok()) continue;
     const Workflow& w = m->workflow();
     LOG_INFO("model '{}': {} from {} -> workflow {} (input {}, scheduler {}, "
              "attention {}, output {}, executor {})",

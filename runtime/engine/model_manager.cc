@@ -44,6 +44,15 @@ std::string DefaultPooling(const Workflow& w, const SentenceTransformersConfig& 
 
 }  // namespace
 
+ServedModel::ServedModel(ModelSpec spec, absl::Status error)
+    : spec_(std::move(spec)), open_error_(std::move(error)) {
+  info_.name = spec_.name;
+  info_.path = spec_.path;
+  info_.dtype = spec_.engine.dtype;
+  info_.error = std::string(open_error_.message());
+  state_.store(ModelState::kFailed, std::memory_order_release);
+}
+
 ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
                          SentenceTransformersConfig st,
                          TokenizerConfig tok_config, Workflow workflow,
@@ -206,12 +215,21 @@ absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
         "not loaded: the server shut down while loading models"));
     return true;
   };
+  if (!open_error_.ok()) return open_error_;  // FAILED since Create
   if (cancelled()) return absl::UnavailableError("loading cancelled");
   const absl::Time start = absl::Now();
   // A GGUF file's tokenizer was built when the model was opened; a
   // directory's tokenizer.json is read now.
-  auto tok = tokenizer_json_.empty() ? Tokenizer::FromFile(tokenizer_json_path_)
-                                     : Tokenizer::FromJson(tokenizer_json_);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
+      absl::InternalError("no tokenizer");
+  if (!tokenizer_json_.empty()) {
+    tok = Tokenizer::FromJson(tokenizer_json_);
+  } else if (absl::Status found = CheckTokenizerFile(tokenizer_json_path_);
+             !found.ok()) {
+    tok = found;
+  } else {
+    tok = Tokenizer::FromFile(tokenizer_json_path_);
+  }
   std::string().swap(tokenizer_json_);  // not needed any more
   if (!tok.ok()) {
     absl::Status s = Annotate(tok.status(), spec_.name);
@@ -281,6 +299,12 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(
   std::unique_ptr<ModelManager> m(new ModelManager());
   for (ModelSpec& spec : specs) {
     auto dir = OpenModelDirectory(spec.path, /*load_weights=*/false);
+    if (!dir.ok() && IsModelFileFault(dir.status())) {
+      absl::Status error = Annotate(dir.status(), spec.name);
+      m->models_.push_back(
+          std::make_unique<ServedModel>(std::move(spec), std::move(error)));
+      continue;
+    }
     if (!dir.ok()) return Annotate(dir.status(), spec.name);
     auto workflow = SelectWorkflow(dir->config, dir->st, spec.overrides);
     if (!workflow.ok()) return Annotate(workflow.status(), spec.name);
@@ -342,7 +366,8 @@ absl::StatusOr<ServedModel*> ModelManager::Resolve(const std::string& name,
   } else {
     ASSIGN_OR_RETURN(const ServedModel* found, Find(name));
     model = const_cast<ServedModel*>(found);
-    if (!model->workflow().Supports(task)) {
+    // A model that failed to open has no workflow: its error is the answer.
+    if (model->open_error().ok() && !model->workflow().Supports(task)) {
       std::vector<std::string> tasks;
       for (Task t : model->workflow().tasks) tasks.emplace_back(TaskName(t));
       return absl::FailedPreconditionError(absl::StrCat(

@@ -1,7 +1,9 @@
 // ModelManager: the models one inferd process serves. Create() checks every
-// model directory's config.json and picks its workflow (a bad directory is a
-// startup error); LoadAll() then loads weights, tokenizer and engine of each
-// model, marking it READY or FAILED (others keep serving).
+// model directory's config.json and picks its workflow (a path that is not a
+// model, or a config no workflow serves, is a startup error; a GGUF file
+// whose contents cannot be read makes its model FAILED); LoadAll() then
+// loads tokenizer, weights and engine of each model, marking it READY or
+// FAILED (others keep serving).
 // Thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_MODEL_MANAGER_H_
 #define INFERD_RUNTIME_ENGINE_MODEL_MANAGER_H_
@@ -38,6 +40,10 @@ class ServedModel {
               SentenceTransformersConfig st, TokenizerConfig tok_config,
               Workflow workflow, std::string tokenizer_json_path,
               std::string tokenizer_json);
+  // A model whose files could not even be opened (IsModelFileFault: a
+  // corrupt GGUF file): FAILED from the start with `error`, which Load
+  // returns. Its config and workflow are unknown (empty).
+  ServedModel(ModelSpec spec, absl::Status error);
   ~ServedModel();
 
   const ModelSpec& spec() const { return spec_; }
@@ -46,6 +52,8 @@ class ServedModel {
   const SentenceTransformersConfig& st_config() const { return st_; }
   const TokenizerConfig& tokenizer_config() const { return tok_config_; }
   const Workflow& workflow() const { return workflow_; }
+  // Not OK for a model built by the failed-at-open constructor.
+  const absl::Status& open_error() const { return open_error_; }
 
   ModelState state() const { return state_.load(std::memory_order_acquire); }
   ServedModelInfo info() const;
@@ -92,6 +100,7 @@ class ServedModel {
   const SentenceTransformersConfig st_;
   const TokenizerConfig tok_config_;
   const Workflow workflow_;
+  const absl::Status open_error_;
 
   const std::string tokenizer_json_path_;
   std::string tokenizer_json_;  // emptied by Load
@@ -110,7 +119,9 @@ class ServedModel {
 class ModelManager {
  public:
   // Reads each spec's config files and selects its workflow. Errors name
-  // the model and what to fix (INVALID_ARGUMENT / NOT_FOUND).
+  // the model and what to fix (INVALID_ARGUMENT / NOT_FOUND); a fault in a
+  // model file's contents (IsModelFileFault) is not one: that model is
+  // FAILED with it.
   static absl::StatusOr<std::unique_ptr<ModelManager>> Create(
       std::vector<ModelSpec> specs);
   ~ModelManager();

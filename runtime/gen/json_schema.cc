@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "runtime/common/status_macros.h"
@@ -17,7 +18,14 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr int kMaxDepth = 32;
+// Nesting of the JSON text itself (a schema level takes one or two: an
+// object, and "properties" or an "anyOf" list); checked before parsing,
+// so a deep "const" or "default" cannot exhaust a recursive walk.
+constexpr int kMaxJsonDepth = 128;
 constexpr size_t kMaxRegexBytes = 1 << 20;
+// What checking every "pattern" of one schema may cost together (steps of
+// ByteDfa's subset construction; RegexLimits::max_steps).
+constexpr int64_t kPatternSteps = 100000000;
 constexpr int kMaxIntDigits = 16;
 constexpr int64_t kMaxInt = 9999999999999999;  // 16 digits
 
@@ -96,6 +104,31 @@ std::string LiteralJson(const Json& value) {
   return RegexEscape(value.dump());
 }
 
+// The deepest nesting of arrays and objects in `json` (strings skipped),
+// or kMaxJsonDepth + 1 as soon as it goes deeper.
+int JsonDepth(absl::string_view json) {
+  int depth = 0, max_depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      max_depth = std::max(max_depth, ++depth);
+      if (max_depth > kMaxJsonDepth) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return max_depth;
+}
+
 class Compiler {
  public:
   explicit Compiler(const Json& root) : root_(root) {}
@@ -143,7 +176,12 @@ class Compiler {
         return Fail(where, "'enum' must be a non-empty array");
       }
       std::vector<std::string> alts;
-      for (const Json& v : e) alts.push_back(LiteralJson(v));
+      size_t total = 0;
+      for (const Json& v : e) {
+        alts.push_back(LiteralJson(v));
+        total += alts.back().size() + 1;
+        if (total > kMaxRegexBytes) return TooBig(where);
+      }
       return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
     }
     if (s.contains("anyOf")) {
@@ -177,13 +215,32 @@ class Compiler {
       return Fail(where, "'type' must be a string or a non-empty array");
     }
     std::vector<std::string> alts;
+    size_t total = 0;
     for (const Json& one : t) {
       if (!one.is_string()) return Fail(where, "'type' entries must be strings");
       ASSIGN_OR_RETURN(std::string r,
                        CompileType(s, one.get<std::string>(), where, depth));
       alts.push_back(absl::StrCat("(", r, ")"));
+      total += alts.back().size();
+      if (total > kMaxRegexBytes) return TooBig(where);
     }
     return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
+  }
+
+  absl::StatusOr<ByteDfa> CheckPattern(absl::string_view pattern) {
+    RegexLimits limits;
+    limits.max_steps = pattern_steps_left_;
+    int64_t steps = 0;
+    absl::StatusOr<ByteDfa> dfa = ByteDfa::Compile(pattern, limits, &steps);
+    if (!dfa.ok() && steps > limits.max_steps &&
+        limits.max_steps < kPatternSteps) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the schema's patterns are too complex to check together (more "
+          "than ", kPatternSteps, " steps of building their automata); use "
+          "fewer or simpler patterns"));
+    }
+    pattern_steps_left_ = std::max<int64_t>(0, pattern_steps_left_ - steps);
+    return dfa;
   }
 
   static bool Known(const std::string& k) {
@@ -362,9 +419,12 @@ class Compiler {
         }
         if (slashes % 2 == 0) pattern.pop_back();
       }
-      absl::StatusOr<ByteDfa> check = ByteDfa::Compile(pattern);
+      // Checked here so the error can say where; every check of the
+      // schema draws from one budget, so many patterns (or one reached
+      // through many $refs) cannot multiply the time.
       const std::string embedded = absl::StrCat("\"(?J:", pattern, ")\"");
-      if (check.ok()) check = ByteDfa::Compile(embedded);
+      absl::StatusOr<ByteDfa> check = CheckPattern(pattern);
+      if (check.ok()) check = CheckPattern(embedded);
       if (!check.ok()) {
         return Fail(where, absl::StrCat("'pattern': ", check.status().message()));
       }
@@ -470,7 +530,9 @@ class Compiler {
       bool required;
     };
     std::vector<Prop> props;
-    std::vector<std::string> required;
+    // Sets: a schema may list thousands of properties, and ordered_json
+    // finds a key by a linear search.
+    absl::flat_hash_set<std::string> required;
     if (s.contains("required")) {
       const Json& r = s["required"];
       if (!r.is_array()) return Fail(where, "'required' must be an array");
@@ -478,53 +540,76 @@ class Compiler {
         if (!k.is_string()) {
           return Fail(where, "'required' entries must be strings");
         }
-        required.push_back(k.get<std::string>());
+        required.insert(k.get<std::string>());
       }
     }
     const Json empty = Json::object();
     const Json& p = s.contains("properties") ? s["properties"] : empty;
     if (!p.is_object()) return Fail(where, "'properties' must be an object");
-    for (const std::string& k : required) {
-      if (!p.contains(k)) {
-        return Fail(where, absl::StrCat("required property '", k,
+    absl::flat_hash_set<std::string> names;
+    for (auto it = p.begin(); it != p.end(); ++it) names.insert(it.key());
+    for (const Json& k : s.contains("required") ? s["required"] : empty) {
+      if (!names.contains(k.get<std::string>())) {
+        return Fail(where, absl::StrCat("required property '",
+                                        k.get<std::string>(),
                                         "' is not in 'properties' (no other "
                                         "keys are allowed)"));
       }
     }
+    // Every property's regex appears in the result at least once.
+    size_t props_bytes = 0;
     for (auto it = p.begin(); it != p.end(); ++it) {
       ASSIGN_OR_RETURN(
           std::string value,
           Compile(it.value(), absl::StrCat(where, "/properties/", it.key()),
                   depth + 1));
-      bool req = false;
-      for (const std::string& k : required) req = req || k == it.key();
       props.push_back({absl::StrCat(LiteralJson(Json(it.key())), ":", kWs, "(",
                                     value, ")"),
-                       req});
+                       required.contains(it.key())});
+      props_bytes += props.back().regex.size();
+      if (props_bytes > kMaxRegexBytes) return TooBig(where);
     }
     // After the first emitted property each one is ",p" (optional ones
     // "(,p)?"); the first emitted is any property up to the first required
-    // one, the optional ones before it skipped.
+    // one, the optional ones before it skipped. The result repeats the
+    // tail after each candidate first property, so its size can grow with
+    // the square of the property count: it is measured before it is built.
     const size_t n = props.size();
-    std::vector<std::string> tails(n + 1);  // tails[i]: properties i.. after a first
+    const size_t sep = std::string(",").size() + std::string(kWs).size();
+    std::vector<size_t> tail_bytes(n + 1, 0);  // of properties i.. after a first
     for (size_t i = n; i-- > 0;) {
-      tails[i] = props[i].required
-                     ? absl::StrCat(",", kWs, props[i].regex, tails[i + 1])
-                     : absl::StrCat("(,", kWs, props[i].regex, ")?",
-                                    tails[i + 1]);
-      if (tails[i].size() > kMaxRegexBytes) return TooBig(where);
+      tail_bytes[i] = tail_bytes[i + 1] + sep + props[i].regex.size() +
+                      (props[i].required ? 0 : 3);  // "(" ")?"
     }
-    std::vector<std::string> firsts;
-    bool all_optional = true;
+    size_t firsts_end = 0;  // firsts are properties [0, firsts_end)
     size_t total = 0;
+    bool all_optional = true;
     for (size_t j = 0; j < n; ++j) {
-      firsts.push_back(absl::StrCat(props[j].regex, tails[j + 1]));
-      total += firsts.back().size();
+      total += props[j].regex.size() + tail_bytes[j + 1] + 1;  // and "|"
       if (total > kMaxRegexBytes) return TooBig(where);
+      firsts_end = j + 1;
       if (props[j].required) {
         all_optional = false;
         break;
       }
+    }
+    // Every tail is a suffix of the tail after property 0: built once,
+    // each first property copies its suffix.
+    std::string tail0;
+    std::vector<size_t> starts(n + 1, 0);  // tail(i) = tail0.substr(starts[i])
+    for (size_t i = 1; i < n; ++i) {
+      starts[i] = tail0.size();
+      if (props[i].required) {
+        absl::StrAppend(&tail0, ",", kWs, props[i].regex);
+      } else {
+        absl::StrAppend(&tail0, "(,", kWs, props[i].regex, ")?");
+      }
+    }
+    starts[n] = tail0.size();
+    std::vector<std::string> firsts;
+    for (size_t j = 0; j < firsts_end; ++j) {
+      firsts.push_back(absl::StrCat(
+          props[j].regex, absl::string_view(tail0).substr(starts[j + 1])));
     }
     std::string body;
     if (!firsts.empty()) {
@@ -541,11 +626,17 @@ class Compiler {
 
   const Json& root_;
   std::vector<std::string> ref_stack_;  // $refs being inlined
+  int64_t pattern_steps_left_ = kPatternSteps;
 };
 
 }  // namespace
 
 absl::StatusOr<std::string> CompileJsonSchema(absl::string_view json) {
+  if (JsonDepth(json) > kMaxJsonDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the schema nests arrays and objects deeper than ", kMaxJsonDepth,
+        " levels"));
+  }
   Json schema = Json::parse(json.begin(), json.end(), nullptr,
                             /*allow_exceptions=*/false);
   if (schema.is_discarded()) {

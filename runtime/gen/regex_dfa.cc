@@ -105,6 +105,14 @@ class Parser {
         }
         c = (c << 6) | (cb & 0x3F);
       }
+      // Overlong forms, surrogates and code points past U+10FFFF are not
+      // UTF-8 either (and would compile into byte sequences no UTF-8 text
+      // holds).
+      static constexpr char32_t kMinOfLength[] = {0, 0, 0x80, 0x800, 0x10000};
+      if (c < kMinOfLength[len] || c > kMaxCodePoint ||
+          (c >= 0xD800 && c <= 0xDFFF)) {
+        return absl::InvalidArgumentError("the pattern is not valid UTF-8");
+      }
       cps_.push_back(c);
       i += len;
     }
@@ -655,7 +663,17 @@ class NfaBuilder {
 }  // namespace
 
 absl::StatusOr<ByteDfa> ByteDfa::Compile(absl::string_view pattern,
-                                         const RegexLimits& limits) {
+                                         const RegexLimits& limits,
+                                         int64_t* steps_out) {
+  int64_t steps = 0;
+  absl::StatusOr<ByteDfa> dfa = Build(pattern, limits, &steps);
+  if (steps_out != nullptr) *steps_out = steps;
+  return dfa;
+}
+
+absl::StatusOr<ByteDfa> ByteDfa::Build(absl::string_view pattern,
+                                       const RegexLimits& limits,
+                                       int64_t* steps) {
   std::vector<Node> nodes;
   Parser parser(pattern, limits);
   ASSIGN_OR_RETURN(int root, parser.Parse(&nodes));
@@ -688,6 +706,10 @@ absl::StatusOr<ByteDfa> ByteDfa::Compile(absl::string_view pattern,
   std::vector<int32_t> mark(nfa.size(), -1);
   int32_t epoch = 0;
   std::vector<int32_t> stack;
+  const absl::Status too_slow = absl::InvalidArgumentError(absl::StrCat(
+      "the pattern is too complex (building its automaton takes more than ",
+      limits.max_steps, " steps); use smaller repeat counts or fewer "
+      "alternatives"));
   auto closure = [&](std::vector<int32_t>* set) {
     ++epoch;
     stack.assign(set->begin(), set->end());
@@ -697,6 +719,7 @@ absl::StatusOr<ByteDfa> ByteDfa::Compile(absl::string_view pattern,
       const int32_t s = stack.back();
       stack.pop_back();
       set->push_back(s);
+      *steps += 1 + static_cast<int64_t>(nfa[s].eps.size());
       for (int32_t t : nfa[s].eps) {
         if (mark[t] != epoch) {
           mark[t] = epoch;
@@ -724,8 +747,10 @@ absl::StatusOr<ByteDfa> ByteDfa::Compile(absl::string_view pattern,
         const NfaState& st = nfa[s];
         if (st.next >= 0 && st.lo <= b && b <= st.hi) next.push_back(st.next);
       }
+      *steps += static_cast<int64_t>(sets[d].size());
       if (next.empty()) continue;
       closure(&next);
+      if (*steps > limits.max_steps) return too_slow;
       auto it = ids.find(next);
       int32_t target;
       if (it != ids.end()) {

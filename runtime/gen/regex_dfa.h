@@ -26,6 +26,10 @@ struct RegexLimits {
   // Sum over DFA states of the NFA states each stands for (memory and time
   // of the subset construction).
   int64_t max_subset_entries = 20000000;
+  // Work of the subset construction: NFA states scanned for a byte class
+  // and visited by epsilon closures (a pattern under the state limits can
+  // still ask for billions of them; this many take about a second).
+  int64_t max_steps = 200000000;
   int32_t max_repeat = 1000;  // the largest n in {n} / {n,m}
 };
 
@@ -45,8 +49,11 @@ class ByteDfa {
   // valid inside a JSON string as it stands). INVALID_ARGUMENT naming what is
   // unsupported (backreferences, lookaround, `\b`, inline flags, ...), on a
   // syntax error, for a pattern that matches nothing, or beyond `limits`.
+  // `steps`, when not null, receives the work done (RegexLimits::max_steps),
+  // also when compilation fails.
   static absl::StatusOr<ByteDfa> Compile(absl::string_view pattern,
-                                         const RegexLimits& limits = {});
+                                         const RegexLimits& limits = {},
+                                         int64_t* steps = nullptr);
 
   int32_t start() const { return 0; }
   int32_t num_states() const { return static_cast<int32_t>(accepting_.size()); }
@@ -61,6 +68,10 @@ class ByteDfa {
 
  private:
   ByteDfa() = default;
+  // Compile, counting its work into `*steps`.
+  static absl::StatusOr<ByteDfa> Build(absl::string_view pattern,
+                                       const RegexLimits& limits,
+                                       int64_t* steps);
 
   int32_t num_classes_ = 0;
   std::array<uint8_t, 256> classes_{};  // byte -> equivalence class

@@ -31,11 +31,27 @@ struct ModelDirectory {
   std::unique_ptr<WeightStore> weights;
 };
 
-// Opens `path` (a directory, or a .gguf file): NOT_FOUND when it is not a directory or lacks config.json or
-// tokenizer.json; INVALID_ARGUMENT for malformed files; weight errors as
-// WeightStore::OpenDirectory reports them.
+// Opens `path` (a directory, or a .gguf file): NOT_FOUND when it is
+// neither a directory nor an existing .gguf file, or when a directory lacks
+// config.json; INVALID_ARGUMENT for malformed files; weight errors as
+// WeightStore::OpenDirectory reports them. A directory's tokenizer.json is
+// not read here (its path is set even when the file is missing: see
+// CheckTokenizerFile). Errors found in a GGUF file's contents (header,
+// tensor table, hyper-parameters, tokenizer metadata; not an architecture
+// inferd does not serve) are marked IsModelFileFault.
 absl::StatusOr<ModelDirectory> OpenModelDirectory(const std::string& path,
                                                   bool load_weights);
+
+// True for an error of OpenModelDirectory that lies in the contents of the
+// model's files (a truncated or corrupt GGUF file, one with a tensor type
+// inferd cannot read) rather than in what the command line names (a path
+// that is not a model, a config.json or architecture that cannot be
+// served): a server lists that model as failed and serves the others.
+bool IsModelFileFault(const absl::Status& status);
+
+// OK when `tokenizer_json_path` (ModelDirectory::tokenizer_json_path) is a
+// file; else NOT_FOUND naming it and saying how to write it.
+absl::Status CheckTokenizerFile(const std::string& tokenizer_json_path);
 
 // The weights of the model at `path` (safetensors of a directory, or the
 // tensors of a GGUF file), memory-mapped.

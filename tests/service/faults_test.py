@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Faults (issue 17, item 3): model files that are truncated, corrupted or
-lying each fail their model alone at load with an error naming the file and
-the problem while the other models serve (a directory without a tokenizer,
-or a GGUF file inferd cannot read, is refused at startup like a missing
-config.json, in one line naming the file); a weights file truncated on disk
-after the server loaded it does not take the server down (and, as the
-control, does kill it with SIGBUS under --mmap-weights). The address-in-use
-refusal is tested by server_integration_test.py.
+"""Faults (issue 17, item 3): model files that are missing, truncated,
+corrupted or lying (safetensors and GGUF; a missing, unparsable or
+mismatched tokenizer; NaN weights; a GGUF tensor of an unknown ggml type)
+each fail their model alone, with an error naming the file and the problem
+in the log, in ListModels and in the status of every request to that model
+(UNAVAILABLE), while the other models serve and health says SERVING. Only
+a path that names no model (no such GGUF file; a directory without
+config.json, tested by server_integration_test.py) stops the server at
+startup. A weights file truncated on disk after the server loaded it does
+not take the server down (and, as the control, does kill it with SIGBUS
+under --mmap-weights). The address-in-use refusal is tested by
+server_integration_test.py.
 
 Usage: faults_test.py --inferd BIN --stubs DIR --shared DIR --test-models DIR
 """
@@ -122,7 +126,7 @@ def missing_tokenizer(d, src):
     copy_model(src, d)
     tok = os.path.join(d, "tokenizer.json")
     os.remove(tok)
-    return tok, []
+    return tok, ["does not exist"]
 
 
 def tokenizer_bigger_than_embedding(d, src):
@@ -141,46 +145,96 @@ def tokenizer_bigger_than_embedding(d, src):
     return tok, [str(vocab + 7), str(vocab)]
 
 
+def corrupt_tokenizer(d, src):
+    copy_model(src, d)
+    tok = os.path.join(d, "tokenizer.json")
+    with open(tok, "r+b") as f:
+        f.truncate(os.path.getsize(tok) // 2)
+    return tok, []
+
+
 def gguf_string(s):
     b = s.encode()
     return struct.pack("<Q", len(b)) + b
 
 
-def gguf_unknown_quant(d, src):
-    """A llama GGUF whose one tensor has ggml type 99."""
+def write_gguf(d, tensors, data_bytes, first_key="general.architecture"):
+    """A llama GGUF header: `tensors` are (name, dims, ggml type, offset);
+    `data_bytes` zero bytes follow the header's padding."""
     os.makedirs(d)
     path = os.path.join(d, "model.gguf")
-    kv = [gguf_string("general.architecture") + struct.pack("<I", 8) +
+    kv = [gguf_string(first_key) + struct.pack("<I", 8) +
           gguf_string("llama")]
-    tensors = [gguf_string("token_embd.weight") + struct.pack("<I", 2) +
-               struct.pack("<QQ", 32, 4) + struct.pack("<IQ", 99, 0)]
-    out = struct.pack("<IIQQ", 0x46554747, 3, len(tensors), len(kv))
-    out += b"".join(kv) + b"".join(tensors)
-    out += b"\0" * (-len(out) % 32) + bytes(4096)
+    infos = [gguf_string(name) + struct.pack("<I", len(dims)) +
+             struct.pack(f"<{len(dims)}Q", *dims) + struct.pack("<IQ", t, o)
+             for name, dims, t, o in tensors]
+    out = struct.pack("<IIQQ", 0x46554747, 3, len(infos), len(kv))
+    out += b"".join(kv) + b"".join(infos)
+    out += b"\0" * (-len(out) % 32) + bytes(data_bytes)
     with open(path, "wb") as f:
         f.write(out)
-    return path, ["99"]
+    return path
+
+
+def gguf_unknown_quant(d, _):
+    """One tensor of ggml type 99."""
+    path = write_gguf(d, [("token_embd.weight", (32, 4), 99, 0)], 4096)
+    return path, ["99", "token_embd.weight"]
+
+
+def gguf_truncated(d, _):
+    """An F32 tensor of 512 bytes with 100 bytes left in the file."""
+    path = write_gguf(d, [("token_embd.weight", (32, 4), 0, 0)], 100)
+    return path, ["truncated", "token_embd.weight"]
+
+
+def gguf_offset_past_end(d, _):
+    """A tensor whose offset lies 1 MiB past the end of the data."""
+    path = write_gguf(d, [("token_embd.weight", (32, 4), 0, 1 << 20)], 512)
+    return path, ["token_embd.weight", str(1 << 20)]
+
+
+def gguf_corrupt_header(d, _):
+    """A metadata key claiming 2^40 bytes."""
+    path = write_gguf(d, [], 0)
+    with open(path, "r+b") as f:
+        f.seek(24)
+        f.write(struct.pack("<Q", 1 << 40))
+    return path, ["truncated", str(1 << 40)]
+
+
+def gguf_missing_hyper_parameter(d, _):
+    """A readable llama GGUF without the hyper-parameters of its config."""
+    path = write_gguf(d, [], 0)
+    return path, ["hyper-parameter"]
+
+
+def gguf_not_gguf(d, _):
+    os.makedirs(d)
+    path = os.path.join(d, "model.gguf")
+    with open(path, "wb") as f:
+        f.write(b"PK\x03\x04 this is a zip file, not a model" + bytes(100))
+    return path, ["not a GGUF file"]
 
 
 # name -> (builder, source model); every builder returns the path the error
-# must name and extra words it must contain.
-# Faults found while loading (weights, tokenizer contents): the model is
-# FAILED with the error, the others serve.
-LOAD_CASES = {
+# must name and extra words it must contain. Each case makes its model
+# FAILED with the error while the others serve.
+CASES = {
     "offsets-past-end": (offsets_past_end, "bert-embed"),
     "wrong-dtype-size": (wrong_dtype_size, "bert-embed"),
     "nan-weights": (nan_weights, "bert-classifier"),
     "truncated-header": (truncated_header, "bert-embed"),
     "corrupt-header": (corrupt_header, "bert-embed"),
-    "tokenizer-vocab": (tokenizer_bigger_than_embedding, "bert-embed"),
-}
-# Faults in what the model directory holds, found when the command line is
-# read (like a missing config.json or an unknown architecture): inferd
-# refuses to start, with one error naming the model, the file and the
-# problem.
-STARTUP_CASES = {
     "missing-tokenizer": (missing_tokenizer, "bert-embed"),
+    "corrupt-tokenizer": (corrupt_tokenizer, "bert-embed"),
+    "tokenizer-vocab": (tokenizer_bigger_than_embedding, "bert-embed"),
     "gguf-unknown-quant": (gguf_unknown_quant, None),
+    "gguf-truncated": (gguf_truncated, None),
+    "gguf-offset-past-end": (gguf_offset_past_end, None),
+    "gguf-corrupt-header": (gguf_corrupt_header, None),
+    "gguf-not-gguf": (gguf_not_gguf, None),
+    "gguf-missing-hyper-parameter": (gguf_missing_hyper_parameter, None),
 }
 
 
@@ -221,24 +275,22 @@ class FaultsTest(unittest.TestCase):
         models = [("stories", lib.stories_dir()),
                   ("embed", test_model("bert-embed"))]
         expect = {}
-        for name, (build, src) in LOAD_CASES.items():
+        for name, (build, src) in CASES.items():
             d = os.path.join(self.tmp, name)
             path, words = build(d, test_model(src) if src else None)
             models.append((name, path if name.startswith("gguf") else d))
             expect[name] = (path, words)
         with lib.InferdProcess(ARGS.inferd, models,
+                               ("--metrics-listen", "127.0.0.1:0"),
                                log_prefix="inferd-faults-") as s:
             with self.grpc.insecure_channel(s.address) as ch:
                 ms = self.mpb_grpc.ModelsStub(ch)
-                deadline = time.time() + 300
-                while True:
-                    listed = {m.name: m for m in ms.ListModels(
-                        self.mpb.ListModelsRequest()).models}
-                    if all(m.state != self.mpb.MODEL_STATE_LOADING
-                           for m in listed.values()):
-                        break
-                    self.assertLess(time.time(), deadline, s.output())
-                    time.sleep(0.2)
+                lib.HealthClient(ch, lib.load_health_pb2(ARGS.stubs)) \
+                    .wait_serving(timeout=300)
+                listed = {m.name: m for m in ms.ListModels(
+                    self.mpb.ListModelsRequest()).models}
+                inf = self.ipb_grpc.InferenceStub(ch)
+                metrics = s.scrape()
                 for name, (path, words) in expect.items():
                     with self.subTest(case=name):
                         m = listed.get(name)
@@ -250,7 +302,27 @@ class FaultsTest(unittest.TestCase):
                             self.assertIn(w, m.error, name)
                         self.assertIn(f"model '{name}' failed to load",
                                       s.output())
-                inf = self.ipb_grpc.InferenceStub(ch)
+                        self.assertIn(
+                            f'inferd_model_state{{model="{name}",'
+                            f'state="failed"}} 1', metrics)
+                        # Every request to it says why it cannot serve.
+                        calls = [lambda: inf.Tokenize(self.ipb.TokenizeRequest(
+                            model=name, text="hello"), timeout=30)]
+                        if name.startswith("gguf"):
+                            calls.append(lambda: greedy(inf, self.ipb, name))
+                        else:
+                            calls.append(lambda: inf.EmbedBatch(
+                                self.ipb.EmbedRequest(model=name,
+                                                      texts=["hello"]),
+                                timeout=30))
+                        for call in calls:
+                            with self.assertRaises(self.grpc.RpcError) as e:
+                                call()
+                            self.assertEqual(
+                                e.exception.code(),
+                                self.grpc.StatusCode.UNAVAILABLE)
+                            self.assertIn(os.path.basename(path),
+                                          e.exception.details())
                 self.assertEqual(greedy(inf, self.ipb, "stories"), want)
                 r = inf.EmbedBatch(self.ipb.EmbedRequest(model="embed",
                                                          texts=["hello"]))
@@ -305,22 +377,18 @@ class FaultsTest(unittest.TestCase):
             ch.close()
             s.kill()
 
-    def test_directory_faults_are_startup_errors(self):
-        for name, (build, src) in STARTUP_CASES.items():
-            with self.subTest(case=name):
-                d = os.path.join(self.tmp, name)
-                path, words = build(d, test_model(src) if src else None)
-                model = path if name.startswith("gguf") else d
+    def test_a_path_that_names_no_model_is_a_startup_error(self):
+        for model in (os.path.join(self.tmp, "nowhere", "model.gguf"),
+                      os.path.join(self.tmp, "nowhere")):
+            with self.subTest(path=model):
                 r = subprocess.run(
                     [ARGS.inferd, "--listen", "127.0.0.1:0",
                      "--model", f"stories={lib.stories_dir()}",
-                     "--model", f"{name}={model}"],
+                     "--model", f"gone={model}"],
                     capture_output=True, text=True, timeout=120)
-                self.assertNotEqual(r.returncode, 0, r.stderr)
-                self.assertIn(f"model '{name}'", r.stderr)
-                self.assertIn(os.path.basename(path), r.stderr)
-                for w in words:
-                    self.assertIn(w, r.stderr)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("model 'gone'", r.stderr)
+                self.assertIn(model, r.stderr)
                 self.assertEqual(len(r.stderr.strip().splitlines()), 1,
                                  r.stderr)
 

@@ -10,6 +10,7 @@ Usage: hostile_input_test.py --inferd BIN --stubs DIR --shared DIR
            --test-models DIR [--streams N] [--slow-clients N]
 """
 import argparse
+import json
 import os
 import socket
 import struct
@@ -26,6 +27,14 @@ GREEDY_PROMPT = "Once upon a time"
 UINT32_MAX = 2**32 - 1
 INT32_MIN = -2**31
 MAX_MESSAGE = 1 << 20  # --max-receive-message-bytes of the server under test
+# Patterns under the regex compiler's state limits (a DFA state per count
+# of characters read, each standing for every optional copy still ahead,
+# and ~95 byte classes) whose subset construction takes many steps: past
+# RegexLimits::max_steps for 400 copies; 60 copies take a quarter of the
+# budget of a JSON schema's patterns (checked twice each).
+ODD_BYTES = "".join(f"\\x{b:02x}" for b in range(0x21, 0x7F, 2))
+REGEX_SLOW = f"([{ODD_BYTES}]?){{400}}"
+REGEX_COSTLY = f"([{ODD_BYTES}]?){{60}}"
 
 
 def varint(n):
@@ -108,6 +117,36 @@ class HostileInputTest(unittest.TestCase):
 
     def run_generate(self, req):
         return [c for c in self.inf.Generate(req, timeout=60)]
+
+    def structured(self, json_schema=None, regex=None, choices=None):
+        """A Generate call constrained by a response_format."""
+        req = self.gen()
+        if json_schema is not None:
+            req.response_format.json_schema = (
+                json_schema if isinstance(json_schema, str)
+                else json.dumps(json_schema))
+        elif regex is not None:
+            req.response_format.regex = regex
+        else:
+            req.response_format.choice.values.extend(choices)
+        return lambda: self.run_generate(req)
+
+    @staticmethod
+    def nested_schema(levels):
+        schema = {"type": "null"}
+        for _ in range(levels):
+            schema = {"type": "object", "properties": {"a": schema},
+                      "required": ["a"]}
+        return schema
+
+    @staticmethod
+    def ref_fan_schema(levels, fan):
+        """$defs d0..d<levels>: each an anyOf of `fan` $refs to the next,
+        the last a date-time string: fan^levels copies once inlined."""
+        defs = {f"d{levels}": {"type": "string", "format": "date-time"}}
+        for i in range(levels):
+            defs[f"d{i}"] = {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * fan}
+        return {"$defs": defs, "$ref": "#/$defs/d0"}
 
     def cases(self):
         """(name, call, expected code, words the message must contain);
@@ -225,17 +264,75 @@ class HostileInputTest(unittest.TestCase):
                 ipb.EmbedRequest(model="embed", texts=["a"],
                                  dimensions=UINT32_MAX)),
              S.INVALID_ARGUMENT, ["dimensions"]),
+            ("json_schema nested 33 levels",
+             self.structured(self.nested_schema(33)),
+             S.INVALID_ARGUMENT, ["response_format.json_schema",
+                                  "deeper than 32 levels"]),
+            ("json_schema text nested 30000 levels",
+             self.structured('{"const": ' + "[" * 30000 + "]" * 30000 + "}"),
+             S.INVALID_ARGUMENT, ["response_format.json_schema",
+                                  "deeper than 128 levels"]),
+            ("json_schema over 64 kB",
+             self.structured({"type": "string", "description": "x" * 70000}),
+             S.INVALID_ARGUMENT, ["response_format.json_schema", "65536"]),
+            ("json_schema that is not JSON",
+             self.structured('{"type": "object", "properties": {'),
+             S.INVALID_ARGUMENT, ["response_format.json_schema",
+                                  "not valid JSON"]),
+            ("json_schema with 2000 optional properties",
+             self.structured({"type": "object", "properties": {
+                 f"p{i:04d}": {"type": "null"} for i in range(2000)}}),
+             S.INVALID_ARGUMENT, ["response_format.json_schema",
+                                  "too large to compile"]),
+            ("json_schema whose $refs fan out 8^10 times",
+             self.structured(self.ref_fan_schema(10, 8)),
+             S.INVALID_ARGUMENT, ["response_format.json_schema",
+                                  "too large to compile"]),
+            ("json_schema with an exploding pattern",
+             self.structured({"type": "string",
+                              "pattern": "(a|b)*a(a|b){24}"}),
+             S.INVALID_ARGUMENT, ["response_format.json_schema", "pattern",
+                                  "too complex"]),
+            ("json_schema with 100 costly patterns",
+             self.structured({"type": "object", "properties": {
+                 f"p{i:03d}": {"type": "string",
+                               "pattern": REGEX_COSTLY}
+                 for i in range(100)}}),
+             S.INVALID_ARGUMENT, ["response_format.json_schema", "pattern",
+                                  "too complex"]),
+            ("regex with 2^25 DFA states",
+             self.structured(regex="(a|b)*a(a|b){24}"),
+             S.INVALID_ARGUMENT, ["response_format.regex", "too complex",
+                                  "DFA states"]),
+            ("regex with a million NFA states",
+             self.structured(regex="(a{1000}){1000}"),
+             S.INVALID_ARGUMENT, ["response_format.regex", "too complex",
+                                  "NFA states"]),
+            ("regex whose automaton takes too long to build",
+             self.structured(regex=REGEX_SLOW),
+             S.INVALID_ARGUMENT, ["response_format.regex", "too complex",
+                                  "steps"]),
+            ("regex nested 300 groups deep",
+             self.structured(regex="(" * 300 + "a" + ")" * 300),
+             S.INVALID_ARGUMENT, ["response_format.regex", "nested"]),
+            ("2000 choices",
+             self.structured(choices=[f"c{i}" for i in range(2000)]),
+             S.INVALID_ARGUMENT, ["response_format.choice", "1024"]),
         ]
 
     def test_table_cases_answer_their_documented_status(self):
         for name, call, code, words in self.cases():
             with self.subTest(case=name):
+                start = time.monotonic()
                 try:
                     call()
                     got, details = self.grpc.StatusCode.OK, ""
                 except self.grpc.RpcError as e:
                     got, details = e.code(), e.details() or ""
-                print(f"CASE {name}: {got.name} {details[:160]!r}")
+                # Seconds for the figures in docs/hostile-input.md, not a
+                # pass condition.
+                print(f"CASE {name}: {got.name} in "
+                      f"{time.monotonic() - start:.2f}s {details[:160]!r}")
                 self.assertEqual(got, code, f"{name}: {details}")
                 for w in words:
                     self.assertIn(w, details, name)

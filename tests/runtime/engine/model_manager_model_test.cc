@@ -1,7 +1,15 @@
 // ModelManager over generated tiny models: loading, cancelling a load at
-// startup (SIGTERM while models load), and the component check.
+// startup (SIGTERM while models load), the component check, and models
+// whose files are broken failing alone.
 #include "runtime/engine/model_manager.h"
 
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -74,6 +82,119 @@ TEST(ModelManagerTest, MaxPoolingWithoutItsComponentIsAStartupError) {
   EXPECT_EQ((*with_mean)->models()[0]->output_processor(), "pooling_mean");
   EXPECT_EQ((*with_mean)->models()[0]->info().components.at("output_processor"),
             "pooling_mean");
+}
+
+// A scratch directory removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = ::testing::TempDir() + "/inferd-mm-XXXXXX";
+    path_ = mkdtemp(tmpl.data()) != nullptr ? tmpl : "";
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(ModelManagerTest, MissingTokenizerFailsOnlyItsModel) {
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string dir = tmp.path() + "/no-tokenizer";
+  std::filesystem::copy(TestModel("bert-embed"), dir);
+  std::filesystem::remove(dir + "/tokenizer.json");
+  std::vector<ModelSpec> specs = Specs(2);
+  specs[1].name = "broken";
+  specs[1].path = dir;
+  auto manager = ModelManager::Create(specs);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  (*manager)->LoadAll();
+  const auto& models = (*manager)->models();
+  EXPECT_EQ(models[0]->state(), ModelState::kReady);
+  ASSERT_EQ(models[1]->state(), ModelState::kFailed);
+  const std::string error = models[1]->info().error;
+  EXPECT_TRUE(Contains(error, "model 'broken'")) << error;
+  EXPECT_TRUE(Contains(error, dir + "/tokenizer.json")) << error;
+  EXPECT_TRUE(Contains(error, "does not exist")) << error;
+  // Its workflow is known (config.json was fine) and reported.
+  EXPECT_EQ(models[1]->info().workflow, models[0]->info().workflow);
+  auto r = (*manager)->Resolve("broken", Task::kEmbed);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Contains(std::string(r.status().message()), "tokenizer.json"))
+      << r.status();
+  EXPECT_TRUE((*manager)->Resolve("m0", Task::kEmbed).ok());
+}
+
+TEST(ModelManagerTest, UnreadableGgufFileFailsOnlyItsModel) {
+  TempDir tmp;
+  ASSERT_FALSE(tmp.path().empty());
+  // A GGUF header whose one tensor has ggml type 99, which no reader knows.
+  const std::string path = tmp.path() + "/model.gguf";
+  {
+    std::ofstream f(path, std::ios::binary);
+    auto u32 = [&](uint32_t v) { f.write(reinterpret_cast<char*>(&v), 4); };
+    auto u64 = [&](uint64_t v) { f.write(reinterpret_cast<char*>(&v), 8); };
+    auto str = [&](const std::string& s) {
+      u64(s.size());
+      f.write(s.data(), static_cast<std::streamsize>(s.size()));
+    };
+    u32(0x46554747);
+    u32(3);
+    u64(1);  // tensors
+    u64(1);  // metadata entries
+    str("general.architecture");
+    u32(8);
+    str("llama");
+    str("token_embd.weight");
+    u32(2);
+    u64(32);
+    u64(4);
+    u32(99);
+    u64(0);
+    f.write(std::string(4096, '\0').data(), 4096);
+  }
+  std::vector<ModelSpec> specs = Specs(2);
+  specs[1].name = "gguf";
+  specs[1].path = path;
+  auto manager = ModelManager::Create(specs);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  const ServedModel& bad = *(*manager)->models()[1];
+  // FAILED before any load: the file told nothing about the model.
+  EXPECT_EQ(bad.state(), ModelState::kFailed);
+  const std::string error = bad.info().error;
+  EXPECT_TRUE(Contains(error, "model 'gguf'")) << error;
+  EXPECT_TRUE(Contains(error, path)) << error;
+  EXPECT_TRUE(Contains(error, "ggml type 99")) << error;
+  EXPECT_TRUE(bad.info().workflow.empty());
+  (*manager)->LoadAll();
+  EXPECT_EQ((*manager)->models()[0]->state(), ModelState::kReady);
+  EXPECT_EQ(bad.state(), ModelState::kFailed);
+  EXPECT_EQ(bad.info().error, error);
+  // Whatever task a request asks of it, the answer is why it failed.
+  for (Task task : {Task::kGenerate, Task::kEmbed}) {
+    auto r = (*manager)->Resolve("gguf", task);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_TRUE(Contains(std::string(r.status().message()), "ggml type 99"))
+        << r.status();
+  }
+}
+
+TEST(ModelManagerTest, AMissingGgufFileIsAStartupError) {
+  std::vector<ModelSpec> specs = Specs(1);
+  specs[0].path = "/nonexistent/model.gguf";
+  auto manager = ModelManager::Create(specs);
+  ASSERT_FALSE(manager.ok());
+  EXPECT_EQ(manager.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Contains(std::string(manager.status().message()),
+                       "/nonexistent/model.gguf"))
+      << manager.status();
 }
 
 }  // namespace
