@@ -1,5 +1,6 @@
 #include "runtime/gen/regex_dfa.h"
 
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -120,6 +121,67 @@ TEST(ByteDfaTest, TooComplexIsInvalidArgument) {
   absl::StatusOr<ByteDfa> dfa = ByteDfa::Compile("[ab]{0,500}", limits);
   ASSERT_FALSE(dfa.ok());
   EXPECT_NE(dfa.status().message().find("too complex"), std::string::npos);
+}
+
+// Pathological patterns (hostile input, docs/hostile-input.md): each is
+// refused by one of the limits, naming it.
+TEST(ByteDfaTest, PathologicalPatternsHitTheirLimit) {
+  std::string odd_bytes;
+  for (int b = 0x21; b < 0x7F; b += 2) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "\\x%02x", b);
+    odd_bytes += hex;
+  }
+  RegexLimits few_steps;  // the step limit, reached sooner
+  few_steps.max_steps = 5000000;
+  struct Case {
+    std::string pattern;
+    RegexLimits limits;
+    const char* message;
+  } cases[] = {
+      // 2^25 DFA states.
+      {"(a|b)*a(a|b){24}", {}, "more than 50000 DFA states"},
+      // A million NFA states.
+      {"(a{1000}){1000}", {}, "more than 400000 NFA states"},
+      // 401 DFA states, each standing for the optional copies still ahead,
+      // ~95 byte classes: about 500 million steps of subset construction.
+      {"([" + odd_bytes + "]?){400}", few_steps, "more than 5000000 steps"},
+      {std::string(300, '(') + "a" + std::string(300, ')'), {},
+       "nested too deeply"},
+  };
+  for (const Case& c : cases) {
+    int64_t steps = -1;
+    absl::StatusOr<ByteDfa> dfa = ByteDfa::Compile(c.pattern, c.limits, &steps);
+    ASSERT_FALSE(dfa.ok()) << c.pattern.substr(0, 60);
+    EXPECT_EQ(dfa.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(dfa.status().message().find(c.message), std::string::npos)
+        << c.pattern.substr(0, 60) << " -> " << dfa.status().message();
+    // Stopped soon after the limit (one closure past it at most).
+    EXPECT_LE(steps, c.limits.max_steps + 1000000) << c.message;
+  }
+  // The same shape with fewer copies compiles, and says what it cost.
+  int64_t steps = 0;
+  absl::StatusOr<ByteDfa> small =
+      ByteDfa::Compile("([" + odd_bytes + "]?){10}", {}, &steps);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_GT(steps, 0);
+  EXPECT_TRUE(small->FullMatch("!#%"));
+  EXPECT_FALSE(small->FullMatch("\"\""));
+}
+
+TEST(ByteDfaTest, PatternsMustBeStrictUtf8) {
+  for (const char* bad : {"\xc0\x80",           // overlong NUL
+                          "\xe0\x80\xaf",       // overlong '/'
+                          "\xed\xa0\x80",       // a surrogate
+                          "\xf4\x90\x80\x80",  // past U+10FFFF
+                          "a\xff", "\xc3"}) {
+    absl::StatusOr<ByteDfa> dfa = ByteDfa::Compile(bad);
+    ASSERT_FALSE(dfa.ok());
+    EXPECT_NE(dfa.status().message().find("not valid UTF-8"),
+              std::string::npos)
+        << dfa.status();
+  }
+  EXPECT_TRUE(Matches("\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf"));  // U+10FFFF
 }
 
 TEST(ByteDfaTest, RegexEscapeMatchesLiterally) {

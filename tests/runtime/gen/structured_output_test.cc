@@ -1,6 +1,7 @@
 // Structured output: JSON Schema compilation, token masks and constrained
 // sampling (random logits stand in for a random-weight model).
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -386,6 +387,135 @@ TEST(JsonSchemaTest, UnsupportedFeaturesAreNamed) {
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().message(),
             "response_format.json_schema: at /: 'oneOf' is not supported");
+}
+
+// Every subset of the properties, in schema order, is accepted exactly
+// when it holds the required ones (the object regex's first-property
+// alternatives and shared tails).
+TEST(JsonSchemaTest, ObjectsAcceptEveryOrderedSubsetWithTheRequired) {
+  const std::vector<std::string> keys = {"a", "b", "c", "d", "e"};
+  for (const std::vector<bool>& required :
+       std::vector<std::vector<bool>>{{false, false, false, false, false},
+                                      {false, true, false, false, true},
+                                      {true, false, false, false, false},
+                                      {false, false, false, false, true}}) {
+    Json schema = {{"type", "object"}, {"properties", Json::object()}};
+    Json req = Json::array();
+    for (size_t i = 0; i < keys.size(); ++i) {
+      schema["properties"][keys[i]] = {{"type", "integer"}};
+      if (required[i]) req.push_back(keys[i]);
+    }
+    schema["required"] = req;
+    absl::StatusOr<std::string> regex = CompileJsonSchema(schema.dump());
+    ASSERT_TRUE(regex.ok()) << regex.status();
+    absl::StatusOr<ByteDfa> dfa = ByteDfa::Compile(*regex);
+    ASSERT_TRUE(dfa.ok()) << dfa.status();
+    for (int mask = 0; mask < (1 << keys.size()); ++mask) {
+      std::string text = "{";
+      bool valid = true;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (mask & (1 << i)) {
+          if (text.size() > 1) text += ",";
+          text += "\"" + keys[i] + "\":" + std::to_string(i);
+        } else if (required[i]) {
+          valid = false;
+        }
+      }
+      text += "}";
+      EXPECT_EQ(dfa->FullMatch(text), valid) << schema.dump() << " " << text;
+    }
+  }
+}
+
+// Schemas built to cost time or memory (hostile input,
+// docs/hostile-input.md): each is refused, naming why.
+TEST(JsonSchemaTest, CostlySchemasAreRefused) {
+  auto fan = [](int levels, int width) {
+    Json defs = Json::object();
+    defs["d" + std::to_string(levels)] = {{"type", "string"},
+                                          {"format", "date-time"}};
+    for (int i = 0; i < levels; ++i) {
+      Json any = Json::array();
+      for (int k = 0; k < width; ++k) {
+        any.push_back({{"$ref", "#/$defs/d" + std::to_string(i + 1)}});
+      }
+      defs["d" + std::to_string(i)] = {{"anyOf", any}};
+    }
+    return Json{{"$defs", defs}, {"$ref", "#/$defs/d0"}}.dump();
+  };
+  auto object_of = [](int n, const Json& value) {
+    Json props = Json::object();
+    for (int i = 0; i < n; ++i) props["p" + std::to_string(i)] = value;
+    return Json{{"type", "object"}, {"properties", props}}.dump();
+  };
+  std::string odd_bytes;
+  for (int b = 0x21; b < 0x7F; b += 2) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "\\x%02x", b);
+    odd_bytes += hex;
+  }
+  const std::string costly = "([" + odd_bytes + "]?){60}";
+  // 300 properties, each a $ref to the root's 8^3-copy definition.
+  auto many_refs = [&] {
+    Json schema = Json::parse(fan(3, 8));
+    schema.erase("$ref");
+    schema["type"] = "object";
+    schema["properties"] = Json::object();
+    for (int i = 0; i < 300; ++i) {
+      schema["properties"]["p" + std::to_string(i)] = {
+          {"$ref", "#/$defs/d0"}};
+    }
+    return schema.dump();
+  };
+  // "type": 1000 times "object", of an object whose regex is ~36 kB.
+  auto repeated_types = [&] {
+    Json schema = Json::parse(object_of(60, {{"type", "null"}}));
+    schema["type"] = Json::array();
+    for (int i = 0; i < 1000; ++i) schema["type"].push_back("object");
+    return schema.dump();
+  };
+  struct Case {
+    std::string schema;
+    const char* message;
+  } cases[] = {
+      {"{\"const\":" + std::string(30000, '[') + std::string(30000, ']') +
+           "}",
+       "deeper than 128 levels"},
+      // The regex would grow with the square of the properties.
+      {object_of(2000, {{"type", "null"}}), "too large to compile"},
+      // 8^10 copies of one definition once inlined.
+      {fan(10, 8), "too large to compile"},
+      // Each property alone is fine; together they are too big.
+      {many_refs(), "too large to compile"},
+      // A type list repeating a large object.
+      {repeated_types(), "too large to compile"},
+      // One pattern's automaton is cheap; 100 of them are not.
+      {object_of(100, {{"type", "string"}, {"pattern", costly}}),
+       "patterns are too complex to check together"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::string> r = CompileJsonSchema(c.schema);
+    ASSERT_FALSE(r.ok()) << c.schema.substr(0, 80);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos)
+        << c.schema.substr(0, 80) << " -> " << r.status().message();
+  }
+  // Thousands of required properties are checked in linear time and, with
+  // every one required, give a regex linear in their number.
+  Json props = Json::object(), req = Json::array();
+  for (int i = 0; i < 3000; ++i) {
+    props["k" + std::to_string(i)] = {{"type", "boolean"}};
+    req.push_back("k" + std::to_string(i));
+  }
+  absl::StatusOr<std::string> many = CompileJsonSchema(
+      Json{{"type", "object"}, {"properties", props}, {"required", req}}
+          .dump());
+  ASSERT_TRUE(many.ok()) << many.status();
+  EXPECT_LT(many->size(), 3000u * 40);
+  // A deep but allowed nesting of JSON inside "const" compiles.
+  EXPECT_TRUE(CompileJsonSchema("{\"const\":" + std::string(100, '[') +
+                                std::string(100, ']') + "}")
+                  .ok());
 }
 
 TEST(TokenGrammarTest, MaskEqualsBruteForce) {
