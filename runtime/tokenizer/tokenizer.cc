@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/added_tokens.h"
@@ -40,7 +41,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(
   ss << in.rdbuf();
   if (in.bad())
     return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
-  return FromJson(ss.str());
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tok = FromJson(ss.str());
+  if (!tok.ok()) {
+    // FromJson's messages say "tokenizer.json: ..."; name the file read.
+    absl::string_view what = tok.status().message();
+    absl::ConsumePrefix(&what, "tokenizer.json: ");
+    return absl::Status(tok.status().code(), absl::StrCat(path, ": ", what));
+  }
+  return tok;
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(

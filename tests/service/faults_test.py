@@ -150,7 +150,7 @@ def corrupt_tokenizer(d, src):
     tok = os.path.join(d, "tokenizer.json")
     with open(tok, "r+b") as f:
         f.truncate(os.path.getsize(tok) // 2)
-    return tok, []
+    return tok, ["parse error"]
 
 
 def gguf_string(s):
@@ -297,7 +297,7 @@ class FaultsTest(unittest.TestCase):
                         self.assertIsNotNone(m, f"{name} not listed")
                         self.assertEqual(m.state, self.mpb.MODEL_STATE_FAILED,
                                          f"{name}: {m.error}")
-                        self.assertIn(os.path.basename(path), m.error, name)
+                        self.assertIn(path, m.error, name)
                         for w in words:
                             self.assertIn(w, m.error, name)
                         self.assertIn(f"model '{name}' failed to load",
@@ -310,6 +310,11 @@ class FaultsTest(unittest.TestCase):
                             model=name, text="hello"), timeout=30)]
                         if name.startswith("gguf"):
                             calls.append(lambda: greedy(inf, self.ipb, name))
+                        elif CASES[name][1] == "bert-classifier":
+                            calls.append(lambda: inf.Classify(
+                                self.ipb.ClassifyRequest(model=name,
+                                                         texts=["hello"]),
+                                timeout=30))
                         else:
                             calls.append(lambda: inf.EmbedBatch(
                                 self.ipb.EmbedRequest(model=name,
@@ -321,8 +326,7 @@ class FaultsTest(unittest.TestCase):
                             self.assertEqual(
                                 e.exception.code(),
                                 self.grpc.StatusCode.UNAVAILABLE)
-                            self.assertIn(os.path.basename(path),
-                                          e.exception.details())
+                            self.assertIn(path, e.exception.details())
                 self.assertEqual(greedy(inf, self.ipb, "stories"), want)
                 r = inf.EmbedBatch(self.ipb.EmbedRequest(model="embed",
                                                          texts=["hello"]))

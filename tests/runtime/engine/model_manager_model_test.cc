@@ -108,7 +108,8 @@ TEST(ModelManagerTest, MissingTokenizerFailsOnlyItsModel) {
   TempDir tmp;
   ASSERT_FALSE(tmp.path().empty());
   const std::string dir = tmp.path() + "/no-tokenizer";
-  std::filesystem::copy(TestModel("bert-embed"), dir);
+  std::filesystem::copy(TestModel("bert-embed"), dir,
+                        std::filesystem::copy_options::recursive);
   std::filesystem::remove(dir + "/tokenizer.json");
   std::vector<ModelSpec> specs = Specs(2);
   specs[1].name = "broken";
