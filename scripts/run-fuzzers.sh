@@ -225,8 +225,10 @@ done
 for name in "${targets[@]}"; do
   [[ "$name" == request_fuzz ]] && gen_protos
 done
-newest_header=$(find "$root/runtime" "$root/device" "$root/service" "$root/tests/fuzz" \
-                  "$proto_gen" -name '*.h' -printf '%T@\n' 2>/dev/null |
+# (proto_gen exists only once request_fuzz was built.)
+newest_header=$( (find "$root/runtime" "$root/device" "$root/service" \
+                   "$root/tests/fuzz" "$proto_gen" -name '*.h' \
+                   -printf '%T@\n' 2>/dev/null || true) |
                 sort -n | tail -n 1)
 newest_header=${newest_header%.*}
 

@@ -462,8 +462,9 @@ class Compiler {
     } else {
       r = exclusive ? std::ceil(d) - 1 : std::floor(d);
     }
-    r = std::max<double>(-kMaxInt, std::min<double>(kMaxInt, r));
-    return static_cast<int64_t>(r);
+    // |r| <= 1e17 + 1: exact enough as an int64, then clamped.
+    const int64_t i = static_cast<int64_t>(r);
+    return std::max(-kMaxInt, std::min(kMaxInt, i));
   }
 
   absl::StatusOr<std::string> CompileInteger(const Json& s,
