@@ -17,8 +17,11 @@
 //     the header's inline HasBeenNotified, an acquire load TSan does see,
 //     pairs with Notify).
 // A Condition may be evaluated inside the library by a waiting thread while
-// it holds the lock but before its acquisition is reported here; reads
-// during Await/LockWhen are therefore ignored (conditions only read).
+// it holds the lock but before its acquisition is reported here, or by the
+// thread unlocking the mutex on the waiters' behalf (Unlock wakes only a
+// waiter whose condition holds) after its release was reported; reads
+// during Await/LockWhen, Unlock and CondVar waits are therefore ignored
+// (conditions only read).
 //
 // Thread-safety: the functions are as thread-safe as the ones they wrap.
 #include <dlfcn.h>
@@ -92,6 +95,7 @@ void Mutex::Lock() {
 void Mutex::Unlock() {
   INFERD_REAL(void (*)(Mutex*), "5Mutex6UnlockEv");
   Releasing(this);
+  IgnoreReads ignore;  // waiters' conditions
   real(this);
 }
 
@@ -111,6 +115,7 @@ void Mutex::ReaderLock() {
 void Mutex::ReaderUnlock() {
   INFERD_REAL(void (*)(Mutex*), "5Mutex12ReaderUnlockEv");
   Releasing(this);
+  IgnoreReads ignore;  // waiters' conditions
   real(this);
 }
 
@@ -229,7 +234,10 @@ bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond,
 void CondVar::Wait(Mutex* mu) {
   INFERD_REAL(void (*)(CondVar*, Mutex*), "7CondVar4WaitEPNS0_5MutexE");
   Releasing(mu);
-  real(this, mu);
+  {
+    IgnoreReads ignore;  // the unlock inside: waiters' conditions
+    real(this, mu);
+  }
   Acquired(mu);
 }
 
@@ -237,7 +245,11 @@ bool CondVar::WaitWithTimeout(Mutex* mu, absl::Duration timeout) {
   INFERD_REAL(bool (*)(CondVar*, Mutex*, absl::Duration),
               "7CondVar15WaitWithTimeoutEPNS0_5MutexENS0_8DurationE");
   Releasing(mu);
-  const bool timed_out = real(this, mu, timeout);
+  bool timed_out;
+  {
+    IgnoreReads ignore;
+    timed_out = real(this, mu, timeout);
+  }
   Acquired(mu);
   return timed_out;
 }
@@ -246,7 +258,11 @@ bool CondVar::WaitWithDeadline(Mutex* mu, absl::Time deadline) {
   INFERD_REAL(bool (*)(CondVar*, Mutex*, absl::Time),
               "7CondVar16WaitWithDeadlineEPNS0_5MutexENS0_4TimeE");
   Releasing(mu);
-  const bool timed_out = real(this, mu, deadline);
+  bool timed_out;
+  {
+    IgnoreReads ignore;
+    timed_out = real(this, mu, deadline);
+  }
   Acquired(mu);
   return timed_out;
 }
