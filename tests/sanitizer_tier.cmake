@@ -9,6 +9,7 @@
 #   INFERD_TIER_LABELS   ctest labels of its gtest binaries
 #   INFERD_TIER_ENV      their ctest environment
 #   INFERD_TIER_LIBS     libraries every executable links (may be empty)
+#   INFERD_TIER_PROTOS   the generated-protobuf library the service links
 
 # Compile and link flags of one instrumented target.
 function(inferd_tier_target target)
@@ -41,7 +42,7 @@ function(inferd_tier_libraries suffix)
   list(REMOVE_ITEM service_srcs ${PROJECT_SOURCE_DIR}/service/main.cc)
   add_library(inferd_service_${suffix} STATIC ${service_srcs})
   target_link_libraries(inferd_service_${suffix}
-    PUBLIC inferd_protos inferd_engine_${suffix} gRPC::grpc++
+    PUBLIC ${INFERD_TIER_PROTOS} inferd_engine_${suffix} gRPC::grpc++
            gRPC::grpc++_reflection spdlog::spdlog prometheus-cpp::core
            prometheus-cpp::pull)
   target_compile_definitions(inferd_service_${suffix} PUBLIC
