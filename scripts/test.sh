@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Command 2: install deps, build, fetch the real models, set up the
 # reference-library venv, and run every test tier (unit, integration, model,
-# the ASan+UBSan sanitizer tier) through ctest; then the suite runs once
+# the ASan+UBSan and TSan sanitizer tiers) through ctest; then the suite runs once
 # more with ../shared hidden, so it is proven to pass on a machine without
 # it (every test but the slow fuzz smoke run and the sanitizer tier, which
 # do not read it). Exits non-zero on any failure.
