@@ -208,12 +208,18 @@ TEST(ModelDirectoryTest, ReportsMissingPiecesClearly) {
   EXPECT_EQ(no_config.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(no_config.status().message(), HasSubstr("config.json"));
 
+  // A missing tokenizer.json is the model's fault, found when it loads
+  // (CheckTokenizerFile), not a failure to open the directory.
   dir.Write("config.json", kBertConfig);
   auto no_tokenizer = OpenModelDirectory(dir.path(), false);
-  EXPECT_EQ(no_tokenizer.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(no_tokenizer.status().message(), HasSubstr("tokenizer.json"));
-
+  ASSERT_TRUE(no_tokenizer.ok()) << no_tokenizer.status();
+  EXPECT_EQ(no_tokenizer->tokenizer_json_path, dir.path() + "/tokenizer.json");
+  const absl::Status missing = CheckTokenizerFile(no_tokenizer->tokenizer_json_path);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.message(), HasSubstr("tokenizer.json"));
   dir.Write("tokenizer.json", "{}");
+  EXPECT_TRUE(CheckTokenizerFile(no_tokenizer->tokenizer_json_path).ok());
+
   dir.Write("pytorch_model.bin", "x");
   auto bin_only = OpenModelDirectory(dir.path(), true);
   EXPECT_EQ(bin_only.status().code(), absl::StatusCode::kFailedPrecondition);
