@@ -7,6 +7,10 @@
 //       const float* bp, float* c, int64_t ldc, int nvalid, bool init,
 //       const float* bias);
 //   void GemvRows(const GemmArgs& g, int64_t n_begin, int64_t n_end);
+// and may define INFERD_GEMM_PACK_NK_PANEL with
+//   void PackPanelNk(const GemmArgs& g, int64_t n0, int64_t nv, int64_t k0,
+//       int64_t kc, float* panel);
+// a faster copy of weight rows [n][k] into one kNr-wide B panel.
 // No std containers or std::function here: see cpu/CMakeLists notes on ISA
 // translation units.
 
@@ -60,6 +64,12 @@ inline void PackBF32(const GemmArgs& g, int64_t n0, int64_t nc, int64_t k0,
   for (int64_t p = 0; p < nc; p += kNr) {
     float* panel = bp + p * kc;
     const int64_t nv = nc - p < kNr ? nc - p : kNr;
+#ifdef INFERD_GEMM_PACK_NK_PANEL
+    if (g.w_layout_nk) {
+      PackPanelNk(g, n0 + p, nv, k0, kc, panel);
+      continue;
+    }
+#endif
     if (!g.w_bf16 && !g.w_layout_nk) {
       const float* w = static_cast<const float*>(g.w);
       for (int64_t k = 0; k < kc; ++k) {
