@@ -223,7 +223,9 @@ const FlagDoc kFlags[] = {
     {"threads", "N", "0 (cores / replicas)",
      "Kernel threads per model replica."},
     {"replicas-per-model", "N", "0 (workflow default)",
-     "Data-parallel replicas of each model, each with its own engine loop."},
+     "Data-parallel replicas of each model, each with its own engine loop. "
+     "Default: small encoders (hidden size <= 512) one per cores / threads "
+     "(one per core unless threads is set), other models one."},
     {"tokenization-workers", "N|auto", "auto (cores / 4, at least 1)",
      "Engine threads per model that prepare requests (chat template, "
      "tokenization) while batches run; 0 prepares on the gRPC thread."},

@@ -189,17 +189,11 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   PrefillEngineOptions po;
   po.workflow = w.name;
   po.tasks = w.tasks;
-  // Data parallelism: small encoders run faster as one single-threaded
-  // replica per core than as one replica whose GEMMs are split across
-  // cores (bench/README.md); large models use one replica with every core.
+  const PrefillParallelism par = ChoosePrefillParallelism(
+      model.config().hidden_size, NumCores(), eo.threads, eo.replicas);
   const int cores = NumCores();
-  int replicas = eo.replicas;
-  if (replicas <= 0) {
-    const int64_t h = model.config().hidden_size;
-    replicas = h <= 512 ? cores : 1;
-  }
-  int threads = eo.threads > 0 ? eo.threads : std::max(1, cores / replicas);
-  po.replicas = replicas;
+  const int threads = par.threads;
+  po.replicas = par.replicas;
   // Tokenization workers: by default one per four cores (tokenizing costs
   // far less than the forward pass of the same tokens); 0 = inline.
   po.prep_threads = eo.tokenization_workers >= 0 ? eo.tokenization_workers

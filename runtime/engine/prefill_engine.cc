@@ -56,6 +56,19 @@ absl::Status PrefillEngine::CheckTask(Task task) const {
       TaskName(task), "; it serves: ", absl::StrJoin(tasks, ", ")));
 }
 
+PrefillParallelism ChoosePrefillParallelism(int64_t hidden_size, int cores,
+                                            int threads, int replicas) {
+  PrefillParallelism p;
+  cores = std::max(1, cores);
+  p.replicas = replicas;
+  if (p.replicas <= 0) {
+    p.replicas =
+        hidden_size <= 512 ? std::max(1, cores / std::max(1, threads)) : 1;
+  }
+  p.threads = threads > 0 ? threads : std::max(1, cores / p.replicas);
+  return p;
+}
+
 PrefillEngine::~PrefillEngine() { Stop(); }
 
 void PrefillEngine::Stop() {

@@ -62,6 +62,19 @@ struct PrefillEngineOptions {
   M3Heads m3;
 };
 
+// Replicas and kernel threads per replica of a prefill-only model.
+struct PrefillParallelism {
+  int replicas = 1;
+  int threads = 1;
+};
+// Small encoders (hidden_size <= 512) default to one single-threaded
+// replica per core (faster than one replica splitting small GEMMs across
+// cores, bench/README.md), larger models to one replica with every core.
+// threads / replicas > 0 are the user's choices; a default never makes
+// replicas x threads exceed the cores (threads=2 on 2 cores: one replica).
+PrefillParallelism ChoosePrefillParallelism(int64_t hidden_size, int cores,
+                                            int threads, int replicas);
+
 // The workflow's components, built from the registry (engine_factory.cc).
 struct PrefillComponents {
   std::unique_ptr<InputProcessor> input;

@@ -593,5 +593,34 @@ TEST(PrefillEngineTest, StopAnswersQueuedRequestsUnavailable) {
   EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable);
 }
 
+TEST(PrefillParallelismTest, DefaultsNeverOversubscribeTheCores) {
+  // Small encoder, nothing set: one single-threaded replica per core.
+  PrefillParallelism p = ChoosePrefillParallelism(384, 2, 0, 0);
+  EXPECT_EQ(p.replicas, 2);
+  EXPECT_EQ(p.threads, 1);
+  // threads given: replicas fill the cores without exceeding them.
+  p = ChoosePrefillParallelism(384, 2, 2, 0);
+  EXPECT_EQ(p.replicas, 1);
+  EXPECT_EQ(p.threads, 2);
+  p = ChoosePrefillParallelism(384, 8, 3, 0);
+  EXPECT_EQ(p.replicas, 2);
+  EXPECT_EQ(p.threads, 3);
+  p = ChoosePrefillParallelism(384, 2, 4, 0);
+  EXPECT_EQ(p.replicas, 1);
+  EXPECT_EQ(p.threads, 4);
+  // Large model: one replica with every core.
+  p = ChoosePrefillParallelism(1024, 4, 0, 0);
+  EXPECT_EQ(p.replicas, 1);
+  EXPECT_EQ(p.threads, 4);
+  // Both given: the user's choice, even past the cores.
+  p = ChoosePrefillParallelism(384, 2, 2, 3);
+  EXPECT_EQ(p.replicas, 3);
+  EXPECT_EQ(p.threads, 2);
+  // replicas given alone: threads share the cores.
+  p = ChoosePrefillParallelism(1024, 8, 0, 2);
+  EXPECT_EQ(p.replicas, 2);
+  EXPECT_EQ(p.threads, 4);
+}
+
 }  // namespace
 }  // namespace inferd
