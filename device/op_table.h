@@ -25,6 +25,9 @@ struct OpTable {
   absl::Status (*linear)(const KernelContext&, const TensorView& x,
                          const TensorView& w, const TensorView& bias,
                          const TensorView& y) = nullptr;
+  // Optional (nullptr: weights are never packed).
+  absl::StatusOr<DeviceBuffer> (*pack_linear)(const KernelContext&,
+                                              const TensorView& w) = nullptr;
   absl::Status (*matmul)(const KernelContext&, const TensorView& a,
                          const TensorView& b, bool transpose_b,
                          const TensorView& c) = nullptr;

@@ -144,6 +144,22 @@ absl::Status Linear(const ExecutionContext& ctx, const TensorView& x,
   INFERD_DISPATCH(linear, x, w, bias, y);
 }
 
+absl::StatusOr<DeviceBuffer> PackLinearWeight(const ExecutionContext& ctx,
+                                              const TensorView& w) {
+  INFERD_DEVICE_RETURN_IF_ERROR(
+      CheckWeightMatrix("PackLinearWeight", "weight", w));
+  if (ctx.kernels != KernelChoice::kOptimized || w.shape[0] == 0 ||
+      w.shape[1] == 0 || !w.is_contiguous()) {
+    return DeviceBuffer();
+  }
+  KernelContext kctx;
+  decltype(OpTable::pack_linear) fn = nullptr;
+  INFERD_DEVICE_RETURN_IF_ERROR(
+      Resolve(ctx, &OpTable::pack_linear, &kctx, &fn));
+  if (fn == nullptr) return DeviceBuffer();
+  return fn(kctx, w);
+}
+
 absl::Status MatMul(const ExecutionContext& ctx, const TensorView& a,
                     const TensorView& b, bool transpose_b,
                     const TensorView& c) {

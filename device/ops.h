@@ -53,6 +53,17 @@ absl::Status Linear(const ExecutionContext& ctx, const TensorView& x,
                     const TensorView& w, const TensorView& bias,
                     const TensorView& y);
 
+// A copy of the Linear weight w [N, K] in the layout the device's optimized
+// Linear kernel reads without repacking it per call (CPU: F32 weights as
+// 32-column FMA panels at the avx512 level; Q8_0 / Q4_0 / Q4_1 / Q4_K /
+// Q6_K as int8 VNNI panels at the avx512_bf16 level), for the caller to
+// keep alive and set as w.packed. An empty buffer when the device has no
+// such layout for w (other dtypes, reference kernels, older CPUs); Linear
+// then reads w.data as before. Linear results are those of w either way
+// (bit for bit on the paths that read the panels).
+absl::StatusOr<DeviceBuffer> PackLinearWeight(const ExecutionContext& ctx,
+                                              const TensorView& w);
+
 // c[M, N] = a[M, K] · b (b is [K, N], or [N, K] when transpose_b). All F32.
 absl::Status MatMul(const ExecutionContext& ctx, const TensorView& a,
                     const TensorView& b, bool transpose_b, const TensorView& c);

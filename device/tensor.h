@@ -57,6 +57,10 @@ struct TensorView {
   int rank = 0;
   std::array<int64_t, kMaxTensorRank> shape{};
   std::array<int64_t, kMaxTensorRank> strides{};  // in elements
+  // Optional: the same values of a weight in a layout private to the
+  // device's Linear kernel (PackLinearWeight in device/ops.h), owned by
+  // whoever owns `data`. Kernels that do not know it read `data`.
+  const void* packed = nullptr;
 
   // Row-major contiguous view with the given shape.
   static TensorView Contiguous(void* data, DType dtype,

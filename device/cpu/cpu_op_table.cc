@@ -7,6 +7,7 @@ const OpTable& CpuOpTable() {
   static const OpTable table = [] {
     OpTable t;
     t.linear = &cpu::Linear;
+    t.pack_linear = &cpu::PackLinear;
     t.matmul = &cpu::MatMul;
     t.embedding = &cpu::Embedding;
     t.convert = &cpu::Convert;

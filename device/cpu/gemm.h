@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "device/cpu/thread_pool.h"
+#include "device/tensor.h"
 
 namespace inferd {
 
@@ -23,7 +24,23 @@ struct GemmArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   int64_t m = 0, n = 0, k = 0;
+  // cpu_avx512 only, F32 [n][k] weights: W packed by PackF32Panels (panel
+  // p of 32 columns at packed + p * k * 32, [k][32]); GEMMs with more rows
+  // than the GEMV path read it instead of packing W per call.
+  const float* packed = nullptr;
 };
+
+// A buffer of PackLinear (linear_cpu.cc): this header, then the panels at
+// kPackedHeaderBytes.
+enum class PackedFormat : uint32_t { kF32Panels = 1, kVnniPanels = 2 };
+struct PackedLinearHeader {
+  uint32_t magic = 0;
+  PackedFormat format = PackedFormat::kF32Panels;
+  DType dtype = DType::kF32;
+  int64_t n = 0, k = 0;
+};
+inline constexpr uint32_t kPackedLinearMagic = 0x6b636170;  // "pack"
+inline constexpr size_t kPackedHeaderBytes = 64;
 
 namespace cpu_avx512 {
 // use_bf16_dot: BF16 weights use vdpbf16ps (activations rounded to BF16)
@@ -33,6 +50,11 @@ void Gemm(ThreadPool* pool, const GemmArgs& args, bool use_bf16_dot);
 // of each instruction, best of several alternating runs. Requires
 // AVX512_BF16.
 double MeasureBf16DotToFmaRate();
+// Floats of GemmArgs::packed for an [n][k] weight.
+int64_t PackedF32Floats(int64_t n, int64_t k);
+// Packs g.w (F32, [n][k]) into out (PackedF32Floats floats, 64-byte
+// aligned), panels split over `pool`.
+void PackF32Panels(ThreadPool* pool, const GemmArgs& g, float* out);
 }  // namespace cpu_avx512
 namespace cpu_avx2 {
 void Gemm(ThreadPool* pool, const GemmArgs& args);

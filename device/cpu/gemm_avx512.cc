@@ -759,7 +759,39 @@ double MeasureBf16DotToFmaRate() {
   return (64.0 / dot) / (32.0 / fma);
 }
 
+int64_t PackedF32Floats(int64_t n, int64_t k) {
+  return (n + kNr - 1) / kNr * k * kNr;
+}
+
+namespace {
+struct PackF32Job {
+  const GemmArgs* g;
+  float* out;
+};
+void PackF32PanelsTask(void* arg, int64_t begin, int64_t end) {
+  const PackF32Job& job = *static_cast<const PackF32Job*>(arg);
+  const GemmArgs& g = *job.g;
+  for (int64_t p = begin; p < end; ++p) {
+    const int64_t n0 = p * kNr;
+    const int64_t nv = g.n - n0 < kNr ? g.n - n0 : kNr;
+    PackPanelNkAvx512<false>(static_cast<const float*>(g.w) + n0 * g.ldw,
+                             g.ldw, nv, g.k, job.out + n0 * g.k);
+  }
+}
+}  // namespace
+
+void PackF32Panels(ThreadPool* pool, const GemmArgs& g, float* out) {
+  PackF32Job job{&g, out};
+  ParallelForRaw(pool, (g.n + kNr - 1) / kNr, 1, &PackF32PanelsTask, &job);
+}
+
 void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
+  if (g.packed != nullptr && !g.w_bf16 && g.m > kGemvMaxM) {
+    // Panels packed at load: the blocked GEMM without its packing pass
+    // also beats streaming the weights for small M.
+    RunGemmF32(pool, g, kGemvMaxM);
+    return;
+  }
   if (g.m == 1 && g.w_bf16 && g.w_layout_nk) {
     GemvBf16M1(pool, g);
     return;

@@ -137,10 +137,17 @@ inline void GemmF32Task(void* arg, int64_t begin, int64_t end) {
     const int64_t m1 = g.m - m0 < plan.mc ? g.m : m0 + plan.mc;
     const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
     // See kPackAllCBytes; packed K block k0 starts at k0 * nc_padded.
-    const bool pack_all = (m1 - m0) * nc_padded * 4 > kPackAllCBytes;
+    // Weights packed at load (g.packed) are read in place: panel p of the
+    // task's columns, K block k0, at g.packed + ((n0 + p) / kNr * g.k + k0)
+    // * kNr.
+    const bool prepacked = g.packed != nullptr;
+    const bool pack_all =
+        prepacked || (m1 - m0) * nc_padded * 4 > kPackAllCBytes;
     const int64_t chunk = pack_all ? kMc : m1 - m0;
-    float* bp = ThreadScratch((pack_all ? g.k : kKc) * nc_padded);
-    for (int64_t k0 = 0; pack_all && k0 < g.k; k0 += kKc) {
+    float* bp = prepacked
+                    ? nullptr
+                    : ThreadScratch((pack_all ? g.k : kKc) * nc_padded);
+    for (int64_t k0 = 0; !prepacked && pack_all && k0 < g.k; k0 += kKc) {
       const int64_t kc = g.k - k0 < kKc ? g.k - k0 : kKc;
       PackBF32(g, n0, nc, k0, kc, bp + k0 * nc_padded);
     }
@@ -153,18 +160,23 @@ inline void GemmF32Task(void* arg, int64_t begin, int64_t end) {
       for (int64_t k0 = 0; k0 < g.k; k0 += kKc) {
         const int64_t kc = g.k - k0 < kKc ? g.k - k0 : kKc;
         const float* bk = bp;
-        if (pack_all) {
+        if (prepacked) {
+          bk = nullptr;
+        } else if (pack_all) {
           bk += k0 * nc_padded;
         } else {
           PackBF32(g, n0, nc, k0, kc, bp);
         }
         for (int64_t p = 0; p < nc; p += kNr) {
           const int nv = static_cast<int>(nc - p < kNr ? nc - p : kNr);
+          const float* panel =
+              prepacked ? g.packed + ((n0 + p) / kNr * g.k + k0) * kNr
+                        : bk + p * kc;
           for (int64_t m = mb; m < mb_end; m += kMr) {
             const int mr =
                 static_cast<int>(mb_end - m < kMr ? mb_end - m : kMr);
             MicroDispatchF32<kMr>(
-                mr, kc, g.x + m * g.ldx + k0, g.ldx, bk + p * kc,
+                mr, kc, g.x + m * g.ldx + k0, g.ldx, panel,
                 g.y + m * g.ldy + n0 + p, g.ldy, nv, k0 == 0,
                 g.bias != nullptr ? g.bias + n0 + p : nullptr);
           }

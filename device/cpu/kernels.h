@@ -16,6 +16,13 @@ void RunGemm(ThreadPool* pool, const GemmArgs& args);
 absl::Status Linear(const KernelContext& ctx, const TensorView& x,
                     const TensorView& w, const TensorView& bias,
                     const TensorView& y);
+// A copy of w in the panel layout of the GEMM this CPU runs (see
+// PackLinearWeight in device/ops.h); empty when there is none.
+absl::StatusOr<DeviceBuffer> PackLinear(const KernelContext& ctx,
+                                        const TensorView& w);
+// The panels of w.packed when it holds `format` for w's dtype and shape
+// (from PackLinear), else nullptr.
+const void* PackedPanels(const TensorView& w, uint32_t format);
 absl::Status MatMul(const KernelContext& ctx, const TensorView& a,
                     const TensorView& b, bool transpose_b,
                     const TensorView& c);

@@ -1,9 +1,12 @@
 // Linear and MatMul on the CPU: picks the GEMM build for the active ISA
 // (AVX-512, with vdpbf16ps for BF16 weights where Bf16DotInUse(); AVX2;
 // portable) at run time.
+#include <cstring>
+
 #include "device/cpu/cpu_features.h"
 #include "device/cpu/gemm.h"
 #include "device/cpu/kernels.h"
+#include "device/cpu/quant_gemm.h"
 
 namespace inferd {
 namespace cpu {
@@ -17,6 +20,62 @@ void RunGemm(ThreadPool* pool, const GemmArgs& g) {
   } else {
     cpu_scalar::Gemm(pool, g);
   }
+}
+
+const void* PackedPanels(const TensorView& w, uint32_t format) {
+  if (w.packed == nullptr) return nullptr;
+  PackedLinearHeader h;
+  std::memcpy(&h, w.packed, sizeof(h));
+  if (h.magic != kPackedLinearMagic ||
+      static_cast<uint32_t>(h.format) != format || h.dtype != w.dtype ||
+      h.n != w.shape[0] || h.k != w.shape[1]) {
+    return nullptr;
+  }
+  return static_cast<const uint8_t*>(w.packed) + kPackedHeaderBytes;
+}
+
+absl::StatusOr<DeviceBuffer> PackLinear(const KernelContext& ctx,
+                                        const TensorView& w) {
+  PackedLinearHeader h;
+  h.magic = kPackedLinearMagic;
+  h.dtype = w.dtype;
+  h.n = w.shape[0];
+  h.k = w.shape[1];
+  const CpuIsa isa = ActiveCpuIsa();
+  size_t bytes = 0;
+  if (w.dtype == DType::kF32 && isa >= CpuIsa::kAvx512) {
+    h.format = PackedFormat::kF32Panels;
+    bytes = static_cast<size_t>(cpu_avx512::PackedF32Floats(h.n, h.k)) * 4;
+  } else if (IsBlockQuantized(w.dtype) && isa >= CpuIsa::kAvx512Bf16 &&
+             cpu_avx512::QuantVnniSupports(w.dtype)) {
+    h.format = PackedFormat::kVnniPanels;
+    bytes = static_cast<size_t>(
+        cpu_avx512::VnniPackedBytes(w.dtype, h.n, h.k));
+  } else {
+    return DeviceBuffer();
+  }
+  absl::StatusOr<DeviceBuffer> buf =
+      DeviceBuffer::Create(ctx.device, kPackedHeaderBytes + bytes, 64);
+  if (!buf.ok()) return buf.status();
+  std::memcpy(buf->data(), &h, sizeof(h));
+  uint8_t* out = buf->as<uint8_t>() + kPackedHeaderBytes;
+  if (h.format == PackedFormat::kF32Panels) {
+    GemmArgs g;
+    g.w = w.data;
+    g.ldw = h.k;
+    g.n = h.n;
+    g.k = h.k;
+    cpu_avx512::PackF32Panels(ctx.pool, g, reinterpret_cast<float*>(out));
+  } else {
+    QuantGemmArgs g;
+    g.dtype = w.dtype;
+    g.w = static_cast<const uint8_t*>(w.data);
+    g.row_bytes = DTypeRowBytes(w.dtype, h.k);
+    g.n = h.n;
+    g.k = h.k;
+    cpu_avx512::PackVnniWeights(ctx.pool, g, out);
+  }
+  return buf;
 }
 
 absl::Status Linear(const KernelContext& ctx, const TensorView& x,
@@ -45,6 +104,11 @@ absl::Status Linear(const KernelContext& ctx, const TensorView& x,
       }
     }
     return absl::OkStatus();
+  }
+  // The panels are the AVX-512 kernel's (32 columns wide).
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512) {
+    g.packed = static_cast<const float*>(
+        PackedPanels(w, static_cast<uint32_t>(PackedFormat::kF32Panels)));
   }
   RunGemm(ctx.pool, g);
   return absl::OkStatus();

@@ -791,23 +791,36 @@ struct VnniTask {
   VnniX x;
 };
 
+// Bytes of one packed panel: u (k bytes per row), then d and o (a float
+// per row and weight block each), rounded up to 64.
+inline int64_t VnniPanelBytes(DType dtype, int64_t k) {
+  const int64_t nb = k / VnniBlockValues(dtype);
+  return (k * kVnniNr + 2 * nb * kVnniNr * static_cast<int64_t>(sizeof(float)) + 63) / 64 * 64;
+}
+
 // Panels [begin, end) of kVnniNr weight rows, all activation rows each.
 void VnniPanelsTask(void* arg, int64_t begin, int64_t end) {
   const VnniTask& t = *static_cast<const VnniTask*>(arg);
   const QuantGemmArgs& g = *t.g;
   const int64_t nb = t.x.nbw;
-  static thread_local std::vector<uint8_t> buf;
-  // u: k bytes per weight row.
-  const size_t need = g.k * kVnniNr + 2 * nb * kVnniNr * sizeof(float) + 64;
-  if (buf.size() < need) buf.resize(need);
-  uint8_t* pu = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
-  float* pd = reinterpret_cast<float*>(pu + g.k * kVnniNr);
-  float* po = pd + nb * kVnniNr;
+  const int64_t panel_bytes = VnniPanelBytes(g.dtype, g.k);
+  uint8_t* scratch = nullptr;
+  if (g.packed == nullptr) {
+    static thread_local std::vector<uint8_t> buf;
+    if (buf.size() < static_cast<size_t>(panel_bytes + 64)) buf.resize(panel_bytes + 64);
+    scratch = reinterpret_cast<uint8_t*>(
+        (reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+  }
   for (int64_t p = begin; p < end; ++p) {
     const int64_t n0 = p * kVnniNr;
     const int rows = g.n - n0 < kVnniNr ? static_cast<int>(g.n - n0) : kVnniNr;
-    PackVnniPanel(g, n0, rows, nb, pu, pd, po);
+    // Panels packed at load are read in place (PackVnniWeights).
+    const uint8_t* pu = g.packed != nullptr ? g.packed + p * panel_bytes : scratch;
+    const float* pd = reinterpret_cast<const float*>(pu + g.k * kVnniNr);
+    const float* po = pd + nb * kVnniNr;
+    if (g.packed == nullptr) {
+      PackVnniPanel(g, n0, rows, nb, scratch, const_cast<float*>(pd), const_cast<float*>(po));
+    }
     float* y = g.y + n0;
     const float* bias = g.bias != nullptr ? g.bias + n0 : nullptr;
     if (g.dtype == DType::kQ6_K) {
@@ -1088,6 +1101,35 @@ void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
   ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
   VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), nbw}};
   ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
+}
+
+int64_t VnniPackedBytes(DType dtype, int64_t n, int64_t k) {
+  return (n + kVnniNr - 1) / kVnniNr * VnniPanelBytes(dtype, k);
+}
+
+namespace {
+struct PackVnniJob {
+  const QuantGemmArgs* g;
+  uint8_t* out;
+};
+void PackVnniTask(void* arg, int64_t begin, int64_t end) {
+  const PackVnniJob& job = *static_cast<const PackVnniJob*>(arg);
+  const QuantGemmArgs& g = *job.g;
+  const int64_t nb = g.k / VnniBlockValues(g.dtype);
+  const int64_t panel_bytes = VnniPanelBytes(g.dtype, g.k);
+  for (int64_t p = begin; p < end; ++p) {
+    const int64_t n0 = p * kVnniNr;
+    const int rows = g.n - n0 < kVnniNr ? static_cast<int>(g.n - n0) : kVnniNr;
+    uint8_t* pu = job.out + p * panel_bytes;
+    float* pd = reinterpret_cast<float*>(pu + g.k * kVnniNr);
+    PackVnniPanel(g, n0, rows, nb, pu, pd, pd + nb * kVnniNr);
+  }
+}
+}  // namespace
+
+void PackVnniWeights(ThreadPool* pool, const QuantGemmArgs& g, uint8_t* out) {
+  PackVnniJob job{&g, out};
+  ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &PackVnniTask, &job);
 }
 
 bool GemvVnniSupports(DType dtype) {

@@ -32,6 +32,9 @@ struct QuantGemmArgs {
   // M = 1 at the avx512_bf16 level for the formats of GemvVnniRows: x as
   // GemvVnniQuantizeX leaves it (null otherwise).
   const uint8_t* xq = nullptr;
+  // Weights packed by cpu_avx512::PackVnniWeights: QuantGemmVnni reads its
+  // panels instead of unpacking each per call (null: unpack).
+  const uint8_t* packed = nullptr;
 };
 
 // Whether a dtype needs QuantGemmArgs::xsum.
@@ -58,6 +61,11 @@ bool QuantVnniSupports(DType dtype);
 // Error: that of the activation rounding, sum_k |w_k| dx_k / 2 (dx = the
 // block's max |x| / 127), plus F32 rounding.
 void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& args);
+// Bytes of all panels of an [n][k] weight of dtype (QuantVnniSupports).
+int64_t VnniPackedBytes(DType dtype, int64_t n, int64_t k);
+// Unpacks every panel of args.w (dtype, n, k, row_bytes) into out
+// (VnniPackedBytes, 64-byte aligned), panels split over `pool`.
+void PackVnniWeights(ThreadPool* pool, const QuantGemmArgs& args, uint8_t* out);
 // Decode (M = 1) GEMV with int8 dot products for Q4_0, Q4_1 and Q8_0,
 // exact to 16-bit activations: x is quantized per block of 32 to v =
 // round(x / sx), sx = the block's max |x| / 32512, stored as two int8

@@ -148,6 +148,8 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   const CpuIsa isa = ActiveCpuIsa();
   if (g.m > kQuantSmallMMaxM && isa >= CpuIsa::kAvx512Bf16 &&
       cpu_avx512::QuantVnniSupports(g.dtype)) {
+    g.packed = static_cast<const uint8_t*>(
+        PackedPanels(w, static_cast<uint32_t>(PackedFormat::kVnniPanels)));
     cpu_avx512::QuantGemmVnni(pool, g);
     return absl::OkStatus();
   }

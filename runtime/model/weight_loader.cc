@@ -150,6 +150,23 @@ absl::StatusOr<TensorView> WeightLoader::As(absl::string_view full_name,
 
 absl::StatusOr<TensorView> WeightLoader::LinearWeight(
     absl::string_view full_name, int64_t out, int64_t in) {
+  ASSIGN_OR_RETURN(TensorView w, UnpackedLinearWeight(full_name, out, in));
+  if (pack_budget_ <= 0) return w;
+  const ExecutionContext ctx{device_, KernelChoice::kOptimized};
+  ASSIGN_OR_RETURN(DeviceBuffer packed, PackLinearWeight(ctx, w));
+  if (packed.size() == 0 ||
+      static_cast<int64_t>(packed.size()) > pack_budget_) {
+    return w;
+  }
+  pack_budget_ -= static_cast<int64_t>(packed.size());
+  w.packed = packed.data();
+  out_->bytes_allocated += static_cast<int64_t>(packed.size());
+  out_->buffers.push_back(std::move(packed));
+  return w;
+}
+
+absl::StatusOr<TensorView> WeightLoader::UnpackedLinearWeight(
+    absl::string_view full_name, int64_t out, int64_t in) {
   ASSIGN_OR_RETURN(TensorView src, Stored(full_name, {out, in}));
   if (KeepAsStored(src)) return InPlace(src);
   if (IsBlockQuantized(linear_dtype_)) {

@@ -50,6 +50,13 @@ class WeightLoader {
 
   DType linear_dtype() const { return linear_dtype_; }
 
+  // LinearWeight also keeps a copy of each GEMM weight in the device's
+  // packed layout (PackLinearWeight) until the copies reach max_bytes:
+  // encoders, whose forward passes are all large GEMMs, trade that memory
+  // (F32: the weights once more; int8: 1.25 bytes per value) for not
+  // repacking per call. 0 (the default): no copies.
+  void set_pack_linear_budget(int64_t max_bytes) { pack_budget_ = max_bytes; }
+
   // A GEMM weight [out, in] in linear_dtype (Q8_0 when linear_dtype is I8).
   absl::StatusOr<TensorView> LinearWeight(absl::string_view full_name,
                                           int64_t out, int64_t in);
@@ -63,6 +70,9 @@ class WeightLoader {
                                    absl::optional<DType> want = absl::nullopt);
 
  private:
+  // LinearWeight without the packed copy.
+  absl::StatusOr<TensorView> UnpackedLinearWeight(absl::string_view full_name,
+                                                  int64_t out, int64_t in);
   // The stored view after shape checks.
   absl::StatusOr<TensorView> Stored(absl::string_view full_name,
                                     std::initializer_list<int64_t> shape);
@@ -86,6 +96,7 @@ class WeightLoader {
   DType linear_dtype_;
   WeightBuffers* out_;
   std::string prefix_;
+  int64_t pack_budget_ = 0;
 };
 
 }  // namespace inferd

@@ -271,6 +271,98 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
   }
 }
 
+// Weights packed at load (PackLinearWeight, as encoders keep them): a
+// packed copy exists exactly where the CPU has the panel kernels (F32 at
+// avx512, block-quantized at avx512_bf16 with VNNI, never BF16); Linear
+// with it gives the unpacked results: bit for bit where both take the same
+// path (quantized M > 64 on the int8 path; F32 M > 64), within the F32
+// tolerance of the reference elsewhere. A packed copy of another shape is
+// ignored.
+TEST_P(LinearTest, PackedWeightsGiveTheUnpackedResults) {
+  uint32_t seed = 300;
+  const CpuIsa isa = GetParam();
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                      DType::kQ4_K, DType::kQ6_K}) {
+    const int64_t block = DTypeBlockElements(dtype);
+    for (int64_t n : {5, 40, 67}) {
+      for (int64_t k : {block == 256 ? int64_t{512} : int64_t{96}, int64_t{1024}}) {
+        std::vector<uint8_t> w;
+        std::vector<float> wf(n * k);
+        if (dtype == DType::kF32) {
+          wf = RandomVector(n * k, seed++);
+          w.resize(n * k * 4);
+          std::memcpy(w.data(), wf.data(), w.size());
+        } else if (dtype == DType::kBF16) {
+          std::vector<uint16_t> w16 = ToBf16(RandomVector(n * k, seed++));
+          w.resize(n * k * 2);
+          std::memcpy(w.data(), w16.data(), w.size());
+          for (int64_t i = 0; i < n * k; ++i) wf[i] = Bf16ToFloat(w16[i]);
+        } else {
+          w = RandomWeights(dtype, n, k, seed++);
+          const size_t row_bytes = DTypeRowBytes(dtype, k);
+          for (int64_t r = 0; r < n; ++r) {
+            ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, wf.data() + r * k).ok());
+          }
+        }
+        TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});
+        absl::StatusOr<DeviceBuffer> packed = PackLinearWeight(kOpt, wv);
+        ASSERT_TRUE(packed.ok()) << packed.status();
+        const bool expect_packed =
+            dtype == DType::kF32 ? isa >= CpuIsa::kAvx512
+            : dtype == DType::kBF16 ? false
+                                    : Bf16DotActive();
+        ASSERT_EQ(packed->size() > 0, expect_packed)
+            << DTypeName(dtype) << " at " << CpuIsaName(isa);
+        if (!expect_packed) continue;
+        TensorView wp = wv;
+        wp.packed = packed->data();
+        // The same weight with the last row dropped: the header no longer
+        // matches, so the panels must be ignored.
+        TensorView wrong = TensorView::Contiguous(w.data(), dtype, {n - 1, k});
+        wrong.packed = packed->data();
+        for (int64_t m : {1, 9, 64, 65, 130}) {
+          std::vector<float> x = RandomVector(m * k, seed++);
+          std::vector<float> bias = RandomVector(n, seed++);
+          const TensorView bv = TensorView::Contiguous(bias.data(), DType::kF32, {n});
+          std::vector<float> y(m * n), y_packed(m * n), y_ref(m * n);
+          std::vector<float> y_wrong(m * (n - 1)), y_wrong_plain(m * (n - 1));
+          ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k), wv, bv, View2(y.data(), m, n)).ok());
+          ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k), wp, bv, View2(y_packed.data(), m, n)).ok());
+          ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k), wv, bv, View2(y_ref.data(), m, n)).ok());
+          const TensorView bw = TensorView::Contiguous(bias.data(), DType::kF32, {n - 1});
+          ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k), wrong, bw,
+                             View2(y_wrong.data(), m, n - 1)).ok());
+          wrong.packed = nullptr;
+          ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k), wrong, bw,
+                             View2(y_wrong_plain.data(), m, n - 1)).ok());
+          wrong.packed = packed->data();
+          EXPECT_EQ(y_wrong, y_wrong_plain) << DTypeName(dtype) << " m=" << m;
+          const bool same_path = m > 64;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              if (same_path) {
+                ASSERT_EQ(y_packed[i * n + j], y[i * n + j])
+                    << DTypeName(dtype) << " m=" << m << " n=" << n << " k=" << k
+                    << " at (" << i << "," << j << ")";
+              } else if (dtype == DType::kF32) {
+                double mag = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                  mag += std::fabs(x[i * k + p]) * std::fabs(wf[j * k + p]);
+                }
+                ASSERT_NEAR(y_packed[i * n + j], y_ref[i * n + j], 1e-5 * mag + 1e-6)
+                    << "m=" << m << " n=" << n << " k=" << k << " at (" << i << "," << j << ")";
+              } else {
+                // Small M reads the unpacked weights.
+                ASSERT_EQ(y_packed[i * n + j], y[i * n + j]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(LinearTest, MatMulMatchesDirectProduct) {
   for (bool transpose_b : {false, true}) {
     const int64_t m = 37, k = 45, n = 70;
