@@ -16,8 +16,9 @@ BUILD_DIR/bench/inferd-bench and the real all-MiniLM-L6-v2
    NumPy reference (tests/reference/reference.py), cosine >= 0.9999.
 2. Speed, alternating runs (inferd dtype A, ORT, inferd dtype B, ORT, ...,
    --rounds times):
-   - inferd: the server binary with the model (threads=2, the given
-     dtype), driven by inferd-bench over gRPC: --concurrency 8 clients,
+   - inferd: the server binary with the model on --threads cores (--layout
+     replicas: that many single-threaded replicas, inferd's default for
+     small encoders; threads: one replica), the given dtype, driven by inferd-bench over gRPC: --concurrency 8 clients,
      fixed 128-token inputs (token ids), --rpc embed-batch by default (one
      input per request), --duration seconds after a warmup;
    - ONNX Runtime: an InferenceSession in this process, F32, 2 intra-op
@@ -110,8 +111,15 @@ def run_ort(sess, vocab, batch, tokens, seconds):
 
 def run_inferd(args, dtype):
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    # Both layouts use --threads cores: one single-threaded replica per
+    # core (inferd's default for small encoders) or one replica whose
+    # kernels split across them.
+    if args.layout == "replicas":
+        layout = "replicas=%d,threads=1" % args.threads
+    else:
+        layout = "replicas=1,threads=%d" % args.threads
     cmd = [os.path.join(args.build, "service", "inferd"), "--listen", "127.0.0.1:0",
-           "--model", "m=%s,threads=%d,dtype=%s" % (args.model_dir, args.threads, dtype)]
+           "--model", "m=%s,%s,dtype=%s" % (args.model_dir, layout, dtype)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=log)
     try:
         port = None
@@ -157,6 +165,9 @@ def main():
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rpc", default="embed-batch")
+    ap.add_argument("--layout", choices=["replicas", "threads"], default="replicas",
+                    help="inferd's use of --threads cores: that many single-threaded "
+                         "replicas (its default for small encoders) or one replica")
     ap.add_argument("--batch-sizes", default="8,16,32")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -200,7 +211,11 @@ def main():
             else:
                 e = run_inferd(args, what)
                 rows.append(dict(round=rnd + 1, engine="inferd", dtype=what, emb_s=e,
-                                 detail="%s, %d clients" % (args.rpc, args.concurrency),
+                                 detail="%s, %d clients, %s" % (
+                                     args.rpc, args.concurrency,
+                                     "%d replicas x 1 thread" % args.threads
+                                     if args.layout == "replicas"
+                                     else "1 replica x %d threads" % args.threads),
                                  load=load))
             print("  round %d %-11s %-8s %7.1f emb/s  (load %s)" % (
                 rows[-1]["round"], rows[-1]["engine"], rows[-1]["dtype"],
