@@ -846,12 +846,94 @@ struct QuantizeXTask {
   bool halves; // 16-value weight blocks
 };
 
+// r[t] = op over the 16 lanes of v[t], for 16 vectors at once (a
+// transposing tree: 45 shuffles and ops instead of 16 horizontal
+// reductions, whose scalar results also serialized the quantization).
+template <class Op>
+inline __m512 ReduceLanes16(const __m512 v[16], Op op) {
+  __m512 w[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    // 128-bit lane L: [a0 op a2, b0 op b2, a1 op a3, b1 op b3] of v[2i] = a,
+    // v[2i + 1] = b, elements of that lane.
+    w[i] = op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+              _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 u[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    // Lane L, element j: v[4i + j] reduced over lane L.
+    const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
+    u[i] = op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 a = op(_mm512_shuffle_f32x4(u[0], u[1], 0x88),
+                      _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
+  const __m512 b = op(_mm512_shuffle_f32x4(u[2], u[3], 0x88),
+                      _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
+  // Lane L, element j: v[4L + j] reduced over all lanes.
+  return op(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd));
+}
+
+// One row of x quantized per block of 32 as QuantizeXRows documents, 16
+// blocks at a time (32-value weight blocks only).
+inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
+                              float* dxs) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512 tiny = _mm512_set1_ps(std::numeric_limits<float>::min());
+  for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+    const int nt = static_cast<int>(nb - b0 < 16 ? nb - b0 : 16);
+    const __mmask16 tail = static_cast<__mmask16>(nt == 16 ? 0xFFFF : (1u << nt) - 1);
+    __m512 v[16];
+    for (int t = 0; t < 16; ++t) {
+      if (t < nt) {
+        const float* p = xr + 32 * (b0 + t);
+        v[t] = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(p)),
+                             _mm512_andnot_ps(sign, _mm512_loadu_ps(p + 16)));
+      } else {
+        v[t] = _mm512_setzero_ps();
+      }
+    }
+    const __m512 amax =
+        ReduceLanes16(v, [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); });
+    // Same F32 operations as the scalar form: d = amax / 127, 1 / d (0
+    // below the smallest normal float, see InverseStep).
+    const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, tiny, _CMP_GE_OQ),
+                                          _mm512_set1_ps(1.0f), d);
+    _mm512_mask_storeu_ps(dx + b0, tail, d);
+    alignas(64) float ids[16];
+    _mm512_store_ps(ids, id);
+    for (int t = 0; t < nt; ++t) {
+      const float* p = xr + 32 * (b0 + t);
+      const __m512 it = _mm512_set1_ps(ids[t]);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(p), it));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(p + 16), it));
+      int8_t* qb = q + 32 * (b0 + t);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(q1));
+      v[t] = _mm512_castsi512_ps(_mm512_add_epi32(q0, q1));
+    }
+    const __m512i sums = _mm512_castps_si512(ReduceLanes16(v, [](__m512 a, __m512 b) {
+      return _mm512_castsi512_ps(
+          _mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+    }));
+    _mm512_mask_storeu_ps(dxs + b0, tail, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sums)));
+  }
+}
+
 // Rows [begin, end) of x quantized per block of 32 (round to nearest even).
 void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
   const QuantizeXTask& t = *static_cast<const QuantizeXTask*>(arg);
   const QuantGemmArgs& g = *t.g;
   const int64_t nb = g.k / 32;
   const __m512 sign = _mm512_set1_ps(-0.0f);
+  if (!t.halves) {
+    for (int64_t i = begin; i < end; ++i) {
+      QuantizeRowBlocks(g.x + i * g.ldx, nb, t.q + i * g.k, t.dx + i * nb, t.dxs + i * nb);
+    }
+    return;
+  }
   for (int64_t i = begin; i < end; ++i) {
     const float* xr = g.x + i * g.ldx;
     for (int64_t b = 0; b < nb; ++b) {
@@ -865,13 +947,9 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
       t.dx[i * nb + b] = d;
-      if (t.halves) {
-        t.dxs[i * 2 * nb + 2 * b] = d * static_cast<float>(_mm512_reduce_add_epi32(q0));
-        t.dxs[i * 2 * nb + 2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(q1));
-      } else {
-        t.dxs[i * nb + b] =
-            d * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
-      }
+      // 16-value weight blocks (Q6_K): a sum per half block.
+      t.dxs[i * 2 * nb + 2 * b] = d * static_cast<float>(_mm512_reduce_add_epi32(q0));
+      t.dxs[i * 2 * nb + 2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(q1));
     }
   }
 }
