@@ -65,6 +65,17 @@ void ExpectClose(const std::vector<float>& actual, const nlohmann::json& ref,
   ExpectClose(actual, Flatten(ref), cols, tol, what);
 }
 
+// A model's name in test names ('-' is not allowed there).
+std::string TestNameOf(std::string model) {
+  std::replace(model.begin(), model.end(), '-', '_');
+  return model;
+}
+
+// Names the tests of a suite parameterized by model.
+std::string ModelTestName(const ::testing::TestParamInfo<std::string>& info) {
+  return TestNameOf(info.param);
+}
+
 // ---------------------------------------------------------------------------
 // Encoders and decoder embedders: hidden states of a batch of sequences.
 
@@ -117,9 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
         HiddenCase{"qwen3-embed", false}, HiddenCase{"qwen3-embed", true},
         HiddenCase{"mistral-embed", true}, HiddenCase{"llama-tiny", true}),
     [](const ::testing::TestParamInfo<HiddenCase>& info) {
-      std::string name = info.param.model;
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name + (info.param.bidirectional ? "_bidirectional" : "");
+      return TestNameOf(info.param.model) +
+             (info.param.bidirectional ? "_bidirectional" : "");
     });
 
 TEST(ModelRunnerTest, TokenTypeIdsChangeBertOutputsLikeReference) {
@@ -183,11 +193,7 @@ TEST_P(ClassifierTest, BatchedClassifierLogitsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(TinyModels, ClassifierTest,
                          ::testing::Values("bert-classifier", "bert-multilabel",
                                            "xlmr-reranker", "roberta-classifier"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         ModelTestName);
 
 // ---------------------------------------------------------------------------
 // Causal LMs over the paged KV cache.
@@ -440,11 +446,7 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
 INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
                          ::testing::Values("llama-tiny", "mistral-tiny",
                                            "qwen2-tiny", "qwen3-tiny"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         ModelTestName);
 
 TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
   auto runner = Runner("xlmr-embed");
@@ -520,11 +522,7 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, Bf16Test,
                          ::testing::Values("bert-embed", "xlmr-reranker",
                                            "llama-tiny", "qwen2-tiny",
                                            "qwen3-tiny"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         ModelTestName);
 
 // ---------------------------------------------------------------------------
 // Loading, metadata and errors.
