@@ -11,22 +11,10 @@ req="$root/scripts/python-requirements.txt"
 venv="$build/venv"
 cache="$build/pip-cache"
 stamp="$venv/.inferd-stamp"
+# shellcheck source=scripts/python-lib.sh
+source "$root/scripts/python-lib.sh"
 
-# A Python with venv + pip: the first python3 on PATH that has them (the
-# pyenv one on CI machines; Debian's needs python3-venv).
-py=""
-for cand in python3 /usr/bin/python3; do
-  if command -v "$cand" >/dev/null 2>&1 &&
-     "$cand" -c "import venv, ensurepip" >/dev/null 2>&1; then
-    py="$(command -v "$cand")"
-    break
-  fi
-done
-if [[ -z "$py" ]]; then
-  echo "python-deps: no python3 with venv and ensurepip on PATH;" \
-       "install python3-venv (apt) or a python.org/pyenv Python" >&2
-  exit 1
-fi
+py="$(venv_python python-deps)" || exit 1
 
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$(sha256sum "$req" | cut -d' ' -f1)" ]]; then
   echo "$venv/bin/python"

@@ -5,11 +5,11 @@
 # Makes (once) the ONNX Runtime venv and fetches the model if missing.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="$(cd "${1:-$root/build}" && pwd)"
-shift || true
-[[ "${1:-}" == "--" ]] && shift
+# shellcheck source=bench/compare/venv_lib.sh
+source "$root/bench/compare/venv_lib.sh"
+bench_args "$root" "$@"
 py="$(BUILD_DIR="$build" "$root/bench/compare/onnxruntime_setup.sh" | tail -n1)"
 if [[ ! -f "$build/models/all-minilm-l6-v2/model.safetensors" ]]; then
   BUILD_DIR="$build" "$root/scripts/fetch-models.sh" all-minilm-l6-v2
 fi
-exec "$py" "$root/bench/compare/embed_vs_onnxruntime.py" --build "$build" "$@"
+exec "$py" "$root/bench/compare/embed_vs_onnxruntime.py" --build "$build" "${bench_opts[@]}"

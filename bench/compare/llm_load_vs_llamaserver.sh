@@ -6,9 +6,9 @@
 # shape GGUFs are written by gguf_vs_llamacpp.py --make-models-only).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build="$(cd "${1:-$root/build}" && pwd)"
-shift || true
-[[ "${1:-}" == "--" ]] && shift
+# shellcheck source=bench/compare/venv_lib.sh
+source "$root/bench/compare/venv_lib.sh"
+bench_args "$root" "$@"
 server="$(BUILD_DIR="$build" "$root/bench/compare/llamaserver_setup.sh" | tail -n1)"
 py="$(BUILD_DIR="$build" "$root/bench/compare/llamacpp_setup.sh" | tail -n1)"
 if [[ ! -f "$build/bench-compare/tinyllama-shape-f16.gguf" ]]; then
@@ -20,4 +20,4 @@ for t in service/inferd bench/inferd-bench bench/inferd_kernels_bench; do
   [[ -x "$build/$t" ]] || { echo "missing $build/$t: build it first" >&2; exit 1; }
 done
 exec "$py" "$root/bench/compare/llm_load_vs_llamaserver.py" --build "$build" \
-  --llama-server "$server" "$@"
+  --llama-server "$server" "${bench_opts[@]}"

@@ -1,5 +1,20 @@
-# Shared by the bench/compare setup scripts (source it; bash). For benchmarks
+# Shared by the bench/compare scripts (source it; bash). For benchmarks
 # only: never used by inferd, its tests or CI.
+
+# shellcheck source=scripts/python-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/python-lib.sh"
+
+# bench_args ROOT [BUILD_DIR] [--] [OPTIONS...]: the arguments of a
+# bench/compare entry script. Sets build (BUILD_DIR made absolute; default
+# ROOT/build) and bench_opts (the options for its Python script).
+bench_args() {
+  local root="$1"
+  shift
+  build="$(cd "${1:-$root/build}" && pwd)"
+  shift || true
+  [[ "${1:-}" == "--" ]] && shift
+  bench_opts=("$@")
+}
 
 # A short hash of this machine's CPU model and flags: artifacts compiled with
 # -march=native are kept per CPU and never reused on another one.
@@ -17,15 +32,8 @@ bench_cpu_key() {
 bench_make_venv() {
   local tool="$1" venv="$2" wheels="$3" constraints="$4" mode="$5"
   shift 5
-  local py="" cand
-  for cand in python3 /usr/bin/python3; do
-    if command -v "$cand" >/dev/null 2>&1 &&
-       "$cand" -c "import venv, ensurepip" >/dev/null 2>&1; then
-      py="$(command -v "$cand")"
-      break
-    fi
-  done
-  [[ -n "$py" ]] || { echo "$tool: no python3 with venv" >&2; return 1; }
+  local py
+  py="$(venv_python "$tool")" || return 1
   rm -rf "$venv"
   "$py" -m venv "$venv" >&2
   mkdir -p "$wheels"

@@ -1029,6 +1029,52 @@ inline __mmask64 FirstBytes(int64_t n) {
   return n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
 }
 
+// The two 64-byte loads of one row's group of blocks (kBytes each, up to
+// kGroup of them): at the group's start and kSecond bytes on; whole loads
+// for a full group, masked to the group's bytes for a row's last, partial
+// one.
+template <int64_t kBytes, int64_t kSecond, int64_t kGroup>
+struct GroupLoads {
+  explicit GroupLoads(int64_t blocks)
+      : full(blocks == kGroup),
+        first(FirstBytes(kBytes * blocks)),
+        second(FirstBytes(kBytes * blocks - kSecond)) {}
+
+  // v0, v1 = the group at base; prefetches base + ahead (two lines).
+  void Load(const uint8_t* base, size_t ahead, __m512i* v0, __m512i* v1) const {
+    Prefetch(base + ahead);
+    Prefetch(base + ahead + 64);
+    if (full) {
+      *v0 = _mm512_loadu_si512(base);
+      *v1 = _mm512_loadu_si512(base + kSecond);
+    } else {
+      *v0 = _mm512_maskz_loadu_epi8(first, base);
+      *v1 = _mm512_maskz_loadu_epi8(second, base + kSecond);
+    }
+  }
+
+  bool full;
+  __mmask64 first, second;
+};
+
+// A group's level sums into a row's accumulators, per int32 lane:
+// acc += d sx (256 sh + sl) and off += c S.
+inline void AccumulateLevels(__m512i sh, __m512i sl, __m512 d, __m512 sx,
+                             __m512 c, __m512 s, __m512* acc, __m512* off) {
+  const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl);
+  *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, sx), *acc);
+  *off = _mm512_fmadd_ps(c, s, *off);
+}
+
+// out[r] = the sum of acc[r] + offset x the sum of off[r].
+template <int R>
+inline void ReduceRows(const __m512* acc, const __m512* off, float offset,
+                       float* out) {
+  for (int r = 0; r < R; ++r) {
+    out[r] = _mm512_reduce_add_ps(acc[r]) + offset * _mm512_reduce_add_ps(off[r]);
+  }
+}
+
 // out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 blocks; xg: the
 // activation groups.
 template <int R, bool kQ4_0>
@@ -1047,22 +1093,11 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4(
     const __m512i h_lo = _mm512_load_si512(xa), h_hi = _mm512_load_si512(xa + 64);
     const __m512i l_lo = _mm512_load_si512(xa + 128), l_hi = _mm512_load_si512(xa + 192);
     const __m512 sx = _mm512_load_ps(xa + 256), s = _mm512_load_ps(xa + 320);
-    const int64_t blocks = nb - b < kQ4Group ? nb - b : kQ4Group;
-    const __mmask64 first = FirstBytes(kBytes * blocks),
-                    second = FirstBytes(kBytes * blocks - kSecond);
+    const GroupLoads<kBytes, kSecond, kQ4Group> loads(nb - b < kQ4Group ? nb - b : kQ4Group);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const uint8_t* base = w[r] + kBytes * b;
-      Prefetch(base + ahead);
-      Prefetch(base + ahead + 64);
       __m512i v0, v1;
-      if (blocks == kQ4Group) {
-        v0 = _mm512_loadu_si512(base);
-        v1 = _mm512_loadu_si512(base + kSecond);
-      } else {
-        v0 = _mm512_maskz_loadu_epi8(first, base);
-        v1 = _mm512_maskz_loadu_epi8(second, base + kSecond);
-      }
+      loads.Load(w[r] + kBytes * b, ahead, &v0, &v1);
       const __m512i q = _mm512_permutex2var_epi16(v0, quants, v1);
       const __m512i lo = _mm512_and_si512(q, low);
       const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
@@ -1070,18 +1105,13 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4(
       sh = _mm512_dpbusd_epi32(sh, hi, h_hi);
       __m512i sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, l_lo);
       sl = _mm512_dpbusd_epi32(sl, hi, l_hi);
-      const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl);
       const __m512i dm = _mm512_permutexvar_epi16(scales, v0);
       const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, sx), acc[r]);
       const __m512 c = kQ4_0 ? d : _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
-      off[r] = _mm512_fmadd_ps(c, s, off[r]);
+      AccumulateLevels(sh, sl, d, sx, c, s, &acc[r], &off[r]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    const float o = _mm512_reduce_add_ps(off[r]);
-    out[r] = _mm512_reduce_add_ps(acc[r]) + (kQ4_0 ? -8.0f * o : o);
-  }
+  ReduceRows<R>(acc, off, kQ4_0 ? -8.0f : 1.0f, out);
 }
 
 // out[r] = dot(row w[r], x) for R rows of nb Q8_0 blocks.
@@ -1099,35 +1129,21 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
     const uint8_t* xa = xg + kQ8GroupBytes * (b / kQ8Group);
     const __m512i h = _mm512_load_si512(xa), l = _mm512_load_si512(xa + 64);
     const __m512 sx = _mm512_load_ps(xa + 128), s = _mm512_load_ps(xa + 192);
-    const int64_t blocks = nb - b < kQ8Group ? nb - b : kQ8Group;
-    const __mmask64 first = FirstBytes(34 * blocks), second = FirstBytes(34 * blocks - kSecond);
+    const GroupLoads<34, kSecond, kQ8Group> loads(nb - b < kQ8Group ? nb - b : kQ8Group);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const uint8_t* base = w[r] + 34 * b;
-      Prefetch(base + ahead);
-      Prefetch(base + ahead + 64);
       __m512i v0, v1;
-      if (blocks == kQ8Group) {
-        v0 = _mm512_loadu_si512(base);
-        v1 = _mm512_loadu_si512(base + kSecond);
-      } else {
-        v0 = _mm512_maskz_loadu_epi8(first, base);
-        v1 = _mm512_maskz_loadu_epi8(second, base + kSecond);
-      }
+      loads.Load(w[r] + 34 * b, ahead, &v0, &v1);
       // A missing second block reads as u = 128 against zero activations.
       const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi16(v0, quants, v1), flip);
       const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, h);
       const __m512i sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, l);
-      const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl);
       const __m512 d = _mm512_cvtph_ps(
           _mm512_castsi512_si256(_mm512_permutexvar_epi16(scales, v0)));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, sx), acc[r]);
-      off[r] = _mm512_fmadd_ps(d, s, off[r]);
+      AccumulateLevels(sh, sl, d, sx, d, s, &acc[r], &off[r]);
     }
   }
-  for (int r = 0; r < R; ++r) {
-    out[r] = _mm512_reduce_add_ps(acc[r]) - 128.0f * _mm512_reduce_add_ps(off[r]);
-  }
+  ReduceRows<R>(acc, off, -128.0f, out);
 }
 
 template <int R>

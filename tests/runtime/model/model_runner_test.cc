@@ -47,15 +47,33 @@ std::unique_ptr<ModelRunnerBase> Runner(const std::string& name,
   return runner.ok() ? std::move(*runner) : nullptr;
 }
 
-// Expects `actual` (rows x cols) to match `ref` within tol * max|ref|.
-void ExpectClose(const std::vector<float>& actual, const nlohmann::json& ref,
-                 int64_t cols, double tol, const std::string& what) {
-  const std::vector<float> expected = Flatten(ref);
+// Expects `actual` (rows x cols) to match `expected` within
+// tol * max|expected|.
+void ExpectClose(const std::vector<float>& actual,
+                 const std::vector<float>& expected, int64_t cols, double tol,
+                 const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
   const ErrorStats s = Compare(actual, expected, cols);
   EXPECT_LE(s.max_abs_err, tol * s.max_abs_ref)
       << what << ": max abs err " << s.max_abs_err << ", max |ref| "
       << s.max_abs_ref;
+}
+
+// The same against a reference output (nested JSON arrays).
+void ExpectClose(const std::vector<float>& actual, const nlohmann::json& ref,
+                 int64_t cols, double tol, const std::string& what) {
+  ExpectClose(actual, Flatten(ref), cols, tol, what);
+}
+
+// A model's name in test names ('-' is not allowed there).
+std::string TestNameOf(std::string model) {
+  std::replace(model.begin(), model.end(), '-', '_');
+  return model;
+}
+
+// Names the tests of a suite parameterized by model.
+std::string ModelTestName(const ::testing::TestParamInfo<std::string>& info) {
+  return TestNameOf(info.param);
 }
 
 // ---------------------------------------------------------------------------
@@ -110,9 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
         HiddenCase{"qwen3-embed", false}, HiddenCase{"qwen3-embed", true},
         HiddenCase{"mistral-embed", true}, HiddenCase{"llama-tiny", true}),
     [](const ::testing::TestParamInfo<HiddenCase>& info) {
-      std::string name = info.param.model;
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name + (info.param.bidirectional ? "_bidirectional" : "");
+      return TestNameOf(info.param.model) +
+             (info.param.bidirectional ? "_bidirectional" : "");
     });
 
 TEST(ModelRunnerTest, TokenTypeIdsChangeBertOutputsLikeReference) {
@@ -176,11 +193,7 @@ TEST_P(ClassifierTest, BatchedClassifierLogitsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(TinyModels, ClassifierTest,
                          ::testing::Values("bert-classifier", "bert-multilabel",
                                            "xlmr-reranker", "roberta-classifier"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         ModelTestName);
 
 // ---------------------------------------------------------------------------
 // Causal LMs over the paged KV cache.
@@ -324,10 +337,8 @@ TEST_P(CausalLmTest, ChunkedPrefillMatchesOneShotPrefill) {
       chunked = r->seqs[0].values;
     }
   }
-  const ErrorStats e =
-      Compare(chunked, whole->seqs[0].values, runner->vocab_size());
-  EXPECT_LE(e.max_abs_err, 1e-5 * e.max_abs_ref)
-      << "max abs err " << e.max_abs_err;
+  ExpectClose(chunked, whole->seqs[0].values, runner->vocab_size(), 1e-5,
+              absl::StrCat(GetParam(), " chunked prefill"));
 }
 
 // Speculative verification: kAllLogits over 5 new tokens after a cached
@@ -374,10 +385,8 @@ TEST_P(CausalLmTest, AllLogitsRowsMatchTheReferenceAtEachPosition) {
   ASSERT_TRUE(ref.ok()) << ref.status();
   const std::vector<float> every = Flatten((*ref)["logits"]);
   ASSERT_EQ(every.size(), static_cast<size_t>(25 * v));
-  const std::vector<float> want(every.begin() + 20 * v, every.end());
-  const ErrorStats e = Compare(r.values, want, v);
-  EXPECT_LE(e.max_abs_err, kF32Tol * e.max_abs_ref)
-      << GetParam() << ": max abs err " << e.max_abs_err;
+  ExpectClose(r.values, std::vector<float>(every.begin() + 20 * v, every.end()),
+              v, kF32Tol, absl::StrCat(GetParam(), " rows 20..24"));
 }
 
 // A sequence's outputs do not depend on what else is in its batch (prefill
@@ -428,21 +437,16 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
   const std::vector<float> mixed_prefill = step(3, prompt, 0, true);
   const std::vector<float> alone_decode = step(0, {prompt[0]}, 13, false);
   const std::vector<float> mixed_decode = step(3, {prompt[0]}, 13, true);
-  for (const auto& [a, b] : {std::make_pair(alone_prefill, mixed_prefill),
-                             std::make_pair(alone_decode, mixed_decode)}) {
-    const ErrorStats e = Compare(b, a, runner->vocab_size());
-    EXPECT_LE(e.max_abs_err, 1e-5 * e.max_abs_ref);
-  }
+  ExpectClose(mixed_prefill, alone_prefill, runner->vocab_size(), 1e-5,
+              absl::StrCat(GetParam(), " prefill in a batch"));
+  ExpectClose(mixed_decode, alone_decode, runner->vocab_size(), 1e-5,
+              absl::StrCat(GetParam(), " decode in a batch"));
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
                          ::testing::Values("llama-tiny", "mistral-tiny",
                                            "qwen2-tiny", "qwen3-tiny"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         ModelTestName);
 
 TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
   auto runner = Runner("xlmr-embed");
@@ -466,9 +470,8 @@ TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
   const std::vector<float> alone_values = a->seqs[0].values;
   auto b = runner->Execute(mixed);
   ASSERT_TRUE(b.ok()) << b.status();
-  const ErrorStats e =
-      Compare(b->seqs[2].values, alone_values, runner->hidden_size());
-  EXPECT_LE(e.max_abs_err, 1e-5 * e.max_abs_ref);
+  ExpectClose(b->seqs[2].values, alone_values, runner->hidden_size(), 1e-5,
+              "xlmr-embed in a batch");
 }
 
 // ---------------------------------------------------------------------------
@@ -519,11 +522,7 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, Bf16Test,
                          ::testing::Values("bert-embed", "xlmr-reranker",
                                            "llama-tiny", "qwen2-tiny",
                                            "qwen3-tiny"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         ModelTestName);
 
 // ---------------------------------------------------------------------------
 // Loading, metadata and errors.
