@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "device/cpu/attention.h"
+#include "device/cpu/transpose_avx512_impl.h"
 #include "device/ops.h"
 
 namespace inferd {
@@ -268,8 +269,44 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
   for (int64_t k0 = key_begin; k0 < key_end; k0 += kKeyTile) {
     const int nk =
         static_cast<int>(key_end - k0 < kKeyTile ? key_end - k0 : kKeyTile);
-    // Pack K^T (zero padded to the full tile) and collect V rows.
-    for (int j = 0; j < nk; ++j) {
+    // Pack K^T (zero padded to the full tile) and collect V rows. F32 keys
+    // (the batch's own, or an F32 cache) are transposed 16 x 16 in
+    // registers (element-wise stores cost half of the QK^T product at
+    // head_dim 32); converted ones go through the V staging rows.
+    if (!copy_v) {
+      const float* krows[kKeyTile];
+      for (int j = 0; j < nk; ++j) {
+        if (j + kPrefetchRows < nk) {
+          const void* kr;
+          const void* vr;
+          KvRow(job, k0 + j + kPrefetchRows, &kr, &vr);
+          PrefetchRow(kr, d * 4);
+          PrefetchRow(vr, d * 4);
+        }
+        const void* kr;
+        const void* vr;
+        KvRow(job, k0 + j, &kr, &vr);
+        krows[j] = static_cast<const float*>(kr);
+        vrows[j] = static_cast<const float*>(vr);
+      }
+      for (int j0 = 0; j0 < kKeyTile; j0 += 16) {
+        for (int e0 = 0; e0 < d; e0 += 16) {
+          const __mmask16 mk = TailMask(d - e0);
+          __m512 r[16];
+#pragma GCC unroll 16
+          for (int j = 0; j < 16; ++j) {
+            r[j] = j0 + j < nk ? _mm512_maskz_loadu_ps(mk, krows[j0 + j] + e0)
+                               : _mm512_setzero_ps();
+          }
+          Transpose16x16(r);
+          const int ne = d - e0 < 16 ? d - e0 : 16;
+          for (int t = 0; t < ne; ++t) {
+            _mm512_store_ps(kt + (e0 + t) * kKeyTile + j0, r[t]);
+          }
+        }
+      }
+    }
+    for (int j = 0; copy_v && j < nk; ++j) {
       const void* kr;
       const void* vr;
       if (j + kPrefetchRows < nk) {  // as for the queries
@@ -280,19 +317,13 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
       }
       KvRow(job, k0 + j, &kr, &vr);
       const bool bf16 = job.k == nullptr && job.cache_bf16;
-      if (copy_v) {
-        float* kf = vt + j * dp;  // staging; overwritten by V below
-        RowToF32(kr, bf16, kf, d);
-        for (int e = 0; e < d; ++e) kt[e * kKeyTile + j] = kf[e];
-        RowToF32(vr, bf16, vt + j * dp, d);
-        vrows[j] = vt + j * dp;
-      } else {
-        const float* kf = static_cast<const float*>(kr);
-        for (int e = 0; e < d; ++e) kt[e * kKeyTile + j] = kf[e];
-        vrows[j] = static_cast<const float*>(vr);
-      }
+      float* kf = vt + j * dp;  // staging; overwritten by V below
+      RowToF32(kr, bf16, kf, d);
+      for (int e = 0; e < d; ++e) kt[e * kKeyTile + j] = kf[e];
+      RowToF32(vr, bf16, vt + j * dp, d);
+      vrows[j] = vt + j * dp;
     }
-    for (int j = nk; j < kKeyTile; ++j) {
+    for (int j = nk; copy_v && j < kKeyTile; ++j) {
       for (int e = 0; e < d; ++e) kt[e * kKeyTile + j] = 0.0f;
     }
 

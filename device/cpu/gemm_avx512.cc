@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "device/cpu/gemm.h"
+#include "device/cpu/transpose_avx512_impl.h"
 
 namespace inferd {
 namespace cpu_avx512 {
@@ -151,42 +152,6 @@ void GemvRows(const GemmArgs& g, int64_t n_begin, int64_t n_end) {
     GemvRowsT<true>(g, n_begin, n_end);
   } else {
     GemvRowsT<false>(g, n_begin, n_end);
-  }
-}
-
-// Transposes r[16] (16 rows of 16 floats) in place into columns: r[c][j]
-// becomes the old r[j][c].
-inline void Transpose16x16(__m512 r[16]) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + c], 128-bit lane l: rows 4i .. 4i+3 of column 4l + c.
-  __m512 u[16];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]);
-    const __m512d b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]);
-    const __m512d d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  // Gather lane l of u[c], u[4+c], u[8+c], u[12+c]: column 4l + c.
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    const __m512 even_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-    const __m512 odd_lo = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-    const __m512 even_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 odd_hi = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-    r[c] = _mm512_shuffle_f32x4(even_lo, even_hi, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(even_lo, even_hi, 0xdd);
-    r[4 + c] = _mm512_shuffle_f32x4(odd_lo, odd_hi, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(odd_lo, odd_hi, 0xdd);
   }
 }
 
