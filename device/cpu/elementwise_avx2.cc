@@ -22,6 +22,11 @@ inline VF Add(VF a, VF b) { return _mm256_add_ps(a, b); }
 inline VF Sub(VF a, VF b) { return _mm256_sub_ps(a, b); }
 inline VF Mul(VF a, VF b) { return _mm256_mul_ps(a, b); }
 inline VF Div(VF a, VF b) { return _mm256_div_ps(a, b); }
+// 12-bit estimate and one Newton step (r (2 - d r)).
+inline VF Recip(VF d) {
+  const VF r = _mm256_rcp_ps(d);
+  return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
+}
 inline VF Min(VF a, VF b) { return _mm256_min_ps(a, b); }
 inline VF Max(VF a, VF b) { return _mm256_max_ps(a, b); }
 inline VF Fma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }

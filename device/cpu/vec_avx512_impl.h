@@ -12,6 +12,11 @@ inline VF Add(VF a, VF b) { return _mm512_add_ps(a, b); }
 inline VF Sub(VF a, VF b) { return _mm512_sub_ps(a, b); }
 inline VF Mul(VF a, VF b) { return _mm512_mul_ps(a, b); }
 inline VF Div(VF a, VF b) { return _mm512_div_ps(a, b); }
+// 14-bit estimate and one Newton step (r (2 - d r)).
+inline VF Recip(VF d) {
+  const VF r = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+}
 inline VF Min(VF a, VF b) { return _mm512_min_ps(a, b); }
 inline VF Max(VF a, VF b) { return _mm512_max_ps(a, b); }
 inline VF Fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }

@@ -462,6 +462,20 @@ TEST_P(ElementwiseTest, ActivationsMatchFormulas) {
   }
 }
 
+// Far tails: erf saturates to +-1 (GELU(x) = x or 0) without NaN.
+TEST_P(ElementwiseTest, GeluErfSaturatesInTheTails) {
+  std::vector<float> x = {-1e4f, -50.0f, -14.2f, -9.0f, 9.0f, 14.2f, 50.0f, 1e4f,
+                          -3e38f, 3e38f, 0.0f, -0.0f, 1e-30f, -1e-30f, 7.5f, -7.5f};
+  std::vector<float> out(x.size());
+  const int64_t n = static_cast<int64_t>(x.size());
+  ASSERT_TRUE(Activate(kOpt, Activation::kGeluErf, View2(x.data(), 1, n), View2(out.data(), 1, n)).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const double want = GeluErf(x[i]);
+    ASSERT_FALSE(std::isnan(out[i])) << "x=" << x[i];
+    ASSERT_NEAR(out[i], want, 1e-6 + 1e-5 * std::fabs(want)) << "x=" << x[i];
+  }
+}
+
 TEST_P(ElementwiseTest, GatedActivationFusedAndSeparateLayoutsAgree) {
   const int64_t rows = 7, inter = 33;
   std::vector<float> gate_up = RandomVector(rows * 2 * inter, 11, -4, 4);
