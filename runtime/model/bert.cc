@@ -96,6 +96,7 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
   // encoder's time) for up to 1 GiB of copies; larger models pack the
   // first layers only.
   loader.set_pack_linear_budget(int64_t{1} << 30);
+  loader.set_fuse_qkv(true);
   RETURN_IF_ERROR(loader.DetectPrefix("embeddings.word_embeddings.weight"));
   ASSIGN_OR_RETURN(word_,
                    EmbeddingLayer::Load(

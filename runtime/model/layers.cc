@@ -144,12 +144,43 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(
   layer.layer_index_ = layer_index;
   const int64_t q_dim = int64_t{params.num_heads} * params.head_dim;
   const int64_t kv_dim = int64_t{params.num_kv_heads} * params.head_dim;
-  ASSIGN_OR_RETURN(layer.q_,
-                   LinearLayer::Load(loader, names.q, q_dim, hidden, qkv_bias));
-  ASSIGN_OR_RETURN(
-      layer.k_, LinearLayer::Load(loader, names.k, kv_dim, hidden, qkv_bias));
-  ASSIGN_OR_RETURN(
-      layer.v_, LinearLayer::Load(loader, names.v, kv_dim, hidden, qkv_bias));
+  layer.q_dim_ = q_dim;
+  layer.kv_dim_ = kv_dim;
+  if (loader.fuse_qkv()) {
+    // Biases all present or all absent (kIfPresent), else no fusion.
+    const std::vector<std::string> bias_names = {
+        absl::StrCat(names.q, ".bias"), absl::StrCat(names.k, ".bias"),
+        absl::StrCat(names.v, ".bias")};
+    int present = 0;
+    for (const std::string& b : bias_names) present += loader.Has(b) ? 1 : 0;
+    const bool with_bias = qkv_bias == BiasMode::kRequired ||
+                           (qkv_bias == BiasMode::kIfPresent && present > 0);
+    const std::vector<int64_t> outs = {q_dim, kv_dim, kv_dim};
+    if (!with_bias || present == 3) {
+      ASSIGN_OR_RETURN(
+          absl::optional<TensorView> w,
+          loader.FusedLinearWeight({absl::StrCat(names.q, ".weight"),
+                                    absl::StrCat(names.k, ".weight"),
+                                    absl::StrCat(names.v, ".weight")},
+                                   outs, hidden));
+      if (w.has_value()) {
+        TensorView bias;
+        if (with_bias) {
+          ASSIGN_OR_RETURN(bias, loader.FusedF32(bias_names, outs));
+        }
+        layer.qkv_ = LinearLayer::FromViews(*w, bias);
+        layer.fused_ = true;
+      }
+    }
+  }
+  if (!layer.fused_) {
+    ASSIGN_OR_RETURN(layer.q_, LinearLayer::Load(loader, names.q, q_dim,
+                                                 hidden, qkv_bias));
+    ASSIGN_OR_RETURN(layer.k_, LinearLayer::Load(loader, names.k, kv_dim,
+                                                 hidden, qkv_bias));
+    ASSIGN_OR_RETURN(layer.v_, LinearLayer::Load(loader, names.v, kv_dim,
+                                                 hidden, qkv_bias));
+  }
   ASSIGN_OR_RETURN(layer.o_,
                    LinearLayer::Load(loader, names.o, hidden, q_dim, o_bias));
   if (!names.q_norm.empty()) {
@@ -170,16 +201,20 @@ absl::Status AttentionLayer::Forward(const ForwardContext& ctx,
                                      RopeStyle rope_style,
                                      const TensorView& out) const {
   const int64_t tokens = x.shape[0];
-  const int64_t q_dim = q_.out_features();
-  const int64_t kv_dim = k_.out_features();
+  const int64_t q_dim = q_dim_;
+  const int64_t kv_dim = kv_dim_;
   ASSIGN_OR_RETURN(TensorView qkv,
                    ctx.ws->Get(WsSlot::kQkv, tokens, q_dim + 2 * kv_dim));
   const TensorView q = ColumnSlice(qkv, 0, q_dim);
   const TensorView k = ColumnSlice(qkv, q_dim, kv_dim);
   const TensorView v = ColumnSlice(qkv, q_dim + kv_dim, kv_dim);
-  RETURN_IF_ERROR(q_.Forward(ctx.exec, x, q));
-  RETURN_IF_ERROR(k_.Forward(ctx.exec, x, k));
-  RETURN_IF_ERROR(v_.Forward(ctx.exec, x, v));
+  if (fused_) {
+    RETURN_IF_ERROR(qkv_.Forward(ctx.exec, x, qkv));
+  } else {
+    RETURN_IF_ERROR(q_.Forward(ctx.exec, x, q));
+    RETURN_IF_ERROR(k_.Forward(ctx.exec, x, k));
+    RETURN_IF_ERROR(v_.Forward(ctx.exec, x, v));
+  }
   if (qk_norm_) {
     // Each head's slice is a [tokens, head_dim] view with the row stride of
     // the fused q|k|v buffer; normalized in place.

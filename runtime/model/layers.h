@@ -137,6 +137,11 @@ class AttentionLayer {
 
  private:
   LinearLayer q_, k_, v_, o_;
+  // With the loader's fuse_qkv (and q, k, v of one dtype): q|k|v as one
+  // GEMM weight [q_dim + 2 kv_dim, hidden]; q_, k_, v_ unused.
+  bool fused_ = false;
+  LinearLayer qkv_;
+  int64_t q_dim_ = 0, kv_dim_ = 0;
   bool qk_norm_ = false;
   RmsNormLayer q_norm_, k_norm_;  // over head_dim, when qk_norm_
   AttentionParams params_;

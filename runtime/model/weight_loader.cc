@@ -1,5 +1,6 @@
 #include "runtime/model/weight_loader.h"
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -151,6 +152,59 @@ absl::StatusOr<TensorView> WeightLoader::As(absl::string_view full_name,
 absl::StatusOr<TensorView> WeightLoader::LinearWeight(
     absl::string_view full_name, int64_t out, int64_t in) {
   ASSIGN_OR_RETURN(TensorView w, UnpackedLinearWeight(full_name, out, in));
+  return WithPacked(w);
+}
+
+absl::StatusOr<absl::optional<TensorView>> WeightLoader::FusedLinearWeight(
+    const std::vector<std::string>& names, const std::vector<int64_t>& outs,
+    int64_t in) {
+  if (names.empty() || names.size() != outs.size()) {
+    return absl::InvalidArgumentError("FusedLinearWeight: names and outs differ");
+  }
+  std::vector<TensorView> parts;
+  int64_t total = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSIGN_OR_RETURN(TensorView p, UnpackedLinearWeight(names[i], outs[i], in));
+    if (!parts.empty() && p.dtype != parts[0].dtype) return absl::nullopt;
+    parts.push_back(p);
+    total += outs[i];
+  }
+  const DType dtype = parts[0].dtype;
+  const size_t row_bytes = DTypeRowBytes(dtype, in);
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Create(device_, total * row_bytes, 64));
+  uint8_t* dst = buffer.as<uint8_t>();
+  for (const TensorView& p : parts) {
+    std::memcpy(dst, p.data, p.nbytes());
+    dst += p.nbytes();
+  }
+  TensorView fused = TensorView::Contiguous(buffer.data(), dtype, {total, in});
+  out_->bytes_allocated += static_cast<int64_t>(buffer.size());
+  out_->buffers.push_back(std::move(buffer));
+  ASSIGN_OR_RETURN(TensorView packed, WithPacked(fused));
+  return absl::optional<TensorView>(packed);
+}
+
+absl::StatusOr<TensorView> WeightLoader::FusedF32(
+    const std::vector<std::string>& names, const std::vector<int64_t>& outs) {
+  int64_t total = 0;
+  for (int64_t o : outs) total += o;
+  ASSIGN_OR_RETURN(DeviceBuffer buffer,
+                   DeviceBuffer::Create(device_, total * sizeof(float), 64));
+  float* dst = buffer.as<float>();
+  for (size_t i = 0; i < names.size(); ++i) {
+    ASSIGN_OR_RETURN(TensorView p, F32(names[i], {outs[i]}));
+    std::memcpy(dst, p.data, outs[i] * sizeof(float));
+    dst += outs[i];
+  }
+  TensorView fused =
+      TensorView::Contiguous(buffer.data(), DType::kF32, {total});
+  out_->bytes_allocated += static_cast<int64_t>(buffer.size());
+  out_->buffers.push_back(std::move(buffer));
+  return fused;
+}
+
+absl::StatusOr<TensorView> WeightLoader::WithPacked(TensorView w) {
   if (pack_budget_ <= 0) return w;
   const ExecutionContext ctx{device_, KernelChoice::kOptimized};
   ASSIGN_OR_RETURN(DeviceBuffer packed, PackLinearWeight(ctx, w));

@@ -56,10 +56,25 @@ class WeightLoader {
   // (F32: the weights once more; int8: 1.25 bytes per value) for not
   // repacking per call. 0 (the default): no copies.
   void set_pack_linear_budget(int64_t max_bytes) { pack_budget_ = max_bytes; }
+  // Whether attention layers load q, k and v as one fused GEMM weight
+  // (FusedLinearWeight): one GEMM (and one int8 quantization of x) instead
+  // of three, for a copy of those weights. Encoders turn it on.
+  void set_fuse_qkv(bool on) { fuse_qkv_ = on; }
+  bool fuse_qkv() const { return fuse_qkv_; }
 
   // A GEMM weight [out, in] in linear_dtype (Q8_0 when linear_dtype is I8).
   absl::StatusOr<TensorView> LinearWeight(absl::string_view full_name,
                                           int64_t out, int64_t in);
+  // The GEMM weights `names` [outs[i], in] as LinearWeight gives them,
+  // stacked into one [sum outs, in] weight (a copy, packed like
+  // LinearWeight); nullopt when they do not share a dtype (then load them
+  // one by one).
+  absl::StatusOr<absl::optional<TensorView>> FusedLinearWeight(
+      const std::vector<std::string>& names, const std::vector<int64_t>& outs,
+      int64_t in);
+  // F32 vectors `names` [outs[i]] stacked into one (a copy).
+  absl::StatusOr<TensorView> FusedF32(const std::vector<std::string>& names,
+                                      const std::vector<int64_t>& outs);
   // An F32 tensor of the given shape (norm weights, biases).
   absl::StatusOr<TensorView> F32(absl::string_view full_name,
                                  std::initializer_list<int64_t> shape);
@@ -70,6 +85,8 @@ class WeightLoader {
                                    absl::optional<DType> want = absl::nullopt);
 
  private:
+  // w with a packed copy within the budget (w itself otherwise).
+  absl::StatusOr<TensorView> WithPacked(TensorView w);
   // LinearWeight without the packed copy.
   absl::StatusOr<TensorView> UnpackedLinearWeight(absl::string_view full_name,
                                                   int64_t out, int64_t in);
@@ -97,6 +114,7 @@ class WeightLoader {
   WeightBuffers* out_;
   std::string prefix_;
   int64_t pack_budget_ = 0;
+  bool fuse_qkv_ = false;
 };
 
 }  // namespace inferd
