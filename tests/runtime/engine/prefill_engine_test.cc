@@ -594,32 +594,35 @@ TEST(PrefillEngineTest, StopAnswersQueuedRequestsUnavailable) {
 }
 
 TEST(PrefillParallelismTest, DefaultsNeverOversubscribeTheCores) {
-  // Small encoder, nothing set: one single-threaded replica per core.
-  PrefillParallelism p = ChoosePrefillParallelism(384, 2, 0, 0);
-  EXPECT_EQ(p.replicas, 2);
-  EXPECT_EQ(p.threads, 1);
-  // threads given: replicas fill the cores without exceeding them.
-  p = ChoosePrefillParallelism(384, 2, 2, 0);
-  EXPECT_EQ(p.replicas, 1);
-  EXPECT_EQ(p.threads, 2);
-  p = ChoosePrefillParallelism(384, 8, 3, 0);
-  EXPECT_EQ(p.replicas, 2);
-  EXPECT_EQ(p.threads, 3);
-  p = ChoosePrefillParallelism(384, 2, 4, 0);
-  EXPECT_EQ(p.replicas, 1);
-  EXPECT_EQ(p.threads, 4);
-  // Large model: one replica with every core.
-  p = ChoosePrefillParallelism(1024, 4, 0, 0);
-  EXPECT_EQ(p.replicas, 1);
-  EXPECT_EQ(p.threads, 4);
-  // Both given: the user's choice, even past the cores.
-  p = ChoosePrefillParallelism(384, 2, 2, 3);
-  EXPECT_EQ(p.replicas, 3);
-  EXPECT_EQ(p.threads, 2);
-  // replicas given alone: threads share the cores.
-  p = ChoosePrefillParallelism(1024, 8, 0, 2);
-  EXPECT_EQ(p.replicas, 2);
-  EXPECT_EQ(p.threads, 4);
+  struct Case {
+    int64_t hidden;
+    int cores, threads, replicas;     // inputs (0 = not set)
+    int want_replicas, want_threads;  // outputs
+  };
+  const Case cases[] = {
+      // Small encoder, nothing set: one single-threaded replica per core.
+      {384, 2, 0, 0, 2, 1},
+      // threads given: replicas fill the cores without exceeding them.
+      {384, 2, 2, 0, 1, 2},
+      {384, 8, 3, 0, 2, 3},
+      {384, 2, 4, 0, 1, 4},
+      // Large model: one replica with every core.
+      {1024, 4, 0, 0, 1, 4},
+      // Both given: the user's choice, even past the cores.
+      {384, 2, 2, 3, 3, 2},
+      // replicas given alone: threads share the cores.
+      {1024, 8, 0, 2, 2, 4},
+  };
+  for (const Case& c : cases) {
+    const PrefillParallelism p =
+        ChoosePrefillParallelism(c.hidden, c.cores, c.threads, c.replicas);
+    EXPECT_EQ(p.replicas, c.want_replicas)
+        << "hidden " << c.hidden << " cores " << c.cores << " threads "
+        << c.threads << " replicas " << c.replicas;
+    EXPECT_EQ(p.threads, c.want_threads)
+        << "hidden " << c.hidden << " cores " << c.cores << " threads "
+        << c.threads << " replicas " << c.replicas;
+  }
 }
 
 }  // namespace
