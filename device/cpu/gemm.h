@@ -18,6 +18,9 @@ struct GemmArgs {
   int64_t ldx = 0;
   const void* w = nullptr;
   bool w_bf16 = false;
+  // cpu_avx512 only, [n][k] weights, m > 8: F16 weights, widened to F32 as
+  // the GEMM packs them.
+  bool w_f16 = false;
   bool w_layout_nk = true;
   int64_t ldw = 0;
   const float* bias = nullptr;

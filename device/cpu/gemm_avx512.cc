@@ -155,11 +155,15 @@ void GemvRows(const GemmArgs& g, int64_t n_begin, int64_t n_end) {
   }
 }
 
-// Packs weight rows stored [n][k] (F32, or BF16 widened to F32) into a
-// kNr-wide panel, 16 x 16 blocks at a time: full cache lines are read from
-// each row and transposed in registers (the element-wise copy missed cache
-// on every strided read and cost ~18% of an encoder's forward pass).
-template <bool kBf16>
+// Weight storage PackPanelNkAvx512 reads.
+enum class WKind { kF32, kBf16, kF16 };
+
+// Packs weight rows stored [n][k] (F32, or BF16 / F16 widened to F32) into
+// a kNr-wide panel, 16 x 16 blocks at a time: full cache lines are read
+// from each row and transposed in registers (the element-wise copy missed
+// cache on every strided read and cost ~18% of an encoder's forward pass;
+// F16 weights were widened into a whole tile first, then packed).
+template <WKind kKind>
 inline void PackPanelNkAvx512(const void* w, int64_t ldw, int64_t nv,
                               int64_t kc, float* panel) {
   for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
@@ -171,11 +175,15 @@ inline void PackPanelNkAvx512(const void* w, int64_t ldw, int64_t nv,
       for (int j = 0; j < 16; ++j) {
         if (j0 + j >= nv) {
           r[j] = _mm512_setzero_ps();
-        } else if constexpr (kBf16) {
+        } else if constexpr (kKind == WKind::kBf16) {
           const uint16_t* src =
               static_cast<const uint16_t*>(w) + (j0 + j) * ldw + k0;
           r[j] = _mm512_castsi512_ps(_mm512_slli_epi32(
               _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src)), 16));
+        } else if constexpr (kKind == WKind::kF16) {
+          const uint16_t* src =
+              static_cast<const uint16_t*>(w) + (j0 + j) * ldw + k0;
+          r[j] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, src));
         } else {
           r[j] = _mm512_maskz_loadu_ps(
               mask, static_cast<const float*>(w) + (j0 + j) * ldw + k0);
@@ -193,12 +201,16 @@ inline void PackPanelNkAvx512(const void* w, int64_t ldw, int64_t nv,
 #define INFERD_GEMM_PACK_NK_PANEL 1
 inline void PackPanelNk(const GemmArgs& g, int64_t n0, int64_t nv, int64_t k0,
                         int64_t kc, float* panel) {
-  if (g.w_bf16) {
-    PackPanelNkAvx512<true>(
+  if (g.w_f16) {
+    PackPanelNkAvx512<WKind::kF16>(
+        static_cast<const uint16_t*>(g.w) + n0 * g.ldw + k0, g.ldw, nv, kc,
+        panel);
+  } else if (g.w_bf16) {
+    PackPanelNkAvx512<WKind::kBf16>(
         static_cast<const uint16_t*>(g.w) + n0 * g.ldw + k0, g.ldw, nv, kc,
         panel);
   } else {
-    PackPanelNkAvx512<false>(
+    PackPanelNkAvx512<WKind::kF32>(
         static_cast<const float*>(g.w) + n0 * g.ldw + k0, g.ldw, nv, kc,
         panel);
   }
@@ -739,7 +751,7 @@ void PackF32PanelsTask(void* arg, int64_t begin, int64_t end) {
   for (int64_t p = begin; p < end; ++p) {
     const int64_t n0 = p * kNr;
     const int64_t nv = g.n - n0 < kNr ? g.n - n0 : kNr;
-    PackPanelNkAvx512<false>(static_cast<const float*>(g.w) + n0 * g.ldw,
+    PackPanelNkAvx512<WKind::kF32>(static_cast<const float*>(g.w) + n0 * g.ldw,
                              g.ldw, nv, g.k, job.out + n0 * g.k);
   }
 }
@@ -751,6 +763,12 @@ void PackF32Panels(ThreadPool* pool, const GemmArgs& g, float* out) {
 }
 
 void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
+  if (g.w_f16) {
+    // Only the blocked GEMM reads F16 (m > kGemvMaxM, see GemmArgs; no
+    // small-M path: small_m_max 0).
+    RunGemmF32(pool, g, 0);
+    return;
+  }
   if (g.packed != nullptr && !g.w_bf16 && g.m > kGemvMaxM) {
     // Panels packed at load: the blocked GEMM without its packing pass
     // also beats streaming the weights for small M.

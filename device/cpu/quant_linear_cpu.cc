@@ -153,6 +153,26 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
     cpu_avx512::QuantGemmVnni(pool, g);
     return absl::OkStatus();
   }
+  if (g.m > kQuantSmallMMaxM && g.dtype == DType::kF16 &&
+      isa >= CpuIsa::kAvx512) {
+    // F16 widened while the GEMM packs its panels (one pass, no decoded
+    // tile).
+    GemmArgs gemm;
+    gemm.x = g.x;
+    gemm.ldx = g.ldx;
+    gemm.w = g.w;
+    gemm.w_f16 = true;
+    gemm.w_layout_nk = true;
+    gemm.ldw = g.k;
+    gemm.bias = g.bias;
+    gemm.y = g.y;
+    gemm.ldy = g.ldy;
+    gemm.m = g.m;
+    gemm.n = g.n;
+    gemm.k = g.k;
+    cpu_avx512::Gemm(pool, gemm, false);
+    return absl::OkStatus();
+  }
   if (g.m > kQuantSmallMMaxM) {
     const int64_t tiles = (g.n + kDecodeTileRows - 1) / kDecodeTileRows;
     ParallelForRaw(pool, tiles, 1, &RunDecodedTiles, &g);
