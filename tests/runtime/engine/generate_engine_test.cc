@@ -16,25 +16,18 @@
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/runtime/engine/generate_test_util.h"
 #include "tests/runtime/engine/test_gate.h"
 
 namespace inferd {
 namespace {
 
-constexpr int32_t kVocab = 8;
-constexpr int32_t kEos = 1;
-constexpr int32_t kNext = 5;  // the fake model's favourite token
+using testing_internal::kEos;
+using testing_internal::kVocab;
+using testing_internal::MakeEngine;
+using testing_internal::WordTokenizer;
 
-// Ids 0..7 as whole words.
-std::unique_ptr<Tokenizer> WordTokenizer() {
-  auto t = Tokenizer::FromJson(R"({
-    "model": {"type": "WordLevel", "unk_token": "<unk>",
-              "vocab": {"<unk>": 0, "</s>": 1, "a": 2, "b": 3, "c": 4,
-                        "d": 5, "e": 6, "f": 7}},
-    "pre_tokenizer": {"type": "WhitespaceSplit"}})");
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(t).value();
-}
+constexpr int32_t kNext = 5;  // the fake model's favourite token
 
 using testing_internal::Gate;
 
@@ -129,8 +122,6 @@ struct Fixture {
 
   explicit Fixture(int prep_threads = 1, int max_queue_requests = 1024) {
     GenerateEngineOptions o;
-    o.vocab_size = kVocab;
-    o.eos_token_ids = {kEos};
     o.max_queue_requests = max_queue_requests;
     o.prep_threads = prep_threads;
     SchedulerConfig& sc = o.scheduler;
@@ -139,20 +130,12 @@ struct Fixture {
     sc.kv_cache.num_blocks = 64;
     sc.kv_cache.block_size = 4;
     InputProcessorOptions io;
-    io.max_input_tokens = sc.max_model_len;
     RenderHook* hook = &render;
     io.render_chat = [hook](const std::vector<ChatMessage>& m, bool) {
       return hook->Render(m);
     };
-    GenerateComponents c;
-    c.input = std::make_unique<TokenizingInputProcessor>(
-        "prompt_tokenizer", TokenizingInputProcessor::kPrompt,
-        tokenizer.get(), std::move(io));
-    c.scheduler = std::make_unique<ContinuousBatchingScheduler>(sc);
-    c.sampler = std::make_unique<Sampler>(kVocab);
-    engine = std::make_unique<GenerateEngine>(
-        std::move(o), tokenizer.get(), std::move(c),
-        std::make_unique<FakeRunner>(&calls));
+    engine = MakeEngine(tokenizer.get(), std::move(o),
+                        std::make_unique<FakeRunner>(&calls), std::move(io));
   }
   ~Fixture() { engine.reset(); }
 };
@@ -440,8 +423,6 @@ std::unique_ptr<GenerateEngine> HashEngine(const Tokenizer* tokenizer,
                                            absl::Notification* reached = nullptr,
                                            size_t reach_len = 0) {
   GenerateEngineOptions o;
-  o.vocab_size = kVocab;
-  o.eos_token_ids = {kEos};
   o.prep_threads = 1;
   o.overlap_output = overlap;
   SchedulerConfig& sc = o.scheduler;
@@ -450,17 +431,8 @@ std::unique_ptr<GenerateEngine> HashEngine(const Tokenizer* tokenizer,
   sc.max_prefill_tokens_while_decoding = 3;
   sc.kv_cache.num_blocks = 128;
   sc.kv_cache.block_size = 4;
-  InputProcessorOptions io;
-  io.max_input_tokens = sc.max_model_len;
-  GenerateComponents c;
-  c.input = std::make_unique<TokenizingInputProcessor>(
-      "prompt_tokenizer", TokenizingInputProcessor::kPrompt, tokenizer,
-      std::move(io));
-  c.scheduler = std::make_unique<ContinuousBatchingScheduler>(sc);
-  c.sampler = std::make_unique<Sampler>(kVocab);
-  return std::make_unique<GenerateEngine>(
-      std::move(o), tokenizer, std::move(c),
-      std::make_unique<PrefixHashRunner>(reached, reach_len));
+  return MakeEngine(tokenizer, std::move(o),
+                    std::make_unique<PrefixHashRunner>(reached, reach_len));
 }
 
 // Every chunk of every request, in order; counts chunks after a final one.

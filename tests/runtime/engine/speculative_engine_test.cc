@@ -19,81 +19,19 @@
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "tests/runtime/engine/generate_test_util.h"
 
 namespace inferd {
 namespace {
 
-constexpr int32_t kVocab = 8;
-constexpr int32_t kEos = 1;
+using testing_internal::BigramLogits;
+using testing_internal::BigramRunner;
+using testing_internal::kBigramTable;
+using testing_internal::kEos;
+using testing_internal::kVocab;
+using testing_internal::MakeEngine;
 
-std::unique_ptr<Tokenizer> Words() {
-  auto t = Tokenizer::FromJson(R"({
-    "model": {"type": "WordLevel", "unk_token": "<unk>",
-              "vocab": {"<unk>": 0, "</s>": 1, "a": 2, "b": 3, "c": 4,
-                        "d": 5, "e": 6, "f": 7}},
-    "pre_tokenizer": {"type": "WhitespaceSplit"}})");
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(t).value();
-}
-
-// The favourite next token after (previous, last): falls into 6-token
-// cycles after a short transient, so prompt lookup finds drafts.
-constexpr int32_t kTable[8][8] = {
-    {5, 5, 2, 4, 6, 5, 5, 4}, {5, 4, 6, 3, 6, 3, 4, 3},
-    {2, 6, 4, 6, 7, 6, 3, 4}, {2, 7, 2, 7, 4, 5, 6, 2},
-    {4, 5, 4, 6, 7, 3, 6, 5}, {5, 6, 4, 2, 6, 2, 2, 7},
-    {5, 7, 7, 7, 2, 6, 5, 4}, {3, 7, 4, 7, 2, 3, 6, 3},
-};
-
-// The model's logits after (previous, last).
-std::vector<float> BigramLogits(int32_t prev, int32_t last) {
-  std::vector<float> l(kVocab);
-  l[0] = -4.0f;
-  l[kEos] = -3.0f;
-  for (int32_t j = 2; j < kVocab; ++j) {
-    l[j] = 0.3f * static_cast<float>((j * 5 + prev + 2 * last) % 4);
-  }
-  l[kTable[prev][last]] = 3.0f;
-  return l;
-}
-
-// A fake model over a per-sequence history rebuilt from the plans (cut at
-// start_pos, so rejected drafts left in it would change the answers). It
-// answers kLastLogits and kAllLogits and counts the tokens it was fed.
-class BigramRunner : public StepRunner {
- public:
-  explicit BigramRunner(std::atomic<int64_t>* calls) : calls_(calls) {}
-  absl::StatusOr<BatchResult> Execute(const BatchPlan& plan) override {
-    calls_->fetch_add(1);
-    BatchResult r;
-    for (const SequencePlan& s : plan.seqs) {
-      std::vector<int32_t>& h = history_[s.seq_id];
-      EXPECT_LE(static_cast<size_t>(s.start_pos), h.size());
-      h.resize(static_cast<size_t>(s.start_pos));
-      h.insert(h.end(), s.token_ids.begin(), s.token_ids.end());
-      SequenceResult out;
-      out.seq_id = s.seq_id;
-      out.output = s.output;
-      const int32_t end = static_cast<int32_t>(h.size());
-      int32_t first = end;
-      if (s.output == StepOutput::kLastLogits) first = end - 1;
-      if (s.output == StepOutput::kAllLogits) first = s.start_pos;
-      out.rows = end - first;
-      out.cols = kVocab;
-      for (int32_t pos = first; pos < end; ++pos) {
-        const std::vector<float> l =
-            BigramLogits(pos > 0 ? h[pos - 1] : 0, h[pos]);
-        out.values.insert(out.values.end(), l.begin(), l.end());
-      }
-      r.seqs.push_back(std::move(out));
-    }
-    return r;
-  }
-
- private:
-  std::atomic<int64_t>* calls_;
-  std::map<int64_t, std::vector<int32_t>> history_;  // engine thread only
-};
+std::unique_ptr<Tokenizer> Words() { return testing_internal::WordTokenizer(); }
 
 struct SpecEngine {
   std::atomic<int64_t> calls{0};
@@ -101,8 +39,6 @@ struct SpecEngine {
 
   SpecEngine(const Tokenizer* tok, int32_t default_drafts, bool overlap = true) {
     GenerateEngineOptions o;
-    o.vocab_size = kVocab;
-    o.eos_token_ids = {kEos};
     o.prep_threads = 1;
     o.overlap_output = overlap;
     o.max_queue_requests = 8192;
@@ -113,20 +49,12 @@ struct SpecEngine {
     sc.max_seqs = 32;
     sc.kv_cache.num_blocks = 512;
     sc.kv_cache.block_size = 4;
-    // The fake model keeps no KV: a prefix-cache hit would skip tokens it
-    // needs.
+    // No prefix-cache hits: the step counts the tests compare stay those
+    // of the requests alone.
     sc.kv_cache.enable_prefix_caching = false;
-    InputProcessorOptions io;
-    io.max_input_tokens = sc.max_model_len;
-    GenerateComponents c;
-    c.input = std::make_unique<TokenizingInputProcessor>(
-        "prompt_tokenizer", TokenizingInputProcessor::kPrompt, tok,
-        std::move(io));
-    c.scheduler = std::make_unique<ContinuousBatchingScheduler>(sc);
-    c.sampler = std::make_unique<Sampler>(kVocab);
-    engine = std::make_unique<GenerateEngine>(
-        std::move(o), tok, std::move(c),
-        std::make_unique<BigramRunner>(&calls));
+    auto runner = std::make_unique<BigramRunner>(
+        &calls, sc.kv_cache.num_blocks, sc.kv_cache.block_size);
+    engine = MakeEngine(tok, std::move(o), std::move(runner));
   }
   // After Stop: every block is free again.
   void ExpectAllBlocksFree() {
@@ -323,7 +251,7 @@ TEST(SpeculativeEngineTest, StopsAndLimitsCutAtTheSameToken) {
     std::vector<int32_t> ref = prompt;
     for (int i = 0; i < 30; ++i) {
       const size_t n = ref.size();
-      ref.push_back(kTable[n > 1 ? ref[n - 2] : 0][ref[n - 1]]);
+      ref.push_back(kBigramTable[n > 1 ? ref[n - 2] : 0][ref[n - 1]]);
     }
     const std::vector<int32_t> gen(ref.begin() + prompt.size(), ref.end());
     for (int max_tokens : {1, 2, 3, 7, 20}) {
@@ -379,7 +307,7 @@ TEST(SpeculativeEngineTest, SampledOutputsFollowTheExactDistribution) {
   std::vector<int32_t> prompt = {2, 3};
   for (int i = 0; i < 14; ++i) {
     const size_t n = prompt.size();
-    prompt.push_back(kTable[prompt[n - 2]][prompt[n - 1]]);
+    prompt.push_back(kBigramTable[prompt[n - 2]][prompt[n - 1]]);
   }
   // Exact: enumerate the first 4 tokens.
   auto softmax = [](std::vector<float> l) {
