@@ -206,6 +206,74 @@ class InferdProcess:
         return self.proc.wait(timeout=timeout)
 
 
+def serve(cls, paths, models, extra=(), log_prefix="inferd-", ready=True):
+    """Starts inferd for a unittest class: sets cls.server (InferdProcess),
+    cls.channel and cls.stub (inferd.v1.Inference); with `ready`, waits
+    until every model is READY. Pair with unserve(cls) in tearDownClass."""
+    grpc, _, irpc, _, _ = import_stubs(paths.stubs)
+    cls.server = InferdProcess(paths.inferd, models, extra,
+                               log_prefix=log_prefix)
+    if ready:
+        cls.server.wait_ready(paths.stubs, [n for n, _ in models])
+    cls.channel = grpc.insecure_channel(cls.server.address)
+    cls.stub = irpc.InferenceStub(cls.channel)
+
+
+def unserve(cls):
+    """Closes cls.channel and stops cls.server (set by serve); asserts a
+    clean exit."""
+    if getattr(cls, "server", None) is None:
+        return
+    cls.channel.close()
+    code = cls.server.stop()
+    assert code == 0, cls.server.output()
+
+
+def generate_request(ipb, model, prompt=None, ids=None, drafts=None,
+                     **sampling):
+    """An inferd.v1.GenerateRequest: `prompt` text or token `ids`; `drafts`
+    sets speculative.num_draft_tokens; the other keywords are
+    SamplingParams fields (stop, stop_token_ids: lists; logit_bias: a
+    dict), except `regex`, the response_format."""
+    req = ipb.GenerateRequest(model=model)
+    if ids is not None:
+        req.prompt_token_ids.ids.extend(ids)
+    elif prompt is not None:
+        req.prompt = prompt
+    if drafts is not None:
+        req.speculative.num_draft_tokens = drafts
+    for k, v in sampling.items():
+        if k in ("stop", "stop_token_ids"):
+            getattr(req.sampling, k).extend(v)
+        elif k == "logit_bias":
+            for tid, bias in v.items():
+                req.sampling.logit_bias[tid] = bias
+        elif k == "regex":
+            req.response_format.regex = v
+        else:
+            setattr(req.sampling, k, v)
+    return req
+
+
+def generate(stub, req, timeout=120):
+    """Runs one Generate call: (token ids, text, the messages)."""
+    chunks = list(stub.Generate(req, timeout=timeout))
+    tokens = [t for c in chunks for t in c.token_ids]
+    text = "".join(c.text for c in chunks)
+    return tokens, text, chunks
+
+
+def metric_value(text, name, labels):
+    """The value of the sample `name` whose labels include `labels` (a
+    dict) in a Prometheus text exposition."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"metric {name}{labels} not found")
+
+
 def run_unittest(argv):
     """Runs the module's unittest cases and prints the plain summary line."""
     import unittest

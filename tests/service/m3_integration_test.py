@@ -52,9 +52,7 @@ class M3Test(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         models = [(n, os.path.join(P.test_models, n)) for n in M3 + [PLAIN]]
-        cls.server = lib.InferdProcess(P.inferd, models)
-        cls.channel = GRPC.insecure_channel(cls.server.address)
-        cls.stub = IRPC.InferenceStub(cls.channel)
+        lib.serve(cls, P, models, ready=False)
         lib.HealthClient(cls.channel, lib.load_health_pb2(P.stubs)).wait_serving()
         models_stub = MRPC.ModelsStub(cls.channel)
         cls.info = {m.name: m for m in
@@ -63,10 +61,7 @@ class M3Test(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if cls.server is not None:
-            cls.channel.close()
-            code = cls.server.stop()
-            assert code == 0, cls.server.output()
+        lib.unserve(cls)
 
     def tokenize(self, name, text):
         return list(self.stub.Tokenize(IPB.TokenizeRequest(model=name, text=text)).token_ids)

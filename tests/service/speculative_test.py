@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import inferd_testlib as lib  # noqa: E402
 
 P = None
-GRPC = IPB = IRPC = None
+GRPC = IPB = None
 DECODERS = ["llama-tiny", "qwen2-tiny", "qwen3-tiny", "mistral-tiny"]
 PROMPTS = [
     "The meaning of life is",
@@ -54,35 +54,17 @@ class SpeculativeTest(unittest.TestCase):
         # qwen2-tiny falls into repeating itself: drafts get accepted.
         models.append(("tiny-spec", os.path.join(P.test_models, "qwen2-tiny") +
                        ",speculative-draft-tokens=4"))
-        cls.server = lib.InferdProcess(
-            P.inferd, models, ["--metrics-listen", "127.0.0.1:0"],
-            log_prefix="inferd-spec-")
-        cls.server.wait_ready(P.stubs, [n for n, _ in models])
-        cls.channel = GRPC.insecure_channel(cls.server.address)
-        cls.stub = IRPC.InferenceStub(cls.channel)
+        lib.serve(cls, P, models, ["--metrics-listen", "127.0.0.1:0"],
+                  log_prefix="inferd-spec-")
 
     @classmethod
     def tearDownClass(cls):
-        if cls.server is not None:
-            cls.channel.close()
-            code = cls.server.stop()
-            assert code == 0, cls.server.output()
+        lib.unserve(cls)
 
     def generate(self, model, prompt, drafts=None, **sampling):
-        req = IPB.GenerateRequest(model=model, prompt=prompt)
-        if drafts is not None:
-            req.speculative.num_draft_tokens = drafts
-        for k, v in sampling.items():
-            if k in ("stop", "stop_token_ids"):
-                getattr(req.sampling, k).extend(v)
-            elif k == "regex":
-                req.response_format.regex = v
-            else:
-                setattr(req.sampling, k, v)
-        chunks = list(self.stub.Generate(req, timeout=300))
-        tokens = [t for c in chunks for t in c.token_ids]
-        text = "".join(c.text for c in chunks)
-        return tokens, text, chunks
+        req = lib.generate_request(IPB, model, prompt=prompt, drafts=drafts,
+                                   **sampling)
+        return lib.generate(self.stub, req, timeout=300)
 
     def same(self, model, prompt, drafts=5, **sampling):
         """Generates without and with drafts; checks they agree; returns the
@@ -223,16 +205,11 @@ class SpeculativeTest(unittest.TestCase):
         self.same("qwen2-tiny", PROMPTS[1], temperature=0.0, max_tokens=32,
                   ignore_eos=True)
         text = self.server.scrape()
-
-        def value(name, model, extra=""):
-            for line in text.splitlines():
-                if (line.startswith(name + "{") and f'model="{model}"' in line
-                        and extra in line):
-                    return float(line.rsplit(" ", 1)[1])
-            raise AssertionError(f"{name} for {model} missing")
-        drafts = value("inferd_spec_decode_draft_tokens_total", "qwen2-tiny")
-        accepted = value("inferd_spec_decode_accepted_tokens_total",
-                         "qwen2-tiny")
+        model = {"model": "qwen2-tiny"}
+        drafts = lib.metric_value(text, "inferd_spec_decode_draft_tokens_total",
+                                  model)
+        accepted = lib.metric_value(
+            text, "inferd_spec_decode_accepted_tokens_total", model)
         self.assertGreater(drafts, 0)
         self.assertGreater(accepted, 0)
         self.assertLessEqual(accepted, drafts)
@@ -241,8 +218,9 @@ class SpeculativeTest(unittest.TestCase):
         deadline = time.time() + 10
         for model in DECODERS + ["tiny-spec"]:
             while True:
-                text = self.server.scrape()
-                used = value("inferd_kv_cache_blocks", model, 'state="used"')
+                used = lib.metric_value(self.server.scrape(),
+                                        "inferd_kv_cache_blocks",
+                                        {"model": model, "state": "used"})
                 if used == 0 or time.time() > deadline:
                     break
                 time.sleep(0.05)
@@ -250,14 +228,14 @@ class SpeculativeTest(unittest.TestCase):
 
 
 def main():
-    global P, GRPC, IPB, IRPC
+    global P, GRPC, IPB
     parser = argparse.ArgumentParser()
     lib.add_common_args(parser)
     args, rest = parser.parse_known_args()
     P = lib.Paths(args)
     if not lib.models_present(P.test_models, DECODERS):
         return 77
-    GRPC, IPB, IRPC, _, _ = lib.import_stubs(P.stubs)
+    GRPC, IPB, _, _, _ = lib.import_stubs(P.stubs)
     return lib.run_unittest([sys.argv[0]] + rest)
 
 

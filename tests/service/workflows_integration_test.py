@@ -19,13 +19,11 @@ import json
 import math
 import os
 import random
-import re
 import struct
 import sys
 import threading
 import time
 import unittest
-import urllib.request
 
 import numpy as np
 
@@ -94,13 +92,9 @@ class WorkflowsTest(unittest.TestCase):
         cls.has_stories = os.path.isfile(os.path.join(cls.stories, "config.json"))
         if cls.has_stories:
             models.append(("stories", cls.stories))
-        cls.server = lib.InferdProcess(
-            P.inferd, models,
-            ["--max-seqs", "32", "--metrics-listen", "127.0.0.1:0"])
-        out = cls.server.output()
-        cls.metrics_port = int(re.search(r"\(metrics port (\d+)\)", out).group(1))
-        cls.channel = GRPC.insecure_channel(cls.server.address)
-        cls.stub = IRPC.InferenceStub(cls.channel)
+        lib.serve(cls, P, models,
+                  ["--max-seqs", "32", "--metrics-listen", "127.0.0.1:0"],
+                  ready=False)
         cls.models = MRPC.ModelsStub(cls.channel)
         lib.HealthClient(cls.channel, lib.load_health_pb2(P.stubs)).wait_serving()
         infos = cls.models.ListModels(MPB.ListModelsRequest()).models
@@ -110,23 +104,13 @@ class WorkflowsTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        if cls.server is not None:
-            cls.channel.close()
-            code = cls.server.stop()
-            assert code == 0, cls.server.output()
+        lib.unserve(cls)
 
     # ------------------------------------------------------------ helpers
 
     def metric(self, name, labels):
         """The value of one sample of the Prometheus text exposition."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        text = urllib.request.urlopen(url, timeout=10).read().decode()
-        for line in text.splitlines():
-            if not line.startswith(name + "{"):
-                continue
-            if all(f'{k}="{v}"' in line for k, v in labels.items()):
-                return float(line.rsplit(" ", 1)[1])
-        raise AssertionError(f"metric {name}{labels} not found")
+        return lib.metric_value(self.server.scrape(), name, labels)
 
     def tokenize(self, model, text, special=True):
         r = self.stub.Tokenize(IPB.TokenizeRequest(
@@ -343,23 +327,9 @@ class WorkflowsTest(unittest.TestCase):
     # ----------------------------------------------------------- generate
 
     def generate(self, model, ids=None, prompt=None, timeout=120, **sampling):
-        req = IPB.GenerateRequest(model=model)
-        if ids is not None:
-            req.prompt_token_ids.ids.extend(ids)
-        else:
-            req.prompt = prompt
-        for k, v in sampling.items():
-            if k == "stop":
-                req.sampling.stop.extend(v)
-            elif k == "logit_bias":
-                for tid, bias in v.items():
-                    req.sampling.logit_bias[tid] = bias
-            else:
-                setattr(req.sampling, k, v)
-        chunks = list(self.stub.Generate(req, timeout=timeout))
-        tokens = [t for c in chunks for t in c.token_ids]
-        text = "".join(c.text for c in chunks)
-        return tokens, text, chunks
+        req = lib.generate_request(IPB, model, prompt=prompt, ids=ids,
+                                   **sampling)
+        return lib.generate(self.stub, req, timeout=timeout)
 
     def test_greedy_generation_matches_reference_for_every_decoder(self):
         for name in DECODERS:
