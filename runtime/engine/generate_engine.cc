@@ -13,11 +13,33 @@
 
 namespace inferd {
 
+// The callback and bookkeeping the samples of one request share: the call
+// ends with the last sample's final chunk, or with the first error (which
+// also aborts the other samples).
+struct GenerateEngine::SampleGroup {
+  GenerateCallback on_chunk;
+  std::shared_ptr<RequestHandle> handle;
+  absl::Mutex mu;
+  int32_t num_samples ABSL_GUARDED_BY(mu) = 1;  // n once prepared
+  int32_t finished ABSL_GUARDED_BY(mu) = 0;
+  bool ended ABSL_GUARDED_BY(mu) = false;
+};
+
 struct GenerateEngine::Request {
   int64_t id = 0;
   GenerateParams params;
-  GenerateCallback on_chunk;
+  std::shared_ptr<SampleGroup> group;
+  int32_t sample_index = 0;
+  // Sample 0 of a request with n > 1: the other samples, prepared, until
+  // the loop forks them off at this one's first token.
+  std::vector<std::unique_ptr<Request>> children;
   std::shared_ptr<RequestHandle> handle;
+  // SamplingParams.prompt_logprobs: entries for prompt positions 1..
+  // prompt_logprobs_done, filled by the loop as prompt chunks run; handed
+  // to the output side with the first token.
+  std::vector<TokenLogprobs> prompt_logprobs;
+  int32_t prompt_logprobs_done = 0;
+  bool prompt_logprobs_sent = false;
   std::vector<int32_t> prompt;
   std::unique_ptr<SamplingState> sampling;
   // Engine side: EOS, stop ids and max_tokens, decided from the ids alone.
@@ -48,6 +70,8 @@ struct GenerateEngine::OutputEvent {
   // A token of `request`, which the loop still owns...
   Request* request = nullptr;
   SampleResult sample;
+  // With the first token of a request with prompt logprobs.
+  std::vector<TokenLogprobs> prompt_logprobs;
   // The request's draft counts after the step of this token.
   int64_t draft_tokens = 0;
   int64_t accepted_drafts = 0;
@@ -147,6 +171,34 @@ absl::Status GenerateEngine::PreparePrompt(Request* r) const {
         "prompt (", prompt_len, " tokens) + max_tokens (", sampling.max_tokens,
         ") exceed the model's context of ", max_len, " tokens"));
   }
+  // Prompt logprobs need logits of every prompt token: no prefix cache.
+  if (sampling.prompt_logprobs > 0) r->params.disable_prefix_cache = true;
+  RETURN_IF_ERROR(InitDecoding(r));
+  // Samples 1..n-1: sample i draws from seed + i (or a random seed of its
+  // own); only sample 0 reports prompt logprobs.
+  for (int32_t i = 1; i < sampling.n; ++i) {
+    auto c = std::make_unique<Request>();
+    c->params = r->params;
+    SamplingParams& cs = c->params.sampling;
+    if (cs.seed.has_value()) cs.seed = *cs.seed + static_cast<uint64_t>(i);
+    cs.prompt_logprobs = 0;
+    c->group = r->group;
+    c->sample_index = i;
+    c->handle = r->handle;
+    c->prompt = r->prompt;
+    c->arrival = r->arrival;
+    RETURN_IF_ERROR(InitDecoding(c.get()));
+    r->children.push_back(std::move(c));
+  }
+  absl::MutexLock lock(&r->group->mu);
+  r->group->num_samples = sampling.n;
+  return absl::OkStatus();
+}
+
+absl::Status GenerateEngine::InitDecoding(Request* r) const {
+  const SamplingParams& sampling = r->params.sampling;
+  const int32_t max_len = options_.scheduler.max_model_len;
+  const int32_t prompt_len = static_cast<int32_t>(r->prompt.size());
   const int32_t max_new =
       sampling.max_tokens > 0 ? sampling.max_tokens : max_len - prompt_len;
   r->sampling = std::make_unique<SamplingState>(sampling, r->prompt,
@@ -177,8 +229,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
   auto r = std::make_unique<Request>();
   r->arrival = absl::Now();
   r->params = std::move(params);
-  r->on_chunk = std::move(on_chunk);
   r->handle = std::make_shared<RequestHandle>();
+  r->group = std::make_shared<SampleGroup>();
+  r->group->on_chunk = std::move(on_chunk);
+  r->group->handle = r->handle;
   std::shared_ptr<RequestHandle> handle = r->handle;
   const bool prepare_inline = prep_threads_.empty();
   // Inline: errors return from Submit (the callback never fires).
@@ -246,7 +300,7 @@ void GenerateEngine::Prepare(std::unique_ptr<Request> r) {
   absl::Status prepared = PreparePrompt(r.get());
   if (!prepared.ok()) {
     leave();
-    r->on_chunk(prepared);
+    Deliver(r.get(), prepared, nullptr);
     return;
   }
   // Cancelled while being prepared: it never reaches the scheduler.
@@ -275,12 +329,41 @@ void GenerateEngine::AnswerDropped(Request* r, const char* deadline_message) {
   }
 }
 
+void GenerateEngine::Deliver(Request* r, const absl::Status& error,
+                             GenerateChunk* chunk) {
+  SampleGroup& g = *r->group;
+  absl::MutexLock lock(&g.mu);
+  if (g.ended) return;
+  if (!error.ok()) {
+    g.ended = true;
+    if (g.num_samples > 1) g.handle->Abort();  // the other samples stop too
+    g.on_chunk(error);
+    return;
+  }
+  chunk->sample_index = r->sample_index;
+  if (chunk->finish != FinishReason::kNone) {
+    ++g.finished;
+    chunk->more_samples = g.finished < g.num_samples;
+    g.ended = !chunk->more_samples;
+  }
+  g.on_chunk(*chunk);
+}
+
 void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
                                    const absl::Status& error) {
   if (r->final_sent) return;
   r->final_sent = true;
+  // Samples never forked off end with this one (before their first step).
+  std::vector<std::unique_ptr<Request>> children = std::move(r->children);
+  r->children.clear();
+  FinishOwnSample(r, reason, error);
+  for (auto& c : children) FinishRequest(c.get(), reason, error);
+}
+
+void GenerateEngine::FinishOwnSample(Request* r, FinishReason reason,
+                                     const absl::Status& error) {
   if (!error.ok()) {
-    r->on_chunk(error);
+    Deliver(r, error, nullptr);
     return;
   }
   // A request dropped before its prompt was prepared has no decoder yet.
@@ -306,7 +389,7 @@ void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
         absl::ToDoubleSeconds(r->first_token - r->arrival);
   }
   c.timings.total_seconds = absl::ToDoubleSeconds(now - r->arrival);
-  r->on_chunk(c);
+  Deliver(r, absl::OkStatus(), &c);
 }
 
 void GenerateEngine::AdmitIncoming() {
@@ -405,7 +488,7 @@ void GenerateEngine::HandleOutput(OutputEvent& e) {
   e.release.reset();
 }
 
-void GenerateEngine::EmitToken(Request* r, const OutputEvent& event) {
+void GenerateEngine::EmitToken(Request* r, OutputEvent& event) {
   // A stop string ended it already: tokens the loop sampled since are
   // dropped.
   if (r->final_sent) return;
@@ -421,6 +504,7 @@ void GenerateEngine::EmitToken(Request* r, const OutputEvent& event) {
   GenerateChunk c;
   c.text = std::move(check.text);
   c.token_ids.push_back(token);
+  c.prompt_logprobs = std::move(event.prompt_logprobs);
   if (r->params.sampling.logprobs > 0) {
     TokenLogprobs lp;
     lp.sampled = {token, sample.logprob};
@@ -445,7 +529,7 @@ void GenerateEngine::EmitToken(Request* r, const OutputEvent& event) {
     c.timings.total_seconds = absl::ToDoubleSeconds(now - r->arrival);
     r->final_sent = true;
   }
-  r->on_chunk(c);
+  Deliver(r, absl::OkStatus(), &c);
   // After the chunk is out: the loop frees the sequence before its next
   // step (it may have sampled more tokens for it meanwhile; they are
   // dropped above).
@@ -515,6 +599,109 @@ absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
   return absl::OkStatus();
 }
 
+absl::Status GenerateEngine::CollectPromptLogprobs(
+    Request* r, const ScheduledSequence& sched, SequenceResult* logits) {
+  const size_t v = static_cast<size_t>(options_.vocab_size);
+  const size_t stride =
+      logits->rows > 0
+          ? logits->values.size() / static_cast<size_t>(logits->rows)
+          : 0;
+  if (logits->rows != sched.num_new_tokens || stride < v) {
+    return absl::InternalError(absl::StrCat(
+        "the model returned ", logits->rows, " logits rows of ", stride,
+        " values for prompt logprobs; expected ", sched.num_new_tokens,
+        " of ", v));
+  }
+  const int32_t prompt_len = static_cast<int32_t>(r->prompt.size());
+  const int32_t k = r->params.sampling.prompt_logprobs;
+  SampleResult res;
+  // Row j predicts the token at start_pos + j + 1. Positions already done
+  // (a recomputation after a preemption) are skipped.
+  for (int32_t j = 0; j < logits->rows; ++j) {
+    const int32_t pos = sched.start_pos + j + 1;
+    if (pos >= prompt_len) break;
+    if (pos <= r->prompt_logprobs_done) continue;
+    const float* row = logits->values.data() + static_cast<size_t>(j) * stride;
+    RETURN_IF_ERROR(sampler_.RawLogprobs(absl::MakeConstSpan(row, v),
+                                         r->prompt[pos], k, &res));
+    TokenLogprobs lp;
+    lp.sampled = {res.token_id, res.logprob};
+    for (const TokenLogprob& t : res.top_logprobs) {
+      lp.top.push_back({t.token_id, t.logprob});
+    }
+    r->prompt_logprobs.push_back(std::move(lp));
+    r->prompt_logprobs_done = pos;
+  }
+  // Sampling reads only the chunk's last row.
+  if (sched.samples && logits->rows > 1) {
+    logits->values.erase(
+        logits->values.begin(),
+        logits->values.begin() +
+            static_cast<ptrdiff_t>(static_cast<size_t>(logits->rows - 1) *
+                                   stride));
+    logits->rows = 1;
+  }
+  return absl::OkStatus();
+}
+
+void GenerateEngine::ForkSamples(
+    Request* parent, const SequenceResult& logits,
+    std::vector<Emitted>* emitted,
+    std::vector<std::pair<std::unique_ptr<Request>, FinishReason>>* done) {
+  const size_t v = static_cast<size_t>(options_.vocab_size);
+  // The parent's first step has no drafts: its last row is the one it
+  // sampled from.
+  const size_t stride =
+      logits.values.size() / static_cast<size_t>(std::max(logits.rows, 1));
+  const auto row = logits.values.begin() +
+                   static_cast<ptrdiff_t>(
+                       static_cast<size_t>(logits.rows - 1) * stride);
+  std::vector<std::unique_ptr<Request>> children = std::move(parent->children);
+  parent->children.clear();
+  for (std::unique_ptr<Request>& c : children) {
+    {
+      absl::MutexLock lock(&mu_);
+      c->id = next_id_++;
+    }
+    c->admitted = true;
+    c->first_scheduled = parent->first_scheduled;
+    c->cached_tokens = parent->cached_tokens;
+    logits_.assign(row, row + static_cast<ptrdiff_t>(v));
+    SampleResult res;
+    absl::Status s =
+        sampler_.SampleRow(absl::MakeSpan(logits_), c->sampling.get(), &res);
+    if (!s.ok()) {
+      Release(std::move(c), FinishReason::kError, s);
+      continue;
+    }
+    FinishReason reason = c->token_stop->Append(res.token_id, {}).finish_reason;
+    if (reason == FinishReason::kNone && c->sampling->constraint_complete()) {
+      reason = FinishReason::kStop;
+    }
+    bool live = false;
+    if (reason == FinishReason::kNone) {
+      absl::StatusOr<bool> forked =
+          scheduler_.Fork(parent->id, c->id, res.token_id,
+                          &c->params.sampling, c->speculative);
+      if (!forked.ok()) {
+        Release(std::move(c), FinishReason::kError,
+                absl::InternalError(forked.status().message()));
+        continue;
+      }
+      live = *forked;
+      if (!live) reason = FinishReason::kLength;  // the context is full
+    }
+    const size_t begin = samples_.size();
+    samples_.push_back(std::move(res));
+    emitted->push_back({c.get(), begin, samples_.size(), c->id});
+    if (live) {
+      active_[c->id] = std::move(c);
+    } else {
+      done->emplace_back(std::move(c), reason);
+    }
+  }
+}
+
 void GenerateEngine::RunStep() {
   const absl::Time step_start = absl::Now();
   SchedulerOutput out = scheduler_.Schedule();
@@ -565,11 +752,6 @@ void GenerateEngine::RunStep() {
   }
   // Sample every sequence that asked for logits; a sampling error ends
   // only its own request.
-  struct Emitted {
-    Request* request;
-    size_t begin;  // in samples_
-    size_t end;
-  };
   std::vector<Emitted> emitted;
   std::vector<std::pair<int64_t, absl::Status>> errors;
   std::vector<SampleResult> row_samples;
@@ -577,6 +759,8 @@ void GenerateEngine::RunStep() {
   sampled_.clear();
   int64_t step_drafts = 0;
   int64_t step_accepted = 0;
+  // Samples of n > 1 requests whose first token ended them.
+  std::vector<std::pair<std::unique_ptr<Request>, FinishReason>> done_forks;
   for (size_t i = 0; i < result->seqs.size(); ++i) {
     SequenceResult& sr = result->seqs[i];
     if (sr.output != StepOutput::kLastLogits &&
@@ -585,6 +769,15 @@ void GenerateEngine::RunStep() {
     }
     Request* r = active_[sr.seq_id].get();
     const ScheduledSequence& sched = out.scheduled[i];
+    if (!sched.decode && r->params.sampling.prompt_logprobs > 0 &&
+        sr.output == StepOutput::kAllLogits) {
+      absl::Status s = CollectPromptLogprobs(r, sched, &sr);
+      if (!s.ok()) {
+        errors.emplace_back(r->id, s);
+        continue;
+      }
+    }
+    if (!sched.samples) continue;
     absl::Span<const int32_t> drafts =
         absl::MakeConstSpan(out.plan.seqs[i].token_ids)
             .subspan(1, static_cast<size_t>(sched.num_draft_tokens));
@@ -603,7 +796,11 @@ void GenerateEngine::RunStep() {
     sampled_.push_back(token);
     const size_t begin = samples_.size();
     for (SampleResult& res : row_samples) samples_.push_back(std::move(res));
-    emitted.push_back({r, begin, samples_.size()});
+    emitted.push_back({r, begin, samples_.size(), r->id});
+    // Its first token: the other samples start from the same logits.
+    if (!r->children.empty()) {
+      ForkSamples(r, sr, &emitted, &done_forks);
+    }
   }
   if (step_drafts > 0) {
     absl::MutexLock lock(&mu_);
@@ -620,17 +817,25 @@ void GenerateEngine::RunStep() {
       OutputEvent e;
       e.request = em.request;
       e.sample = std::move(samples_[k]);
+      if (em.request->params.sampling.prompt_logprobs > 0 &&
+          !em.request->prompt_logprobs_sent) {
+        em.request->prompt_logprobs_sent = true;
+        e.prompt_logprobs = std::move(em.request->prompt_logprobs);
+      }
       e.draft_tokens = em.request->draft_tokens;
       e.accepted_drafts = em.request->accepted_drafts;
       PostOutput(std::move(e));
     }
+  }
+  for (auto& [child, reason] : done_forks) {
+    Release(std::move(child), reason);
   }
   notify();
   if (!finished.ok()) {
     // Inconsistent bookkeeping: fail the sequences of this step loudly
     // rather than stream wrong tokens.
     const absl::Status error = absl::InternalError(finished.status().message());
-    for (const Emitted& em : emitted) fail(em.request->id, error);
+    for (const Emitted& em : emitted) fail(em.id, error);
     return;
   }
   for (const FinishedSequence& f : *finished) {

@@ -97,14 +97,24 @@ class GenerateEngine : public Engine {
 
  private:
   struct Request;
+  struct SampleGroup;
   // A token to stream, or the end of the loop's hold on a request.
   struct OutputEvent;
+  // The tokens a step sampled for one request: samples_[begin, end).
+  struct Emitted {
+    Request* request;
+    size_t begin;
+    size_t end;
+    int64_t id;  // request->id (the request may be released meanwhile)
+  };
 
   void Loop();
   void PrepLoop();
   // Runs the input processor and the checks on its result; fills the
   // request's prompt and per-request decoding state.
   absl::Status PreparePrompt(Request* r) const;
+  // The request's sampling state, constraint, decoder and stop checkers.
+  absl::Status InitDecoding(Request* r) const;
   // Prep worker: prepares `r` and hands it to the loop, or answers it.
   void Prepare(std::unique_ptr<Request> r);
   // Aborted by its caller, or its deadline passed.
@@ -121,6 +131,14 @@ class GenerateEngine : public Engine {
   // for admitted requests; any thread before admission.
   void FinishRequest(Request* r, FinishReason reason,
                      const absl::Status& error = absl::OkStatus());
+  // FinishRequest of `r` alone (not its unforked samples).
+  void FinishOwnSample(Request* r, FinishReason reason,
+                       const absl::Status& error);
+  // Hands a chunk (or `error`, with chunk null) of sample `r` to the
+  // request's callback: marks the sample, and which final chunk is the
+  // last; drops everything after the call's end.
+  static void Deliver(Request* r, const absl::Status& error,
+                      GenerateChunk* chunk);
   void UpdateStats();
   // Engine thread: the loop is done with `r`; the output side finishes it
   // with `reason` / `error` unless it has already, then frees it.
@@ -131,7 +149,7 @@ class GenerateEngine : public Engine {
   void PostOutput(OutputEvent event);
   void OutputLoop();
   // Output side: streams one sampled token (stop strings, detokenizing).
-  void EmitToken(Request* r, const OutputEvent& event);
+  void EmitToken(Request* r, OutputEvent& event);
   // Engine thread: the tokens of one sequence's row(s) of logits: one
   // sample, or the verified drafts plus one (speculative decoding). Returns
   // them in `emitted` and the SampledToken for the scheduler in `sampled`.
@@ -140,6 +158,19 @@ class GenerateEngine : public Engine {
                               std::vector<SampleResult>* emitted,
                               SampledToken* sampled, int32_t* accepted);
   void HandleOutput(OutputEvent& event);
+  // Engine thread: prompt logprobs from a prompt chunk's rows (every row
+  // of kAllLogits); leaves only the last row when the chunk also samples.
+  absl::Status CollectPromptLogprobs(Request* r, const ScheduledSequence& sched,
+                                     SequenceResult* logits);
+  // Engine thread: `parent` sampled its first token from the last row of
+  // `logits`; samples the first token of each of its other samples from
+  // the same row and forks them off it in the scheduler (shared prompt
+  // blocks). Their tokens go to `emitted`; those the first token ended go
+  // to `done`, to be released after the step's tokens are posted.
+  void ForkSamples(
+      Request* parent, const SequenceResult& logits,
+      std::vector<Emitted>* emitted,
+      std::vector<std::pair<std::unique_ptr<Request>, FinishReason>>* done);
 
   const GenerateEngineOptions options_;
   const Tokenizer* tokenizer_;

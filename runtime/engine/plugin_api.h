@@ -37,7 +37,9 @@
 //    of an alias of a built-in model_type; GetConfigParser;
 //    ArchitectureSpec has no config_parser.
 // 3: GenerateParams.speculative; StepOutput::kAllLogits.
-#define INFERD_PLUGIN_API_VERSION 3
+// 4: SamplingParams.n and prompt_logprobs; GenerateChunk.sample_index,
+//    more_samples and prompt_logprobs.
+#define INFERD_PLUGIN_API_VERSION 4
 
 namespace inferd {
 

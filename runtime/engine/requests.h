@@ -130,8 +130,18 @@ struct TokenLogprobs {
   std::vector<TokenLogprobValue> top;
 };
 
-// One streamed chunk of a generation. The last one has finish != kNone.
+// One streamed chunk of a generation: of sample `sample_index` when the
+// request asked for SamplingParams.n > 1. Each sample's last chunk has
+// finish != kNone; the request's last one also has more_samples false.
 struct GenerateChunk {
+  int32_t sample_index = 0;
+  // On a sample's final chunk: other samples are still generating, so the
+  // call goes on.
+  bool more_samples = false;
+  // On the request's first chunk (sample 0's first token) when
+  // SamplingParams.prompt_logprobs > 0: prompt positions 1.. (the first
+  // token has none), `sampled` being the prompt token.
+  std::vector<TokenLogprobs> prompt_logprobs;
   std::string text;
   std::vector<int32_t> token_ids;
   std::vector<TokenLogprobs> logprobs;
@@ -147,8 +157,8 @@ struct GenerateChunk {
 };
 
 // Called on the engine's thread, in order. Returning quickly matters: the
-// engine step waits for it. A final chunk, or an error status, ends the
-// request; no call follows it.
+// engine step waits for it. A final chunk without more_samples, or an
+// error status, ends the request; no call follows it.
 using GenerateCallback =
     std::function<void(const absl::StatusOr<GenerateChunk>& chunk)>;
 template <typename T>

@@ -131,6 +131,33 @@ void KVCacheManager::Truncate(int64_t seq_id, int32_t num_tokens) {
   s.blocks.resize(keep);
 }
 
+bool KVCacheManager::Fork(int64_t parent_id, int64_t child_id,
+                          int32_t num_blocks) {
+  auto it = seqs_.find(parent_id);
+  if (it == seqs_.end() || seqs_.contains(child_id) || num_blocks < 0 ||
+      static_cast<size_t>(num_blocks) > it->second.blocks.size()) {
+    return false;
+  }
+  const SeqBlocks& parent = it->second;
+  SeqBlocks child;
+  child.blocks.assign(parent.blocks.begin(),
+                      parent.blocks.begin() + num_blocks);
+  // The published part of the chain: the child publishes the rest of its
+  // blocks itself (publishing a block the parent publishes too only finds
+  // it cached).
+  const size_t chain = std::min(parent.hashes.size(),
+                                static_cast<size_t>(num_blocks));
+  child.hashes.assign(parent.hashes.begin(),
+                      parent.hashes.begin() + static_cast<ptrdiff_t>(chain));
+  child.contents.assign(
+      parent.contents.begin(),
+      parent.contents.begin() + static_cast<ptrdiff_t>(chain));
+  child.publish_stopped = parent.publish_stopped;
+  pool_.Touch(child.blocks);
+  seqs_.emplace(child_id, std::move(child));
+  return true;
+}
+
 void KVCacheManager::Free(int64_t seq_id) {
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return;

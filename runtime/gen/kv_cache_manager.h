@@ -71,6 +71,13 @@ class KVCacheManager {
   // blocks allocated for them. No-op for an unknown id.
   void Truncate(int64_t seq_id, int32_t num_tokens);
 
+  // Gives `child_id` (which must have no blocks) the first `num_blocks`
+  // blocks of `parent_id`'s table, shared by reference count (parallel
+  // samples of one prompt: the blocks must hold only tokens both have), and
+  // the parent's prefix-cache chain over them. Returns false and changes
+  // nothing when the parent has fewer blocks or the child has some.
+  bool Fork(int64_t parent_id, int64_t child_id, int32_t num_blocks);
+
   // Releases every block of `seq_id` (finish, abort or preemption). Cached
   // blocks stay in the cache, evictable. No-op for an unknown id.
   void Free(int64_t seq_id);

@@ -161,6 +161,41 @@ void Sampler::FillLogprobs(const float* x, int32_t token, float log_normalizer,
   }
 }
 
+absl::Status Sampler::RawLogprobs(absl::Span<const float> logits,
+                                  int32_t token, int32_t n,
+                                  SampleResult* result) {
+  if (logits.size() != static_cast<size_t>(vocab_size_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a logits row holds ", logits.size(), " values; expected ",
+                     vocab_size_));
+  }
+  if (token < 0 || token >= vocab_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("token ", token, " is outside the vocabulary"));
+  }
+  float max = -std::numeric_limits<float>::infinity();
+  for (float v : logits) {
+    if (std::isfinite(v)) max = std::max(max, v);
+  }
+  if (!std::isfinite(max)) {
+    return absl::InvalidArgumentError("a logits row has no finite value");
+  }
+  double sum = 0.0;
+  for (float v : logits) {
+    if (std::isfinite(v)) sum += std::exp(static_cast<double>(v) - max);
+  }
+  const float log_normalizer =
+      max + static_cast<float>(std::log(sum));
+  result->token_id = token;
+  if (n <= 0) {
+    result->logprob = logits[token] - log_normalizer;
+    result->top_logprobs.clear();
+    return absl::OkStatus();
+  }
+  FillLogprobs(logits.data(), token, log_normalizer, n, result);
+  return absl::OkStatus();
+}
+
 absl::Status Sampler::ProcessRow(absl::Span<float> logits,
                                  const SamplingState& state, RowDist* d) {
   if (logits.size() != static_cast<size_t>(vocab_size_)) {

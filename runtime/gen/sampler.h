@@ -137,6 +137,14 @@ class Sampler {
   absl::Status VerifyRow(absl::Span<float> logits, SamplingState* state,
                          int32_t draft, SampleResult* result, bool* accepted);
 
+  // Prompt logprobs: the log-softmax of one row of raw model logits
+  // (vocab_size values; no temperature, bias or penalties) at `token` and
+  // its `n` most likely tokens (best first, ties: lower id first) into
+  // `result` (token_id = `token`). INVALID_ARGUMENT on a size mismatch, an
+  // id outside the vocabulary or a row without a finite logit.
+  absl::Status RawLogprobs(absl::Span<const float> logits, int32_t token,
+                           int32_t n, SampleResult* result);
+
  private:
   // A processed row: probs_ holds exp(x - max) for every token; when
   // truncated, idx_[0, n) holds the candidates (top-k / top-p / min-p).

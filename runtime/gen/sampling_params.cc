@@ -117,6 +117,14 @@ absl::Status SamplingParams::Validate() const {
   if (logprobs < 0 || logprobs > kMaxLogprobs) {
     return OutOfRange("logprobs", logprobs, "[0, 20]");
   }
+  if (prompt_logprobs < 0 || prompt_logprobs > kMaxLogprobs) {
+    return OutOfRange("prompt_logprobs", prompt_logprobs, "[0, 20]");
+  }
+  if (n < 1 || n > kMaxSamples) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling.n is ", n, "; at most ", kMaxSamples,
+        " samples per request are allowed (0 means 1)"));
+  }
   if (static_cast<int32_t>(stop.size()) > kMaxStopStrings) {
     return absl::InvalidArgumentError(
         absl::StrCat("sampling.stop has ", stop.size(), " strings; at most ",

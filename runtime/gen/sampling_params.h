@@ -71,6 +71,15 @@ struct SamplingParams {
   // (token id, bias) added to the logits before everything else; ids are
   // checked against the vocabulary by the caller (service/convert.cc).
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Independent completions of the prompt (prefilled once, its KV blocks
+  // shared); 1..kMaxSamples. Sample i draws from seed + i when a seed is
+  // set (sample 0 is then the n = 1 output), else from its own random seed.
+  int32_t n = 1;
+  // Log-probability of each prompt token given the tokens before it, and
+  // of this many most likely alternatives (raw model logits: no
+  // temperature, bias or penalties); 0 = off. Such a request bypasses the
+  // prefix cache.
+  int32_t prompt_logprobs = 0;
   // Not a field of inferd.v1.SamplingParams (GenerateRequest.
   // response_format) but applied by the sampler like the rest.
   ResponseFormat response_format;
@@ -83,6 +92,7 @@ struct SamplingParams {
 };
 
 inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr int32_t kMaxSamples = 16;
 inline constexpr int32_t kMaxStopStrings = 16;
 inline constexpr int32_t kMaxStopStringBytes = 256;
 inline constexpr int32_t kMaxLogitBias = 1024;

@@ -133,9 +133,14 @@ void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
   plan.start_pos = start;
   absl::Span<const int32_t> table = kv_.BlockTable(seq->seq_id);
   plan.block_table.assign(table.begin(), table.end());
-  plan.output = !samples     ? StepOutput::kNone
-                : drafts > 0 ? StepOutput::kAllLogits
-                             : StepOutput::kLastLogits;
+  // Prompt logprobs: every row of a chunk of prompt tokens.
+  const bool prompt_rows = !decode && seq->sampling != nullptr &&
+                           seq->sampling->prompt_logprobs > 0 &&
+                           start < seq->num_prompt_tokens;
+  plan.output = prompt_rows    ? StepOutput::kAllLogits
+                : !samples     ? StepOutput::kNone
+                : drafts > 0   ? StepOutput::kAllLogits
+                               : StepOutput::kLastLogits;
   out->plan.seqs.push_back(std::move(plan));
 
   ScheduledSequence s;
@@ -370,6 +375,49 @@ ContinuousBatchingScheduler::Update(const std::vector<SampledToken>& sampled) {
     Remove(seq);
   }
   return finished;
+}
+
+absl::StatusOr<bool> ContinuousBatchingScheduler::Fork(
+    int64_t parent_id, int64_t child_id, int32_t first_token,
+    const SamplingParams* sampling, SpeculativeParams speculative) {
+  auto it = seqs_.find(parent_id);
+  if (it == seqs_.end() || !it->second->awaiting_sample ||
+      it->second->num_output_tokens() != 0 ||
+      it->second->num_computed_tokens != it->second->num_prompt_tokens) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sequence ", parent_id,
+        " is not sampling its first token; it cannot be forked"));
+  }
+  if (seqs_.contains(child_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("sequence ", child_id, " is already scheduled"));
+  }
+  const SequenceState& parent = *it->second;
+  const int32_t prompt_len = parent.num_prompt_tokens;
+  if (prompt_len + 1 >= parent.max_total_len) return false;
+  const int32_t shared = prompt_len / kv_.block_size();
+  if (!kv_.Fork(parent_id, child_id, shared)) {
+    return absl::InternalError(absl::StrCat(
+        "sequence ", parent_id, " holds fewer than ", shared, " KV blocks"));
+  }
+  auto seq = std::make_unique<SequenceState>();
+  seq->seq_id = child_id;
+  seq->num_prompt_tokens = prompt_len;
+  seq->token_ids.reserve(static_cast<size_t>(parent.max_total_len));
+  seq->token_ids.assign(parent.token_ids.begin(),
+                        parent.token_ids.begin() + prompt_len);
+  seq->token_ids.push_back(first_token);
+  seq->num_computed_tokens = shared * kv_.block_size();
+  seq->num_cached_tokens = parent.num_cached_tokens;
+  seq->status = SequenceStatus::kRunning;
+  seq->sampling = sampling;
+  seq->arrival = parent.arrival;
+  seq->disable_prefix_cache = parent.disable_prefix_cache;
+  seq->max_total_len = parent.max_total_len;
+  seq->speculative = speculative;
+  running_.push_back(seq.get());
+  seqs_.emplace(child_id, std::move(seq));
+  return true;
 }
 
 void ContinuousBatchingScheduler::Remove(SequenceState* seq) {

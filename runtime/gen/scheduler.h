@@ -101,7 +101,9 @@ struct ScheduledSequence {
   // opposed to a prompt chunk or a recomputation after a preemption.
   bool decode = false;
   // Draft tokens fed after the decode token (included in num_new_tokens);
-  // the plan then asks for kAllLogits: one row per new token.
+  // the plan then asks for kAllLogits: one row per new token. A chunk of
+  // prompt tokens of a request with SamplingParams.prompt_logprobs asks for
+  // kAllLogits too (with or without `samples`).
   int32_t num_draft_tokens = 0;
 };
 
@@ -176,6 +178,24 @@ class ContinuousBatchingScheduler {
   // applied, when a token is unexpected or an expected one is missing.
   absl::StatusOr<std::vector<FinishedSequence>> Update(
       const std::vector<SampledToken>& sampled);
+
+  // Parallel samples (SamplingParams.n): starts `child_id` as another
+  // completion of `parent_id`'s prompt, between Schedule and Update of the
+  // step in which the parent's prompt was fully computed and its first
+  // token is sampled (the child's first token, `first_token`, is sampled
+  // from the same logits). The child shares the parent's full prompt
+  // blocks by reference count and recomputes only the prompt's last partial
+  // block (fewer than block_size tokens) in a block of its own, together
+  // with its first token, in its first step. It keeps the parent's
+  // disable_prefix_cache, cached-token count and arrival; `sampling` and
+  // `speculative` are its own. Returns false, adding nothing, when
+  // first_token already reaches the length limit (the caller finishes the
+  // child with kLength). FAILED_PRECONDITION when the parent is not at that
+  // point; ALREADY_EXISTS for a live child_id.
+  absl::StatusOr<bool> Fork(int64_t parent_id, int64_t child_id,
+                            int32_t first_token,
+                            const SamplingParams* sampling,
+                            SpeculativeParams speculative = {0, 0, 0});
 
   // Drops a request (cancel, deadline, error) and frees its blocks at once.
   // Returns false for an unknown or already finished id.

@@ -1,5 +1,6 @@
 #include "runtime/gen/scheduler.h"
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>
@@ -668,6 +669,97 @@ TEST(ContinuousBatchingSchedulerTest,
   for (int64_t id = 10; id < 13; ++id) {
     EXPECT_EQ(d.output(id), Reference(Prompt(20, static_cast<int32_t>(id)), 5));
   }
+}
+
+// Parallel samples: forks at the parent's first token share its full
+// prompt blocks by reference count (no new block), then each recomputes
+// the prompt's partial last block in one block of its own: one prompt's
+// blocks + one tail block per sample. Aborting the samples gives their
+// blocks back and leaves the shared ones to the parent.
+TEST(ContinuousBatchingSchedulerTest, ForkedSamplesShareTheFullPromptBlocks) {
+  for (int32_t prompt_len : {10, 8, 3}) {
+    SCOPED_TRACE(prompt_len);
+    ContinuousBatchingScheduler s(Config(256, 8, 64, 4));
+    const KVCacheManager& kv = s.kv_cache();
+    SamplingParams p;
+    p.max_tokens = 8;
+    const std::vector<int32_t> prompt = Prompt(prompt_len, 3);
+    ASSERT_TRUE(s.Add(1, prompt, &p).ok());
+    SchedulerOutput out = s.Schedule();
+    ASSERT_EQ(out.scheduled.size(), 1u);
+    const int32_t prompt_blocks = kv.NumBlocksFor(prompt_len);
+    EXPECT_EQ(kv.num_free_blocks(), 64 - prompt_blocks);
+    const std::vector<int32_t> parent(kv.BlockTable(1).begin(),
+                                      kv.BlockTable(1).end());
+    const int32_t shared = prompt_len / 4;
+    for (int64_t child = 2; child <= 3; ++child) {
+      auto forked = s.Fork(1, child, 5, &p);
+      ASSERT_TRUE(forked.ok()) << forked.status();
+      EXPECT_TRUE(*forked);
+    }
+    EXPECT_EQ(s.Fork(1, 2, 5, &p).status().code(),
+              absl::StatusCode::kAlreadyExists);
+    EXPECT_EQ(kv.num_free_blocks(), 64 - prompt_blocks);
+    for (int32_t b = 0; b < shared; ++b) {
+      EXPECT_EQ(kv.pool().ref_count(parent[b]), 3);
+    }
+    ASSERT_TRUE(s.Update({SampledToken{1, 4, FinishReason::kNone}}).ok());
+    EXPECT_EQ(s.Fork(1, 4, 5, &p).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+
+    SchedulerOutput next = s.Schedule();
+    ASSERT_EQ(next.scheduled.size(), 3u);
+    for (int64_t child = 2; child <= 3; ++child) {
+      const ScheduledSequence* c = Find(next, child);
+      ASSERT_NE(c, nullptr);
+      EXPECT_EQ(c->start_pos, shared * 4);
+      EXPECT_EQ(c->num_new_tokens, prompt_len - shared * 4 + 1);
+      EXPECT_TRUE(c->samples);
+      const SequencePlan& plan = next.plan.seqs[c - next.scheduled.data()];
+      EXPECT_EQ(plan.output, StepOutput::kLastLogits);
+      EXPECT_EQ(plan.token_ids.back(), 5);
+      ASSERT_EQ(plan.block_table.size(), static_cast<size_t>(shared + 1));
+      for (int32_t b = 0; b < shared; ++b) {
+        EXPECT_EQ(plan.block_table[b], parent[b]);
+      }
+      EXPECT_EQ(std::count(parent.begin(), parent.end(),
+                           plan.block_table[shared]),
+                0);
+    }
+    // The parent's decode (position prompt_len) may need a block too.
+    const int32_t parent_blocks = kv.NumBlocksFor(prompt_len + 1);
+    EXPECT_EQ(kv.num_free_blocks(), 64 - parent_blocks - 2);
+    ASSERT_TRUE(s.Abort(2));
+    ASSERT_TRUE(s.Abort(3));
+    EXPECT_EQ(kv.num_free_blocks(), 64 - parent_blocks);
+    for (int32_t b = 0; b < shared; ++b) {
+      EXPECT_EQ(kv.pool().ref_count(parent[b]), 1);
+    }
+    ASSERT_TRUE(s.Abort(1));
+    EXPECT_EQ(kv.num_requests(), 0);
+  }
+}
+
+// Prompt logprobs: every chunk of prompt tokens asks for all its logits,
+// sampling or not; decodes ask for the last row only.
+TEST(ContinuousBatchingSchedulerTest, PromptLogprobChunksAskForEveryRow) {
+  ContinuousBatchingScheduler s(Config(4, 8, 64, 4));
+  SamplingParams p;
+  p.max_tokens = 3;
+  p.prompt_logprobs = 2;
+  ASSERT_TRUE(s.Add(1, Prompt(6, 1), &p, /*disable_prefix_cache=*/true).ok());
+  SchedulerOutput a = s.Schedule();
+  ASSERT_EQ(a.plan.seqs.size(), 1u);
+  EXPECT_EQ(a.plan.seqs[0].output, StepOutput::kAllLogits);
+  EXPECT_FALSE(a.scheduled[0].samples);
+  ASSERT_TRUE(s.Update({}).ok());
+  SchedulerOutput b = s.Schedule();
+  EXPECT_EQ(b.plan.seqs[0].output, StepOutput::kAllLogits);
+  EXPECT_EQ(b.plan.seqs[0].token_ids.size(), 2u);
+  EXPECT_TRUE(b.scheduled[0].samples);
+  ASSERT_TRUE(s.Update({SampledToken{1, 4, FinishReason::kNone}}).ok());
+  SchedulerOutput c = s.Schedule();
+  EXPECT_EQ(c.plan.seqs[0].output, StepOutput::kLastLogits);
 }
 
 }  // namespace
