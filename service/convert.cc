@@ -250,6 +250,11 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
   std::sort(o.logit_bias.begin(), o.logit_bias.end());
   o.ignore_eos = s.ignore_eos();
   o.logprobs = static_cast<int32_t>(std::min<uint32_t>(s.logprobs(), INT32_MAX));
+  o.prompt_logprobs =
+      static_cast<int32_t>(std::min<uint32_t>(s.prompt_logprobs(), INT32_MAX));
+  // 0 (unset) means one sample; the cap is checked by Validate.
+  o.n = s.n() == 0 ? 1
+                   : static_cast<int32_t>(std::min<uint32_t>(s.n(), INT32_MAX));
   o.skip_special_tokens =
       s.has_skip_special_tokens() ? s.skip_special_tokens() : true;
   o.include_stop_str_in_output = s.include_stop_str_in_output();

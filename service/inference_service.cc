@@ -1,5 +1,6 @@
 #include "service/inference_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -165,7 +166,8 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
 
 // Streams one generation. The engine delivers chunks on its thread through
 // the call's ReactorLink; writes are serialized (one in flight, the rest
-// queued). The call ends after the final chunk is written, at once on a
+// queued). The call ends after the final chunk (of the last sample, with
+// SamplingParams.n > 1) is written, at once on a
 // cancel or a failed write (the engine request is aborted and its late
 // chunks are dropped), or with the engine's error (input errors found by
 // the engine's prep worker, such as a prompt too long, arrive that way;
@@ -252,10 +254,18 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       return;
     }
     const GenerateChunk& c = *chunk;
+    const bool last_message =
+        c.finish != FinishReason::kNone && !c.more_samples;
+    // Inter-token gaps are per sample (n > 1 interleaves them).
+    const size_t sample = static_cast<size_t>(std::max(c.sample_index, 0));
+    if (sample >= last_token_.size()) {
+      last_token_.resize(sample + 1, absl::InfinitePast());
+    }
+    absl::Time& last_token = last_token_[sample];
     if (!c.token_ids.empty() && svc_->observer() != nullptr) {
       const absl::Time now = absl::Now();
-      if (last_token_ != absl::InfinitePast()) {
-        const double gap = absl::ToDoubleSeconds(now - last_token_) /
+      if (last_token != absl::InfinitePast()) {
+        const double gap = absl::ToDoubleSeconds(now - last_token) /
                            static_cast<double>(c.token_ids.size());
         for (size_t i = 0; i < c.token_ids.size(); ++i) {
           inter_token_seconds_.push_back(gap);
@@ -264,26 +274,28 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
         inter_token_seconds_.insert(inter_token_seconds_.end(),
                                     c.token_ids.size() - 1, 0.0);
       }
-      last_token_ = now;
+      last_token = now;
     }
-    if (c.finish != FinishReason::kNone && svc_->observer() != nullptr) {
-      svc_->observer()->OnGenerateDone(model_, c, inter_token_seconds_);
+    if (c.finish != FinishReason::kNone) {
+      completion_tokens_ += c.completion_tokens;
+    }
+    if (last_message && svc_->observer() != nullptr) {
+      // One generation per call: with n > 1, the prompt once and every
+      // sample's tokens.
+      GenerateChunk done = c;
+      done.completion_tokens = completion_tokens_;
+      svc_->observer()->OnGenerateDone(model_, done, inter_token_seconds_);
     }
     v1::GenerateResponse resp;
     resp.set_request_id(request_id_);
+    resp.set_sample_index(static_cast<uint32_t>(sample));
+    for (const TokenLogprobs& lp : c.prompt_logprobs) {
+      FillLogprobs(lp, resp.add_prompt_logprobs());
+    }
     resp.set_text(c.text);
     for (int32_t id : c.token_ids) resp.add_token_ids(id);
     for (const TokenLogprobs& lp : c.logprobs) {
-      v1::SampledLogprobs* out = resp.add_logprobs();
-      out->mutable_sampled()->set_token_id(lp.sampled.token_id);
-      out->mutable_sampled()->set_token(tokenizer_->IdToToken(lp.sampled.token_id));
-      out->mutable_sampled()->set_logprob(lp.sampled.logprob);
-      for (const TokenLogprobValue& t : lp.top) {
-        v1::TokenLogprob* o = out->add_top();
-        o->set_token_id(t.token_id);
-        o->set_token(tokenizer_->IdToToken(t.token_id));
-        o->set_logprob(t.logprob);
-      }
+      FillLogprobs(lp, resp.add_logprobs());
     }
     if (c.finish != FinishReason::kNone) {
       resp.set_finish_reason(ToProtoFinishReason(c.finish));
@@ -303,11 +315,23 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       t->set_total_seconds(c.timings.total_seconds);
     }
     queue_.push_back(std::move(resp));
-    if (c.finish != FinishReason::kNone) {
+    if (last_message) {
       EndLocked(grpc::Status::OK, /*abandon=*/false);
       return;
     }
     PumpLocked();
+  }
+
+  void FillLogprobs(const TokenLogprobs& lp, v1::SampledLogprobs* out) const {
+    out->mutable_sampled()->set_token_id(lp.sampled.token_id);
+    out->mutable_sampled()->set_token(tokenizer_->IdToToken(lp.sampled.token_id));
+    out->mutable_sampled()->set_logprob(lp.sampled.logprob);
+    for (const TokenLogprobValue& t : lp.top) {
+      v1::TokenLogprob* o = out->add_top();
+      o->set_token_id(t.token_id);
+      o->set_token(tokenizer_->IdToToken(t.token_id));
+      o->set_logprob(t.logprob);
+    }
   }
 
   // Marks the call as ending with `status` (the first end wins). `abandon`
@@ -347,7 +371,10 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   const Tokenizer* tokenizer_ = nullptr;
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_token_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Per sample: when its last token arrived.
+  std::vector<absl::Time> last_token_ ABSL_GUARDED_BY(mu_);
+  // Completion tokens of the samples that finished.
+  int64_t completion_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<double> inter_token_seconds_ ABSL_GUARDED_BY(mu_);
   // Responses to write; the front one is in flight while writing_.
   std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);

@@ -228,6 +228,12 @@ class HostileInputTest(unittest.TestCase):
             ("logprobs = UINT32_MAX", lambda: self.run_generate(
                 self.gen(logprobs=UINT32_MAX)),
              S.INVALID_ARGUMENT, ["logprobs"]),
+            ("n = UINT32_MAX", lambda: self.run_generate(
+                self.gen(n=UINT32_MAX)),
+             S.INVALID_ARGUMENT, ["sampling.n", "at most 16"]),
+            ("prompt_logprobs = UINT32_MAX", lambda: self.run_generate(
+                self.gen(prompt_logprobs=UINT32_MAX)),
+             S.INVALID_ARGUMENT, ["prompt_logprobs", "[0, 20]"]),
             ("top_k = INT32_MIN", lambda: self.run_generate(
                 self.gen(top_k=INT32_MIN)),
              S.INVALID_ARGUMENT, ["top_k"]),
