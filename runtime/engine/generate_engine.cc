@@ -20,7 +20,7 @@ struct GenerateEngine::SampleGroup {
   GenerateCallback on_chunk;
   std::shared_ptr<RequestHandle> handle;
   absl::Mutex mu;
-  int32_t num_samples ABSL_GUARDED_BY(mu) = 1;  // n once prepared
+  int32_t num_samples ABSL_GUARDED_BY(mu) = 1;  // SamplingParams.n
   int32_t finished ABSL_GUARDED_BY(mu) = 0;
   bool ended ABSL_GUARDED_BY(mu) = false;
 };
@@ -40,6 +40,8 @@ struct GenerateEngine::Request {
   std::vector<TokenLogprobs> prompt_logprobs;
   int32_t prompt_logprobs_done = 0;
   bool prompt_logprobs_sent = false;
+  // Sample 0: PreparePrompt made the other samples (into `children`).
+  bool samples_created = false;
   std::vector<int32_t> prompt;
   std::unique_ptr<SamplingState> sampling;
   // Engine side: EOS, stop ids and max_tokens, decided from the ids alone.
@@ -190,8 +192,7 @@ absl::Status GenerateEngine::PreparePrompt(Request* r) const {
     RETURN_IF_ERROR(InitDecoding(c.get()));
     r->children.push_back(std::move(c));
   }
-  absl::MutexLock lock(&r->group->mu);
-  r->group->num_samples = sampling.n;
+  r->samples_created = true;
   return absl::OkStatus();
 }
 
@@ -233,6 +234,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
   r->group = std::make_shared<SampleGroup>();
   r->group->on_chunk = std::move(on_chunk);
   r->group->handle = r->handle;
+  {
+    absl::MutexLock lock(&r->group->mu);
+    r->group->num_samples = r->params.sampling.n;
+  }
   std::shared_ptr<RequestHandle> handle = r->handle;
   const bool prepare_inline = prep_threads_.empty();
   // Inline: errors return from Submit (the callback never fires).
@@ -358,6 +363,17 @@ void GenerateEngine::FinishRequest(Request* r, FinishReason reason,
   r->children.clear();
   FinishOwnSample(r, reason, error);
   for (auto& c : children) FinishRequest(c.get(), reason, error);
+  // Dropped before its prompt was prepared: the other samples were never
+  // made, but each still gets its final chunk.
+  if (r->sample_index == 0 && !r->samples_created && error.ok()) {
+    for (int32_t i = 1; i < r->params.sampling.n; ++i) {
+      Request c;
+      c.group = r->group;
+      c.sample_index = i;
+      c.arrival = r->arrival;
+      FinishOwnSample(&c, reason, error);
+    }
+  }
 }
 
 void GenerateEngine::FinishOwnSample(Request* r, FinishReason reason,

@@ -287,6 +287,37 @@ TEST(ParallelSamplesTest, CancelEndsEverySampleAndFreesTheirBlocks) {
   EXPECT_GE(e.engine->Stats().kv_blocks_free, kNumBlocks - 1);
 }
 
+// Cancelled before its first step (queued behind a running request): every
+// sample still gets its one CANCELLED final chunk, the last one ending the
+// call, and none was ever scheduled.
+TEST(ParallelSamplesTest, CancelBeforeTheFirstStepEndsEverySample) {
+  std::unique_ptr<Tokenizer> tok = WordTokenizer();
+  Engine e(tok.get(), 256, 0, /*hold_at=*/1);
+  Samples busy;
+  ASSERT_TRUE(e.engine
+                  ->SubmitGenerate(Request({2, 3}, 1, 2, 0.0f),
+                                   busy.Callback())
+                  .ok());
+  e.holding->held.WaitForNotification();
+  Samples s;
+  auto handle =
+      e.engine->SubmitGenerate(Request({4, 5, 6}, 3, 4, 1.0f), s.Callback());
+  ASSERT_TRUE(handle.ok());
+  (*handle)->Abort();
+  e.holding->resume.Notify();
+  s.Wait();
+  busy.Wait();
+  absl::MutexLock lock(&s.mu);
+  EXPECT_TRUE(s.error.ok()) << s.error;
+  EXPECT_EQ(s.more_false, 1);
+  EXPECT_EQ(s.after_end, 0);
+  ASSERT_EQ(s.finals.size(), 3u);
+  for (const auto& [i, f] : s.finals) {
+    EXPECT_EQ(f.finish, FinishReason::kCancelled) << i;
+    EXPECT_EQ(f.completion_tokens, 0) << i;
+  }
+}
+
 double LogSoftmaxAt(const std::vector<float>& l, int32_t token) {
   double max = l[0];
   for (float v : l) max = std::max<double>(max, v);
