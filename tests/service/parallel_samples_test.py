@@ -12,8 +12,9 @@ on the random-weight tiny decoders (tools/make_test_models.py):
   INVALID_ARGUMENT saying the limit;
 - prompt logprobs against the NumPy reference forward pass
   (tests/reference/reference.py): log-softmax of the reference logits,
-  tolerance 2e-3 absolute (float32 model vs float64 reference), top-k the
-  reference's best k (compared by value, so near-ties may swap), token
+  tolerance 1e-4 absolute (float32 model vs float64 reference; measured
+  max error 8e-6), top-k the reference's best k (compared by value, so
+  near-ties may swap), token
   strings filled (for ids the tokenizer knows); only in the first message;
 - cancelling an n = 4 stream gives every KV block back (/metrics).
 Exit 77 (ctest skip) when the generated models are missing.
@@ -144,7 +145,7 @@ class ParallelSamplesTest(unittest.TestCase):
                 self.assertEqual(lp.sampled.token_id, PROMPT[pos], what)
                 self.assertNotEqual(lp.sampled.token, "", what)
                 self.assertAlmostEqual(lp.sampled.logprob, row[PROMPT[pos]],
-                                       delta=2e-3, msg=what)
+                                       delta=1e-4, msg=what)
                 self.assertEqual(len(lp.top), k, what)
                 best = np.sort(row)[::-1][:k]
                 for j, t in enumerate(lp.top):
@@ -153,8 +154,8 @@ class ParallelSamplesTest(unittest.TestCase):
                     if t.token_id < 400:
                         self.assertNotEqual(t.token, "", what)
                     self.assertAlmostEqual(t.logprob, row[t.token_id],
-                                           delta=2e-3, msg=what)
-                    self.assertAlmostEqual(t.logprob, best[j], delta=2e-3,
+                                           delta=1e-4, msg=what)
+                    self.assertAlmostEqual(t.logprob, best[j], delta=1e-4,
                                            msg=what)
 
     def test_zz_cancelling_frees_every_samples_blocks(self):
