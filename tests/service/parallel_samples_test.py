@@ -6,6 +6,8 @@ on the random-weight tiny decoders (tools/make_test_models.py):
 - greedy: every sample is the n = 1 output (also with speculative
   decoding); each message names its sample; each sample ends once with its
   own usage (prompt_tokens = the prompt's length);
+- with a response_format (a choice list) every sample is one of the
+  choices;
 - seeded sampling: sample i is the n = 1 output with seed + i, the samples
   differ, and the same seed repeats them;
 - n = 0 is one sample; n = 17 and prompt_logprobs = 21 are
@@ -109,6 +111,23 @@ class ParallelSamplesTest(unittest.TestCase):
                 model, 1, temperature=1.0, seed=11 + i, max_tokens=16))
             self.assertEqual(a[i], alone[0], i)
         self.assertGreaterEqual(len({tuple(t) for t in a.values()}), 2)
+
+    def test_each_sample_keeps_to_the_response_format(self):
+        choices = ["yes", "no", "maybe", "never"]
+        req = self.request("qwen2-tiny", 6, temperature=1.5, seed=2,
+                           max_tokens=20)
+        req.sampling.ignore_eos = False
+        req.response_format.choice.values.extend(choices)
+        msgs = list(self.stub.Generate(req, timeout=300))
+        texts, finals = {}, {}
+        for m in msgs:
+            texts[m.sample_index] = texts.get(m.sample_index, "") + m.text
+            if m.finish_reason != IPB.FINISH_REASON_UNSPECIFIED:
+                finals[m.sample_index] = m.finish_reason
+        self.assertEqual(sorted(texts), list(range(6)))
+        for i, text in texts.items():
+            self.assertIn(text, choices, i)
+            self.assertEqual(finals[i], IPB.FINISH_REASON_STOP, i)
 
     def test_counts_outside_the_limits(self):
         tokens, finals, _ = self.samples(self.request(
