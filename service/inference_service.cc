@@ -16,6 +16,7 @@
 #include "runtime/tokenizer/tokenizer.h"
 #include "service/logging.h"
 #include "service/reactor_link.h"
+#include "service/request_parse.h"
 #include "service/status.h"
 
 namespace inferd {
@@ -59,13 +60,49 @@ class CallStats {
 // Unary call whose work finishes on an engine thread. Engine callbacks
 // reach it only through its ReactorLink (see reactor_link.h). A cancel or an
 // expired deadline aborts the engine request and ends the call at once; the
-// engine's late answer is then dropped.
+// engine's late answer is then dropped. The call owns its parsed request and
+// its response message, which it serializes into gRPC's buffer when it ends
+// OK (the methods are raw: see inference_service.h).
 class UnaryCall : public grpc::ServerUnaryReactor {
  public:
   using Link = ReactorLink<UnaryCall>;
 
-  UnaryCall(InferenceService* svc, absl::string_view rpc)
-      : stats_(svc, rpc), link_(Link::Create(this)) {}
+  // `out` is gRPC's response buffer, `response` the message for it.
+  UnaryCall(InferenceService* svc, absl::string_view rpc, grpc::ByteBuffer* out,
+            std::unique_ptr<google::protobuf::Message> response)
+      : svc_(svc),
+        stats_(svc, rpc),
+        link_(Link::Create(this)),
+        out_(out),
+        response_(std::move(response)) {}
+
+  // Admits the call (API key, not draining) and parses its request, which
+  // the call keeps until it ends. Null when either failed: the call was
+  // ended with the error.
+  template <typename Request>
+  const Request* Begin(const grpc::CallbackServerContext& ctx,
+                       const grpc::ByteBuffer& raw) {
+    absl::Status admit = svc_->Admit(ctx);
+    if (!admit.ok()) {
+      Done(admit);
+      return nullptr;
+    }
+    auto request = std::make_unique<Request>();
+    absl::Status parsed = ParseRequest(raw, request.get());
+    if (!parsed.ok()) {
+      Done(parsed);
+      return nullptr;
+    }
+    const Request* out = request.get();
+    request_ = std::move(request);
+    return out;
+  }
+
+  // The response message (written before Done, or by Done's `fill`).
+  template <typename Response>
+  Response* response() {
+    return static_cast<Response*>(response_.get());
+  }
 
   // A copy for engine callbacks.
   std::shared_ptr<Link> link() const { return link_; }
@@ -85,9 +122,14 @@ class UnaryCall : public grpc::ServerUnaryReactor {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     finished_ = true;
-    if (status.ok() && fill) fill();
-    stats_.set_status(status);
-    Finish(status);
+    grpc::Status end = status;
+    if (status.ok()) {
+      if (fill) fill();
+      absl::Status written = SerializeResponse(*response_, out_);
+      if (!written.ok()) end = ToGrpcStatus(written);
+    }
+    stats_.set_status(end);
+    Finish(end);
   }
   void Done(const absl::Status& status) { Done(ToGrpcStatus(status)); }
 
@@ -105,8 +147,13 @@ class UnaryCall : public grpc::ServerUnaryReactor {
   }
 
  private:
+  InferenceService* const svc_;
   CallStats stats_;
   const std::shared_ptr<Link> link_;
+  grpc::ByteBuffer* const out_;  // gRPC's; written by Done only
+  // Set by Begin, before any engine callback; read-only afterwards.
+  std::unique_ptr<google::protobuf::Message> request_;
+  const std::unique_ptr<google::protobuf::Message> response_;
   absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
@@ -172,7 +219,7 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
 // chunks are dropped), or with the engine's error (input errors found by
 // the engine's prep worker, such as a prompt too long, arrive that way;
 // gRPC holds a Finish that comes before the reactor is bound).
-class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   using Link = ReactorLink<GenerateCall>;
 
@@ -314,7 +361,14 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
       t->set_time_to_first_token_seconds(c.timings.time_to_first_token_seconds);
       t->set_total_seconds(c.timings.total_seconds);
     }
-    queue_.push_back(std::move(resp));
+    grpc::ByteBuffer bytes;
+    absl::Status written = SerializeResponse(resp, &bytes);
+    if (!written.ok()) {
+      if (handle_) handle_->Abort();
+      EndLocked(ToGrpcStatus(written), /*abandon=*/false);
+      return;
+    }
+    queue_.push_back(std::move(bytes));
     if (last_message) {
       EndLocked(grpc::Status::OK, /*abandon=*/false);
       return;
@@ -376,8 +430,9 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   // Completion tokens of the samples that finished.
   int64_t completion_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<double> inter_token_seconds_ ABSL_GUARDED_BY(mu_);
-  // Responses to write; the front one is in flight while writing_.
-  std::deque<v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
+  // Responses to write (serialized); the front one is in flight while
+  // writing_.
+  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> end_ ABSL_GUARDED_BY(mu_);
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
@@ -387,7 +442,7 @@ class GenerateCall : public grpc::ServerWriteReactor<v1::GenerateResponse> {
 // ------------------------------------------------------------ Embed (bidi)
 
 class EmbedStreamCall
-    : public grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse>,
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public InferenceService::OpenStream {
  public:
   using Link = ReactorLink<EmbedStreamCall>;
@@ -413,7 +468,7 @@ class EmbedStreamCall
     // A drain that began before the registration did not see this stream.
     draining_ = !svc_->accepting();
     reading_ = true;
-    StartRead(&request_);
+    StartRead(&raw_request_);
     if (draining_) PumpLocked();
   }
 
@@ -431,8 +486,8 @@ class EmbedStreamCall
     PumpLocked();
   }
 
-  // reading_ stays true until this reaction is done with request_, so no
-  // other thread starts the next read into it meanwhile.
+  // reading_ stays true until this reaction is done with raw_request_ and
+  // request_, so no other thread starts the next read into them meanwhile.
   void OnReadDone(bool ok) override {
     int64_t key = 0;
     int64_t answers_before = 0;
@@ -446,6 +501,26 @@ class EmbedStreamCall
       }
       if (failed_) {
         reading_ = false;
+        return;
+      }
+    }
+    // Outside mu_ (a large message takes a while).
+    ++messages_read_;
+    absl::Status parsed = ParseRequest(raw_request_, &request_);
+    raw_request_.Clear();
+    {
+      absl::MutexLock lock(&mu_);
+      if (failed_) {
+        reading_ = false;
+        return;
+      }
+      if (!parsed.ok()) {
+        // The bytes are not an EmbedRequest (its id is unknown): the
+        // stream fails naming the message by its place in the stream.
+        reading_ = false;
+        FailLocked(ToGrpcStatus(absl::Status(
+            parsed.code(), absl::StrCat("message ", messages_read_,
+                                        " of the stream: ", parsed.message()))));
         return;
       }
       key = next_key_++;
@@ -572,7 +647,13 @@ class EmbedStreamCall
     }
     v1::EmbedResponse resp;
     FillEmbedResponse(*result, shape, &resp);
-    queue_.push_back(std::move(resp));
+    grpc::ByteBuffer bytes;
+    absl::Status written = SerializeResponse(resp, &bytes);
+    if (!written.ok()) {
+      FailLocked(ToGrpcStatus(written));
+      return;
+    }
+    queue_.push_back(std::move(bytes));
     PumpLocked();
   }
 
@@ -640,7 +721,7 @@ class EmbedStreamCall
     if (reading_ || reads_done_ || failed_ || !parked_.empty()) return;
     if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
     reading_ = true;
-    StartRead(&request_);
+    StartRead(&raw_request_);
   }
 
   // Ends the stream with `status` at once (the first failure wins): pending
@@ -691,7 +772,11 @@ class EmbedStreamCall
   const std::shared_ptr<Link> link_;
   bool registered_ = false;  // set in the constructor only
   absl::Mutex mu_;
-  v1::EmbedRequest request_;  // the read reaction's only
+  // The read reaction's only: the bytes read, and the request parsed from
+  // them.
+  grpc::ByteBuffer raw_request_;
+  v1::EmbedRequest request_;
+  int64_t messages_read_ = 0;
   int64_t next_key_ ABSL_GUARDED_BY(mu_) = 0;
   // Engine requests not answered yet, by key.
   std::map<int64_t, std::shared_ptr<RequestHandle>> handles_ ABSL_GUARDED_BY(mu_);
@@ -709,8 +794,9 @@ class EmbedStreamCall
     int64_t answers_at_submit = 0;
   };
   std::map<int64_t, Sent> sent_ ABSL_GUARDED_BY(mu_);
-  // Responses to write; the front one is in flight while writing_.
-  std::deque<v1::EmbedResponse> queue_ ABSL_GUARDED_BY(mu_);
+  // Responses to write (serialized); the front one is in flight while
+  // writing_.
+  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
   // Engine answers received so far (a refused submit that overlapped one
   // may be retried).
@@ -768,48 +854,48 @@ void InferenceService::CancelStreams() {
   }
 }
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
-    grpc::CallbackServerContext* ctx, const v1::GenerateRequest* request) {
-  auto* call = new GenerateCall(this, request->request_id().empty()
-                                          ? absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()))
-                                          : request->request_id());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw) {
+  // GenerateCall::Start copies what it needs from the request.
+  v1::GenerateRequest request;
   absl::Status admit = Admit(*ctx);
-  if (!admit.ok()) {
-    call->FinishNow(ToGrpcStatus(admit));
+  absl::Status parsed = admit.ok() ? ParseRequest(*raw, &request) : admit;
+  auto* call = new GenerateCall(this, request.request_id().empty()
+                                          ? absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()))
+                                          : request.request_id());
+  if (!parsed.ok()) {
+    call->FinishNow(ToGrpcStatus(parsed));
     return call;
   }
-  auto model = models_->Resolve(request->model(), Task::kGenerate);
+  auto model = models_->Resolve(request.model(), Task::kGenerate);
   if (!model.ok()) {
     call->FinishNow(ToGrpcStatus(model.status()));
     return call;
   }
-  call->Start(*model, *request, DeadlineOf(ctx));
+  call->Start(*model, request, DeadlineOf(ctx));
   return call;
 }
 
-grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 InferenceService::Embed(grpc::CallbackServerContext* ctx) {
   return new EmbedStreamCall(this, Admit(*ctx));
 }
 
-// The unary prefill RPCs (EmbedBatch, Rerank, Classify) share one flow:
-// admission, model resolution, conversion, submission, and the answer on the
-// engine's thread. `submit` converts the request and calls the engine with
-// the callback it is given; `fill` writes the response from the result.
+namespace {
+
+// The unary prefill RPCs (EmbedBatch, Rerank, Classify) share one flow
+// after admission and parsing (UnaryCall::Begin): model resolution,
+// conversion, submission, and the answer on the engine's thread. `submit`
+// converts the request and calls the engine with the callback it is given;
+// `fill` writes the response from the result.
 template <typename Result>
-grpc::ServerUnaryReactor* InferenceService::RunPrefillCall(
-    grpc::CallbackServerContext* ctx, absl::string_view rpc,
+grpc::ServerUnaryReactor* RunPrefillCall(
+    InferenceService* svc, UnaryCall* call, grpc::CallbackServerContext* ctx,
     absl::string_view task_name, const std::string& model_name, Task task,
     const std::function<absl::StatusOr<std::shared_ptr<RequestHandle>>(
         ServedModel&, absl::Time, ResultCallback<Result>)>& submit,
     std::function<void(const ServedModelInfo&, const Result&)> fill) {
-  auto* call = new UnaryCall(this, rpc);
-  absl::Status admit = Admit(*ctx);
-  if (!admit.ok()) {
-    call->Done(admit);
-    return call;
-  }
-  auto model = models_->Resolve(model_name, task);
+  auto model = svc->models()->Resolve(model_name, task);
   if (!model.ok()) {
     call->Done(model.status());
     return call;
@@ -821,10 +907,10 @@ grpc::ServerUnaryReactor* InferenceService::RunPrefillCall(
   // was cancelled (and maybe freed) meanwhile is never entered.
   auto handle = submit(
       **model, DeadlineOf(ctx),
-      [this, link = call->link(), info, task_label,
+      [svc, link = call->link(), info, task_label,
        fill = std::move(fill)](absl::StatusOr<Result> result) {
         if (result.ok()) {
-          ReportPrefill(this, task_label, info.name, NumOutputs(*result),
+          ReportPrefill(svc, task_label, info.name, NumOutputs(*result),
                         result->total_tokens, result->timings);
         }
         link->Visit([&](UnaryCall& c) {
@@ -843,11 +929,18 @@ grpc::ServerUnaryReactor* InferenceService::RunPrefillCall(
   return call;
 }
 
+}  // namespace
+
 grpc::ServerUnaryReactor* InferenceService::EmbedBatch(
-    grpc::CallbackServerContext* ctx, const v1::EmbedRequest* request,
-    v1::EmbedResponse* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
+  auto* call = new UnaryCall(this, "EmbedBatch", out,
+                             std::make_unique<v1::EmbedResponse>());
+  const auto* request = call->Begin<v1::EmbedRequest>(*ctx, *raw);
+  if (request == nullptr) return call;
+  auto* response = call->response<v1::EmbedResponse>();
   return RunPrefillCall<EmbedResult>(
-      ctx, "EmbedBatch", "embed", request->model(), Task::kEmbed,
+      this, call, ctx, "embed", request->model(), Task::kEmbed,
       [this, request](ServedModel& model, absl::Time deadline,
                       ResultCallback<EmbedResult> done)
           -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
@@ -862,10 +955,15 @@ grpc::ServerUnaryReactor* InferenceService::EmbedBatch(
 }
 
 grpc::ServerUnaryReactor* InferenceService::Rerank(
-    grpc::CallbackServerContext* ctx, const v1::RerankRequest* request,
-    v1::RerankResponse* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
+  auto* call = new UnaryCall(this, "Rerank", out,
+                             std::make_unique<v1::RerankResponse>());
+  const auto* request = call->Begin<v1::RerankRequest>(*ctx, *raw);
+  if (request == nullptr) return call;
+  auto* response = call->response<v1::RerankResponse>();
   return RunPrefillCall<RerankResult>(
-      ctx, "Rerank", "rerank", request->model(), Task::kRerank,
+      this, call, ctx, "rerank", request->model(), Task::kRerank,
       [this, request](ServedModel& model, absl::Time deadline,
                       ResultCallback<RerankResult> done)
           -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
@@ -880,10 +978,15 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(
 }
 
 grpc::ServerUnaryReactor* InferenceService::Classify(
-    grpc::CallbackServerContext* ctx, const v1::ClassifyRequest* request,
-    v1::ClassifyResponse* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
+  auto* call = new UnaryCall(this, "Classify", out,
+                             std::make_unique<v1::ClassifyResponse>());
+  const auto* request = call->Begin<v1::ClassifyRequest>(*ctx, *raw);
+  if (request == nullptr) return call;
+  auto* response = call->response<v1::ClassifyResponse>();
   return RunPrefillCall<ClassifyResult>(
-      ctx, "Classify", "classify", request->model(), Task::kClassify,
+      this, call, ctx, "classify", request->model(), Task::kClassify,
       [this, request](ServedModel& model, absl::Time deadline,
                       ResultCallback<ClassifyResult> done)
           -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
@@ -898,14 +1001,13 @@ grpc::ServerUnaryReactor* InferenceService::Classify(
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(
-    grpc::CallbackServerContext* ctx, const v1::TokenizeRequest* request,
-    v1::TokenizeResponse* response) {
-  auto* call = new UnaryCall(this, "Tokenize");
-  absl::Status admit = Admit(*ctx);
-  if (!admit.ok()) {
-    call->Done(admit);
-    return call;
-  }
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
+  auto* call = new UnaryCall(this, "Tokenize", out,
+                             std::make_unique<v1::TokenizeResponse>());
+  const auto* request = call->Begin<v1::TokenizeRequest>(*ctx, *raw);
+  if (request == nullptr) return call;
+  auto* response = call->response<v1::TokenizeResponse>();
   auto model = ResolveAnyModel(*models_, request->model());
   if (!model.ok()) {
     call->Done(model.status());
@@ -961,14 +1063,13 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(
 }
 
 grpc::ServerUnaryReactor* InferenceService::Detokenize(
-    grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
-    v1::DetokenizeResponse* response) {
-  auto* call = new UnaryCall(this, "Detokenize");
-  absl::Status admit = Admit(*ctx);
-  if (!admit.ok()) {
-    call->Done(admit);
-    return call;
-  }
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
+  auto* call = new UnaryCall(this, "Detokenize", out,
+                             std::make_unique<v1::DetokenizeResponse>());
+  const auto* request = call->Begin<v1::DetokenizeRequest>(*ctx, *raw);
+  if (request == nullptr) return call;
+  auto* response = call->response<v1::DetokenizeResponse>();
   auto model = ResolveAnyModel(*models_, request->model());
   if (!model.ok()) {
     call->Done(model.status());
@@ -1021,28 +1122,40 @@ void ModelsService::Report(absl::string_view rpc, absl::string_view model,
 }
 
 grpc::ServerUnaryReactor* ModelsService::ListModels(
-    grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
-    v1::ListModelsResponse* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
   const absl::Time start = absl::Now();
   auto* reactor = ctx->DefaultReactor();
   if (!Admit(ctx, reactor, "ListModels")) return reactor;
-  for (const ServedModelInfo& info : models_->List()) {
-    FillModelInfo(info, response->add_models());
+  v1::ListModelsRequest request;
+  grpc::Status status = ToGrpcStatus(ParseRequest(*raw, &request));
+  if (status.ok()) {
+    v1::ListModelsResponse response;
+    for (const ServedModelInfo& info : models_->List()) {
+      FillModelInfo(info, response.add_models());
+    }
+    status = ToGrpcStatus(SerializeResponse(response, out));
   }
-  Report("ListModels", "", grpc::Status::OK, start);
-  reactor->Finish(grpc::Status::OK);
+  Report("ListModels", "", status, start);
+  reactor->Finish(status);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ModelsService::GetModel(
-    grpc::CallbackServerContext* ctx, const v1::GetModelRequest* request,
-    v1::ModelInfo* response) {
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
   const absl::Time start = absl::Now();
   auto* reactor = ctx->DefaultReactor();
   if (!Admit(ctx, reactor, "GetModel")) return reactor;
-  grpc::Status status = grpc::Status::OK;
+  v1::GetModelRequest parsed;
+  v1::ModelInfo info;
+  const v1::GetModelRequest* request = &parsed;
+  v1::ModelInfo* response = &info;
+  grpc::Status status = ToGrpcStatus(ParseRequest(*raw, &parsed));
   std::string model_name;
-  if (request->name().empty()) {
+  if (!status.ok()) {
+    // Reported below.
+  } else if (request->name().empty()) {
     status = ToGrpcStatus(absl::InvalidArgumentError(
         "name: set the model name (see ListModels)"));
   } else {
@@ -1052,6 +1165,7 @@ grpc::ServerUnaryReactor* ModelsService::GetModel(
     } else {
       model_name = (*model)->name();
       FillModelInfo((*model)->info(), response);
+      status = ToGrpcStatus(SerializeResponse(info, out));
     }
   }
   Report("GetModel", model_name, status, start);

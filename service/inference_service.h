@@ -2,6 +2,13 @@
 // They validate and convert requests, submit them to the model's Engine and
 // stream the results back; no engine logic lives here. Thread-safe: gRPC
 // calls the handlers concurrently.
+//
+// Every method is registered raw (grpc::ByteBuffer in and out): the
+// handlers parse requests themselves (service/request_parse.h), so bytes
+// protobuf rejects (a string that is not UTF-8, a truncated message) are
+// answered INVALID_ARGUMENT naming the field, where gRPC's typed callback
+// handlers would answer UNIMPLEMENTED with no message (or end a bidi
+// stream's reads as if the client had closed it).
 #ifndef INFERD_SERVICE_INFERENCE_SERVICE_H_
 #define INFERD_SERVICE_INFERENCE_SERVICE_H_
 
@@ -14,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "grpcpp/support/byte_buffer.h"
 
 #include "inferd/v1/inference.grpc.pb.h"
 #include "inferd/v1/models.grpc.pb.h"
@@ -46,33 +54,46 @@ class RpcObserver {
                              const RequestTimings& timings) {}
 };
 
-class InferenceService final : public v1::Inference::CallbackService {
+// The Inference service with every method raw (see the file comment).
+using RawInferenceBase = v1::Inference::WithRawCallbackMethod_Generate<
+    v1::Inference::WithRawCallbackMethod_Embed<
+        v1::Inference::WithRawCallbackMethod_EmbedBatch<
+            v1::Inference::WithRawCallbackMethod_Rerank<
+                v1::Inference::WithRawCallbackMethod_Classify<
+                    v1::Inference::WithRawCallbackMethod_Tokenize<
+                        v1::Inference::WithRawCallbackMethod_Detokenize<
+                            v1::Inference::Service>>>>>>>;
+using RawModelsBase = v1::Models::WithRawCallbackMethod_ListModels<
+    v1::Models::WithRawCallbackMethod_GetModel<v1::Models::Service>>;
+
+class InferenceService final : public RawInferenceBase {
  public:
   // `auth` and `observer` are not owned and may be null (no API key, no
   // metrics); they must outlive the service.
   InferenceService(ModelManager* models, ApiLimits limits,
                    RpcObserver* observer, const ApiKeyAuth* auth = nullptr);
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* ctx,
-      const v1::GenerateRequest* request) override;
-  grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedResponse>* Embed(
+  // Requests are v1::GenerateRequest, v1::EmbedRequest, ... as in
+  // inference.proto; answers the matching responses.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Embed(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* EmbedBatch(grpc::CallbackServerContext* ctx,
-                                       const v1::EmbedRequest* request,
-                                       v1::EmbedResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* ctx,
-                                   const v1::RerankRequest* request,
-                                   v1::RerankResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* ctx,
-                                     const v1::ClassifyRequest* request,
-                                     v1::ClassifyResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* Detokenize(
-      grpc::CallbackServerContext* ctx, const v1::DetokenizeRequest* request,
-      v1::DetokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
   // Draining: new calls get UNAVAILABLE, and open Embed streams end as soon
   // as nothing they submitted is in flight (at once when idle), so a drain
@@ -106,14 +127,6 @@ class InferenceService final : public v1::Inference::CallbackService {
   std::atomic<int64_t>& active_counter() { return active_; }
 
  private:
-  template <typename Result>
-  grpc::ServerUnaryReactor* RunPrefillCall(
-      grpc::CallbackServerContext* ctx, absl::string_view rpc,
-      absl::string_view task_name, const std::string& model_name, Task task,
-      const std::function<absl::StatusOr<std::shared_ptr<RequestHandle>>(
-          ServedModel&, absl::Time, ResultCallback<Result>)>& submit,
-      std::function<void(const ServedModelInfo&, const Result&)> fill);
-
   ModelManager* models_;
   ApiLimits limits_;
   RpcObserver* observer_;
@@ -126,18 +139,20 @@ class InferenceService final : public v1::Inference::CallbackService {
   absl::flat_hash_set<OpenStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
-class ModelsService final : public v1::Models::CallbackService {
+class ModelsService final : public RawModelsBase {
  public:
   // `auth` and `observer` as for InferenceService.
   explicit ModelsService(ModelManager* models, RpcObserver* observer = nullptr,
                          const ApiKeyAuth* auth = nullptr)
       : models_(models), observer_(observer), auth_(auth) {}
-  grpc::ServerUnaryReactor* ListModels(
-      grpc::CallbackServerContext* ctx, const v1::ListModelsRequest* request,
-      v1::ListModelsResponse* response) override;
+  // v1::ListModelsRequest -> v1::ListModelsResponse.
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  // v1::GetModelRequest -> v1::ModelInfo.
   grpc::ServerUnaryReactor* GetModel(grpc::CallbackServerContext* ctx,
-                                     const v1::GetModelRequest* request,
-                                     v1::ModelInfo* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
  private:
   // Checks the API key and reports the outcome; true when the call may

@@ -76,13 +76,28 @@ class HostileInputTest(unittest.TestCase):
         cls.inf = ipb_grpc.InferenceStub(cls.channel)
         cls.models = mpb_grpc.ModelsStub(cls.channel)
         cls.known_tokens = cls.greedy()
-        cls.raw_tokenize = cls.channel.unary_unary(
-            "/inferd.v1.Inference/Tokenize",
-            request_serializer=lambda b: b,
-            response_deserializer=cls.ipb.TokenizeResponse.FromString)
-        cls.raw_embed = cls.channel.unary_unary(
-            "/inferd.v1.Inference/EmbedBatch",
-            request_serializer=lambda b: b,
+        # Methods that send raw bytes (identity serializer): requests
+        # protobuf's serializer would refuse to write.
+        def unary(method, response):
+            return cls.channel.unary_unary(
+                method, request_serializer=lambda b: b,
+                response_deserializer=response.FromString)
+        inf = "/inferd.v1.Inference/"
+        cls.raw_tokenize = unary(inf + "Tokenize", cls.ipb.TokenizeResponse)
+        cls.raw_embed = unary(inf + "EmbedBatch", cls.ipb.EmbedResponse)
+        cls.raw_rerank = unary(inf + "Rerank", cls.ipb.RerankResponse)
+        cls.raw_classify = unary(inf + "Classify", cls.ipb.ClassifyResponse)
+        cls.raw_detokenize = unary(inf + "Detokenize",
+                                   cls.ipb.DetokenizeResponse)
+        cls.raw_get_model = unary("/inferd.v1.Models/GetModel",
+                                  cls.mpb.ModelInfo)
+        cls.raw_list_models = unary("/inferd.v1.Models/ListModels",
+                                    cls.mpb.ListModelsResponse)
+        cls.raw_generate = cls.channel.unary_stream(
+            inf + "Generate", request_serializer=lambda b: b,
+            response_deserializer=cls.ipb.GenerateResponse.FromString)
+        cls.raw_embed_stream = cls.channel.stream_stream(
+            inf + "Embed", request_serializer=lambda b: b,
             response_deserializer=cls.ipb.EmbedResponse.FromString)
 
     @classmethod
@@ -117,6 +132,11 @@ class HostileInputTest(unittest.TestCase):
 
     def run_generate(self, req):
         return [c for c in self.inf.Generate(req, timeout=60)]
+
+    def raw_embed_stream_of(self, *messages):
+        """A bidi Embed stream sending these raw messages, read to its
+        end."""
+        return lambda: list(self.raw_embed_stream(iter(messages), timeout=60))
 
     def structured(self, json_schema=None, regex=None, choices=None):
         """A Generate call constrained by a response_format."""
@@ -191,15 +211,82 @@ class HostileInputTest(unittest.TestCase):
             ("oversize message", lambda: self.inf.Tokenize(
                 ipb.TokenizeRequest(model="embed", text=too_big)),
              S.RESOURCE_EXHAUSTED, [str(MAX_MESSAGE)]),
-            ("invalid UTF-8 in a string field", lambda: self.raw_tokenize(
+            # Bytes protobuf rejects, for each kind of call (unary,
+            # server-streaming Generate, bidi Embed) and every request type.
+            ("Tokenize: invalid UTF-8 in text", lambda: self.raw_tokenize(
                 length_field(1, b"embed") + length_field(2, b"ab\xff\xfe")),
-             S.UNIMPLEMENTED, []),
-            ("invalid UTF-8 in a repeated string", lambda: self.raw_embed(
-                length_field(1, b"embed") + length_field(2, b"\xc3\x28")),
-             S.UNIMPLEMENTED, []),
-            ("truncated protobuf", lambda: self.raw_tokenize(
+             S.INVALID_ARGUMENT,
+             ["text is not valid UTF-8 (byte 0xff at offset 2 of the "
+              "string's 4 bytes)", "encode the text as UTF-8"]),
+            ("EmbedBatch: invalid UTF-8 in texts[1]", lambda: self.raw_embed(
+                length_field(1, b"embed") + length_field(3, b"ok") +
+                length_field(3, b"\xc3\x28")),
+             S.INVALID_ARGUMENT,
+             ["texts[1] is not valid UTF-8 (byte 0x28 at offset 1 of the "
+              "string's 2 bytes breaks the character that starts at "
+              "offset 0)"]),
+            ("Rerank: invalid UTF-8 in documents[0]", lambda: self.raw_rerank(
+                length_field(1, b"rerank") + length_field(2, b"q") +
+                length_field(3, b"doc \xed\xa0\x80")),
+             S.INVALID_ARGUMENT,
+             ["documents[0] is not valid UTF-8 (byte 0xa0 at offset 5"]),
+            ("Classify: invalid UTF-8 in pairs[0].second",
+             lambda: self.raw_classify(length_field(3, length_field(
+                 1, b"a") + length_field(2, b"b\xf4\x90\x80\x80"))),
+             S.INVALID_ARGUMENT,
+             ["pairs[0].second is not valid UTF-8 (byte 0x90 at offset 2"]),
+            ("Detokenize: invalid UTF-8 in model", lambda: self.raw_detokenize(
+                length_field(1, b"stories\xff")),
+             S.INVALID_ARGUMENT,
+             ["model is not valid UTF-8 (byte 0xff at offset 7"]),
+            ("GetModel: invalid UTF-8 in name", lambda: self.raw_get_model(
+                length_field(1, b"\xc0\xaf")),
+             S.INVALID_ARGUMENT,
+             ["name is not valid UTF-8 (byte 0xc0 at offset 0"]),
+            ("Generate: invalid UTF-8 in messages[1].content",
+             lambda: list(self.raw_generate(
+                 length_field(1, b"stories") +
+                 length_field(8, length_field(1, b"user") +
+                              length_field(2, b"hi")) +
+                 length_field(8, length_field(1, b"user") +
+                              length_field(2, b"hello\xff")),
+                 timeout=60)),
+             S.INVALID_ARGUMENT,
+             ["messages[1].content is not valid UTF-8 (byte 0xff at offset "
+              "5 of the string's 6 bytes)"]),
+            ("Generate: invalid UTF-8 in sampling.stop[1]",
+             lambda: list(self.raw_generate(
+                 length_field(1, b"stories") + length_field(3, b"Hi") +
+                 length_field(6, length_field(11, b"a") +
+                              length_field(11, b"\xe2\x82")),
+                 timeout=60)),
+             S.INVALID_ARGUMENT,
+             ["sampling.stop[1] is not valid UTF-8 (the string's 2 bytes "
+              "end inside the character that starts at offset 0)"]),
+            ("Embed stream: invalid UTF-8 in the 2nd message's texts[0]",
+             self.raw_embed_stream_of(
+                 self.ipb.EmbedRequest(model="embed", id="a",
+                                       texts=["fine"]).SerializeToString(),
+                 length_field(1, b"embed") + length_field(3, b"\xff")),
+             S.INVALID_ARGUMENT,
+             ["message 2 of the stream: texts[0] is not valid UTF-8 (byte "
+              "0xff at offset 0"]),
+            ("Tokenize: truncated message", lambda: self.raw_tokenize(
                 length_field(1, b"embed")[:-2]),
-             S.UNIMPLEMENTED, []),
+             S.INVALID_ARGUMENT,
+             ["not a valid inferd.v1.TokenizeRequest message: at byte 0, "
+              "field 1 (model) claims 5 bytes but 3 are left (truncated?)"]),
+            ("ListModels: invalid wire type", lambda: self.raw_list_models(
+                b"\x0f"),
+             S.INVALID_ARGUMENT,
+             ["not a valid inferd.v1.ListModelsRequest message: at byte 0, "
+              "field 1 has wire type 7"]),
+            ("Embed stream: truncated 1st message", self.raw_embed_stream_of(
+                length_field(3, b"abc")[:-1]),
+             S.INVALID_ARGUMENT,
+             ["message 1 of the stream: the request is not a valid "
+              "inferd.v1.EmbedRequest message: at byte 0, field 3 (texts) "
+              "claims 3 bytes but 2 are left"]),
             ("prompt token id past the vocabulary", lambda: self.run_generate(
                 ipb.GenerateRequest(model="stories",
                                     prompt_token_ids=ipb.TokenIds(
