@@ -76,6 +76,10 @@ sources_for() {
            "$root"/runtime/gen/speculative.cc \
            "$proto_gen/inferd/v1/inference.pb.cc" \
            "$proto_gen/inferd/v1/models.pb.cc" ;;
+    request_parse_fuzz)
+      echo "$root/service/request_parse.cc" \
+           "$proto_gen/inferd/v1/inference.pb.cc" \
+           "$proto_gen/inferd/v1/models.pb.cc" ;;
     *)
       echo "$root"/runtime/loader/*.cc "$root"/runtime/tokenizer/*.cc \
            "$root/device/tensor.cc" "$root/device/quant.cc" \
@@ -86,7 +90,10 @@ sources_for() {
 cflags_for() {
   case "$1" in
     chat_template_fuzz) echo "-DINFERD_FUZZ_SOURCE_DIR=\"$root\"" ;;
-    request_fuzz) echo "-I$proto_gen $(pkg-config --cflags protobuf)" ;;
+    # (grpc++'s cflags are only -DNOMINMAX: the same flags let the two
+    # share the generated protobuf objects.)
+    request_fuzz|request_parse_fuzz)
+      echo "-I$proto_gen $(pkg-config --cflags protobuf)" ;;
     safetensors_fuzz|config_fuzz|gguf_fuzz|json_schema_fuzz|regex_fuzz) ;;
     *) pkg-config --cflags oniguruma icu-uc icu-i18n ;;
   esac
@@ -95,6 +102,7 @@ cflags_for() {
 libs_for() {
   case "$1" in
     request_fuzz) pkg-config --libs protobuf ;;
+    request_parse_fuzz) pkg-config --libs protobuf grpc++ ;;
     safetensors_fuzz|config_fuzz|gguf_fuzz|chat_template_fuzz) ;;
     json_schema_fuzz|regex_fuzz) ;;
     *) pkg-config --libs oniguruma icu-uc icu-i18n ;;
@@ -205,6 +213,12 @@ seed_chat_template() {
   done
 }
 
+seed_request_parse() {
+  local d; d=$(seed_dir request_parse_fuzz)
+  # request_fuzz's seeds: the same first byte picks the same message.
+  cp -n "$root/tests/fuzz/corpus/request_fuzz"/* "$d"/ 2>/dev/null || true
+}
+
 # --- build and run ---------------------------------------------------------
 # Every source is compiled once per set of flags into BUILD_DIR/obj (fuzzers
 # share the loader's and tokenizer's sources), two at a time per core, and
@@ -223,7 +237,7 @@ for src in "$root"/tests/fuzz/*_fuzz.cc; do
   targets+=("$name")
 done
 for name in "${targets[@]}"; do
-  [[ "$name" == request_fuzz ]] && gen_protos
+  [[ "$name" == request_fuzz || "$name" == request_parse_fuzz ]] && gen_protos
 done
 # (proto_gen exists only once request_fuzz was built.)
 newest_header=$( (find "$root/runtime" "$root/device" "$root/service" \
@@ -320,6 +334,7 @@ for name in "${targets[@]}"; do
     config_fuzz) seed_config ;;
     tokenizer_fuzz) seed_tokenizer ;;
     chat_template_fuzz) seed_chat_template ;;
+    request_parse_fuzz) seed_request_parse ;;
     *) seed_dir "$name" >/dev/null ;;
   esac
   echo "run-fuzzers: running $name for $runs inputs (at most ${max_seconds}s)"

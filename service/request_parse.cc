@@ -117,8 +117,9 @@ class WireChecker {
     while (pos < end) {
       const size_t tag_at = pos;
       uint64_t tag = 0;
-      if (!ReadVarint(&pos, end, &tag) || tag > UINT32_MAX) {
-        return Malformed(path, tag_at, "a field tag is truncated or too long");
+      if (!ReadTag(&pos, end, &tag)) {
+        return Malformed(path, tag_at,
+                         "a field tag is truncated or longer than 5 bytes");
       }
       const uint64_t number = tag >> 3;
       const int wire = static_cast<int>(tag & 7);
@@ -155,7 +156,7 @@ class WireChecker {
         }
         case 2: {  // length-delimited
           uint64_t len = 0;
-          if (!ReadVarint(&pos, end, &len)) {
+          if (!ReadVarint(&pos, end, &len, kMaxSizeBytes)) {
             return Malformed(path, tag_at,
                              absl::StrCat(label, ": its length is truncated"));
           }
@@ -170,7 +171,8 @@ class WireChecker {
           if (field == nullptr) break;
           std::string name =
               path.empty() ? field->name() : absl::StrCat(path, ".", field->name());
-          if (field->is_repeated()) {
+          // A list element's index (a packed list comes in one piece).
+          if (field->is_repeated() && !field->is_packable()) {
             absl::StrAppend(&name, "[", seen[field->number()]++, "]");
           }
           if (field->type() == FieldDescriptor::TYPE_STRING && proto3) {
@@ -182,6 +184,10 @@ class WireChecker {
           } else if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
             absl::Status s = Check(*field->message_type(), value_at,
                                    value_at + len, name, depth + 1);
+            if (!s.ok()) return s;
+          } else if (field->is_packable()) {
+            absl::Status s = CheckPacked(*field, value_at, value_at + len,
+                                         name, path, tag_at);
             if (!s.ok()) return s;
           }
           break;
@@ -209,9 +215,14 @@ class WireChecker {
   // Protobuf's own parser stops at this depth.
   static constexpr int kMaxDepth = 100;
 
-  bool ReadVarint(size_t* pos, size_t end, uint64_t* value) const {
+  // Protobuf reads tags and lengths as 32-bit varints of at most 5 bytes
+  // (a tag's bits past 32 are dropped), other varints in at most 10.
+  static constexpr int kMaxSizeBytes = 5;
+
+  bool ReadVarint(size_t* pos, size_t end, uint64_t* value,
+                  int max_bytes = 10) const {
     uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
+    for (int shift = 0; shift < 7 * max_bytes; shift += 7) {
       if (*pos >= end) return false;
       const auto b = static_cast<unsigned char>(bytes_[(*pos)++]);
       v |= static_cast<uint64_t>(b & 0x7F) << shift;
@@ -221,6 +232,52 @@ class WireChecker {
       }
     }
     return false;
+  }
+
+  // The values of a packed repeated scalar field: whole varints, or a
+  // whole number of fixed-size values.
+  absl::Status CheckPacked(const FieldDescriptor& field, size_t begin,
+                           size_t end, const std::string& name,
+                           const std::string& path, size_t tag_at) {
+    size_t fixed = 0;
+    switch (field.type()) {
+      case FieldDescriptor::TYPE_FIXED32:
+      case FieldDescriptor::TYPE_SFIXED32:
+      case FieldDescriptor::TYPE_FLOAT:
+        fixed = 4;
+        break;
+      case FieldDescriptor::TYPE_FIXED64:
+      case FieldDescriptor::TYPE_SFIXED64:
+      case FieldDescriptor::TYPE_DOUBLE:
+        fixed = 8;
+        break;
+      default:
+        break;
+    }
+    if (fixed != 0) {
+      if ((end - begin) % fixed == 0) return absl::OkStatus();
+      return Malformed(path, tag_at,
+                       absl::StrCat(name, " packs ", end - begin,
+                                    " bytes, not a whole number of ", fixed,
+                                    "-byte values"));
+    }
+    size_t pos = begin;
+    while (pos < end) {
+      const size_t at = pos;
+      uint64_t v = 0;
+      if (!ReadVarint(&pos, end, &v)) {
+        return Malformed(path, at,
+                         absl::StrCat(name, ": a packed varint is truncated "
+                                            "or longer than 10 bytes"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  bool ReadTag(size_t* pos, size_t end, uint64_t* tag) const {
+    if (!ReadVarint(pos, end, tag, kMaxSizeBytes)) return false;
+    *tag &= UINT32_MAX;
+    return true;
   }
 
   // Skips the fields of a group (nested groups included) through the end
@@ -241,7 +298,7 @@ class WireChecker {
                          absl::StrCat("the group of field ", open.back(),
                                       " has no end (truncated?)"));
       }
-      if (!ReadVarint(pos, end, &tag) || tag > UINT32_MAX || (tag >> 3) == 0) {
+      if (!ReadTag(pos, end, &tag) || (tag >> 3) == 0) {
         return Malformed(path, tag_at, "a field tag is truncated or invalid");
       }
       const int n = static_cast<int>(tag >> 3);
@@ -262,7 +319,7 @@ class WireChecker {
           break;
         }
         case 2:
-          if (!ReadVarint(pos, end, &v) || v > end - *pos) {
+          if (!ReadVarint(pos, end, &v, kMaxSizeBytes) || v > end - *pos) {
             return Malformed(path, tag_at,
                              "a length-delimited field is truncated");
           }

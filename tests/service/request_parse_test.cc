@@ -139,8 +139,15 @@ TEST(RequestParseTest, NamesTheFlawOfAMalformedMessage) {
               HasSubstr("ends a group that was never started"));
   EXPECT_THAT(ErrorOf(Varint(9 << 3 | 3) + VarintField(1, 1), &tok),
               HasSubstr("the group of field 9 has no end"));
-  // Inside a nested message, the path is given.
+  // Packed lists: a varint cut short.
+  v1::DetokenizeRequest detok;
+  EXPECT_THAT(ErrorOf(Field(2, "\x01\x80"), &detok),
+              HasSubstr("at byte 3, token_ids: a packed varint is truncated"));
   v1::GenerateRequest gen;
+  EXPECT_THAT(ErrorOf(Field(4, Field(1, "\x05\xff")), &gen),
+              HasSubstr("at byte 5 (in prompt_token_ids), "
+                        "prompt_token_ids.ids: a packed varint is truncated"));
+  // Inside a nested message, the path is given.
   EXPECT_THAT(ErrorOf(Field(8, Field(1, "user") + Varint(2 << 3 | 2) + "\x09"),
                       &gen),
               HasSubstr("at byte 8 (in messages[0]), field 2 (content) claims "
@@ -161,6 +168,15 @@ TEST(RequestParseTest, AcceptsWhatProtobufAccepts) {
   EXPECT_TRUE(DiagnoseWireBytes(bytes, *v1::TokenizeRequest::descriptor()).ok());
   v1::ListModelsRequest list;
   EXPECT_TRUE(ParseRequestBytes("", &list).ok());
+  // A 5-byte tag whose bits past 32 protobuf drops (found by
+  // request_parse_fuzz; its corpus keeps the input as tag_past_32_bits).
+  const std::string long_tag = Field(1, "m") + "\x9d\x8d\x96\x9d\x72" + "abcd";
+  ASSERT_TRUE(ParseRequestBytes(long_tag, &tok).ok());
+  EXPECT_EQ(tok.model(), "m");
+  // Six bytes are one too many for a tag.
+  EXPECT_THAT(ErrorOf(std::string("\x80\x80\x80\x80\x80\x01", 6), &tok),
+              HasSubstr("at byte 0, a field tag is truncated or longer than 5 "
+                        "bytes"));
 }
 
 // The UTF-8 check agrees with protobuf's own on random short strings that
