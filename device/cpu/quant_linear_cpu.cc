@@ -84,6 +84,26 @@ void RunRowsTask(void* arg, int64_t begin, int64_t end) {
   t.fn(*t.args, begin, end);
 }
 
+// The F32 GEMM of g's activations against weight rows [n0, n0 + rows)
+// stored at w ([n][k], row stride k: F32, or F16 when f16).
+GemmArgs WeightRowsGemm(const QuantGemmArgs& g, const void* w, bool f16,
+                        int64_t n0, int64_t rows) {
+  GemmArgs gemm;
+  gemm.x = g.x;
+  gemm.ldx = g.ldx;
+  gemm.w = w;
+  gemm.w_f16 = f16;
+  gemm.w_layout_nk = true;
+  gemm.ldw = g.k;
+  gemm.bias = g.bias != nullptr ? g.bias + n0 : nullptr;
+  gemm.y = g.y + n0;
+  gemm.ldy = g.ldy;
+  gemm.m = g.m;
+  gemm.n = rows;
+  gemm.k = g.k;
+  return gemm;
+}
+
 // Large M: tile [begin, end) of kDecodeTileRows weight rows each.
 void RunDecodedTiles(void* arg, int64_t begin, int64_t end) {
   const QuantGemmArgs& g = *static_cast<const QuantGemmArgs*>(arg);
@@ -100,20 +120,7 @@ void RunDecodedTiles(void* arg, int64_t begin, int64_t end) {
             .IgnoreError();
       }
     }
-    GemmArgs gemm;
-    gemm.x = g.x;
-    gemm.ldx = g.ldx;
-    gemm.w = tile;
-    gemm.w_bf16 = false;
-    gemm.w_layout_nk = true;
-    gemm.ldw = g.k;
-    gemm.bias = g.bias != nullptr ? g.bias + n0 : nullptr;
-    gemm.y = g.y + n0;
-    gemm.ldy = g.ldy;
-    gemm.m = g.m;
-    gemm.n = rows;
-    gemm.k = g.k;
-    RunGemm(nullptr, gemm);
+    RunGemm(nullptr, WeightRowsGemm(g, tile, false, n0, rows));
   }
 }
 
@@ -157,20 +164,7 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
       isa >= CpuIsa::kAvx512) {
     // F16 widened while the GEMM packs its panels (one pass, no decoded
     // tile).
-    GemmArgs gemm;
-    gemm.x = g.x;
-    gemm.ldx = g.ldx;
-    gemm.w = g.w;
-    gemm.w_f16 = true;
-    gemm.w_layout_nk = true;
-    gemm.ldw = g.k;
-    gemm.bias = g.bias;
-    gemm.y = g.y;
-    gemm.ldy = g.ldy;
-    gemm.m = g.m;
-    gemm.n = g.n;
-    gemm.k = g.k;
-    cpu_avx512::Gemm(pool, gemm, false);
+    cpu_avx512::Gemm(pool, WeightRowsGemm(g, g.w, true, 0, g.n), false);
     return absl::OkStatus();
   }
   if (g.m > kQuantSmallMMaxM) {
