@@ -263,6 +263,14 @@ def generate(stub, req, timeout=120):
     return tokens, text, chunks
 
 
+def assert_generate_rejected(test, stub, grpc_mod, req, words):
+    """Generate(req) must fail INVALID_ARGUMENT with `words` in its message."""
+    with test.assertRaises(grpc_mod.RpcError) as cm:
+        list(stub.Generate(req, timeout=60))
+    test.assertEqual(cm.exception.code(), grpc_mod.StatusCode.INVALID_ARGUMENT)
+    test.assertIn(words, cm.exception.details())
+
+
 def metric_value(text, name, labels):
     """The value of the sample `name` whose labels include `labels` (a
     dict) in a Prometheus text exposition."""

@@ -139,11 +139,7 @@ class ParallelSamplesTest(unittest.TestCase):
                                      "outside [0, 20]")):
             req = self.request("llama-tiny", 1, max_tokens=2)
             setattr(req.sampling, field, value)
-            with self.assertRaises(GRPC.RpcError) as cm:
-                list(self.stub.Generate(req, timeout=60))
-            self.assertEqual(cm.exception.code(),
-                             GRPC.StatusCode.INVALID_ARGUMENT)
-            self.assertIn(words, cm.exception.details())
+            lib.assert_generate_rejected(self, self.stub, GRPC, req, words)
 
     def test_prompt_logprobs_match_the_reference(self):
         k = 4

@@ -194,11 +194,7 @@ class SpeculativeTest(unittest.TestCase):
             req = IPB.GenerateRequest(model="llama-tiny", prompt="x")
             for k, v in spec.items():
                 setattr(req.speculative, k, v)
-            with self.assertRaises(GRPC.RpcError) as cm:
-                list(self.stub.Generate(req, timeout=60))
-            self.assertEqual(cm.exception.code(),
-                             GRPC.StatusCode.INVALID_ARGUMENT)
-            self.assertIn(field, cm.exception.details())
+            lib.assert_generate_rejected(self, self.stub, GRPC, req, field)
 
     def test_zz_metrics_count_drafts_and_blocks_are_free(self):
         # Runs last (name order): every earlier request has ended.
