@@ -1,5 +1,5 @@
 // Model forward-pass benchmarks (Google Benchmark):
-// - BM_EncoderMiniLm/{f32,bf16}: MiniLM-L6 shape (384 hidden, 6 layers, 12
+// - BM_EncoderMiniLm/{f32,bf16,int8}: MiniLM-L6 shape (384 hidden, 6 layers, 12
 //   heads, FFN 1536), 32 sequences x 128 tokens per step; counter tok/s.
 // - BM_DecoderTinyLlamaDecode: TinyLlama shape (2048 hidden, 22 layers, 32
 //   heads, 4 KV heads, FFN 5632, BF16 weights), one decode step at batch
@@ -103,7 +103,8 @@ BENCHMARK(BM_MemoryBandwidth)
     ->MinTime(1.0);
 
 void BM_EncoderMiniLm(benchmark::State& state) {
-  const DType dtype = state.range(0) == 0 ? DType::kF32 : DType::kBF16;
+  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kI8};
+  const DType dtype = dtypes[state.range(0)];
   auto runner = MakeRunner(state, "minilm-l6", dtype);
   if (runner == nullptr) return;
   constexpr int kSeqs = 32;
@@ -132,11 +133,13 @@ void BM_EncoderMiniLm(benchmark::State& state) {
   }
   state.counters["tok/s"] = benchmark::Counter(
       kSeqs * kLen, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(dtype == DType::kF32 ? "f32" : "bf16");
+  const char* labels[] = {"f32", "bf16", "int8"};
+  state.SetLabel(labels[state.range(0)]);
 }
 BENCHMARK(BM_EncoderMiniLm)
     ->Arg(0)
     ->Arg(1)
+    ->Arg(2)
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()
     ->UseRealTime()

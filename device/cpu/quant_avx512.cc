@@ -619,8 +619,24 @@ struct VnniX {
   const int8_t* q;   // [m][k] quantized activations
   const float* dx;   // [m][k / 32] scales of the 32-value blocks of x
   const float* dxs;  // [m][nbw] dx * sum of xq over each weight block
+  // [m][nbw] c * sum of xq over each weight block, for the formats whose
+  // offset is o = c d (VnniOffsetFactor); null for the others.
+  const int32_t* xoff;
   int64_t nbw;       // weight blocks per row
 };
+
+// c of the formats whose weight offset is a fixed multiple of the scale, o
+// = c d (Q8_0 -128, Q4_0 -8, Q6_K -32): their offset term d dx c sum(xq)
+// joins the block's integer sum (which starts at c sum(xq)) and needs no
+// F32 operations of its own. 0 for Q4_1 and Q4_K (independent minima).
+inline int32_t VnniOffsetFactor(DType dtype) {
+  switch (dtype) {
+    case DType::kQ8_0: return -128;
+    case DType::kQ4_0: return -8;
+    case DType::kQ6_K: return -32;
+    default: return 0;
+  }
+}
 
 // Panel of weight rows [n0, n0 + rows) (rows <= kVnniNr; the others zero)
 // over nb weight blocks: u bytes (4 G kVnniNr per block), d and o
@@ -711,7 +727,10 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
 }
 
 // y rows [i0, i0 + MR), columns [n0, n0 + nvalid) = x . panel (+ bias).
-template <int MR, int G>
+// kIntOffset: x.xoff holds the offset terms (VnniOffsetFactor); per block
+// and row the epilogue is then 2 conversions, 2 scale products and 2 FMAs
+// (else 2 more FMAs for the offsets), against 2 G dot products.
+template <int MR, int G, bool kIntOffset>
 __attribute__((target("avx512vnni"))) void MicroVnni(
     const VnniX& x, int64_t k, int64_t i0, const uint8_t* pu, const float* pd,
     const float* po, float* y, int64_t ldy, int nvalid, const float* bias) {
@@ -722,9 +741,16 @@ __attribute__((target("avx512vnni"))) void MicroVnni(
   const int64_t nbx = k / 32;
   const float* dx = x.dx + i0 * nbx;
   const float* dxs = x.dxs + i0 * x.nbw;
+  const int32_t* xoff = kIntOffset ? x.xoff + i0 * x.nbw : nullptr;
   for (int64_t b = 0; b < x.nbw; ++b) {
     __m512i s[MR][2];
-    for (int i = 0; i < MR; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+    for (int i = 0; i < MR; ++i) {
+      if constexpr (kIntOffset) {
+        s[i][0] = s[i][1] = _mm512_set1_epi32(xoff[i * x.nbw + b]);
+      } else {
+        s[i][0] = s[i][1] = _mm512_setzero_si512();
+      }
+    }
     const uint8_t* ub = pu + b * (4 * G * kVnniNr);
 #pragma GCC unroll 8
     for (int q = 0; q < G; ++q) {
@@ -740,15 +766,20 @@ __attribute__((target("avx512vnni"))) void MicroVnni(
       }
     }
     const __m512 d0 = _mm512_load_ps(pd + b * kVnniNr), d1 = _mm512_load_ps(pd + b * kVnniNr + 16);
-    const __m512 o0 = _mm512_load_ps(po + b * kVnniNr), o1 = _mm512_load_ps(po + b * kVnniNr + 16);
 #pragma GCC unroll 6
     for (int i = 0; i < MR; ++i) {
       const __m512 sx = _mm512_set1_ps(dx[i * nbx + kValues * b / 32]);
-      const __m512 ss = _mm512_set1_ps(dxs[i * x.nbw + b]);
       f[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][0]), _mm512_mul_ps(d0, sx), f[i][0]);
       f[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][1]), _mm512_mul_ps(d1, sx), f[i][1]);
-      f[i][0] = _mm512_fmadd_ps(o0, ss, f[i][0]);
-      f[i][1] = _mm512_fmadd_ps(o1, ss, f[i][1]);
+    }
+    if constexpr (!kIntOffset) {
+      const __m512 o0 = _mm512_load_ps(po + b * kVnniNr), o1 = _mm512_load_ps(po + b * kVnniNr + 16);
+#pragma GCC unroll 6
+      for (int i = 0; i < MR; ++i) {
+        const __m512 ss = _mm512_set1_ps(dxs[i * x.nbw + b]);
+        f[i][0] = _mm512_fmadd_ps(o0, ss, f[i][0]);
+        f[i][1] = _mm512_fmadd_ps(o1, ss, f[i][1]);
+      }
     }
   }
   const __mmask16 m0 = nvalid >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << nvalid) - 1);
@@ -768,20 +799,20 @@ __attribute__((target("avx512vnni"))) void MicroVnni(
 }
 
 // All activation rows against one packed panel.
-template <int G>
+template <int G, bool kIntOffset>
 void MicroVnniRows(const VnniX& x, const QuantGemmArgs& g, const uint8_t* pu,
                    const float* pd, const float* po, float* y, int rows,
                    const float* bias) {
   int64_t i = 0;
   for (; i + kVnniMr <= g.m; i += kVnniMr) {
-    MicroVnni<kVnniMr, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias);
+    MicroVnni<kVnniMr, G, kIntOffset>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias);
   }
   switch (g.m - i) {
-    case 1: MicroVnni<1, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-    case 2: MicroVnni<2, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-    case 3: MicroVnni<3, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-    case 4: MicroVnni<4, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
-    case 5: MicroVnni<5, G>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 1: MicroVnni<1, G, kIntOffset>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 2: MicroVnni<2, G, kIntOffset>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 3: MicroVnni<3, G, kIntOffset>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 4: MicroVnni<4, G, kIntOffset>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
+    case 5: MicroVnni<5, G, kIntOffset>(x, g.k, i, pu, pd, po, y, g.ldy, rows, bias); break;
     default: break;
   }
 }
@@ -824,9 +855,11 @@ void VnniPanelsTask(void* arg, int64_t begin, int64_t end) {
     float* y = g.y + n0;
     const float* bias = g.bias != nullptr ? g.bias + n0 : nullptr;
     if (g.dtype == DType::kQ6_K) {
-      MicroVnniRows<4>(t.x, g, pu, pd, po, y, rows, bias);
+      MicroVnniRows<4, true>(t.x, g, pu, pd, po, y, rows, bias);
+    } else if (t.x.xoff != nullptr) {
+      MicroVnniRows<8, true>(t.x, g, pu, pd, po, y, rows, bias);
     } else {
-      MicroVnniRows<8>(t.x, g, pu, pd, po, y, rows, bias);
+      MicroVnniRows<8, false>(t.x, g, pu, pd, po, y, rows, bias);
     }
   }
 }
@@ -843,6 +876,8 @@ struct QuantizeXTask {
   int8_t* q;
   float* dx;
   float* dxs;  // per weight block (32 or 16 values)
+  int32_t* xoff;  // c sum(xq) per weight block, or null (VnniX::xoff)
+  int32_t c;      // VnniOffsetFactor
   bool halves; // 16-value weight blocks
 };
 
@@ -878,7 +913,7 @@ inline __m512 ReduceLanes16(const __m512 v[16], Op op) {
 // One row of x quantized per block of 32 as QuantizeXRows documents, 16
 // blocks at a time (32-value weight blocks only).
 inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
-                              float* dxs) {
+                              float* dxs, int32_t* xoff, int32_t c) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const __m512 tiny = _mm512_set1_ps(std::numeric_limits<float>::min());
   for (int64_t b0 = 0; b0 < nb; b0 += 16) {
@@ -919,6 +954,9 @@ inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
           _mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
     }));
     _mm512_mask_storeu_ps(dxs + b0, tail, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sums)));
+    if (xoff != nullptr) {
+      _mm512_mask_storeu_epi32(xoff + b0, tail, _mm512_mullo_epi32(sums, _mm512_set1_epi32(c)));
+    }
   }
 }
 
@@ -930,7 +968,8 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   if (!t.halves) {
     for (int64_t i = begin; i < end; ++i) {
-      QuantizeRowBlocks(g.x + i * g.ldx, nb, t.q + i * g.k, t.dx + i * nb, t.dxs + i * nb);
+      QuantizeRowBlocks(g.x + i * g.ldx, nb, t.q + i * g.k, t.dx + i * nb, t.dxs + i * nb,
+                        t.xoff != nullptr ? t.xoff + i * nb : nullptr, t.c);
     }
     return;
   }
@@ -948,8 +987,11 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
       t.dx[i * nb + b] = d;
       // 16-value weight blocks (Q6_K): a sum per half block.
-      t.dxs[i * 2 * nb + 2 * b] = d * static_cast<float>(_mm512_reduce_add_epi32(q0));
-      t.dxs[i * 2 * nb + 2 * b + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(q1));
+      const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+      t.dxs[i * 2 * nb + 2 * b] = d * static_cast<float>(s0);
+      t.dxs[i * 2 * nb + 2 * b + 1] = d * static_cast<float>(s1);
+      t.xoff[i * 2 * nb + 2 * b] = t.c * s0;
+      t.xoff[i * 2 * nb + 2 * b + 1] = t.c * s1;
     }
   }
 }
@@ -1191,9 +1233,12 @@ void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
   const int64_t nbw = g.k / VnniBlockValues(g.dtype);
   std::vector<int8_t> q(g.m * g.k);
   std::vector<float> dx(g.m * (g.k / 32)), dxs(g.m * nbw);
-  QuantizeXTask qt{&g, q.data(), dx.data(), dxs.data(), g.dtype == DType::kQ6_K};
+  const int32_t c = VnniOffsetFactor(g.dtype);
+  std::vector<int32_t> xoff(c != 0 ? g.m * nbw : 0);
+  int32_t* xo = c != 0 ? xoff.data() : nullptr;
+  QuantizeXTask qt{&g, q.data(), dx.data(), dxs.data(), xo, c, g.dtype == DType::kQ6_K};
   ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
-  VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), nbw}};
+  VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), xo, nbw}};
   ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
 }
 
