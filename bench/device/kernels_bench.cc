@@ -1,5 +1,6 @@
 // Kernel benchmarks: Linear (F32 / BF16 weights; quantized and F16 weights in
-// BM_QuantLinear, at M = 512 in BM_QuantLinearPrefill) GEMM and decode GEMV
+// BM_QuantLinear, at M = 512 in BM_QuantLinearPrefill) GEMM and decode GEMV,
+// encoder self-attention (BM_EncoderAttention)
 // on the cpu device, with the machine's measured FP32 FMA peak, vdpbf16ps
 // peak and streaming-read bandwidth as reference counters. The CPU column is the whole
 // process's CPU time (all threads), for comparisons on a busy machine.
@@ -352,6 +353,50 @@ BENCHMARK(BM_EigenLinearF32)
     ->Args({512, 4096, 4096, 0, 2})
     ->Args({4096, 384, 384, 0, 2})
     ->ArgNames({"M", "N", "K", "bf16", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()->UseRealTime()
+    ->MinTime(1.0);
+
+// Args: sequences, tokens per sequence, threads. Encoder self-attention of
+// the MiniLM-L6 shape (12 heads of 32, bidirectional) on the fused QKV
+// activation layout the encoders use (q, k, v as column slices of one
+// [tokens][3 x 384] buffer); counter: FMA GFLOP/s of QK^T and PV.
+void BM_EncoderAttention(benchmark::State& state) {
+  const int64_t seqs = state.range(0), len = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  constexpr int kHeads = 12, kDim = 32, kHidden = kHeads * kDim;
+  const int64_t tokens = seqs * len;
+  std::vector<float> qkv = Random(tokens * 3 * kHidden, 3), out(tokens * kHidden);
+  std::vector<int32_t> cu(seqs + 1);
+  for (int64_t s = 0; s <= seqs; ++s) cu[s] = static_cast<int32_t>(s * len);
+  auto slice = [&](int part) {
+    TensorView t = TensorView::Contiguous(qkv.data() + part * kHidden, DType::kF32,
+                                          {tokens, kHidden});
+    t.strides[0] = 3 * kHidden;
+    return t;
+  };
+  AttentionParams p;
+  p.num_heads = p.num_kv_heads = kHeads;
+  p.head_dim = kDim;
+  p.causal = false;
+  ExecutionContext ctx{DeviceWithThreads(threads), KernelChoice::kOptimized};
+  for (auto _ : state) {
+    auto st = VarlenAttention(
+        ctx, slice(0), slice(1), slice(2),
+        TensorView::Contiguous(cu.data(), DType::kI32, {seqs + 1}), p,
+        TensorView::Contiguous(out.data(), DType::kF32, {tokens, kHidden}));
+    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    benchmark::ClobberMemory();
+  }
+  const double flops = 4.0 * seqs * len * len * kHidden;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EncoderAttention)
+    ->Args({4, 128, 1})
+    ->Args({4, 512, 1})
+    ->Args({32, 128, 2})
+    ->ArgNames({"seqs", "len", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->MeasureProcessCPUTime()->UseRealTime()
     ->MinTime(1.0);

@@ -329,57 +329,78 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
 
     QkRows<kQkRows>(rows, qs, dp, d, kt, s);
 
-    for (int r = 0; r < rows; ++r) {
-      const int64_t pos = job.first_pos + q_begin + r / group;
-      int64_t lo = 0, hi = nk;
-      if (job.causal && pos + 1 - k0 < hi) hi = pos + 1 - k0;
-      if (job.window > 0 && pos - job.window + 1 - k0 > lo) {
-        lo = pos - job.window + 1 - k0;
-      }
-      float* sr = s + r * kKeyTile;
-      if (hi <= lo) {
-        for (int v = 0; v < kKeyVecs; ++v)
-          _mm512_store_ps(sr + 16 * v, _mm512_setzero_ps());
-        continue;
-      }
-      const uint64_t mask = RangeMask(lo, hi);
-      __m512 x[kKeyVecs];
-      __m512 vmax = neg_inf;
-      for (int v = 0; v < kKeyVecs; ++v) {
-        __m512 t = _mm512_load_ps(sr + 16 * v);
-        if (job.softcap > 0.0f) {
-          const __m512 cap = _mm512_set1_ps(job.softcap);
-          t = _mm512_mul_ps(cap, VTanh(_mm512_div_ps(t, cap)));
+    // Softmax in groups of 16 rows: their maxima and sums come out of one
+    // transposing reduction each (ReduceLanes16) and their corrections out
+    // of one exp, instead of per-row horizontal reductions whose scalar
+    // results serialized the rows.
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+      const int nr = rows - r0 < 16 ? rows - r0 : 16;
+      const __mmask16 live = static_cast<__mmask16>(nr == 16 ? 0xffff : (1u << nr) - 1);
+      __m512 red[16];
+      for (int i = 0; i < 16; ++i) {
+        red[i] = neg_inf;
+        if (i >= nr) continue;
+        const int r = r0 + i;
+        const int64_t pos = job.first_pos + q_begin + r / group;
+        int64_t lo = 0, hi = nk;
+        if (job.causal && pos + 1 - k0 < hi) hi = pos + 1 - k0;
+        if (job.window > 0 && pos - job.window + 1 - k0 > lo) {
+          lo = pos - job.window + 1 - k0;
         }
-        x[v] = _mm512_mask_blend_ps(static_cast<__mmask16>(mask >> (16 * v)),
-                                    neg_inf, t);
-        vmax = _mm512_max_ps(vmax, x[v]);
-      }
-      const float tile_max = _mm512_reduce_max_ps(vmax);
-      const float m_new = m[r] > tile_max ? m[r] : tile_max;
-      const __m512 vm = _mm512_set1_ps(m_new);
-      __m512 vsum = _mm512_setzero_ps();
-      for (int v = 0; v < kKeyVecs; ++v) {
-        const __mmask16 mk = static_cast<__mmask16>(mask >> (16 * v));
-        const __m512 p = _mm512_maskz_mov_ps(mk, VExp(_mm512_sub_ps(x[v], vm)));
-        _mm512_store_ps(sr + 16 * v, p);
-        vsum = _mm512_add_ps(vsum, p);
-      }
-      const float sum = _mm512_reduce_add_ps(vsum);
-      if (m[r] != m_new) {
-        const float corr =
-            m[r] == -INFINITY
-                ? 0.0f
-                : _mm512_cvtss_f32(VExp(_mm512_set1_ps(m[r] - m_new)));
-        l[r] *= corr;
-        const __m512 vc = _mm512_set1_ps(corr);
-        float* a = acc + r * dp;
-        for (int e = 0; e < dp; e += 16) {
-          _mm512_storeu_ps(a + e, _mm512_mul_ps(_mm512_loadu_ps(a + e), vc));
+        // Masked (and capped) scores back into the row; -inf where masked.
+        const uint64_t mask = hi <= lo ? 0 : RangeMask(lo, hi);
+        float* sr = s + r * kKeyTile;
+#pragma GCC unroll 4
+        for (int v = 0; v < kKeyVecs; ++v) {
+          __m512 t = _mm512_load_ps(sr + 16 * v);
+          if (job.softcap > 0.0f) {
+            const __m512 cap = _mm512_set1_ps(job.softcap);
+            t = _mm512_mul_ps(cap, VTanh(_mm512_div_ps(t, cap)));
+          }
+          t = _mm512_mask_blend_ps(static_cast<__mmask16>(mask >> (16 * v)), neg_inf, t);
+          _mm512_store_ps(sr + 16 * v, t);
+          red[i] = _mm512_max_ps(red[i], t);
         }
-        m[r] = m_new;
       }
-      l[r] += sum;
+      const __m512 tile_max =
+          ReduceLanes16(red, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
+      const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, live, m + r0);
+      const __m512 m_new = _mm512_max_ps(m_old, tile_max);
+      // Rows with earlier keys rescale their sums and accumulators by
+      // exp(m_old - m_new) (1 when the maximum stayed); rows without
+      // (m_old = -inf) have nothing to rescale.
+      const __mmask16 had = _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_NEQ_OQ);
+      const __m512 corr = _mm512_maskz_mov_ps(had, VExp(_mm512_sub_ps(m_old, m_new)));
+      alignas(64) float mn[16], cr[16];
+      _mm512_store_ps(mn, m_new);
+      _mm512_store_ps(cr, corr);
+      _mm512_mask_storeu_ps(m + r0, live, m_new);
+      for (int i = 0; i < 16; ++i) {
+        red[i] = _mm512_setzero_ps();
+        if (i >= nr) continue;
+        const int r = r0 + i;
+        float* sr = s + r * kKeyTile;
+        const __m512 vm = _mm512_set1_ps(mn[i]);
+#pragma GCC unroll 4
+        for (int v = 0; v < kKeyVecs; ++v) {
+          const __m512 x = _mm512_load_ps(sr + 16 * v);
+          const __mmask16 mk = _mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_OQ);
+          const __m512 p = _mm512_maskz_mov_ps(mk, VExp(_mm512_sub_ps(x, vm)));
+          _mm512_store_ps(sr + 16 * v, p);
+          red[i] = _mm512_add_ps(red[i], p);
+        }
+        if (cr[i] != 1.0f) {
+          const __m512 vc = _mm512_set1_ps(cr[i]);
+          float* a = acc + r * dp;
+          for (int e = 0; e < dp; e += 16) {
+            _mm512_storeu_ps(a + e, _mm512_mul_ps(_mm512_loadu_ps(a + e), vc));
+          }
+        }
+      }
+      const __m512 sums =
+          ReduceLanes16(red, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+      const __m512 l_old = _mm512_maskz_loadu_ps(live, l + r0);
+      _mm512_mask_storeu_ps(l + r0, live, _mm512_fmadd_ps(l_old, corr, sums));
     }
 
     Pv(rows, s, vrows, nk, acc, dp);

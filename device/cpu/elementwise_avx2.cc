@@ -46,6 +46,7 @@ inline VF Pow2i(VF n) {
       _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
   return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
 }
+inline VF MulPow2i(VF p, VF n) { return Mul(p, Pow2i(n)); }
 inline float ReduceMax(VF v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "device/cpu/quant_gemm.h"
+#include "device/cpu/transpose_avx512_impl.h"
 
 namespace inferd {
 namespace cpu_avx512 {
@@ -880,35 +881,6 @@ struct QuantizeXTask {
   int32_t c;      // VnniOffsetFactor
   bool halves; // 16-value weight blocks
 };
-
-// r[t] = op over the 16 lanes of v[t], for 16 vectors at once (a
-// transposing tree: 45 shuffles and ops instead of 16 horizontal
-// reductions, whose scalar results also serialized the quantization).
-template <class Op>
-inline __m512 ReduceLanes16(const __m512 v[16], Op op) {
-  __m512 w[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    // 128-bit lane L: [a0 op a2, b0 op b2, a1 op a3, b1 op b3] of v[2i] = a,
-    // v[2i + 1] = b, elements of that lane.
-    w[i] = op(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-              _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  }
-  __m512 u[4];
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    // Lane L, element j: v[4i + j] reduced over lane L.
-    const __m512d a = _mm512_castps_pd(w[2 * i]), b = _mm512_castps_pd(w[2 * i + 1]);
-    u[i] = op(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  const __m512 a = op(_mm512_shuffle_f32x4(u[0], u[1], 0x88),
-                      _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
-  const __m512 b = op(_mm512_shuffle_f32x4(u[2], u[3], 0x88),
-                      _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
-  // Lane L, element j: v[4L + j] reduced over all lanes.
-  return op(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd));
-}
 
 // One row of x quantized per block of 32 as QuantizeXRows documents, 16
 // blocks at a time (32-value weight blocks only).

@@ -33,10 +33,8 @@ inline VF Round(VF a) {
 inline VF Select(VF a, VF b, VF t, VF f) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_LT_OQ), f, t);
 }
-inline VF Pow2i(VF n) {
-  const __m512i e =
-      _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
-}
+// p 2^n for integral n (vscalefps: one instruction for the cvt, add,
+// shift and multiply of the exponent-field construction).
+inline VF MulPow2i(VF p, VF n) { return _mm512_scalef_ps(p, n); }
 inline float ReduceMax(VF v) { return _mm512_reduce_max_ps(v); }
 inline float ReduceAdd(VF v) { return _mm512_reduce_add_ps(v); }
