@@ -268,6 +268,24 @@ void QuantPrefillArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearPrefill")->Apply(QuantPrefillArgs);
 
+// A serving step of 16 decodes and a 64- or 128-token prompt chunk (M = 80,
+// 144) at the TinyLlama shapes with F16 and Q8_0 weights, 2 threads: the
+// weights stream from memory once per step (see BM_QuantLinear) while
+// being packed for the GEMM.
+void QuantMixedStepArgs(benchmark::internal::Benchmark* b) {
+  for (int m : {80, 144}) {
+    for (int d : {2, 5}) {  // Q8_0, F16
+      b->Args({m, 2048, 2048, d, 2});
+      b->Args({m, 5632, 2048, d, 2});
+      b->Args({m, 2048, 5632, d, 2});
+    }
+  }
+  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.5);
+}
+
+BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearMixedStep")->Apply(QuantMixedStepArgs);
+
 // Args: M, dtype. The decode kernels' compute ceiling: a 256 x 2048 weight
 // (<= 1 MB) called repeatedly stays in L2, so memory bandwidth is out of
 // the picture. One thread.

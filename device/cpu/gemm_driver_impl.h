@@ -105,6 +105,21 @@ inline void PackBF32(const GemmArgs& g, int64_t n0, int64_t nc, int64_t k0,
   }
 }
 
+// Prefetches (into L2) weight rows n0 .. n0 + nv, values k0 .. k0 + kKc
+// (clipped to K), of a [n][k] weight.
+inline void PrefetchWeightRows(const GemmArgs& g, int64_t n0, int64_t nv,
+                               int64_t k0) {
+  const int64_t esize = g.w_f16 || g.w_bf16 ? 2 : 4;
+  const int64_t kc = g.k - k0 < kKc ? g.k - k0 : kKc;
+  const char* base = static_cast<const char*>(g.w);
+  for (int64_t j = 0; j < nv; ++j) {
+    const char* row = base + ((n0 + j) * g.ldw + k0) * esize;
+    for (int64_t off = 0; off < kc * esize; off += 64) {
+      __builtin_prefetch(row + off, 0, 2);  // read, L2 (prefetcht1)
+    }
+  }
+}
+
 template <int MR>
 inline void MicroDispatchF32(int mr, int64_t kc, const float* a, int64_t lda,
                              const float* bp, float* c, int64_t ldc, int nvalid,
@@ -167,8 +182,16 @@ inline void GemmF32Task(void* arg, int64_t begin, int64_t end) {
         } else {
           PackBF32(g, n0, nc, k0, kc, bp);
         }
+        // Packing per K block reads kc values of each of the task's nc
+        // weight rows (rows ldw apart: more streams than the hardware
+        // prefetcher follows), so the next block's are fetched into L2
+        // while this one computes, a panel's rows at a time.
+        const int64_t next_k0 = k0 + kKc;
+        const bool prefetch_next =
+            !prepacked && !pack_all && g.w_layout_nk && next_k0 < g.k;
         for (int64_t p = 0; p < nc; p += kNr) {
           const int nv = static_cast<int>(nc - p < kNr ? nc - p : kNr);
+          if (prefetch_next) PrefetchWeightRows(g, n0 + p, nv, next_k0);
           const float* panel =
               prepacked ? g.packed + ((n0 + p) / kNr * g.k + k0) * kNr
                         : bk + p * kc;
