@@ -701,28 +701,50 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
       }
       continue;
     }
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = row + b * bytes;
-      alignas(32) uint8_t u[32];
-      const float d = HalfAt(blk);
-      float o;
-      if (g.dtype == DType::kQ8_0) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(u),
-                           _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
-        o = -128.0f * d;
-      } else {
-        const uint8_t* qs = blk + (g.dtype == DType::kQ4_0 ? 2 : 4);
-        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-        _mm_store_si128(reinterpret_cast<__m128i*>(u), _mm_and_si128(v, low));
-        _mm_store_si128(reinterpret_cast<__m128i*>(u + 16),
-                        _mm_and_si128(_mm_srli_epi16(v, 4), low));
-        o = g.dtype == DType::kQ4_0 ? -8.0f * d : HalfAt(blk + 2);
+  }
+  if (g.dtype == DType::kQ6_K || g.dtype == DType::kQ4_K) return;
+  // Q8_0, Q4_0, Q4_1: 16 rows x 2 blocks at a time, each row's two blocks
+  // of u bytes as 16 dwords of one vector; a 16 x 16 dword transpose turns
+  // them into the packed layout's groups (64 bytes: 16 rows' 4 bytes of
+  // one group), one store each.
+  for (int j0 = 0; j0 < kVnniNr; j0 += 16) {
+    for (int64_t b = 0; b < nb; b += 2) {
+      const bool pair = b + 1 < nb;
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int j = j0 + i;
+        if (j >= rows) {
+          r[i] = _mm512_setzero_ps();
+          continue;
+        }
+        const uint8_t* row = g.w + (n0 + j) * g.row_bytes;
+        __m256i u[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < (pair ? 2 : 1); ++h) {
+          const uint8_t* blk = row + (b + h) * bytes;
+          const float d = HalfAt(blk);
+          float o;
+          if (g.dtype == DType::kQ8_0) {
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+            u[h] = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
+            o = -128.0f * d;
+          } else {
+            const uint8_t* qs = blk + (g.dtype == DType::kQ4_0 ? 2 : 4);
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+            u[h] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low),
+                                    _mm_and_si128(v, low));
+            o = g.dtype == DType::kQ4_0 ? -8.0f * d : HalfAt(blk + 2);
+          }
+          pd[(b + h) * kVnniNr + j] = d;
+          po[(b + h) * kVnniNr + j] = o;
+        }
+        r[i] = _mm512_castsi512_ps(
+            _mm512_inserti64x4(_mm512_castsi256_si512(u[0]), u[1], 1));
       }
-      uint8_t* dst = pu + b * block_bytes + 4 * j;
-      for (int q = 0; q < 8; ++q) std::memcpy(dst + q * 4 * kVnniNr, u + 4 * q, 4);
-      pd[b * kVnniNr + j] = d;
-      po[b * kVnniNr + j] = o;
+      Transpose16x16(r);
+      for (int c = 0; c < (pair ? 16 : 8); ++c) {
+        uint8_t* dst = pu + (b + c / 8) * block_bytes + (c % 8) * 4 * kVnniNr + 4 * j0;
+        _mm512_store_si512(dst, _mm512_castps_si512(r[c]));
+      }
     }
   }
 }
