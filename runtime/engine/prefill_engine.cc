@@ -408,67 +408,67 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
   return Admit(std::move(task));
 }
 
-absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
-    ClassifyParams params, ResultCallback<ClassifyResult> done) {
-  RETURN_IF_ERROR(CheckTask(Task::kClassify));
-  auto shared = std::make_shared<const ClassifyParams>(std::move(params));
+template <typename Params, typename Result>
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitScores(
+    Task kind, Params params, ResultCallback<Result> done,
+    absl::StatusOr<std::vector<PrefillSequence>> (InputProcessor::*process)(
+        const Params&) const,
+    absl::Status (*fill)(std::vector<std::vector<float>> scores,
+                         Result* result)) {
+  RETURN_IF_ERROR(CheckTask(kind));
+  auto shared = std::make_shared<const Params>(std::move(params));
   PrepTask task;
   task.deadline = shared->deadline;
   task.output = components_.output.get();
   task.raw_scores = shared->raw_scores;
-  task.tokenize = [this, shared] {
-    return components_.input->ProcessClassify(*shared);
+  task.tokenize = [this, shared, process] {
+    return (components_.input.get()->*process)(*shared);
   };
   task.finish =
-      [done = std::move(done)](
+      [done = std::move(done), fill](
           absl::StatusOr<std::vector<std::vector<float>>> scores,
           const RequestTimings& t, int64_t tokens) {
         if (!scores.ok()) {
           done(scores.status());
           return;
         }
-        ClassifyResult result;
+        Result result;
         result.total_tokens = tokens;
         result.timings = t;
-        result.scores = std::move(scores).value();
+        const absl::Status filled = fill(std::move(scores).value(), &result);
+        if (!filled.ok()) {
+          done(filled);
+          return;
+        }
         done(std::move(result));
       };
   return Admit(std::move(task));
 }
 
+absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
+    ClassifyParams params, ResultCallback<ClassifyResult> done) {
+  return SubmitScores<ClassifyParams, ClassifyResult>(
+      Task::kClassify, std::move(params), std::move(done),
+      &InputProcessor::ProcessClassify,
+      [](std::vector<std::vector<float>> scores, ClassifyResult* result) {
+        result->scores = std::move(scores);
+        return absl::OkStatus();
+      });
+}
+
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
     RerankParams params, ResultCallback<RerankResult> done) {
-  RETURN_IF_ERROR(CheckTask(Task::kRerank));
-  auto shared = std::make_shared<const RerankParams>(std::move(params));
-  PrepTask task;
-  task.deadline = shared->deadline;
-  task.output = components_.output.get();
-  task.raw_scores = shared->raw_scores;
-  task.tokenize = [this, shared] {
-    return components_.input->ProcessRerank(*shared);
-  };
-  task.finish =
-      [done = std::move(done)](
-          absl::StatusOr<std::vector<std::vector<float>>> scores,
-          const RequestTimings& t, int64_t tokens) {
-        if (!scores.ok()) {
-          done(scores.status());
-          return;
-        }
-        RerankResult result;
-        result.total_tokens = tokens;
-        result.timings = t;
+  return SubmitScores<RerankParams, RerankResult>(
+      Task::kRerank, std::move(params), std::move(done),
+      &InputProcessor::ProcessRerank,
+      [](std::vector<std::vector<float>> scores, RerankResult* result) {
         // A cross-encoder head has one logit: the relevance.
-        for (const std::vector<float>& s : *scores) {
-          if (s.empty()) {
-            done(absl::InternalError("the model returned no score"));
-            return;
-          }
-          result.scores.push_back(s[0]);
+        for (const std::vector<float>& s : scores) {
+          if (s.empty()) return absl::InternalError("the model returned no score");
+          result->scores.push_back(s[0]);
         }
-        done(std::move(result));
-      };
-  return Admit(std::move(task));
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace inferd

@@ -134,6 +134,16 @@ class PrefillEngine : public Engine {
   void PrepLoop();
   // FAILED_PRECONDITION unless the workflow serves `task`.
   absl::Status CheckTask(Task task) const;
+  // Classify and Rerank: the request's params shared with its tokenize
+  // step (`process` of the input processor); `fill` moves the
+  // per-sequence scores into the result (an error fails the request).
+  template <typename Params, typename Result>
+  absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitScores(
+      Task kind, Params params, ResultCallback<Result> done,
+      absl::StatusOr<std::vector<PrefillSequence>> (InputProcessor::*process)(
+          const Params&) const,
+      absl::Status (*fill)(std::vector<std::vector<float>> scores,
+                           Result* result));
   // Admits the request (RESOURCE_EXHAUSTED when the queue is full,
   // UNAVAILABLE once stopped) and hands it to a prep worker, which
   // tokenizes it and queues it in the scheduler; each finished sequence
