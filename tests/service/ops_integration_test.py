@@ -902,16 +902,21 @@ class LifecycleTest(unittest.TestCase):
         # The engine queue holds 4 requests; one stream sends 150 at once.
         # The stream must slow down (stop reading while the queue is full),
         # not fail: every request is answered exactly once.
+        self.check_embed_burst_is_backpressured(
+            ["--max-queue-requests", "4"], "burst text", 150)
+
+    def check_embed_burst_is_backpressured(self, flags, text, count):
+        # One Embed stream sends `count` requests at once to a server with
+        # `flags`; every request must be answered exactly once.
         if not model_path("bert-embed"):
             self.skipTest("bert-embed absent")
-        server = Inferd([("bert-embed", model_path("bert-embed"))],
-                        ["--max-queue-requests", "4"])
+        server = Inferd([("bert-embed", model_path("bert-embed"))], flags)
         channel = self.grpc.insecure_channel(server.address)
         wait_serving(channel)
         stub = self.ipb_grpc.InferenceStub(channel)
         reqs = [self.ipb.EmbedRequest(model="bert-embed", id=f"r{i}",
-                                      texts=[f"burst text {i}"] * (1 + i % 3))
-                for i in range(150)]
+                                      texts=[f"{text} {i}"] * (1 + i % 3))
+                for i in range(count)]
         got = [r.id for r in stub.Embed(iter(reqs), timeout=300)]
         self.assertEqual(sorted(got), sorted(q.id for q in reqs))
         self.assertEqual(len(got), len(set(got)))
@@ -923,22 +928,9 @@ class LifecycleTest(unittest.TestCase):
         # known after tokenization, so it reaches the stream through the
         # engine's callback (tokenization workers) rather than at submit.
         # The stream must still slow down, not fail.
-        if not model_path("bert-embed"):
-            self.skipTest("bert-embed absent")
-        server = Inferd([("bert-embed", model_path("bert-embed"))],
-                        ["--max-queue-tokens", "64",
-                         "--tokenization-workers", "1"])
-        channel = self.grpc.insecure_channel(server.address)
-        wait_serving(channel)
-        stub = self.ipb_grpc.InferenceStub(channel)
-        reqs = [self.ipb.EmbedRequest(model="bert-embed", id=f"t{i}",
-                                      texts=[f"burst text number {i}"] * (1 + i % 3))
-                for i in range(120)]
-        got = [r.id for r in stub.Embed(iter(reqs), timeout=300)]
-        self.assertEqual(sorted(got), sorted(q.id for q in reqs))
-        self.assertEqual(len(got), len(set(got)))
-        self.assertEqual(server.stop(), 0, server.output())
-        channel.close()
+        self.check_embed_burst_is_backpressured(
+            ["--max-queue-tokens", "64", "--tokenization-workers", "1"],
+            "burst text number", 120)
 
     def test_drain_ends_an_idle_embed_stream_at_once(self):
         # A client that keeps an Embed stream open with nothing in flight
