@@ -1,6 +1,7 @@
 #include "service/health.h"
 
 #include "absl/strings/str_cat.h"
+#include "service/reactor_link.h"
 
 namespace inferd {
 
@@ -44,6 +45,7 @@ class HealthService::Watcher
 
   void OnDone() override {
     svc_->Unregister(this);
+    AwaitReactions(&mu_);
     delete this;
   }
 

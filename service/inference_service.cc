@@ -143,6 +143,7 @@ class UnaryCall : public grpc::ServerUnaryReactor {
   }
   void OnDone() override {
     link_->Detach();  // waits for an engine callback inside the call
+    AwaitReactions(&mu_);
     delete this;
   }
 
@@ -288,6 +289,7 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   void OnDone() override {
     link_->Detach();  // waits for an engine callback inside the call
+    AwaitReactions(&mu_);
     delete this;
   }
 
@@ -567,6 +569,7 @@ class EmbedStreamCall
   void OnDone() override {
     if (registered_) svc_->UnregisterStream(this);
     link_->Detach();  // waits for an engine callback inside the call
+    AwaitReactions(&mu_);
     delete this;
   }
 

@@ -350,8 +350,11 @@ def main():
         if rc != 0:
             failures.append(f"inferd exited with {rc} on SIGTERM")
         out = server.output()
-        if "AddressSanitizer" in out or "runtime error:" in out:
-            failures.append("sanitizer report:\n" + out[-6000:])
+        if ("AddressSanitizer" in out or "runtime error:" in out or
+                "ThreadSanitizer" in out):
+            reports = out.count("WARNING: ThreadSanitizer")
+            failures.append(f"sanitizer report ({reports} from TSan):\n" +
+                            out[-6000:])
         if failures:
             for f in failures[:30]:
                 print("FAIL:", f)
