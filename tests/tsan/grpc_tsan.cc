@@ -1,4 +1,4 @@
-// ThreadSanitizer view of gRPC's batch completions.
+// ThreadSanitizer view of the hand-offs between threads inside gRPC.
 //
 // inferd links Debian's prebuilt gRPC, which is not built with
 // -fsanitize=thread. gRPC's C++ API is largely header code (the callback
@@ -13,20 +13,28 @@
 //
 // This file, linked only into the TSan binaries that use gRPC (with
 // -rdynamic, so the definitions here take the place of the library's for
-// gRPC's own calls: libgrpc calls grpc_cq_end_op and libgrpc++ calls
-// grpc_call_start_batch through the PLT), defines those two entry points:
-// each calls the library's definition (found with dlsym(RTLD_NEXT)) and
-// tells TSan about the hand-off:
-//   - grpc_call_start_batch releases the batch's tag before the batch is
-//     handed over (what the starting thread wrote is visible to whoever
-//     completes it);
-//   - grpc_cq_end_op acquires the tag before the completion is queued or
-//     run.
-// The executor that runs callbacks off the completing thread synchronizes
-// with gpr_mu and gpr_cv, which are abseil's Mutex and CondVar (their view
-// is absl_sync_tsan.cc). The edges are the ordering gRPC documents (a tag
-// completes after its batch was started); they add no ordering between
-// inferd threads that gRPC does not provide.
+// gRPC's own calls: libgrpc and libgrpc++ call these functions through the
+// PLT), defines the entry points where work changes hands; each calls the
+// library's definition (found with dlsym(RTLD_NEXT)) and tells TSan what
+// was handed over:
+//   - grpc_call_start_batch, grpc_server_request_call and
+//     grpc_server_request_registered_call release the tag before the batch
+//     or request is handed to the core (what the starting thread wrote is
+//     visible to whoever completes it);
+//   - grpc_cq_end_op, where the core completes a tag, acquires it and
+//     releases it again (to the thread that runs the completion: this one,
+//     one of gRPC's executor threads, which take work under abseil's Mutex
+//     and CondVar as seen through absl_sync_tsan.cc, or a thread that takes
+//     it from the queue);
+//   - grpc_completion_queue_next and grpc_completion_queue_pluck acquire
+//     the tag of the event they return (the callback server's "nexting"
+//     threads run the tag's callback next);
+//   - ServerCallbackCall::ScheduleOnDone and CallOnCancel (libgrpc++)
+//     acquire the call's reference and cancellation counters, whose last
+//     decrement may come from inside libgrpc++ (see below).
+// These are orderings gRPC provides (a tag completes after its batch was
+// started; OnDone runs after the last reference is dropped); they add none
+// between inferd's threads that gRPC does not provide.
 //
 // Thread-safety: the functions are as thread-safe as the ones they wrap.
 #include <dlfcn.h>
