@@ -8,10 +8,9 @@
 #
 #   scripts/test.sh                 everything (what CI runs)
 #   scripts/test.sh --sanitize      only the sanitizer tiers: ASan+UBSan
-#                                   (tests/sanitize) and TSan (tests/tsan),
-#                                   with TSan's cancel storm against an
-#                                   instrumented server (turned on in the
-#                                   build tree for this; not in CI)
+#                                   (tests/sanitize) and TSan (tests/tsan,
+#                                   with its cancel storm against an
+#                                   instrumented server)
 #   scripts/test.sh --tsan          only the TSan tier, with the storm
 #   scripts/test.sh ARGS...         ctest ARGS (e.g. -R service_faults)
 set -euo pipefail
@@ -25,8 +24,8 @@ build="${BUILD_DIR:-$root/build}"
 export BUILD_DIR="$build"
 "$root/scripts/install-deps.sh"
 if ((tsan)); then
-  # The TSan cancel storm (minutes) is not in CI's budget; turn it on in
-  # this build tree.
+  # The TSan tier and its cancel storm (both on by default), also in a
+  # build tree configured without them.
   cmake -S "$root" -B "$build" -G Ninja -DINFERD_TSAN_TIER=ON \
     -DINFERD_TSAN_STRESS=ON >/dev/null
 fi
