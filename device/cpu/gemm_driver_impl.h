@@ -14,7 +14,12 @@
 // No std containers or std::function here: see cpu/CMakeLists notes on ISA
 // translation units.
 
-constexpr int64_t kKc = 256;
+// K values per packed block: a 512 x 32 F32 panel (64 KB) streams from
+// L2; against 256 (a panel that fits L1) the C tile is loaded and stored
+// half as often: 512 x 4096 x 4096 F32 67.5 -> 61.9 ms, F16 weights at
+// M = 512 16.3 -> 14.9 ms and at M = 80 2.66 -> 2.49 ms (2048 x 2048),
+// BF16 weights within 2% (bench/README, session 7).
+constexpr int64_t kKc = 512;
 constexpr int64_t kNcMax = 256;
 constexpr int64_t kMc = 8 * kMr;  // rows per L2-resident A chunk
 // Tasks whose C tile is larger than this (L2) pack all of B first and walk
