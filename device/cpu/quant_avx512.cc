@@ -619,7 +619,9 @@ inline int VnniBlockValues(DType dtype) { return dtype == DType::kQ6_K ? 16 : 32
 struct VnniX {
   const int8_t* q;   // [m][k] quantized activations
   const float* dx;   // [m][k / 32] scales of the 32-value blocks of x
-  const float* dxs;  // [m][nbw] dx * sum of xq over each weight block
+  // [m][nbw] dx * sum of xq over each weight block, for the formats
+  // without xoff (null for the others).
+  const float* dxs;
   // [m][nbw] c * sum of xq over each weight block, for the formats whose
   // offset is o = c d (VnniOffsetFactor); null for the others.
   const int32_t* xoff;
@@ -648,10 +650,13 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
   const int64_t block_bytes = 4 * groups * kVnniNr;
   const size_t bytes = g.dtype == DType::kQ8_0 ? 34 : (g.dtype == DType::kQ4_0 ? 18 : 20);
   const __m128i low = _mm_set1_epi8(0x0F);
+  const bool k_quants = g.dtype == DType::kQ6_K || g.dtype == DType::kQ4_K;
   for (int j = 0; j < kVnniNr; ++j) {
     if (j >= rows) {
       for (int64_t b = 0; b < nb; ++b) {
-        for (int q = 0; q < groups; ++q) std::memset(pu + b * block_bytes + q * 4 * kVnniNr + 4 * j, 0, 4);
+        // (The 32-value formats' u bytes, zeros included, come from the
+        // transposed stores below.)
+        for (int q = 0; k_quants && q < groups; ++q) std::memset(pu + b * block_bytes + q * 4 * kVnniNr + 4 * j, 0, 4);
         pd[b * kVnniNr + j] = 0.0f;
         po[b * kVnniNr + j] = 0.0f;
       }
@@ -702,7 +707,7 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
       continue;
     }
   }
-  if (g.dtype == DType::kQ6_K || g.dtype == DType::kQ4_K) return;
+  if (k_quants) return;
   // Q8_0, Q4_0, Q4_1: 16 rows x 2 blocks at a time, each row's two blocks
   // of u bytes as 16 dwords of one vector; a 16 x 16 dword transpose turns
   // them into the packed layout's groups (64 bytes: 16 rows' 4 bytes of
@@ -763,7 +768,7 @@ __attribute__((target("avx512vnni"))) void MicroVnni(
   constexpr int kValues = 4 * G;
   const int64_t nbx = k / 32;
   const float* dx = x.dx + i0 * nbx;
-  const float* dxs = x.dxs + i0 * x.nbw;
+  const float* dxs = kIntOffset ? nullptr : x.dxs + i0 * x.nbw;
   const int32_t* xoff = kIntOffset ? x.xoff + i0 * x.nbw : nullptr;
   for (int64_t b = 0; b < x.nbw; ++b) {
     __m512i s[MR][2];
@@ -898,7 +903,7 @@ struct QuantizeXTask {
   const QuantGemmArgs* g;
   int8_t* q;
   float* dx;
-  float* dxs;  // per weight block (32 or 16 values)
+  float* dxs;  // per weight block (32 or 16 values), when xoff is null
   int32_t* xoff;  // c sum(xq) per weight block, or null (VnniX::xoff)
   int32_t c;      // VnniOffsetFactor
   bool halves; // 16-value weight blocks
@@ -947,9 +952,10 @@ inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
       return _mm512_castsi512_ps(
           _mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
     }));
-    _mm512_mask_storeu_ps(dxs + b0, tail, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sums)));
     if (xoff != nullptr) {
       _mm512_mask_storeu_epi32(xoff + b0, tail, _mm512_mullo_epi32(sums, _mm512_set1_epi32(c)));
+    } else {
+      _mm512_mask_storeu_ps(dxs + b0, tail, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sums)));
     }
   }
 }
@@ -962,7 +968,8 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   if (!t.halves) {
     for (int64_t i = begin; i < end; ++i) {
-      QuantizeRowBlocks(g.x + i * g.ldx, nb, t.q + i * g.k, t.dx + i * nb, t.dxs + i * nb,
+      QuantizeRowBlocks(g.x + i * g.ldx, nb, t.q + i * g.k, t.dx + i * nb,
+                        t.dxs != nullptr ? t.dxs + i * nb : nullptr,
                         t.xoff != nullptr ? t.xoff + i * nb : nullptr, t.c);
     }
     return;
@@ -982,8 +989,6 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
       t.dx[i * nb + b] = d;
       // 16-value weight blocks (Q6_K): a sum per half block.
       const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
-      t.dxs[i * 2 * nb + 2 * b] = d * static_cast<float>(s0);
-      t.dxs[i * 2 * nb + 2 * b + 1] = d * static_cast<float>(s1);
       t.xoff[i * 2 * nb + 2 * b] = t.c * s0;
       t.xoff[i * 2 * nb + 2 * b + 1] = t.c * s1;
     }
@@ -1226,13 +1231,16 @@ bool QuantVnniSupports(DType dtype) {
 void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
   const int64_t nbw = g.k / VnniBlockValues(g.dtype);
   std::vector<int8_t> q(g.m * g.k);
-  std::vector<float> dx(g.m * (g.k / 32)), dxs(g.m * nbw);
+  // Each block's offset term: an int32 start of its sum (xoff) or an F32
+  // term (dxs), by format.
   const int32_t c = VnniOffsetFactor(g.dtype);
+  std::vector<float> dx(g.m * (g.k / 32)), dxs(c == 0 ? g.m * nbw : 0);
   std::vector<int32_t> xoff(c != 0 ? g.m * nbw : 0);
+  float* xs = c == 0 ? dxs.data() : nullptr;
   int32_t* xo = c != 0 ? xoff.data() : nullptr;
-  QuantizeXTask qt{&g, q.data(), dx.data(), dxs.data(), xo, c, g.dtype == DType::kQ6_K};
+  QuantizeXTask qt{&g, q.data(), dx.data(), xs, xo, c, g.dtype == DType::kQ6_K};
   ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
-  VnniTask t{&g, VnniX{q.data(), dx.data(), dxs.data(), xo, nbw}};
+  VnniTask t{&g, VnniX{q.data(), dx.data(), xs, xo, nbw}};
   ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
 }
 
