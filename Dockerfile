@@ -40,6 +40,7 @@ RUN apt-get update \
         libprometheus-cpp-pull1.0 \
         libprotobuf32 \
         libspdlog1.10 \
+        libyaml-cpp0.7 \
     && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 inferd \
     && useradd --system --uid 10001 --gid 10001 --no-create-home \

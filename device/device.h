@@ -22,9 +22,14 @@ struct OpTable;    // device/op_table.h
 class ThreadPool;  // device/cpu/thread_pool.h
 
 struct MemoryInfo {
+  // The limit that binds this process (CPU: its cgroup's memory limit when
+  // one is set, else MemTotal).
   int64_t total_bytes = 0;
-  // Memory the process could still allocate (CPU: /proc/meminfo MemAvailable).
+  // Memory the process could still allocate (CPU: MemAvailable, and under a
+  // cgroup limit no more than the limit minus the cgroup's usage).
   int64_t free_bytes = 0;
+  // Where total_bytes comes from, for logs ("cgroup v2 memory.max of ...").
+  std::string source;
 };
 
 struct DeviceOptions {
@@ -44,7 +49,13 @@ class Device {
   // unique pointer. RESOURCE_EXHAUSTED when out of memory.
   virtual absl::StatusOr<void*> Allocate(size_t bytes,
                                          size_t alignment = 64) = 0;
-  // Releases memory from Allocate(); nullptr is a no-op.
+  // Like Allocate(), but the memory reads as zeros and, where the device can,
+  // is committed lazily: a page costs memory only once it is written (CPU:
+  // anonymous mappings). For large buffers used a part at a time (the KV
+  // cache). Released with Free().
+  virtual absl::StatusOr<void*> AllocateZeroed(size_t bytes,
+                                               size_t alignment = 64);
+  // Releases memory from Allocate() or AllocateZeroed(); nullptr is a no-op.
   virtual void Free(void* ptr) = 0;
 
   virtual absl::StatusOr<MemoryInfo> GetMemoryInfo() const = 0;
@@ -72,6 +83,10 @@ class DeviceBuffer {
   // Allocates `bytes` on `device` (which must outlive the buffer).
   static absl::StatusOr<DeviceBuffer> Create(Device* device, size_t bytes,
                                              size_t alignment = 64);
+  // Zero-filled, lazily committed memory (Device::AllocateZeroed).
+  static absl::StatusOr<DeviceBuffer> CreateZeroed(Device* device,
+                                                   size_t bytes,
+                                                   size_t alignment = 64);
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -115,6 +116,28 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Create(Device* device, size_t bytes,
   buffer.data_ = *data;
   buffer.size_ = bytes;
   return buffer;
+}
+
+absl::StatusOr<DeviceBuffer> DeviceBuffer::CreateZeroed(Device* device,
+                                                        size_t bytes,
+                                                        size_t alignment) {
+  absl::StatusOr<void*> data = device->AllocateZeroed(bytes, alignment);
+  if (!data.ok()) return data.status();
+  DeviceBuffer buffer;
+  buffer.device_ = device;
+  buffer.data_ = *data;
+  buffer.size_ = bytes;
+  return buffer;
+}
+
+absl::StatusOr<void*> Device::AllocateZeroed(size_t bytes, size_t alignment) {
+  if (!host_accessible()) {
+    return absl::UnimplementedError(absl::StrCat(
+        name(), ": AllocateZeroed needs a device implementation"));
+  }
+  absl::StatusOr<void*> data = Allocate(bytes, alignment);
+  if (data.ok() && bytes > 0) std::memset(*data, 0, bytes);
+  return data;
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept

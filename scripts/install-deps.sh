@@ -9,9 +9,9 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   grpc-proto libabsl-dev libeigen3-dev libspdlog-dev nlohmann-json3-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libonig-dev libicu-dev
+  libonig-dev libicu-dev libyaml-cpp-dev
   clang libclang-rt-14-dev
-  python3 python3-grpcio python3-protobuf python3-numpy
+  python3 python3-grpcio python3-protobuf python3-numpy python3-yaml
   python3-venv python3-pip
   nodejs npm openssl
 )
@@ -43,10 +43,13 @@ fi
 # kubernetes-models), pinned in tools/npm/package.json.
 npm_dir="$root/tools/npm"
 stamp="$npm_dir/node_modules/.inferd-stamp"
-if [[ ! -f "$stamp" || "$npm_dir/package.json" -nt "$stamp" ]]; then
-  echo "install-deps: npm install in tools/npm"
-  (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
-    (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error)
+# `npm ci` installs exactly what package-lock.json pins and never rewrites
+# it, so a first run leaves the checkout clean.
+if [[ ! -f "$stamp" || "$npm_dir/package.json" -nt "$stamp" ||
+      "$npm_dir/package-lock.json" -nt "$stamp" ]]; then
+  echo "install-deps: npm ci in tools/npm"
+  (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
+    (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error)
   touch "$stamp"
 fi
 

@@ -21,7 +21,11 @@ build="${BUILD_DIR:-$root/build}"
 listen="${INFERD_LISTEN:-127.0.0.1:50051}"
 
 "$root/scripts/install-deps.sh"
-"$root/scripts/build.sh" >/dev/null
+# Only what serving needs: the server and the Python stubs the examples
+# use (scripts/test.sh builds the tests, fuzzers and sanitizer tiers).
+# Ninja's progress shows; a failed build stops here with its error.
+echo "serve.sh: building the server (inferd) into $build"
+BUILD_TARGETS="inferd inferd_python_stubs" "$root/scripts/build.sh"
 
 "$root/scripts/fetch-models.sh" all-minilm-l6-v2 smollm2-135m-instruct
 models_dir="$build/demo_models"

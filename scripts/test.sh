@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Command 2: install deps, build, fetch the real models, set up the
 # reference-library venv, and run every test tier (unit, integration, model,
-# the ASan+UBSan and TSan sanitizer tiers) through ctest; then the suite runs once
-# more with ../shared hidden, so it is proven to pass on a machine without
+# the ASan+UBSan and TSan sanitizer tiers) through ctest; then, when a
+# ../shared sits beside the checkout, the suite runs once more with it hidden
+# by a private mount namespace, so it is proven to pass on a machine without
 # it (every test but the slow fuzz smoke run and the sanitizer tier, which
 # do not read it). Exits non-zero on any failure.
 #
@@ -35,11 +36,37 @@ fi
 cd "$build"
 ctest --output-on-failure -j"${CTEST_JOBS:-2}" --timeout 900 "$@"
 if [[ $# -eq 0 ]]; then
+  # Second pass: every test but the fuzz smoke run and the sanitizer tier
+  # (which do not read ../shared) again, with ../shared gone. It runs in a
+  # private mount namespace where an empty read-only tmpfs covers ../shared,
+  # so no path to it (the one compiled into the tests, the source tree's
+  # sibling, $INFERD_SHARED_DIR) shows anything; tests/common/
+  # no_shared_pass_check.py fails the pass if one does.
+  shared="$(cd "$root/.." && pwd)/shared"
   empty="$(mktemp -d)"
   trap 'rm -rf "$empty"' EXIT
-  echo "test.sh: every test again without ../shared" \
-       "(INFERD_SHARED_DIR=$empty), but the fuzz smoke run and the sanitizer" \
-       "tier, which do not read it"
-  INFERD_SHARED_DIR="$empty" ctest --output-on-failure -j"${CTEST_JOBS:-2}" \
-    --timeout 900 -LE sanitize -E '^fuzz_smoke$' 
+  pass2=(ctest --output-on-failure -j"${CTEST_JOBS:-2}" --timeout 900
+         -LE sanitize -E '^fuzz_smoke$')
+  if [[ ! -e "$shared" ]]; then
+    echo "test.sh: no ../shared beside the checkout: the pass above already" \
+         "ran without it"
+  else
+    hide=()
+    if [[ $(id -u) -eq 0 ]] && unshare --mount --propagation private true 2>/dev/null; then
+      hide=(unshare --mount --propagation private)
+    elif unshare --user --map-root-user --mount --propagation private true 2>/dev/null; then
+      hide=(unshare --user --map-root-user --mount --propagation private)
+    fi
+    if ((${#hide[@]} == 0)); then
+      echo "test.sh: cannot make a mount namespace here (root or user" \
+           "namespaces needed) to hide $shared; run the suite on a machine" \
+           "without ../shared to check that it passes there" >&2
+      exit 1
+    fi
+    echo "test.sh: every test again with $shared hidden (an empty tmpfs in a" \
+         "private mount namespace), but the fuzz smoke run and the sanitizer tier"
+    "${hide[@]}" /bin/bash -c 'mount -t tmpfs -o ro,size=4k inferd-no-shared "$1" &&
+      shift && exec "$@"' _ "$shared" \
+      env INFERD_NO_SHARED_PASS=1 INFERD_SHARED_DIR="$empty" "${pass2[@]}"
+  fi
 fi

@@ -416,6 +416,9 @@ void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
   for (const std::string& l : info.labels) out->add_labels(l);
   for (const std::string& p : info.prompt_names) out->add_prompt_names(p);
   for (const std::string& o : info.embed_outputs) out->add_embed_outputs(o);
+  out->set_weight_bytes(static_cast<uint64_t>(info.weight_bytes));
+  out->set_kv_cache_bytes(static_cast<uint64_t>(info.kv_cache_bytes));
+  out->set_kv_cache_tokens(static_cast<uint64_t>(info.kv_cache_tokens));
 }
 
 }  // namespace inferd

@@ -1,5 +1,6 @@
 #include "service/flags.h"
 
+#include <cstdlib>
 #include <functional>
 
 #include "absl/strings/ascii.h"
@@ -11,6 +12,8 @@
 #include "absl/strings/strip.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/gen/speculative.h"
+#include "service/config_file.h"
+#include "yaml-cpp/yaml.h"
 
 namespace inferd {
 namespace {
@@ -141,61 +144,77 @@ absl::Status SetEngineOption(absl::string_view key, absl::string_view value,
   return absl::OkStatus();
 }
 
+// A model from its name, path and options (`--model` or a config file's
+// `models` entry); `where` prefixes errors.
+absl::Status BuildModel(const std::string& name, const std::string& path,
+                        const std::vector<std::pair<std::string, std::string>>&
+                            options,
+                        const EngineOptions& defaults, const std::string& where,
+                        ModelSpec* spec) {
+  auto fail = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
+  };
+  spec->name = name;
+  spec->path = path;
+  if (name.empty() || path.empty()) {
+    return fail(
+        "expected NAME=PATH (for example --model llama=/models/Llama-3.2-1B)");
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
+      return fail("model names may use letters, digits, '-', '_' and '.'");
+    }
+  }
+  spec->engine = defaults;
+  for (const auto& [k, v] : options) {
+    if (k == "task") {
+      if (v != "generate" && v != "embed" && v != "rerank" && v != "classify") {
+        return fail("task must be generate, embed, rerank or classify");
+      }
+      spec->overrides.task = v;
+    } else if (k == "pooling") {
+      // cls, mean, last, or a pooling a plug-in registers (pooling_<v>);
+      // whether it exists is checked once plug-ins are loaded.
+      if (v.empty() || v.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyz0123456789_") !=
+                           std::string::npos) {
+        return fail(
+            "pooling must be cls, mean, last or the name of a pooling a "
+            "plug-in registers (e.g. max with examples/plugin)");
+      }
+      spec->overrides.pooling = v;
+    } else if (k == "bidirectional") {
+      absl::StatusOr<bool> b = ParseBool(k, v);
+      if (!b.ok()) return fail(b.status().message());
+      spec->overrides.bidirectional = *b;
+    } else {
+      bool known = false;
+      absl::Status st = SetEngineOption(k, v, &spec->engine, &known);
+      if (!st.ok()) return fail(st.message());
+      if (!known) {
+        return fail(absl::StrCat("unknown model option '", k,
+                                 "' (see --help for the options)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 // NAME=PATH[,key=value...]
 absl::Status ParseModel(absl::string_view value, const EngineOptions& defaults,
                         ModelSpec* spec) {
   std::vector<std::string> parts = absl::StrSplit(value, ',');
   std::pair<std::string, std::string> np =
       absl::StrSplit(parts[0], absl::MaxSplits('=', 1));
-  spec->name = np.first;
-  spec->path = np.second;
-  if (spec->name.empty() || spec->path.empty() ||
-      !absl::StrContains(parts[0], '=')) {
-    return Bad("model", value,
-               "expected NAME=PATH (for example "
-               "--model llama=/models/Llama-3.2-1B)");
-  }
-  for (char c : spec->name) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
-      return Bad("model", value,
-                 "model names may use letters, digits, '-', '_' and '.'");
-    }
-  }
-  spec->engine = defaults;
+  const std::string where = absl::StrCat("--model=", value);
+  if (!absl::StrContains(parts[0], '=')) np = {"", ""};
+  std::vector<std::pair<std::string, std::string>> options;
   for (size_t i = 1; i < parts.size(); ++i) {
     std::pair<std::string, std::string> kv =
         absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
-    const std::string& k = kv.first;
-    const std::string& v = kv.second;
-    if (k == "task") {
-      if (v != "generate" && v != "embed" && v != "rerank" && v != "classify") {
-        return Bad("model", value,
-                   "task must be generate, embed, rerank or classify");
-      }
-      spec->overrides.task = v;
-    } else if (k == "pooling") {
-      // cls, mean, last, or a pooling a plug-in registers (pooling_<v>);
-      // whether it exists is checked once plug-ins are loaded.
-      if (v.empty() || v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
-                           std::string::npos) {
-        return Bad("model", value,
-                   "pooling must be cls, mean, last or the name of a pooling "
-                   "a plug-in registers (e.g. max with examples/plugin)");
-      }
-      spec->overrides.pooling = v;
-    } else if (k == "bidirectional") {
-      ASSIGN_OR_RETURN(spec->overrides.bidirectional, ParseBool(k, v));
-    } else {
-      bool known = false;
-      RETURN_IF_ERROR(SetEngineOption(k, v, &spec->engine, &known));
-      if (!known) {
-        return Bad("model", value,
-                   absl::StrCat("unknown model option '", k,
-                                "' (see --help for the options)"));
-      }
-    }
+    options.push_back(std::move(kv));
   }
-  return absl::OkStatus();
+  return BuildModel(np.first, np.second, options, defaults, where, spec);
 }
 
 struct FlagDoc {
@@ -206,6 +225,17 @@ struct FlagDoc {
 };
 
 const FlagDoc kFlags[] = {
+    {"config", "FILE", "",
+     "Read settings from a YAML (or JSON) file: every flag below by its name "
+     "without the dashes (`max-seqs: 32`), `models:` a list of maps with "
+     "name, path and any model option (`- {name: chat, path: /m/x.gguf, "
+     "max-seqs: 16}`), `plugins:` a list of paths. Flags override "
+     "INFERD_* environment variables (INFERD_MAX_SEQS=32 for --max-seqs; "
+     "every single-valued flag), which override the file; --model NAME "
+     "replaces the file's model of that name. docs/configuration.md."},
+    {"print-config", "", "false",
+     "Print the effective settings (YAML a --config file accepts, each value "
+     "commented with where it came from) and exit, without loading models."},
     {"listen", "HOST:PORT", "127.0.0.1:50051",
      "Address of the gRPC server (0.0.0.0:PORT for every interface)."},
     {"model", "NAME=PATH[,k=v]", "",
@@ -220,8 +250,10 @@ const FlagDoc kFlags[] = {
      "Also serve grpc.health.v1 alone, in plaintext, on this address (for "
      "Kubernetes gRPC probes when --tls-cert is on). Health is always served "
      "on --listen too."},
-    {"threads", "N", "0 (cores / replicas)",
-     "Kernel threads per model replica."},
+    {"threads", "N", "0 (CPUs / replicas)",
+     "Kernel threads per model replica. CPUs are those this process may use: "
+     "its affinity mask, capped by a cgroup CPU quota (a pod's CPU limit, "
+     "rounded down, at least 1)."},
     {"replicas-per-model", "N", "0 (workflow default)",
      "Data-parallel replicas of each model, each with its own engine loop. "
      "Default: small encoders (hidden size <= 512) one per cores / threads "
@@ -255,7 +287,15 @@ const FlagDoc kFlags[] = {
     {"max-receive-message-bytes", "N", "16777216",
      "Largest request message (RESOURCE_EXHAUSTED above)."},
     {"kv-cache-memory", "F|SIZE", "0.25",
-     "KV cache size: a fraction of free memory (0.5) or a size (4GiB)."},
+     "KV cache size of each generating model: a fraction (0.5) of the memory "
+     "budget or a size (4GiB). The budget is what the process may still use "
+     "when the model loads (its cgroup's memory limit minus the cgroup's "
+     "usage, e.g. a pod's limit; else MemAvailable) less memory-mapped "
+     "weights, KV caches of models loaded before, the model's activations "
+     "and a headroom of max(256 MiB, 5% of the limit). Pages are committed "
+     "as blocks are first used. A budget that cannot hold one "
+     "full-context sequence is a startup error (lower the model's "
+     "max-input-tokens or raise this)."},
     {"block-size", "N", "16", "Tokens per KV cache block."},
     {"enable-prefix-caching", "BOOL", "true",
      "Reuse KV cache blocks of identical prompt prefixes."},
@@ -273,6 +313,19 @@ const FlagDoc kFlags[] = {
      "AVX512-VNNI CPUs)."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},
+    {"allow-partial-start", "", "false",
+     "Report SERVING once loading ends with at least one model ready, the "
+     "others listed FAILED (with their error) in ListModels. Off: health "
+     "stays NOT_SERVING while any model failed. Each model also has its own "
+     "health service, inferd.v1.Model/NAME, SERVING once it is ready."},
+    {"max-connection-age", "SECONDS", "0 (off)",
+     "Close each client connection after this long (GOAWAY, then "
+     "--max-connection-age-grace for calls in flight; jittered by gRPC), so "
+     "clients re-resolve DNS and spread over replicas added since "
+     "(Kubernetes headless Services)."},
+    {"max-connection-age-grace", "SECONDS", "0 (no limit)",
+     "How long calls in flight on an aged connection may still run; 0 waits "
+     "for them however long they take."},
     {"drain-timeout", "SECONDS", "30",
      "On SIGTERM/SIGINT: how long in-flight calls may run before they are "
      "cancelled with UNAVAILABLE."},
@@ -314,7 +367,110 @@ bool IsKnownFlag(absl::string_view name) {
 
 bool IsBoolFlag(absl::string_view name) {
   return name == "help" || name == "version" || name == "reuse-port" ||
-         name == "list-components" || name == "mmap-weights";
+         name == "list-components" || name == "mmap-weights" ||
+         name == "print-config" || name == "allow-partial-start";
+}
+
+// Flags that take one value (so a config file key and an INFERD_* variable
+// can set them): all but the repeatable and the command flags.
+bool IsSettingFlag(absl::string_view name) {
+  return IsKnownFlag(name) && name != "model" && name != "plugin" &&
+         name != "config" && name != "help" && name != "version" &&
+         name != "list-components" && name != "print-config";
+}
+
+// --max-seqs -> INFERD_MAX_SEQS.
+std::string EnvName(absl::string_view flag) {
+  std::string env = absl::StrCat("INFERD_", flag);
+  for (char& c : env) c = c == '-' ? '_' : absl::ascii_toupper(c);
+  return env;
+}
+
+absl::StatusOr<double> ParseSeconds(absl::string_view flag,
+                                    absl::string_view value, double max) {
+  double d;
+  if (!absl::SimpleAtod(value, &d) || d < 0 || d > max) {
+    return Bad(flag, value, absl::StrCat("expected seconds in [0, ", max, "]"));
+  }
+  return d;
+}
+
+// Sets one single-valued setting (engine or server), from any source.
+absl::Status ApplySetting(const std::string& name, const std::string& value,
+                          ServerOptions* o) {
+  if (IsBoolFlag(name)) {
+    ASSIGN_OR_RETURN(bool b, ParseBool(name, value));
+    if (name == "reuse-port") o->reuse_port = b;
+    if (name == "mmap-weights") o->mmap_weights = b;
+    if (name == "allow-partial-start") o->allow_partial_start = b;
+    return absl::OkStatus();
+  }
+  bool known = false;
+  RETURN_IF_ERROR(SetEngineOption(name, value, &o->engine, &known));
+  if (known) return absl::OkStatus();
+  if (name == "listen") {
+    if (value.empty() || !absl::StrContains(value, ':')) {
+      return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:50051");
+    }
+    o->listen = value;
+  } else if (name == "metrics-listen") {
+    if (!value.empty() && !absl::StrContains(value, ':')) {
+      return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:9090");
+    }
+    o->metrics_listen = value;
+  } else if (name == "health-listen") {
+    if (!value.empty() && !absl::StrContains(value, ':')) {
+      return Bad(name, value, "expected HOST:PORT, e.g. 0.0.0.0:8081");
+    }
+    o->health_listen = value;
+  } else if (name == "max-inputs-per-request") {
+    ASSIGN_OR_RETURN(o->max_inputs_per_request,
+                     ParseInt(name, value, 1, 1 << 20));
+  } else if (name == "max-concurrent-streams") {
+    ASSIGN_OR_RETURN(o->max_concurrent_streams,
+                     ParseInt(name, value, 1, 1 << 20));
+  } else if (name == "max-receive-message-bytes") {
+    ASSIGN_OR_RETURN(o->max_receive_message_bytes,
+                     ParseInt(name, value, 1024, 1 << 30));
+  } else if (name == "drain-timeout") {
+    ASSIGN_OR_RETURN(o->drain_timeout_seconds, ParseSeconds(name, value, 86400));
+  } else if (name == "max-connection-age") {
+    // gRPC takes milliseconds as an int: at most ~24 days.
+    ASSIGN_OR_RETURN(o->max_connection_age_seconds,
+                     ParseSeconds(name, value, 2000000));
+  } else if (name == "max-connection-age-grace") {
+    ASSIGN_OR_RETURN(o->max_connection_age_grace_seconds,
+                     ParseSeconds(name, value, 2000000));
+  } else if (name == "log-format") {
+    if (value != "text" && value != "json") {
+      return Bad(name, value, "expected text or json");
+    }
+    o->log_format = value;
+  } else if (name == "log-level") {
+    if (value != "trace" && value != "debug" && value != "info" &&
+        value != "warn" && value != "error") {
+      return Bad(name, value, "expected trace, debug, info, warn or error");
+    }
+    o->log_level = value;
+  } else if (name == "tls-cert") {
+    o->tls_cert = value;
+  } else if (name == "tls-key") {
+    o->tls_key = value;
+  } else if (name == "tls-client-ca") {
+    o->tls_client_ca = value;
+  } else if (name == "api-key") {
+    o->api_key = value;
+  } else if (name == "api-key-file") {
+    o->api_key_file = value;
+  } else {
+    return absl::InternalError(absl::StrCat("setting --", name, " not handled"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status InSource(const absl::Status& st, absl::string_view source) {
+  if (st.ok()) return st;
+  return absl::Status(st.code(), absl::StrCat(source, ": ", st.message()));
 }
 
 }  // namespace
@@ -335,9 +491,14 @@ std::string HelpText() {
   return out;
 }
 
-absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
+absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
+                                         const EnvLookup& env) {
   ServerOptions o;
+  // Command-line settings in order, applied after the file and the
+  // environment; models and plug-ins are collected.
+  std::vector<std::pair<std::string, std::string>> cli;
   std::vector<std::string> model_values;
+  std::vector<std::string> cli_plugins;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (!absl::ConsumePrefix(&arg, "--")) {
@@ -364,11 +525,17 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
       if (has_value) {
         ASSIGN_OR_RETURN(b, ParseBool(name, value));
       }
-      if (name == "help") o.help = b;
-      if (name == "version") o.version = b;
-      if (name == "reuse-port") o.reuse_port = b;
-      if (name == "mmap-weights") o.mmap_weights = b;
-      if (name == "list-components") o.list_components = b;
+      if (name == "help") {
+        o.help = b;
+      } else if (name == "version") {
+        o.version = b;
+      } else if (name == "list-components") {
+        o.list_components = b;
+      } else if (name == "print-config") {
+        o.print_config = b;
+      } else {
+        cli.emplace_back(name, b ? "true" : "false");
+      }
       continue;
     }
     if (!has_value) {
@@ -378,86 +545,91 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
       }
       value = argv[++i];
     }
-    bool known = false;
-    RETURN_IF_ERROR(SetEngineOption(name, value, &o.engine, &known));
-    if (known) continue;
-    if (name == "listen") {
-      if (value.empty() || !absl::StrContains(value, ':')) {
-        return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:50051");
-      }
-      o.listen = value;
-    } else if (name == "metrics-listen") {
-      if (!value.empty() && !absl::StrContains(value, ':')) {
-        return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:9090");
-      }
-      o.metrics_listen = value;
-    } else if (name == "health-listen") {
-      if (!value.empty() && !absl::StrContains(value, ':')) {
-        return Bad(name, value, "expected HOST:PORT, e.g. 0.0.0.0:8081");
-      }
-      o.health_listen = value;
-    } else if (name == "model") {
+    if (name == "model") {
       model_values.push_back(value);
     } else if (name == "plugin") {
       if (value.empty()) return Bad(name, value, "expected the path of a .so");
-      o.plugins.push_back(value);
-    } else if (name == "max-inputs-per-request") {
-      ASSIGN_OR_RETURN(o.max_inputs_per_request,
-                       ParseInt(name, value, 1, 1 << 20));
-    } else if (name == "max-concurrent-streams") {
-      ASSIGN_OR_RETURN(o.max_concurrent_streams,
-                       ParseInt(name, value, 1, 1 << 20));
-    } else if (name == "max-receive-message-bytes") {
-      ASSIGN_OR_RETURN(o.max_receive_message_bytes,
-                       ParseInt(name, value, 1024, 1 << 30));
-    } else if (name == "drain-timeout") {
-      double d;
-      if (!absl::SimpleAtod(value, &d) || d < 0 || d > 86400) {
-        return Bad(name, value, "expected seconds in [0, 86400]");
-      }
-      o.drain_timeout_seconds = d;
-    } else if (name == "log-format") {
-      if (value != "text" && value != "json") {
-        return Bad(name, value, "expected text or json");
-      }
-      o.log_format = value;
-    } else if (name == "log-level") {
-      if (value != "trace" && value != "debug" && value != "info" &&
-          value != "warn" && value != "error") {
-        return Bad(name, value, "expected trace, debug, info, warn or error");
-      }
-      o.log_level = value;
-    } else if (name == "tls-cert") {
-      o.tls_cert = value;
-    } else if (name == "tls-key") {
-      o.tls_key = value;
-    } else if (name == "tls-client-ca") {
-      o.tls_client_ca = value;
-    } else if (name == "api-key") {
-      o.api_key = value;
-    } else if (name == "api-key-file") {
-      o.api_key_file = value;
+      cli_plugins.push_back(value);
+    } else if (name == "config") {
+      if (value.empty()) return Bad(name, value, "expected a file");
+      o.config_path = value;
+    } else {
+      cli.emplace_back(name, value);
     }
   }
-  if (o.help || o.version || o.list_components) return o;
+  if (o.help || o.version) return o;
 
-  // Models are parsed last so they inherit every engine flag, wherever the
-  // flag appears on the command line.
+  // 1. The config file.
+  RawConfig file;
+  if (!o.config_path.empty()) {
+    ASSIGN_OR_RETURN(file, LoadConfigFile(o.config_path));
+    const std::string source = absl::StrCat("--config ", o.config_path);
+    for (const auto& [k, v] : file.scalars) {
+      if (!IsSettingFlag(k)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            source, ": unknown key '", k,
+            "' (keys are the flags of --help without the dashes, plus "
+            "models and plugins)"));
+      }
+      RETURN_IF_ERROR(InSource(ApplySetting(k, v, &o),
+                               absl::StrCat(source, ": key '", k, "'")));
+      o.sources[k] = source;
+    }
+  }
+  // 2. INFERD_* environment variables.
+  for (const FlagDoc& f : kFlags) {
+    if (!IsSettingFlag(f.name)) continue;
+    const std::string var = EnvName(f.name);
+    absl::optional<std::string> v = env(var);
+    if (!v.has_value()) continue;
+    RETURN_IF_ERROR(InSource(ApplySetting(f.name, *v, &o),
+                             absl::StrCat("environment variable ", var)));
+    o.sources[f.name] = absl::StrCat("env ", var);
+  }
+  // 3. Flags.
+  for (const auto& [k, v] : cli) {
+    RETURN_IF_ERROR(ApplySetting(k, v, &o));
+    o.sources[k] = "flag";
+  }
+  o.plugins = file.plugins;
+  o.plugins.insert(o.plugins.end(), cli_plugins.begin(), cli_plugins.end());
+  if (o.list_components) return o;
+
+  // Models last, so they inherit every engine setting wherever it was given.
+  // A --model replaces the file's model of the same name.
+  std::vector<ModelSpec> from_flags;
   for (const std::string& v : model_values) {
     ModelSpec spec;
     RETURN_IF_ERROR(ParseModel(v, o.engine, &spec));
-    for (const ModelSpec& other : o.models) {
+    for (const ModelSpec& other : from_flags) {
       if (other.name == spec.name) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--model: the name '", spec.name, "' is given twice"));
       }
     }
-    o.models.push_back(std::move(spec));
+    from_flags.push_back(std::move(spec));
   }
+  for (const RawConfigModel& m : file.models) {
+    ModelSpec spec;
+    RETURN_IF_ERROR(BuildModel(m.name, m.path, m.options, o.engine,
+                               absl::StrCat("--config ", m.where), &spec));
+    bool replaced = false;
+    for (const ModelSpec& f : from_flags) replaced |= f.name == spec.name;
+    for (const ModelSpec& other : o.models) {
+      if (other.name == spec.name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--config ", m.where, ": the name '", spec.name,
+            "' is given twice"));
+      }
+    }
+    if (!replaced) o.models.push_back(std::move(spec));
+  }
+  for (ModelSpec& spec : from_flags) o.models.push_back(std::move(spec));
   if (o.models.empty()) {
     return absl::InvalidArgumentError(
         "no model to serve: pass --model NAME=PATH (a Hugging Face model "
-        "directory with config.json, or a .gguf file)");
+        "directory with config.json, or a .gguf file) or a --config file "
+        "with models");
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError(
@@ -472,6 +644,134 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
         "give --api-key or --api-key-file, not both");
   }
   return o;
+}
+
+absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv) {
+  return ParseFlags(argc, argv, [](const std::string& name) {
+    const char* v = std::getenv(name.c_str());
+    return v == nullptr ? absl::optional<std::string>()
+                        : absl::optional<std::string>(v);
+  });
+}
+
+namespace {
+
+std::string KvMemory(const EngineOptions& e) {
+  return e.kv_cache_bytes > 0 ? absl::StrCat(e.kv_cache_bytes)
+                              : absl::StrCat(e.kv_cache_fraction);
+}
+
+// Every engine setting as (key, value) text, as a config file spells it.
+std::vector<std::pair<std::string, std::string>> EngineSettings(
+    const EngineOptions& e) {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  return {
+      {"threads", absl::StrCat(e.threads)},
+      {"replicas-per-model", absl::StrCat(e.replicas)},
+      {"tokenization-workers", e.tokenization_workers < 0
+                                   ? std::string("auto")
+                                   : absl::StrCat(e.tokenization_workers)},
+      {"max-batched-tokens", absl::StrCat(e.max_batched_tokens)},
+      {"max-prefill-tokens-while-decoding",
+       absl::StrCat(e.max_prefill_tokens_while_decoding)},
+      {"overlap-output", b(e.overlap_output)},
+      {"max-seqs", absl::StrCat(e.max_seqs)},
+      {"max-queue-requests", absl::StrCat(e.max_queue_requests)},
+      {"max-queue-tokens", absl::StrCat(e.max_queue_tokens)},
+      {"max-input-tokens", absl::StrCat(e.max_input_tokens)},
+      {"kv-cache-memory", KvMemory(e)},
+      {"block-size", absl::StrCat(e.block_size)},
+      {"dtype", e.dtype},
+      {"enable-prefix-caching", b(e.enable_prefix_caching)},
+      {"speculative-draft-tokens", absl::StrCat(e.speculative_draft_tokens)},
+  };
+}
+
+}  // namespace
+
+std::string ConfigYaml(const ServerOptions& o) {
+  YAML::Emitter out;
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  std::vector<std::pair<std::string, std::string>> settings = {
+      {"listen", o.listen},
+      {"metrics-listen", o.metrics_listen},
+      {"health-listen", o.health_listen},
+  };
+  for (auto& kv : EngineSettings(o.engine)) settings.push_back(kv);
+  std::vector<std::pair<std::string, std::string>> more = {
+      {"max-inputs-per-request", absl::StrCat(o.max_inputs_per_request)},
+      {"max-concurrent-streams", absl::StrCat(o.max_concurrent_streams)},
+      {"max-receive-message-bytes", absl::StrCat(o.max_receive_message_bytes)},
+      {"allow-partial-start", b(o.allow_partial_start)},
+      {"max-connection-age", absl::StrCat(o.max_connection_age_seconds)},
+      {"max-connection-age-grace",
+       absl::StrCat(o.max_connection_age_grace_seconds)},
+      {"drain-timeout", absl::StrCat(o.drain_timeout_seconds)},
+      {"log-format", o.log_format},
+      {"log-level", o.log_level},
+      {"tls-cert", o.tls_cert},
+      {"tls-key", o.tls_key},
+      {"tls-client-ca", o.tls_client_ca},
+      // api-key is never printed.
+      {"api-key-file", o.api_key_file},
+      {"reuse-port", b(o.reuse_port)},
+      {"mmap-weights", b(o.mmap_weights)},
+  };
+  for (auto& kv : more) settings.push_back(kv);
+  // Text the parser reads back as the same setting: numbers and booleans
+  // plain, everything else quoted.
+  auto value = [&](const std::string& v) {
+    bool plain = !v.empty() && (v == "true" || v == "false" ||
+                                v.find_first_not_of("0123456789.e+-") ==
+                                    std::string::npos);
+    if (plain) {
+      out << v;
+    } else {
+      out << YAML::DoubleQuoted << v;
+    }
+  };
+  out << YAML::BeginMap;
+  for (const auto& [k, v] : settings) {
+    out << YAML::Key << k << YAML::Value;
+    value(v);
+    auto src = o.sources.find(k);
+    out << YAML::Comment(src == o.sources.end() ? "default" : src->second);
+  }
+  out << YAML::Key << "plugins" << YAML::Value << YAML::BeginSeq;
+  for (const std::string& p : o.plugins) value(p);
+  out << YAML::EndSeq;
+  out << YAML::Key << "models" << YAML::Value << YAML::BeginSeq;
+  const auto defaults = EngineSettings(o.engine);
+  for (const ModelSpec& m : o.models) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value;
+    value(m.name);
+    out << YAML::Key << "path" << YAML::Value;
+    value(m.path);
+    if (m.overrides.task) {
+      out << YAML::Key << "task" << YAML::Value << *m.overrides.task;
+    }
+    if (m.overrides.pooling) {
+      out << YAML::Key << "pooling" << YAML::Value << *m.overrides.pooling;
+    }
+    if (m.overrides.bidirectional) {
+      out << YAML::Key << "bidirectional" << YAML::Value
+          << b(*m.overrides.bidirectional);
+    }
+    // Per-model values that differ from the server-wide ones.
+    const auto own = EngineSettings(m.engine);
+    for (size_t i = 0; i < own.size(); ++i) {
+      if (own[i].second == defaults[i].second) continue;
+      out << YAML::Key
+          << (own[i].first == "replicas-per-model" ? "replicas" : own[i].first)
+          << YAML::Value;
+      value(own[i].second);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+  return absl::StrCat(out.c_str(), "\n");
 }
 
 }  // namespace inferd

@@ -4,10 +4,13 @@
 #define INFERD_SERVICE_FLAGS_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/optional.h"
 #include "runtime/engine/model_options.h"
 
 namespace inferd {
@@ -40,13 +43,38 @@ struct ServerOptions {
   bool list_components = false;
   bool help = false;
   bool version = false;
+  // Health SERVING with failed models (listed FAILED) once one is ready.
+  bool allow_partial_start = false;
+  // gRPC MAX_CONNECTION_AGE (0 = off) and its grace (0 = no limit).
+  double max_connection_age_seconds = 0;
+  double max_connection_age_grace_seconds = 0;
+  // --config FILE (empty: none) and --print-config.
+  std::string config_path;
+  bool print_config = false;
+  // Where each setting given came from ("flag", "env INFERD_X",
+  // "--config FILE"); settings left at their default are absent.
+  std::map<std::string, std::string> sources;
 };
+
+// Looks up an environment variable; nullopt when unset.
+using EnvLookup =
+    std::function<absl::optional<std::string>(const std::string& name)>;
 
 // Parses argv (argv[0] is skipped). Accepts `--flag value` and
 // `--flag=value`. Errors are INVALID_ARGUMENT with one line saying what to
 // fix. `--help`, `--version` and `--list-components` skip the checks that
 // need models.
+// Settings come from a --config file, then INFERD_* environment variables
+// (`env`), then flags, each overriding the one before.
+absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
+                                         const EnvLookup& env);
+// The same with the process environment.
 absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv);
+
+// The effective settings as a --config file (YAML), every setting with a
+// comment saying where it came from ("default", "flag", ...); models list
+// only their options that differ from the server-wide ones.
+std::string ConfigYaml(const ServerOptions& o);
 
 // The --help text: every flag with its default and meaning.
 std::string HelpText();

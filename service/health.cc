@@ -92,7 +92,23 @@ void HealthService::SetServing(bool serving) {
   ServingStatus s =
       serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
   for (auto& [name, status] : status_) status = s;
-  for (Watcher* w : watchers_) w->Send(s);
+  for (Watcher* w : watchers_) {
+    if (status_.count(w->service())) w->Send(s);
+  }
+}
+
+void HealthService::SetStatus(const std::string& service, bool serving) {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return;
+  auto it = status_.find(service);
+  if (it == status_.end()) return;
+  ServingStatus s =
+      serving ? HealthCheckResponse::SERVING : HealthCheckResponse::NOT_SERVING;
+  if (it->second == s) return;
+  it->second = s;
+  for (Watcher* w : watchers_) {
+    if (w->service() == service) w->Send(s);
+  }
 }
 
 void HealthService::Shutdown() {

@@ -1,6 +1,9 @@
 // grpc.health.v1.Health for inferd: Check and Watch, overall ("") and per
-// service. Everything starts NOT_SERVING; the server flips it to SERVING when
-// every model finished loading and back to NOT_SERVING when it drains.
+// service. Everything starts NOT_SERVING. The server sets each model's own
+// service (ModelHealthService) SERVING when that model is ready, the overall
+// status ("") and the API services SERVING when every model is (or, with
+// --allow-partial-start, when loading ended with one ready), and everything
+// NOT_SERVING when it drains.
 // Thread-safe.
 #ifndef INFERD_SERVICE_HEALTH_H_
 #define INFERD_SERVICE_HEALTH_H_
@@ -16,6 +19,11 @@
 
 namespace inferd {
 
+// The health service name of one model: "inferd.v1.Model/NAME".
+inline std::string ModelHealthService(const std::string& model) {
+  return "inferd.v1.Model/" + model;
+}
+
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
@@ -26,6 +34,8 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
   // Sets every known service (and "") to SERVING or NOT_SERVING.
   void SetServing(bool serving);
+  // Sets one known service (a no-op for an unknown name).
+  void SetStatus(const std::string& service, bool serving);
   // Ends every Watch stream (server shutdown).
   void Shutdown();
 

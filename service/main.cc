@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
     std::cout << inferd::HelpText();
     return 0;
   }
+  if (options->print_config) {
+    std::cout << inferd::ConfigYaml(*options);
+    return 0;
+  }
   if (options->version) {
     std::cout << "inferd 0.1.0\n";
     return 0;

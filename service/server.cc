@@ -4,7 +4,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "device/cpu/host_resources.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -94,8 +96,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       s->models_.get(), limits, s->metrics_.get(), s->auth_.get());
   s->models_service_ = std::make_unique<ModelsService>(
       s->models_.get(), s->metrics_.get(), s->auth_.get());
-  const std::vector<std::string> services = {"inferd.v1.Inference",
-                                             "inferd.v1.Models"};
+  std::vector<std::string> services = {"inferd.v1.Inference",
+                                       "inferd.v1.Models"};
+  for (const auto& m : s->models_->models()) {
+    services.push_back(ModelHealthService(m->name()));
+  }
   s->health_ = std::make_unique<HealthService>(services);
 
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -110,12 +115,43 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                              options.max_concurrent_streams);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT,
                              options.reuse_port ? 1 : 0);
+  if (options.max_connection_age_seconds > 0) {
+    // Connections are closed (GOAWAY, then the grace for calls in flight)
+    // at this age, so clients re-resolve and reach pods added since.
+    builder.AddChannelArgument(
+        GRPC_ARG_MAX_CONNECTION_AGE_MS,
+        static_cast<int>(options.max_connection_age_seconds * 1000));
+    // Without a grace (0), calls in flight run to their end (gRPC's
+    // default is no limit).
+    if (options.max_connection_age_grace_seconds > 0) {
+      builder.AddChannelArgument(
+          GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+          static_cast<int>(options.max_connection_age_grace_seconds * 1000));
+    }
+  }
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "--listen=", options.listen, ": cannot listen there: the address is "
         "in use (another inferd?) or not an address of this machine",
         options.reuse_port ? "" : " (--reuse-port shares a port on purpose)"));
+  }
+  {
+    // What the process may use (a pod's limits, not the node's).
+    const HostCpus cpus = ReadHostCpus();
+    LOG_INFO("CPUs: {} for kernel threads ({} in the affinity mask{})",
+             cpus.usable(), cpus.affinity_cpus,
+             cpus.quota_cpus > 0
+                 ? fmt::format(", quota {:.2f} from {}", cpus.quota_cpus,
+                               cpus.quota_source)
+                 : std::string(", no CPU quota"));
+    absl::StatusOr<HostMemory> mem = ReadHostMemory();
+    if (mem.ok()) {
+      LOG_INFO("memory: limit {:.0f} MiB from {}, {:.0f} MiB available",
+               static_cast<double>(mem->limit_bytes()) / (1 << 20),
+               mem->limit_source,
+               static_cast<double>(mem->available_bytes()) / (1 << 20));
+    }
   }
   LOG_INFO("inferd listening on {} (port {}), {}{}; {} model(s) loading",
            options.listen, s->port_,
@@ -165,20 +201,33 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
             info.name, done, total, info.weight_tensors,
             static_cast<double>(info.weight_bytes) / (1 << 20),
             info.load_seconds, info.max_input_tokens);
+        if (info.kv_cache_tokens > 0) {
+          LOG_INFO("model '{}': KV cache {:.1f} MiB for {} tokens, committed "
+                   "as blocks are first used; {}",
+                   info.name,
+                   static_cast<double>(info.kv_cache_bytes) / (1 << 20),
+                   info.kv_cache_tokens, info.kv_cache_note);
+        }
         if (!m.chat_template_error().empty()) {
           LOG_WARN(
               "model '{}': its chat template cannot be used ({}); Generate "
               "with messages answers FAILED_PRECONDITION, prompts work",
               info.name, m.chat_template_error());
         }
+        raw->SetModelServing(info.name, true);
       } else {
         LOG_ERROR("model '{}' failed to load ({}/{}): {}", info.name, done,
                   total, info.error);
       }
     });
     int ready = 0;
+    std::vector<std::string> failed;
     for (const auto& m : raw->models_->models()) {
-      if (m->state() == ModelState::kReady) ++ready;
+      if (m->state() == ModelState::kReady) {
+        ++ready;
+      } else {
+        failed.push_back(m->name());
+      }
     }
     if (raw->models_->loading_cancelled()) {
       LOG_INFO("loading stopped after {:.2f}s ({} of {} model(s) ready): "
@@ -186,9 +235,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                absl::ToDoubleSeconds(absl::Now() - start), ready, total);
       return;
     }
-    LOG_INFO("{} of {} model(s) ready after {:.2f}s; serving", ready, total,
-             absl::ToDoubleSeconds(absl::Now() - start));
-    raw->SetServing(true);
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (failed.empty()) {
+      LOG_INFO("{} of {} model(s) ready after {:.2f}s; serving", ready, total,
+               seconds);
+      raw->SetServing(true);
+    } else if (raw->options_.allow_partial_start && ready > 0) {
+      LOG_WARN("{} of {} model(s) ready after {:.2f}s; serving without the "
+               "failed: {} (--allow-partial-start; ListModels shows them "
+               "FAILED with their error)",
+               ready, total, seconds, absl::StrJoin(failed, ", "));
+      raw->SetServing(true);
+    } else {
+      LOG_ERROR("{} of {} model(s) ready after {:.2f}s; health stays "
+                "NOT_SERVING because these failed: {} (ListModels shows "
+                "why). Fix them, or pass --allow-partial-start to serve the "
+                "others",
+                ready, total, seconds, absl::StrJoin(failed, ", "));
+    }
   });
   return s;
 }
@@ -198,8 +262,23 @@ int Server::metrics_port() const {
 }
 
 void Server::SetServing(bool serving) {
-  health_->SetServing(serving);
-  if (plain_health_ != nullptr) plain_health_->SetServing(serving);
+  for (HealthService* h : {health_.get(), plain_health_.get()}) {
+    if (h == nullptr) continue;
+    if (!serving) {
+      h->SetServing(false);
+      continue;
+    }
+    // Overall and the API services; each model keeps its own status.
+    for (const char* service : {"", "inferd.v1.Inference", "inferd.v1.Models"}) {
+      h->SetStatus(service, true);
+    }
+  }
+}
+
+void Server::SetModelServing(const std::string& model, bool serving) {
+  for (HealthService* h : {health_.get(), plain_health_.get()}) {
+    if (h != nullptr) h->SetStatus(ModelHealthService(model), serving);
+  }
 }
 
 void Server::WaitForModels() {

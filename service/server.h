@@ -7,6 +7,7 @@
 #define INFERD_SERVICE_SERVER_H_
 
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
@@ -23,8 +24,10 @@ namespace inferd {
 class Server {
  public:
   // Checks the model directories, binds the listen address and starts
-  // serving (health NOT_SERVING). Models load on a background thread;
-  // health turns SERVING when all finished. Errors say what to fix.
+  // serving (health NOT_SERVING). Models load on a background thread; each
+  // model's health service turns SERVING when it is ready, the overall
+  // status when every model is (or, with --allow-partial-start, when
+  // loading ended with at least one ready). Errors say what to fix.
   static absl::StatusOr<std::unique_ptr<Server>> Start(
       const ServerOptions& options);
   ~Server();
@@ -49,7 +52,10 @@ class Server {
 
  private:
   Server() = default;
+  // Serving: the overall status and the API services SERVING; not serving:
+  // every service NOT_SERVING (drain).
   void SetServing(bool serving);
+  void SetModelServing(const std::string& model, bool serving);
 
   ServerOptions options_;
   std::unique_ptr<ModelManager> models_;

@@ -44,7 +44,7 @@ function(inferd_tier_libraries suffix)
   target_link_libraries(inferd_service_${suffix}
     PUBLIC ${INFERD_TIER_PROTOS} inferd_engine_${suffix} gRPC::grpc++
            gRPC::grpc++_reflection spdlog::spdlog prometheus-cpp::core
-           prometheus-cpp::pull)
+           prometheus-cpp::pull yaml-cpp)
   target_compile_definitions(inferd_service_${suffix} PUBLIC
     SPDLOG_ACTIVE_LEVEL=SPDLOG_LEVEL_TRACE)
   inferd_tier_target(inferd_service_${suffix})

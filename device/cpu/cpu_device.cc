@@ -1,5 +1,7 @@
 #include "device/cpu/cpu_device.h"
 
+#include <sys/mman.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "device/cpu/host_resources.h"
 
 namespace inferd {
 
@@ -31,29 +34,47 @@ absl::StatusOr<void*> CpuDevice::Allocate(size_t bytes, size_t alignment) {
   return p;
 }
 
-void CpuDevice::Free(void* ptr) { std::free(ptr); }
+absl::StatusOr<void*> CpuDevice::AllocateZeroed(size_t bytes,
+                                               size_t alignment) {
+  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0 ||
+      alignment > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "alignment ", alignment, " is not a power of two in [", sizeof(void*),
+        ", 4096]"));
+  }
+  const size_t len = bytes == 0 ? 1 : bytes;
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cpu: failed to map ", bytes, " bytes"));
+  }
+  absl::MutexLock lock(&mapped_mu_);
+  mapped_[p] = len;
+  return p;
+}
 
-absl::StatusOr<MemoryInfo> CpuDevice::GetMemoryInfo() const {
-  std::ifstream in("/proc/meminfo");
-  if (!in) return absl::UnavailableError("cannot read /proc/meminfo");
-  MemoryInfo info;
-  bool have_total = false, have_available = false;
-  std::string key;
-  int64_t value_kb = 0;
-  std::string unit;
-  while (in >> key >> value_kb) {
-    std::getline(in, unit);
-    if (key == "MemTotal:") {
-      info.total_bytes = value_kb * 1024;
-      have_total = true;
-    } else if (key == "MemAvailable:") {
-      info.free_bytes = value_kb * 1024;
-      have_available = true;
+void CpuDevice::Free(void* ptr) {
+  if (ptr == nullptr) return;
+  {
+    absl::MutexLock lock(&mapped_mu_);
+    auto it = mapped_.find(ptr);
+    if (it != mapped_.end()) {
+      munmap(it->first, it->second);
+      mapped_.erase(it);
+      return;
     }
   }
-  if (!have_total || !have_available) {
-    return absl::UnavailableError("MemTotal/MemAvailable not in /proc/meminfo");
-  }
+  std::free(ptr);
+}
+
+absl::StatusOr<MemoryInfo> CpuDevice::GetMemoryInfo() const {
+  absl::StatusOr<HostMemory> host = ReadHostMemory();
+  if (!host.ok()) return host.status();
+  MemoryInfo info;
+  info.total_bytes = host->limit_bytes();
+  info.free_bytes = host->available_bytes();
+  info.source = host->limit_source;
   return info;
 }
 

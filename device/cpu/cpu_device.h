@@ -1,12 +1,16 @@
-// CpuDevice: host memory, /proc/meminfo, a ThreadPool for kernels and the op
+// CpuDevice: host memory, the memory limit (device/cpu/host_resources.h), a
+// ThreadPool for kernels and the op
 // table of optimized CPU kernels (ISA picked at run time per call).
 // Thread-safe.
 #ifndef INFERD_DEVICE_CPU_CPU_DEVICE_H_
 #define INFERD_DEVICE_CPU_CPU_DEVICE_H_
 
+#include <map>
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "device/cpu/thread_pool.h"
 #include "device/device.h"
 
@@ -18,6 +22,9 @@ class CpuDevice : public Device {
 
   absl::string_view name() const override { return "cpu"; }
   absl::StatusOr<void*> Allocate(size_t bytes, size_t alignment) override;
+  // Anonymous private mappings: zero pages until written, so a large KV
+  // cache costs resident memory only as its blocks are used.
+  absl::StatusOr<void*> AllocateZeroed(size_t bytes, size_t alignment) override;
   void Free(void* ptr) override;
   absl::StatusOr<MemoryInfo> GetMemoryInfo() const override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
@@ -27,6 +34,9 @@ class CpuDevice : public Device {
 
  private:
   std::unique_ptr<ThreadPool> pool_;
+  // Sizes of the AllocateZeroed() mappings, for munmap in Free().
+  absl::Mutex mapped_mu_;
+  std::map<void*, size_t> mapped_ ABSL_GUARDED_BY(mapped_mu_);
 };
 
 // Factory registered as "cpu".

@@ -12,6 +12,8 @@
   } while (0)
 #endif
 
+#include "device/cpu/host_resources.h"
+
 namespace inferd {
 namespace {
 
@@ -53,8 +55,7 @@ void CallStdFunction(void* arg, int64_t begin, int64_t end) {
 ThreadPool::ThreadPool(int num_threads)
     : num_threads_(num_threads > 0
                        ? num_threads
-                       : static_cast<int>(std::max(
-                             1u, std::thread::hardware_concurrency()))) {
+                       : UsableCpus()) {
   workers_.reserve(num_threads_ - 1);
   for (int i = 0; i < num_threads_ - 1; ++i) {
     workers_.emplace_back([this] { WorkerLoop(); });

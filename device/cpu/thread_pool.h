@@ -32,7 +32,7 @@ class ThreadPool {
  public:
   // A pool running work on `num_threads` threads in total: the caller of
   // ParallelFor plus num_threads - 1 workers. num_threads <= 0 = one per
-  // online core.
+  // CPU this process may use (UsableCpus(): affinity mask and cgroup quota).
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

@@ -9,6 +9,8 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "runtime/engine/requests.h"
@@ -123,6 +125,20 @@ class Engine {
     step_observer_.store(observer, std::memory_order_release);
   }
 
+  // How the engine's KV cache was sized; zeros for engines without one. Set
+  // once by the executor that builds the engine, before it is shared.
+  struct KvCacheSummary {
+    int64_t blocks = 0;
+    int block_size = 0;
+    int64_t bytes = 0;
+    // The budget and what it was computed from, one line.
+    std::string note;
+  };
+  const KvCacheSummary& kv_cache_summary() const { return kv_summary_; }
+  void set_kv_cache_summary(KvCacheSummary summary) {
+    kv_summary_ = std::move(summary);
+  }
+
  protected:
   void NotifyStep(const StepInfo& step) const {
     StepObserver* o = step_observer_.load(std::memory_order_acquire);
@@ -131,6 +147,7 @@ class Engine {
 
  private:
   std::atomic<StepObserver*> step_observer_{nullptr};
+  KvCacheSummary kv_summary_;
 };
 
 // Builds the engine the model's workflow names (model runner, scheduler,

@@ -8,6 +8,8 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "device/cpu/host_resources.h"
 #include "device/bf16.h"
 #include "runtime/loader/safetensors.h"
 #include "runtime/common/status_macros.h"
@@ -38,9 +40,8 @@ class ModelStepRunner : public StepRunner {
   std::unique_ptr<ModelRunnerBase> runner_;
 };
 
-int NumCores() {
-  return std::max(1u, std::thread::hardware_concurrency());
-}
+// CPUs this process may use: the affinity mask capped by a cgroup quota.
+int NumCores() { return UsableCpus(); }
 
 // EOS ids: config.json's eos_token_id(s), plus the tokenizer config's EOS
 // token when it names one the vocabulary has.
@@ -297,26 +298,36 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   int32_t max_model_len =
       static_cast<int32_t>(std::min<int64_t>(model.info().max_input_tokens,
                                              runner->max_positions()));
-  ASSIGN_OR_RETURN(int64_t blocks,
-                   runner->NumKvBlocksForMemory(eo.kv_cache_fraction,
-                                                eo.kv_cache_bytes, block_size,
-                                                eo.max_batched_tokens));
+  ASSIGN_OR_RETURN(KvCachePlan plan,
+                   runner->PlanKvCache(eo.kv_cache_fraction, eo.kv_cache_bytes,
+                                       block_size, eo.max_batched_tokens));
+  auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+  const std::string budget_note = absl::StrFormat(
+      "KV budget %.0f MiB = %s of %.0f MiB left (%s: limit %.0f MiB, %.0f MiB "
+      "free; less %.0f MiB mapped weights, %.0f MiB other KV caches, %.0f MiB "
+      "activations, %.0f MiB headroom)",
+      mib(plan.budget_bytes),
+      plan.fraction > 0 ? absl::StrFormat("%.2f", plan.fraction)
+                        : std::string("an absolute size"),
+      mib(plan.free_bytes - plan.mapped_weight_bytes - plan.other_kv_bytes -
+          plan.activation_bytes - plan.headroom_bytes),
+      plan.limit_source, mib(plan.limit_bytes), mib(plan.free_bytes),
+      mib(plan.mapped_weight_bytes), mib(plan.other_kv_bytes),
+      mib(plan.activation_bytes), mib(plan.headroom_bytes));
+  int64_t blocks = plan.blocks;
   const int64_t min_blocks = (max_model_len + block_size - 1) / block_size;
   if (blocks < min_blocks) {
-    // Long-context checkpoints (e.g. 128k positions) would need more KV
-    // memory than the budget for one full-length sequence: serve a shorter
-    // context (what the cache holds) rather than refuse the model. The new
-    // limit shows in ModelInfo.max_input_tokens.
-    const int64_t fit = blocks * block_size;
-    if (fit < 2 * block_size) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the KV cache budget fits only ", blocks, " blocks of ", block_size,
-          " tokens; raise --kv-cache-memory"));
-    }
-    max_model_len = static_cast<int32_t>(fit);
+    // vLLM's rule: the cache must hold one sequence of the full context, or
+    // a long request would be admitted and could never finish.
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "model '%s': one %d-token sequence needs %.0f MiB of KV cache, but "
+        "the budget is %.0f MiB (%s). Raise --kv-cache-memory (a larger "
+        "fraction, or a size such as 2GiB), give the process more memory, or "
+        "shorten the context with the model option max-input-tokens=N",
+        model.name(), max_model_len, mib(min_blocks * plan.block_bytes),
+        mib(plan.budget_bytes), budget_note));
   }
-  // Never more blocks than max_seqs full-length sequences could use, so a
-  // small model does not take a quarter of the machine's memory.
+  // Never more blocks than max_seqs full-length sequences could use.
   const int64_t useful =
       static_cast<int64_t>(eo.max_seqs) *
           ((max_model_len + block_size - 1) / block_size) + 1;
@@ -368,9 +379,16 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
     return absl::InternalError(absl::StrCat(
         "workflow ", w.name, ": a component factory returned no instance"));
   }
-  return std::unique_ptr<Engine>(new GenerateEngine(
+  Engine::KvCacheSummary kv;
+  kv.blocks = blocks;
+  kv.block_size = block_size;
+  kv.bytes = runner->kv_cache_bytes();
+  kv.note = budget_note;
+  std::unique_ptr<Engine> engine(new GenerateEngine(
       std::move(go), &model.tokenizer(), std::move(c),
       std::make_unique<ModelStepRunner>(std::move(runner))));
+  engine->set_kv_cache_summary(std::move(kv));
+  return engine;
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(

@@ -37,6 +37,11 @@ struct ServedModelInfo {
   int64_t weight_tensors = 0;
   int64_t weight_bytes = 0;
   double load_seconds = 0;
+  // Generation: the KV cache (bytes reserved, committed as blocks are first
+  // used; the tokens it holds) and how its size was chosen, one line.
+  int64_t kv_cache_bytes = 0;
+  int64_t kv_cache_tokens = 0;
+  std::string kv_cache_note;
   std::vector<std::string> labels;
   std::vector<std::string> prompt_names;
   // Embedders: the outputs an Embed request may ask for ("dense", plus

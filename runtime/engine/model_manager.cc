@@ -285,6 +285,10 @@ absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
     info_.weight_tensors = static_cast<int64_t>(store->tensor_count());
     info_.weight_bytes = static_cast<int64_t>(store->total_bytes());
     info_.load_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    const Engine::KvCacheSummary& kv = engine_->kv_cache_summary();
+    info_.kv_cache_bytes = kv.bytes;
+    info_.kv_cache_tokens = kv.blocks * kv.block_size;
+    info_.kv_cache_note = kv.note;
   }
   state_.store(ModelState::kReady, std::memory_order_release);
   return absl::OkStatus();

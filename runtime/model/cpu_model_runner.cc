@@ -38,38 +38,6 @@ absl::StatusOr<std::unique_ptr<CpuModelRunner>> CpuModelRunner::Create(
   return runner;
 }
 
-absl::StatusOr<int64_t> CpuModelRunner::NumKvBlocksForMemory(
-    double fraction, int64_t bytes, int block_size,
-    int64_t max_batched_tokens) const {
-  if (bytes > 0) {
-    return ModelRunnerBase::NumKvBlocksForMemory(fraction, bytes, block_size,
-                                                 max_batched_tokens);
-  }
-  const int64_t per_block = KvCacheBytesPerBlock(block_size);
-  if (per_block == 0) return 0;
-  if (!(fraction > 0.0 && fraction <= 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("KV cache fraction must be in (0, 1]; got ", fraction));
-  }
-  ASSIGN_OR_RETURN(MemoryInfo mem, device()->GetMemoryInfo());
-  // MemAvailable counts reclaimable page cache, which is where the mapped
-  // weights live once read; they must stay resident, so they are not free.
-  const int64_t reserved =
-      weight_bytes_mapped() +
-      EstimateActivationBytes(max_batched_tokens, max_batched_tokens);
-  const int64_t free_bytes = std::max<int64_t>(mem.free_bytes - reserved, 0);
-  const int64_t budget =
-      static_cast<int64_t>(static_cast<double>(free_bytes) * fraction);
-  const int64_t blocks = budget / per_block;
-  if (blocks <= 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no room for a KV cache block (", per_block,
-                     " bytes): ", mem.free_bytes, " bytes available, ",
-                     reserved, " reserved for weights and activations"));
-  }
-  return blocks;
-}
-
 int CpuModelRunner::num_threads() const {
   ThreadPool* pool = device()->thread_pool();
   return pool != nullptr ? pool->num_threads() : 1;

@@ -1,7 +1,5 @@
 // CpuModelRunner: ModelRunnerBase on the host CPU. Adds what only the CPU
-// needs: a private kernel thread pool when a thread count is asked for, and
-// KV-cache sizing that accounts for memory-mapped weights (their page cache
-// counts as "available" in /proc/meminfo until it is touched).
+// needs: a private kernel thread pool when a thread count is asked for.
 // Not thread-safe (see ModelRunnerBase).
 #ifndef INFERD_RUNTIME_MODEL_CPU_MODEL_RUNNER_H_
 #define INFERD_RUNTIME_MODEL_CPU_MODEL_RUNNER_H_
@@ -22,10 +20,6 @@ class CpuModelRunner : public ModelRunnerBase {
       const ModelRunnerOptions& options);
 
   ~CpuModelRunner() override;
-
-  absl::StatusOr<int64_t> NumKvBlocksForMemory(
-      double fraction, int64_t bytes, int block_size,
-      int64_t max_batched_tokens) const override;
 
   // Kernel threads in use.
   int num_threads() const;

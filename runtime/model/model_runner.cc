@@ -3,6 +3,7 @@
 #include "runtime/loader/model_dir.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -39,12 +40,29 @@ absl::StatusOr<DType> ParseComputeDType(absl::string_view name) {
                    "\" (float32, bfloat16, q8_0, q4_0, q4_1 or int8)"));
 }
 
+namespace {
+std::atomic<int64_t> process_kv_bytes{0};
+}  // namespace
+
+int64_t ProcessKvCacheBytes() {
+  return process_kv_bytes.load(std::memory_order_relaxed);
+}
+
+int64_t KvCachePlan::Headroom(int64_t limit_bytes) {
+  return std::max<int64_t>(int64_t{256} << 20, limit_bytes / 20);
+}
+
 ModelRunnerBase::~ModelRunnerBase() { ReleaseDeviceMemory(); }
+
+void ModelRunnerBase::ReleaseKvCache() {
+  process_kv_bytes.fetch_sub(kv_cache_bytes(), std::memory_order_relaxed);
+  kv_views_ = KvCacheViews();
+  kv_buffers_.clear();
+}
 
 void ModelRunnerBase::ReleaseDeviceMemory() {
   backend_.reset();
-  kv_views_ = KvCacheViews();
-  kv_buffers_.clear();
+  ReleaseKvCache();
   workspace_.reset();
   model_.reset();
 }
@@ -185,15 +203,15 @@ absl::Status ModelRunnerBase::AllocateKvCache(int64_t num_blocks,
                      num_blocks, " and ", block_size));
   }
   const ModelInfo& m = info();
-  kv_views_ = KvCacheViews();
-  kv_buffers_.clear();
+  ReleaseKvCache();
   const size_t layer_bytes = static_cast<size_t>(num_blocks) * block_size *
                              m.num_kv_heads * m.head_dim * DTypeSize(kv_dtype_);
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     for (int kv = 0; kv < 2; ++kv) {
       ASSIGN_OR_RETURN(DeviceBuffer buffer,
-                       DeviceBuffer::Create(device_, layer_bytes, 64));
-      std::memset(buffer.data(), 0, layer_bytes);  // host-accessible (Init)
+                       DeviceBuffer::CreateZeroed(device_, layer_bytes, 64));
+      process_kv_bytes.fetch_add(static_cast<int64_t>(layer_bytes),
+                                 std::memory_order_relaxed);
       TensorView view;
       view.data = buffer.data();
       view.dtype = kv_dtype_;
@@ -221,31 +239,55 @@ int64_t ModelRunnerBase::EstimateActivationBytes(int64_t tokens,
   return (tokens * per_token + head) * 4 * 5 / 4;
 }
 
-absl::StatusOr<int64_t> ModelRunnerBase::NumKvBlocksForMemory(
+absl::StatusOr<KvCachePlan> ModelRunnerBase::PlanKvCache(
     double fraction, int64_t bytes, int block_size,
     int64_t max_batched_tokens) const {
-  const int64_t per_block = KvCacheBytesPerBlock(block_size);
-  if (per_block == 0) return 0;
-  int64_t budget = bytes;
-  if (budget <= 0) {
-    if (!(fraction > 0.0 && fraction <= 1.0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("KV cache fraction must be in (0, 1]; got ", fraction));
+  KvCachePlan plan;
+  plan.block_bytes = KvCacheBytesPerBlock(block_size);
+  if (plan.block_bytes == 0) return plan;
+  if (bytes <= 0 && !(fraction > 0.0 && fraction <= 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache fraction must be in (0, 1]; got ", fraction));
+  }
+  ASSIGN_OR_RETURN(MemoryInfo mem, device_->GetMemoryInfo());
+  plan.limit_bytes = mem.total_bytes;
+  plan.limit_source = mem.source;
+  plan.free_bytes = mem.free_bytes;
+  plan.mapped_weight_bytes = weight_bytes_mapped();
+  plan.other_kv_bytes = ProcessKvCacheBytes() - kv_cache_bytes();
+  plan.activation_bytes =
+      EstimateActivationBytes(max_batched_tokens, max_batched_tokens);
+  plan.headroom_bytes = KvCachePlan::Headroom(mem.total_bytes);
+  const int64_t left = std::max<int64_t>(
+      mem.free_bytes - plan.mapped_weight_bytes - plan.other_kv_bytes -
+          plan.activation_bytes - plan.headroom_bytes,
+      0);
+  auto mib = [](int64_t b) { return b >> 20; };
+  const std::string accounting = absl::StrCat(
+      mib(mem.free_bytes), " MiB free of a ", mib(mem.total_bytes),
+      " MiB limit (", mem.source, "), less ", mib(plan.mapped_weight_bytes),
+      " MiB mapped weights, ", mib(plan.other_kv_bytes),
+      " MiB other KV caches, ", mib(plan.activation_bytes),
+      " MiB activations, ", mib(plan.headroom_bytes), " MiB headroom");
+  if (bytes > 0) {
+    if (bytes > left) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "--kv-cache-memory asks for ", mib(bytes), " MiB but only ",
+          mib(left), " MiB are left: ", accounting));
     }
-    ASSIGN_OR_RETURN(MemoryInfo mem, device_->GetMemoryInfo());
-    const int64_t activations =
-        EstimateActivationBytes(max_batched_tokens, max_batched_tokens);
-    budget = static_cast<int64_t>(static_cast<double>(std::max<int64_t>(
-                                      mem.free_bytes - activations, 0)) *
-                                  fraction);
+    plan.budget_bytes = bytes;
+  } else {
+    plan.fraction = fraction;
+    plan.budget_bytes =
+        static_cast<int64_t>(static_cast<double>(left) * fraction);
   }
-  const int64_t blocks = budget / per_block;
-  if (blocks <= 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("no room for a KV cache block (", per_block, " bytes) in ",
-                     budget, " bytes"));
+  plan.blocks = plan.budget_bytes / plan.block_bytes;
+  if (plan.blocks <= 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no room for one KV cache block (", plan.block_bytes, " bytes) in ",
+        plan.budget_bytes, " bytes: ", accounting));
   }
-  return blocks;
+  return plan;
 }
 
 absl::Status ModelRunnerBase::BuildBatch(const BatchPlan& plan) {

@@ -60,6 +60,32 @@ struct ModelRunnerOptions {
 // "float32"/"f32"/"fp32" -> F32, "bfloat16"/"bf16" -> BF16.
 absl::StatusOr<DType> ParseComputeDType(absl::string_view name);
 
+// How a runner's KV cache was sized (PlanKvCache), for logs and ModelInfo.
+struct KvCachePlan {
+  // Memory left for the process besides what it already uses: max(256 MiB,
+  // 5% of the limit), for allocator slack, gRPC buffers, tokenizers and
+  // requests in flight.
+  static int64_t Headroom(int64_t limit_bytes);
+
+  int64_t blocks = 0;
+  int64_t block_bytes = 0;     // one block over all layers, K and V
+  int64_t budget_bytes = 0;    // what the cache was allowed to take
+  int64_t limit_bytes = 0;     // the memory limit found
+  std::string limit_source;    // where it was found
+  int64_t free_bytes = 0;      // what the process could still use
+  // Subtracted from free_bytes before the fraction: memory-mapped weights,
+  // other runners' KV caches, activations, headroom.
+  int64_t mapped_weight_bytes = 0;
+  int64_t other_kv_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t headroom_bytes = 0;
+  double fraction = 0;         // 0 when an absolute size was given
+};
+
+// KV cache bytes the runners of this process hold (reserved, whether
+// touched or not).
+int64_t ProcessKvCacheBytes();
+
 class ModelRunnerBase {
  public:
   virtual ~ModelRunnerBase();
@@ -75,14 +101,22 @@ class ModelRunnerBase {
   // KV cache: bytes of one block over all layers (keys and values); 0 when
   // the backend uses no cache.
   int64_t KvCacheBytesPerBlock(int block_size) const;
-  // (Re)allocates num_blocks blocks of block_size tokens per layer, zeroed.
+  // (Re)allocates num_blocks blocks of block_size tokens per layer, zeroed
+  // and committed lazily (Device::AllocateZeroed): a block costs resident
+  // memory once a sequence first writes it, not at load.
   // FAILED_PRECONDITION when the backend uses no cache.
   absl::Status AllocateKvCache(int64_t num_blocks, int block_size);
-  // Blocks that fit in `bytes` (> 0) or else in `fraction` of the device's
-  // free memory, after the activations of a `max_batched_tokens` step.
-  virtual absl::StatusOr<int64_t> NumKvBlocksForMemory(
-      double fraction, int64_t bytes, int block_size,
-      int64_t max_batched_tokens) const;
+  // Sizes the KV cache: `bytes` (> 0) or else `fraction` of the memory
+  // budget. The budget is what the device says the process may still use
+  // (the cgroup limit minus its usage, or MemAvailable) minus memory-mapped
+  // weights (page cache counts as available until touched), the KV caches
+  // other runners of this process reserved (committed lazily, so not in the
+  // usage yet), the activations of a `max_batched_tokens` step and
+  // KvCachePlan::kHeadroom. RESOURCE_EXHAUSTED when not one block fits, or
+  // when `bytes` exceeds what is left.
+  absl::StatusOr<KvCachePlan> PlanKvCache(double fraction, int64_t bytes,
+                                          int block_size,
+                                          int64_t max_batched_tokens) const;
   // An upper estimate of the activation arena for a step of `tokens` tokens
   // of which `sampled` ask for LM logits.
   int64_t EstimateActivationBytes(int64_t tokens, int64_t sampled) const;
@@ -121,6 +155,8 @@ class ModelRunnerBase {
   // Frees the model, KV cache and activations; for subclasses that own the
   // device and must free them before it goes. The runner is unusable after.
   void ReleaseDeviceMemory();
+  // Frees the KV cache and takes it out of ProcessKvCacheBytes().
+  void ReleaseKvCache();
 
  private:
   // Fills the host metadata arrays and batch_ from `plan`.

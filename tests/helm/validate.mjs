@@ -2,21 +2,28 @@
 // every manifest against the Kubernetes OpenAPI schemas (npm kubernetes-models,
 // ServiceMonitor via @kubernetes-models/prometheus-operator), the chart's own
 // invariants (security context, probes, grace period, wiring of ports,
-// selectors, secrets), and, given an inferd binary, that every `--flag` in
-// the server's args is one `inferd --help` lists.
+// selectors, secrets, the config.yaml ConfigMap behind `--config`), and,
+// given an inferd binary, that every `--flag` in the server's args is one
+// `inferd --help` lists and that the server's own parser accepts the
+// rendered config.yaml (`inferd --config FILE --print-config`).
 //
 // node validate.mjs --npm-dir DIR --helm BIN --chart DIR [--values FILE]...
 //   [--expect-kinds Kind,Kind,...]  exact multiset of rendered kinds
 //   [--expect-probe grpc|tcp]       probe action of all three probes
-//   [--inferd BIN]                  check args against `BIN --help`
+//   [--expect-absent-keys a,b]      top-level keys config.yaml must not set
+//   [--inferd BIN]                  check args against `BIN --help` and
+//                                   config.yaml against `BIN --print-config`
 //   [--expect-unknown-flags a,b]    the flag check must report exactly these
+//   [--expect-config-error REGEX]   --print-config must fail with this message
 //   [--expect-error]                rendering must fail with the message in
 //                                   the values file's `# expect: REGEX` line
 // Exits 0 when every check passes, 1 otherwise (each failure is printed).
 
-import { execFileSync, spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 
 function parseArgs(argv) {
@@ -36,12 +43,17 @@ function parseArgs(argv) {
       case "--expect-probe": opts.expectProbe = next(); break;
       case "--inferd": opts.inferd = next(); break;
       case "--expect-unknown-flags": opts.expectUnknown = next().split(",").filter(Boolean); break;
+      case "--expect-config-error": opts.expectConfigError = next(); break;
+      case "--expect-absent-keys": opts.expectAbsent = next().split(",").filter(Boolean); break;
       case "--expect-error": opts.expectError = true; break;
       default: throw new Error(`unknown argument ${a}`);
     }
   }
   for (const k of ["npmDir", "helm", "chart"]) {
     if (!opts[k]) throw new Error(`--${k.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())} is required`);
+  }
+  if ((opts.expectUnknown || opts.expectConfigError) && !opts.inferd) {
+    throw new Error("--expect-unknown-flags and --expect-config-error need --inferd");
   }
   return opts;
 }
@@ -156,6 +168,189 @@ function argValue(args, flag) {
   return i >= 0 ? args[i + 1] : undefined;
 }
 
+// ---- config.yaml (`inferd --config`) -------------------------------------
+
+// The keys inferd's config file accepts, with the kind of value each takes:
+// the server flags without their dashes, and per model name, path and the
+// model options.
+const isInt = (v) => Number.isInteger(v);
+const isNum = (v) => typeof v === "number" && Number.isFinite(v);
+const isBool = (v) => typeof v === "boolean";
+const isStr = (v) => typeof v === "string" && v !== "";
+const oneOf = (...xs) => (v) => xs.includes(v);
+const isMemory = (v) => (isNum(v) && v > 0 && v <= 1) ||
+  (typeof v === "string" && /^(0?\.[0-9]+|1(\.0+)?|[0-9]+(\.[0-9]+)?(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB))$/.test(v));
+const isDtype = oneOf("float32", "bfloat16", "q8_0", "q4_0", "q4_1", "int8");
+const engineKeys = {
+  "threads": isInt,
+  "tokenization-workers": (v) => isInt(v) || v === "auto",
+  "max-batched-tokens": isInt,
+  "max-prefill-tokens-while-decoding": isInt,
+  "overlap-output": isBool,
+  "max-seqs": isInt,
+  "max-queue-requests": isInt,
+  "max-queue-tokens": isInt,
+  "max-input-tokens": isInt,
+  "kv-cache-memory": isMemory,
+  "block-size": isInt,
+  "dtype": isDtype,
+  "enable-prefix-caching": isBool,
+  "speculative-draft-tokens": isInt,
+};
+const serverKeys = {
+  ...engineKeys,
+  "listen": isStr, "metrics-listen": isStr, "health-listen": isStr,
+  "replicas-per-model": isInt,
+  "max-inputs-per-request": isInt,
+  "max-concurrent-streams": isInt,
+  "max-receive-message-bytes": isInt,
+  "log-format": oneOf("text", "json"),
+  "log-level": oneOf("trace", "debug", "info", "warn", "error"),
+  "drain-timeout": isNum,
+  "tls-cert": isStr, "tls-key": isStr, "tls-client-ca": isStr,
+  "api-key": isStr, "api-key-file": isStr,
+  "reuse-port": isBool, "mmap-weights": isBool, "allow-partial-start": isBool,
+  "max-connection-age": isNum, "max-connection-age-grace": isNum,
+  "plugins": (v) => Array.isArray(v) && v.every((p) => isStr(p) && p.startsWith("/")),
+  "models": Array.isArray,
+};
+const modelKeys = {
+  ...engineKeys,
+  "name": (v) => typeof v === "string" && /^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(v),
+  "path": (v) => isStr(v) && v.startsWith("/"),
+  "task": oneOf("generate", "embed", "rerank", "classify"),
+  "pooling": (v) => typeof v === "string" && /^[a-z0-9_]+$/.test(v),
+  "bidirectional": isBool,
+  "replicas": isInt,
+};
+
+// Checks one config mapping against a key table; returns nothing.
+function checkKeys(where, obj, table) {
+  for (const [k, v] of Object.entries(obj)) {
+    if (!check(k in table, `${where}: unknown key '${k}'`)) continue;
+    check(table[k](v), `${where}: ${k}: ${JSON.stringify(v)} is not a valid value`);
+  }
+}
+
+// Finds the file `--config` names in the Deployment's mounts, the ConfigMap
+// key behind it, and parses it. Returns { text, config } or undefined.
+function loadConfig(args, mounts, volumes) {
+  const file = argValue(args, "--config");
+  if (!check(file !== undefined, "args do not pass --config")) return undefined;
+  check(args.filter((a) => a === "--config").length === 1, "--config is passed more than once");
+  const mount = mounts.find((m) => file.startsWith(m.mountPath.replace(/\/?$/, "/")));
+  const cmName = mount && volumes[mount.name]?.configMap?.name;
+  if (!check(cmName, `--config ${file} is not in a mounted ConfigMap`)) return undefined;
+  check(mount.readOnly === true, "the config volume is not mounted read-only");
+  check(!mount.subPath, "the config volume is mounted with subPath");
+  const rel = file.slice(mount.mountPath.replace(/\/?$/, "/").length);
+  const items = volumes[mount.name].configMap.items;
+  const key = items ? items.find((it) => it.path === rel)?.key : rel;
+  const cm = byKind("ConfigMap").find((c) => c.metadata?.name === cmName);
+  if (!check(cm, `the Deployment mounts ConfigMap ${cmName}, which the chart does not render`)) return undefined;
+  const text = cm.data?.[key];
+  if (!check(typeof text === "string", `ConfigMap ${cmName} has no key ${key} (--config ${file})`)) return undefined;
+  const doc = YAML.parseDocument(text);
+  if (!check(doc.errors.length === 0, `config.yaml is not valid YAML: ${doc.errors[0]?.message}`)) return undefined;
+  const config = doc.toJS();
+  if (!check(config && typeof config === "object" && !Array.isArray(config),
+    "config.yaml is not a mapping")) return undefined;
+  return { text, config };
+}
+
+function checkConfig(config) {
+  checkKeys("config.yaml", config, serverKeys);
+  check(!("api-key" in config), "config.yaml holds api-key, a secret in a ConfigMap; use --api-key-file");
+  for (const k of opts.expectAbsent ?? []) {
+    check(!(k in config), `config.yaml sets ${k}: ${JSON.stringify(config[k])}; it must be left to the server`);
+  }
+  const models = config.models ?? [];
+  check(Array.isArray(models) && models.length > 0, "config.yaml has no models");
+  const names = new Set();
+  models.forEach((m, i) => {
+    const where = `config.yaml models[${i}]`;
+    if (!check(m && typeof m === "object" && !Array.isArray(m), `${where} is not a mapping`)) return;
+    check("name" in m && "path" in m, `${where} lacks name or path`);
+    checkKeys(where, m, modelKeys);
+    check(!names.has(m.name), `${where}: the name ${m.name} is given twice`);
+    names.add(m.name);
+  });
+}
+
+// Values compared the way the server reads them: "0.5" and 0.5 agree, and
+// "4GiB" agrees with 4294967296.
+const kUnits = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12,
+  KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40 };
+function normalize(v) {
+  if (typeof v === "string") {
+    if (v === "true" || v === "false") return v === "true";
+    if (/^-?[0-9]*\.?[0-9]+$/.test(v)) return Number(v);
+    const m = /^([0-9]+(?:\.[0-9]+)?)(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)$/.exec(v);
+    if (m) return Number(m[1]) * kUnits[m[2]];
+    return v;
+  }
+  if (Array.isArray(v)) return JSON.stringify(v.map(normalize));
+  return typeof v === "object" && v !== null ? JSON.stringify(v) : v;
+}
+
+// Runs the real server's parser on config.yaml: `BIN --config FILE
+// --print-config` must exit 0 and print every setting back with the value
+// the chart wrote (the effective configuration, in the same YAML shape; a
+// model's option is printed only where it differs from the server-wide one).
+function checkPrintConfig(text, config) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "inferd-chart-"));
+  const file = path.join(dir, "config.yaml");
+  writeFileSync(file, text);
+  // INFERD_* variables would override the file.
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("INFERD_")));
+  const run = spawnSync(opts.inferd, ["--config", file, "--print-config"],
+    { encoding: "utf8", timeout: 60000, env });
+  rmSync(dir, { recursive: true, force: true });
+  const cmd = `${opts.inferd} --config config.yaml --print-config`;
+  if (run.error) {
+    check(false, `cannot run ${cmd}: ${run.error.message}`);
+    return;
+  }
+  const out = `${run.stdout}\n${run.stderr}`;
+  if (opts.expectConfigError) {
+    check(run.status !== 0, `${cmd} exited 0; it must fail`);
+    check(new RegExp(opts.expectConfigError).test(out),
+      `${cmd} output does not match /${opts.expectConfigError}/:\n${out.slice(0, 500)}`);
+    return;
+  }
+  if (!check(run.status === 0, `${cmd} exited ${run.status}:\n${out.slice(0, 1000)}`)) return;
+  let printed;
+  try {
+    printed = YAML.parse(run.stdout);
+  } catch (e) {
+    check(false, `${cmd} printed no YAML: ${e.message}`);
+    return;
+  }
+  if (!check(printed && typeof printed === "object", `${cmd} printed no mapping`)) return;
+  // `inherit` maps a key missing from a printed model to the server-wide key
+  // it takes its value from.
+  const same = (where, want, got, inherit) => {
+    for (const [k, v] of Object.entries(want)) {
+      if (k === "models") continue;
+      const from = k in got ? got : inherit?.(k);
+      const g = from?.[k === "replicas" && from === printed ? "replicas-per-model" : k];
+      check(g !== undefined && normalize(g) === normalize(v),
+        `${cmd}: ${where}${k} is ${JSON.stringify(g)}, config.yaml says ${JSON.stringify(v)}`);
+    }
+  };
+  same("", config, printed);
+  const got = Array.isArray(printed.models) ? printed.models : [];
+  check(JSON.stringify(got.map((m) => m?.name)) === JSON.stringify(config.models.map((m) => m.name)),
+    `${cmd}: models ${got.map((m) => m?.name).join(",")}, config.yaml has ${config.models.map((m) => m.name).join(",")}`);
+  config.models.forEach((m) => {
+    const pm = got.find((g) => g?.name === m.name);
+    if (pm) {
+      same(`model ${m.name} `, m, pm,
+        (k) => (k in engineKeys || k === "replicas" ? printed : undefined));
+    }
+  });
+}
+
 if (server) {
   const args = server.args ?? [];
   const sc = server.securityContext ?? {};
@@ -169,6 +364,9 @@ if (server) {
     "seccompProfile is not RuntimeDefault");
   check(!!server.resources?.requests?.cpu && !!server.resources?.requests?.memory &&
     !!server.resources?.limits?.memory, "cpu/memory requests and a memory limit are required");
+  // inferd reads INFERD_* variables as settings; Kubernetes' service links
+  // would add INFERD_<SERVICE>_PORT and the like for Services of the namespace.
+  check(pod.enableServiceLinks === false, "enableServiceLinks is not false");
 
   const volumes = Object.fromEntries((pod.volumes ?? []).map((v) => [v.name, v]));
   const mounts = server.volumeMounts ?? [];
@@ -185,14 +383,26 @@ if (server) {
     check(init, "models emptyDir has no initContainer that fills it");
   }
 
-  // A file flag must point into a mounted volume of the right kind.
+  // The config file, and a change to it rolling the pods.
+  const loaded = loadConfig(args, mounts, volumes);
+  const config = loaded?.config ?? {};
+  if (loaded) {
+    checkConfig(config);
+    const sum = dep.spec.template.metadata?.annotations?.["checksum/config"];
+    check(sum === createHash("sha256").update(loaded.text).digest("hex"),
+      `pod annotation checksum/config ${sum} is not the sha256 of config.yaml`);
+  }
+  // A setting as the server sees it: a flag in args, else the config key.
+  const setting = (name) => argValue(args, `--${name}`) ?? config[name];
+
+  // A file setting must point into a mounted volume of the right kind.
   const mountedFrom = (file) => {
     const m = mounts.find((mm) => file?.startsWith(mm.mountPath.replace(/\/?$/, "/")));
     return m ? volumes[m.name] : undefined;
   };
-  for (const f of ["--tls-cert", "--tls-key", "--tls-client-ca", "--api-key-file"]) {
-    if (args.includes(f)) {
-      check(mountedFrom(argValue(args, f))?.secret, `${f} ${argValue(args, f)} is not in a mounted Secret`);
+  for (const f of ["tls-cert", "tls-key", "tls-client-ca", "api-key-file"]) {
+    if (setting(f) !== undefined) {
+      check(mountedFrom(setting(f))?.secret, `${f} ${setting(f)} is not in a mounted Secret`);
     }
   }
   check(!args.includes("--api-key"), "--api-key puts a secret in the pod spec; use --api-key-file");
@@ -202,38 +412,39 @@ if (server) {
         `--model ${args[i + 1]} is not NAME=/PATH`);
     }
   }
-  check(args.includes("--model"), "no --model argument");
+  check(args.includes("--model") || (config.models ?? []).length > 0, "no model to serve");
 
   const grpcPort = (server.ports ?? []).find((p) => p.name === "grpc")?.containerPort;
-  check(argValue(args, "--listen") === `0.0.0.0:${grpcPort}`,
-    `--listen ${argValue(args, "--listen")} does not listen on 0.0.0.0:<grpc port ${grpcPort}>`);
+  check(setting("listen") === `0.0.0.0:${grpcPort}`,
+    `listen ${setting("listen")} does not listen on 0.0.0.0:<grpc port ${grpcPort}>`);
   const metricsPort = (server.ports ?? []).find((p) => p.name === "metrics")?.containerPort;
   if (metricsPort) {
-    check(argValue(args, "--metrics-listen") === `0.0.0.0:${metricsPort}`,
-      "--metrics-listen does not match the metrics port");
+    check(setting("metrics-listen") === `0.0.0.0:${metricsPort}`,
+      "metrics-listen does not match the metrics port");
   } else {
-    check(!args.includes("--metrics-listen"), "--metrics-listen without a metrics port");
+    check(setting("metrics-listen") === undefined, "metrics-listen without a metrics port");
   }
 
+  const tlsOn = setting("tls-cert") !== undefined;
   for (const name of ["startupProbe", "readinessProbe", "livenessProbe"]) {
     const p = server[name];
     if (!check(p, `${name} missing`)) continue;
     const kind = p.grpc ? "grpc" : p.tcpSocket ? "tcp" : "other";
     check(kind !== "other", `${name} is neither grpc nor tcpSocket`);
     // With TLS on, gRPC probes go to the plaintext health port, which must
-    // be a container port and the --health-listen address.
+    // be a container port and the health-listen address.
     const healthPort = (server.ports ?? []).find((q) => q.name === "health")?.containerPort;
-    const probePort = args.includes("--tls-cert") ? healthPort : grpcPort;
+    const probePort = tlsOn ? healthPort : grpcPort;
     if (p.grpc) check(p.grpc.port === probePort, `${name} probes port ${p.grpc.port}, not ${probePort}`);
     if (opts.expectProbe) check(kind === opts.expectProbe, `${name} is ${kind}, expected ${opts.expectProbe}`);
   }
   // With TLS on, kubelet's plaintext gRPC probe needs the plaintext health
   // port; a probe of the TLS port would always fail.
-  if (args.includes("--tls-cert") && server.readinessProbe?.grpc) {
+  if (tlsOn && server.readinessProbe?.grpc) {
     const healthPort = (server.ports ?? []).find((q) => q.name === "health")?.containerPort;
     check(healthPort !== undefined, "TLS on, gRPC probes, but no health port");
-    check(argValue(args, "--health-listen") === `0.0.0.0:${healthPort}`,
-      "--health-listen does not match the health port");
+    check(setting("health-listen") === `0.0.0.0:${healthPort}`,
+      "health-listen does not match the health port");
     check(server.readinessProbe.grpc.port !== grpcPort,
       "gRPC probe against the TLS port cannot succeed");
   }
@@ -241,8 +452,8 @@ if (server) {
   check((sp.periodSeconds ?? 10) * (sp.failureThreshold ?? 3) >= 300,
     "startupProbe allows less than 5 minutes to load models");
 
-  const drain = Number(argValue(args, "--drain-timeout"));
-  check(Number.isFinite(drain), "--drain-timeout missing");
+  const drain = Number(setting("drain-timeout"));
+  check(Number.isFinite(drain), "drain-timeout missing");
   const preStop = server.lifecycle?.preStop?.exec?.command;
   const preStopSleep = preStop?.[0] === "sleep" ? Number(preStop[1]) : 0;
   check(pod.terminationGracePeriodSeconds > drain + preStopSleep,
@@ -281,7 +492,7 @@ if (server) {
     check(selects(t.labelSelector?.matchLabels), "topologySpreadConstraint labelSelector does not match");
   }
 
-  // ---- Flags against `inferd --help` ---------------------------------------
+  // ---- Flags and config.yaml against the real server -----------------------
   if (opts.inferd) {
     // --help may exit non-zero (absl does); the text is what matters.
     const help = spawnSync(opts.inferd, ["--help"], { encoding: "utf8" });
@@ -300,6 +511,7 @@ if (server) {
         check(unknown.length === 0, `flags inferd --help does not list: ${unknown.join(" ")}`);
       }
     }
+    if (loaded) checkPrintConfig(loaded.text, config);
   }
 }
 

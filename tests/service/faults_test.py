@@ -4,7 +4,9 @@ corrupted or lying (safetensors and GGUF; a missing, unparsable or
 mismatched tokenizer; NaN weights; a GGUF tensor of an unknown ggml type)
 each fail their model alone, with an error naming the file and the problem
 in the log, in ListModels and in the status of every request to that model
-(UNAVAILABLE), while the other models serve and health says SERVING. Only
+(UNAVAILABLE), while the other models serve and health says SERVING
+(with --allow-partial-start; without it health stays NOT_SERVING, tested by
+ops_integration_test.py). Only
 a path that names no model (no such GGUF file; a directory without
 config.json, tested by server_integration_test.py) stops the server at
 startup. A weights file truncated on disk after the server loaded it does
@@ -281,7 +283,8 @@ class FaultsTest(unittest.TestCase):
             models.append((name, path if name.startswith("gguf") else d))
             expect[name] = (path, words)
         with lib.InferdProcess(ARGS.inferd, models,
-                               ("--metrics-listen", "127.0.0.1:0"),
+                               ("--metrics-listen", "127.0.0.1:0",
+                                "--allow-partial-start"),
                                log_prefix="inferd-faults-") as s:
             with self.grpc.insecure_channel(s.address) as ch:
                 ms = self.mpb_grpc.ModelsStub(ch)

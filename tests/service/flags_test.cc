@@ -1,8 +1,13 @@
 #include "service/flags.h"
 
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "service/config_file.h"
 
 namespace inferd {
 namespace {
@@ -143,6 +148,128 @@ TEST(FlagsTest, ApiKeyAndApiKeyFileAreExclusive) {
   auto one = Parse({"--model", "a=/x", "--api-key-file", "/run/key"});
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->api_key_file, "/run/key");
+}
+
+// --config files, INFERD_* variables and flags (issue 24).
+class ConfigSourcesTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<ServerOptions> Run(std::vector<const char*> args) {
+    args.insert(args.begin(), "inferd");
+    return ParseFlags(static_cast<int>(args.size()), args.data(),
+                      [this](const std::string& name) {
+                        auto it = env_.find(name);
+                        return it == env_.end()
+                                   ? absl::optional<std::string>()
+                                   : absl::optional<std::string>(it->second);
+                      });
+  }
+  std::string WriteConfig(const std::string& text) {
+    path_ = ::testing::TempDir() + "/inferd_flags_test.yaml";
+    std::ofstream(path_) << text;
+    return path_;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  std::map<std::string, std::string> env_;
+  std::string path_;
+};
+
+TEST_F(ConfigSourcesTest, FileGivesSettingsAndModelsWithOptions) {
+  const std::string f = WriteConfig(
+      "max-seqs: 8\nthreads: 2\nallow-partial-start: true\n"
+      "max-connection-age: 120\n"
+      "models:\n"
+      "  - {name: a, path: /m/a, task: embed, pooling: mean, replicas: 3}\n"
+      "  - name: b\n    path: /m/b\n    max-seqs: 4\n    dtype: q8_0\n"
+      "plugins: [/p.so]\n");
+  auto o = Run({"--config", f.c_str()});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->engine.max_seqs, 8);
+  EXPECT_TRUE(o->allow_partial_start);
+  EXPECT_DOUBLE_EQ(o->max_connection_age_seconds, 120);
+  ASSERT_EQ(o->models.size(), 2u);
+  EXPECT_EQ(o->models[0].overrides.task.value_or(""), "embed");
+  EXPECT_EQ(o->models[0].overrides.pooling.value_or(""), "mean");
+  EXPECT_EQ(o->models[0].engine.replicas, 3);
+  EXPECT_EQ(o->models[0].engine.threads, 2);  // inherited
+  EXPECT_EQ(o->models[0].engine.max_seqs, 8);
+  EXPECT_EQ(o->models[1].engine.max_seqs, 4);
+  EXPECT_EQ(o->models[1].engine.dtype, "q8_0");
+  EXPECT_EQ(o->plugins, std::vector<std::string>{"/p.so"});
+  EXPECT_EQ(o->sources.at("max-seqs"), "--config " + f);
+}
+
+TEST_F(ConfigSourcesTest, FlagsBeatEnvironmentBeatsFile) {
+  const std::string f = WriteConfig(
+      "max-seqs: 8\nmax-batched-tokens: 100\nblock-size: 32\n"
+      "models: [{name: a, path: /m/a}]\n");
+  env_["INFERD_MAX_SEQS"] = "16";
+  env_["INFERD_MAX_BATCHED_TOKENS"] = "200";
+  env_["INFERD_SHARED_DIR"] = "/not/a/flag";  // other INFERD_ names ignored
+  auto o = Run({"--config", f.c_str(), "--max-seqs", "32"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->engine.max_seqs, 32);
+  EXPECT_EQ(o->engine.max_batched_tokens, 200);
+  EXPECT_EQ(o->engine.block_size, 32);
+  EXPECT_EQ(o->sources.at("max-seqs"), "flag");
+  EXPECT_EQ(o->sources.at("max-batched-tokens"), "env INFERD_MAX_BATCHED_TOKENS");
+  // Models inherit the final server-wide values.
+  EXPECT_EQ(o->models[0].engine.max_seqs, 32);
+  EXPECT_EQ(o->models[0].engine.max_batched_tokens, 200);
+}
+
+TEST_F(ConfigSourcesTest, ModelFlagReplacesTheFilesModelOfThatName) {
+  const std::string f = WriteConfig(
+      "models: [{name: a, path: /m/a}, {name: b, path: /m/b}]\n");
+  auto o = Run({"--config", f.c_str(), "--model", "a=/other,max-seqs=2"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->models.size(), 2u);
+  EXPECT_EQ(o->models[0].name, "b");
+  EXPECT_EQ(o->models[1].path, "/other");
+  EXPECT_EQ(o->models[1].engine.max_seqs, 2);
+}
+
+TEST_F(ConfigSourcesTest, ErrorsNameTheSourceAndTheKey) {
+  std::string f = WriteConfig("max-seq: 8\nmodels: [{name: a, path: /m}]\n");
+  auto o = Run({"--config", f.c_str()});
+  EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(o.status().message().find(f), std::string::npos);
+  EXPECT_NE(o.status().message().find("unknown key 'max-seq'"),
+            std::string::npos);
+  f = WriteConfig("models: [{name: a, path: /m, max-seqs: none}]\n");
+  o = Run({"--config", f.c_str()});
+  EXPECT_NE(o.status().message().find("models[0]: --max-seqs=none"),
+            std::string::npos)
+      << o.status();
+  f = WriteConfig("models: [{name: a, path: /m}, {name: a, path: /n}]\n");
+  o = Run({"--config", f.c_str()});
+  EXPECT_NE(o.status().message().find("given twice"), std::string::npos);
+  env_["INFERD_LOG_FORMAT"] = "xml";
+  o = Run({"--model", "a=/m"});
+  EXPECT_NE(o.status().message().find("environment variable INFERD_LOG_FORMAT"),
+            std::string::npos)
+      << o.status();
+}
+
+TEST_F(ConfigSourcesTest, PrintedConfigReadsBackTheSame) {
+  auto o = Run({"--model", "a=/m/a,max-seqs=3,task=embed", "--threads", "2",
+                "--kv-cache-memory", "1GiB", "--api-key", "secret",
+                "--max-connection-age", "30"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  const std::string printed = ConfigYaml(*o);
+  EXPECT_EQ(printed.find("secret"), std::string::npos);
+  auto raw = ParseConfigText(printed, "printed");
+  ASSERT_TRUE(raw.ok()) << raw.status() << "\n" << printed;
+  const std::string f = WriteConfig(printed);
+  auto back = Run({"--config", f.c_str()});
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << printed;
+  EXPECT_EQ(ConfigYaml(*back).size() > 0, true);
+  EXPECT_EQ(back->engine.threads, 2);
+  EXPECT_EQ(back->engine.kv_cache_bytes, int64_t{1} << 30);
+  EXPECT_DOUBLE_EQ(back->max_connection_age_seconds, 30);
+  ASSERT_EQ(back->models.size(), 1u);
+  EXPECT_EQ(back->models[0].engine.max_seqs, 3);
+  EXPECT_EQ(back->models[0].overrides.task.value_or(""), "embed");
 }
 
 }  // namespace

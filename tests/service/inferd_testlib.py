@@ -115,15 +115,19 @@ class InferdProcess:
     and `health_port` are set when --metrics-listen / --health-listen are
     among `extra`. Usable as a context manager (SIGTERM on exit)."""
 
-    def __init__(self, inferd, models, extra=(), log_prefix="inferd-"):
+    def __init__(self, inferd, models, extra=(), log_prefix="inferd-",
+                 wrapper=(), env=None):
+        """`wrapper`: a command line the server runs under (it must exec
+        its arguments); `env`: the server's environment (default: ours)."""
         self.log = tempfile.NamedTemporaryFile(prefix=log_prefix, suffix=".log",
                                                delete=False)
         cmd = [inferd, "--listen", "127.0.0.1:0", "--log-level", "info"]
         for name, path in models:
             cmd += ["--model", f"{name}={path}"]
         cmd += list(extra)
-        self.cmd = cmd
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
+        self.cmd = list(wrapper) + cmd
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log,
+                                     stderr=self.log, env=env)
         try:
             self.port = self.wait_for(r"\(port (\d+)\)")
             self.address = f"127.0.0.1:{self.port}"

@@ -958,8 +958,46 @@ class LifecycleTest(unittest.TestCase):
             weights = os.path.join(broken, "model.safetensors")
             with open(weights, "r+b") as f:
                 f.truncate(os.path.getsize(weights) // 2)
+            # Without --allow-partial-start: loading ends, the good models'
+            # own health services turn SERVING, but the overall status stays
+            # NOT_SERVING (Kubernetes must not route to a broken pod) and
+            # the log says which model failed and how to go on.
+            hpb = load_health_pb2()
+            server = Inferd(good + [("broken", broken)])
+            try:
+                server.wait_log("health stays NOT_SERVING because these "
+                                "failed: broken")
+                channel = self.grpc.insecure_channel(server.address)
+                health = lib.HealthClient(channel, hpb)
+                def status(service):
+                    return health.Check(hpb.HealthCheckRequest(
+                        service=service), timeout=10).status
+                for service in ("", "inferd.v1.Inference", "inferd.v1.Models",
+                                "inferd.v1.Model/broken"):
+                    self.assertEqual(status(service),
+                                     hpb.HealthCheckResponse.NOT_SERVING,
+                                     service)
+                for name, _ in good:
+                    self.assertEqual(status("inferd.v1.Model/" + name),
+                                     hpb.HealthCheckResponse.SERVING, name)
+                with self.assertRaises(self.grpc.RpcError) as cm:
+                    status("inferd.v1.Model/no-such-model")
+                self.assertEqual(cm.exception.code(),
+                                 self.grpc.StatusCode.NOT_FOUND)
+                listed = {m.name: m for m in self.mpb_grpc.ModelsStub(channel)
+                          .ListModels(self.mpb.ListModelsRequest()).models}
+                self.assertEqual(listed["broken"].state,
+                                 self.mpb.MODEL_STATE_FAILED)
+                self.assertIn("safetensors", listed["broken"].error)
+                channel.close()
+            finally:
+                self.assertEqual(server.stop(), 0, server.output())
+            self.assertIn("--allow-partial-start", server.output())
+
+            # With it: SERVING, the broken model listed FAILED.
             server = Inferd(good + [("broken", broken)],
-                            ["--metrics-listen", "127.0.0.1:0"])
+                            ["--metrics-listen", "127.0.0.1:0",
+                             "--allow-partial-start"])
             try:
                 channel = self.grpc.insecure_channel(server.address)
                 wait_serving(channel)  # the others are ready

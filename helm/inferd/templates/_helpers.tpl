@@ -63,28 +63,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
-{{/*
-Kernel threads: server.threads, else the CPU limit (or request) when it is a
-whole number of cores ("2", 2, "2000m"); empty when neither applies.
-*/}}
-{{- define "inferd.threads" -}}
-{{- if .Values.server.threads }}
-{{- .Values.server.threads }}
-{{- else }}
-{{- $res := .Values.resources | default dict }}
-{{- $cpu := "" }}
-{{- with $res.limits }}{{- with .cpu }}{{ $cpu = toString . }}{{- end }}{{- end }}
-{{- if not $cpu }}
-{{- with $res.requests }}{{- with .cpu }}{{ $cpu = toString . }}{{- end }}{{- end }}
-{{- end }}
-{{- if regexMatch "^[1-9][0-9]*$" $cpu }}
-{{- $cpu }}
-{{- else if regexMatch "^[1-9][0-9]*000m$" $cpu }}
-{{- trimSuffix "000m" $cpu }}
-{{- end }}
-{{- end }}
-{{- end }}
-
 {{/* grpc or tcp, resolving probes.type=auto. */}}
 {{- define "inferd.probeType" -}}
 {{- if eq .Values.probes.type "auto" }}grpc
@@ -118,66 +96,116 @@ tcpSocket:
 {{- end }}
 {{- end }}
 
+{{/* Where the ConfigMap's config.yaml is mounted in the pod. */}}
+{{- define "inferd.configDir" -}}/etc/inferd/config{{- end }}
+
+{{- define "inferd.configMapName" -}}
+{{- printf "%s-config" (include "inferd.fullname" .) }}
+{{- end }}
+
+{{/*
+[valueKey, configKey] of the engine options a model can override; the
+server-wide values use the same keys (plus threads and replicasPerModel).
+*/}}
+{{- define "inferd.engineKeys" -}}
+- [tokenizationWorkers, tokenization-workers]
+- [maxBatchedTokens, max-batched-tokens]
+- [maxPrefillTokensWhileDecoding, max-prefill-tokens-while-decoding]
+- [overlapOutput, overlap-output]
+- [maxSeqs, max-seqs]
+- [maxQueueRequests, max-queue-requests]
+- [maxQueueTokens, max-queue-tokens]
+- [maxInputTokens, max-input-tokens]
+- [kvCacheMemory, kv-cache-memory]
+- [blockSize, block-size]
+- [enablePrefixCaching, enable-prefix-caching]
+- [speculativeDraftTokens, speculative-draft-tokens]
+- [dtype, dtype]
+{{- end }}
+
+{{/*
+`key: value` lines for each (valueKey configKey) pair in .keys whose value in
+.values is set; null and absent values are left out so that the server's
+default (or, in a model, the server-wide value) applies. Values are written
+as JSON scalars, which YAML reads back unchanged ("4GiB" stays a string,
+0.5 a number).
+*/}}
+{{- define "inferd.configLines" -}}
+{{- $values := .values }}
+{{- range .keys }}
+{{- $v := index $values (index . 0) }}
+{{- if not (kindIs "invalid" $v) }}
+{{ index . 1 }}: {{ $v | toJson }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+config.yaml for `inferd --config`: the server's flags without the dashes,
+then the models. Secret file paths (TLS, API key) stay on the command line
+next to their Secret mounts.
+*/}}
+{{- define "inferd.config" -}}
+{{- $s := .Values.server }}
+{{- $engine := include "inferd.engineKeys" . | fromYamlArray }}
+{{- $serverKeys := concat
+      (list (list "threads" "threads") (list "replicasPerModel" "replicas-per-model"))
+      $engine
+      (list
+        (list "maxInputsPerRequest" "max-inputs-per-request")
+        (list "maxConcurrentStreams" "max-concurrent-streams")
+        (list "maxReceiveMessageBytes" "max-receive-message-bytes")
+        (list "mmapWeights" "mmap-weights")
+        (list "allowPartialStart" "allow-partial-start")
+        (list "maxConnectionAgeSeconds" "max-connection-age")
+        (list "maxConnectionAgeGraceSeconds" "max-connection-age-grace")
+        (list "logFormat" "log-format")
+        (list "logLevel" "log-level")
+        (list "drainTimeoutSeconds" "drain-timeout")) }}
+{{- $modelKeys := concat
+      (list (list "task" "task") (list "pooling" "pooling")
+            (list "bidirectional" "bidirectional") (list "threads" "threads")
+            (list "replicas" "replicas"))
+      $engine -}}
+listen: {{ printf "0.0.0.0:%d" (int $s.grpcPort) | toJson }}
+{{- if .Values.metrics.enabled }}
+metrics-listen: {{ printf "0.0.0.0:%d" (int .Values.metrics.port) | toJson }}
+{{- end }}
+{{- if .Values.tls.enabled }}
+health-listen: {{ printf "0.0.0.0:%d" (int $s.healthPort) | toJson }}
+{{- end }}
+{{- include "inferd.configLines" (dict "values" $s "keys" $serverKeys) }}
+{{- with $s.plugins }}
+plugins:
+{{- range . }}
+  - {{ . | toJson }}
+{{- end }}
+{{- end }}
+models:
+{{- $seen := dict }}
+{{- range $s.models }}
+{{- if hasKey $seen .name }}
+{{- fail (printf "server.models: the name '%s' is given twice" .name) }}
+{{- end }}
+{{- $_ := set $seen .name true }}
+  - name: {{ .name | toJson }}
+    path: {{ .path | toJson }}
+{{- with include "inferd.configLines" (dict "values" . "keys" $modelKeys) | trim }}
+    {{- . | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The config file as mounted, and its checksum for the pod template. */}}
+{{- define "inferd.configFile" -}}
+{{- printf "%s\n" (include "inferd.config" . | trim) }}
+{{- end }}
+
 {{/* inferd's command-line arguments, one YAML list item per token. */}}
 {{- define "inferd.args" -}}
-{{- $s := .Values.server }}
-- --listen
-- {{ printf "0.0.0.0:%d" (int $s.grpcPort) | quote }}
-{{- range $s.plugins }}
-- --plugin
-- {{ . | quote }}
-{{- end }}
-{{- range $s.models }}
-- --model
-- {{ printf "%s=%s" .name .path | quote }}
-{{- end }}
-{{- if .Values.metrics.enabled }}
-- --metrics-listen
-- {{ printf "0.0.0.0:%d" (int .Values.metrics.port) | quote }}
-{{- end }}
-{{- with include "inferd.threads" . }}
-- --threads
-- {{ . | quote }}
-{{- end }}
-{{- $intFlags := list
-      (list "replicasPerModel" "--replicas-per-model")
-      (list "maxBatchedTokens" "--max-batched-tokens")
-      (list "maxSeqs" "--max-seqs")
-      (list "maxQueueRequests" "--max-queue-requests")
-      (list "maxQueueTokens" "--max-queue-tokens")
-      (list "maxInputsPerRequest" "--max-inputs-per-request")
-      (list "maxInputTokens" "--max-input-tokens")
-      (list "maxConcurrentStreams" "--max-concurrent-streams")
-      (list "maxReceiveMessageBytes" "--max-receive-message-bytes")
-      (list "blockSize" "--block-size") }}
-{{- range $intFlags }}
-{{- $v := index $s (index . 0) }}
-{{- if not (kindIs "invalid" $v) }}
-- {{ index . 1 }}
-- {{ $v | int64 | toString | quote }}
-{{- end }}
-{{- end }}
-{{- if not (kindIs "invalid" $s.kvCacheMemory) }}
-- --kv-cache-memory
-- {{ $s.kvCacheMemory | toString | quote }}
-{{- end }}
-{{- with $s.dtype }}
-- --dtype
-- {{ . | quote }}
-{{- end }}
-{{- with $s.logFormat }}
-- --log-format
-- {{ . | quote }}
-{{- end }}
-{{- with $s.logLevel }}
-- --log-level
-- {{ . | quote }}
-{{- end }}
-- --drain-timeout
-- {{ $s.drainTimeoutSeconds | int | toString | quote }}
+- --config
+- {{ printf "%s/config.yaml" (include "inferd.configDir" .) | quote }}
 {{- if .Values.tls.enabled }}
-- --health-listen
-- {{ printf "0.0.0.0:%d" (int $s.healthPort) | quote }}
 - --tls-cert
 - /etc/inferd/tls/tls.crt
 - --tls-key
@@ -191,7 +219,7 @@ tcpSocket:
 - --api-key-file
 - {{ printf "/etc/inferd/api-key/%s" .Values.apiKey.secretKey | quote }}
 {{- end }}
-{{- range $s.extraArgs }}
+{{- range .Values.server.extraArgs }}
 - {{ . | quote }}
 {{- end }}
 {{- end }}

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/shared_data.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -16,11 +17,6 @@
 namespace inferd {
 namespace testing_util {
 
-// $INFERD_SHARED_DIR when set, else the build's default ../shared.
-inline std::string SharedDir() {
-  const char* env = std::getenv("INFERD_SHARED_DIR");
-  return env != nullptr && *env != '\0' ? std::string(env) : INFERD_SHARED_DIR;
-}
 
 struct RawTensor {
   std::string name;

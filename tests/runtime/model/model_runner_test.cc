@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/model/model_registry.h"
@@ -588,9 +589,17 @@ TEST(ModelRunnerTest, ReportsModelMetadataAndKvBlockSize) {
   EXPECT_EQ(runner->KvCacheBytesPerBlock(16), 2 * 2 * 16 * 2 * 16 * 4);
   ASSERT_TRUE(runner->AllocateKvCache(10, 16).ok());
   EXPECT_EQ(runner->kv_cache_bytes(), 10 * runner->KvCacheBytesPerBlock(16));
-  auto blocks = runner->NumKvBlocksForMemory(0.0, 1 << 20, 16, 256);
-  ASSERT_TRUE(blocks.ok()) << blocks.status();
-  EXPECT_EQ(*blocks, (1 << 20) / runner->KvCacheBytesPerBlock(16));
+  auto plan = runner->PlanKvCache(0.0, 1 << 20, 16, 256);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->blocks, (1 << 20) / runner->KvCacheBytesPerBlock(16));
+  EXPECT_EQ(plan->budget_bytes, 1 << 20);
+  // This runner's own cache is not "another runner's".
+  EXPECT_EQ(plan->other_kv_bytes, ProcessKvCacheBytes() - runner->kv_cache_bytes());
+  // An absolute size beyond what the process may use is refused.
+  auto too_big = runner->PlanKvCache(0.0, int64_t{1} << 50, 16, 256);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.status().message()),
+              testing::HasSubstr("--kv-cache-memory"));
 
   auto classifier = Runner("bert-classifier");
   ASSERT_NE(classifier, nullptr);

@@ -10,19 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/common/shared_data.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
 namespace inferd {
 namespace testing_util {
 
-// The shared test material: $INFERD_SHARED_DIR when set (CI points it at an
-// empty folder to prove the suite passes without it), else the build's
-// default (../shared beside the source tree).
-inline std::string SharedDir() {
-  const char* env = std::getenv("INFERD_SHARED_DIR");
-  return env != nullptr && *env != '\0' ? std::string(env) : INFERD_SHARED_DIR;
-}
 
 inline bool ReadFile(const std::string& path, std::string* out) {
   std::ifstream in(path, std::ios::binary);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/common/shared_data.h"
 #include "runtime/tokenizer/tokenizer.h"
 
 namespace inferd {
@@ -50,15 +51,18 @@ void CheckTokenizer(const std::string& path) {
 }
 
 TEST(TokenBytesTest, ByteLevelBpe) {
-  CheckTokenizer(std::string(INFERD_SHARED_DIR) + "/tokenizers/qwen3/tokenizer.json");
+  INFERD_REQUIRE_SHARED(path, "tokenizers/qwen3/tokenizer.json");
+  CheckTokenizer(path);
 }
 
 TEST(TokenBytesTest, Llama3ByteLevel) {
-  CheckTokenizer(std::string(INFERD_SHARED_DIR) + "/tokenizers/llama3/tokenizer.json");
+  INFERD_REQUIRE_SHARED(path, "tokenizers/llama3/tokenizer.json");
+  CheckTokenizer(path);
 }
 
 TEST(TokenBytesTest, SentencePieceWithByteFallback) {
-  CheckTokenizer(std::string(INFERD_SHARED_DIR) + "/tokenizers/llama2/tokenizer.json");
+  INFERD_REQUIRE_SHARED(path, "tokenizers/llama2/tokenizer.json");
+  CheckTokenizer(path);
 }
 
 TEST(TokenBytesTest, Stories260K) {
