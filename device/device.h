@@ -57,6 +57,13 @@ class Device {
                                                size_t alignment = 64);
   // Releases memory from Allocate() or AllocateZeroed(); nullptr is a no-op.
   virtual void Free(void* ptr) = 0;
+  // Bytes of [ptr, ptr + bytes) that take memory now (CPU: pages mincore
+  // reports resident, for memory from AllocateZeroed that is committed as
+  // it is written). The default counts everything.
+  virtual int64_t ResidentBytes(const void* ptr, size_t bytes) const {
+    (void)ptr;
+    return static_cast<int64_t>(bytes);
+  }
 
   virtual absl::StatusOr<MemoryInfo> GetMemoryInfo() const = 0;
 

@@ -183,6 +183,11 @@ class Metrics::EngineCollector : public prometheus::Collectable {
     MetricFamily kv_blocks =
         NewFamily("inferd_kv_cache_blocks", "KV cache blocks of the model.",
                   MetricType::Gauge);
+    MetricFamily kv_bytes = NewFamily(
+        "inferd_kv_cache_bytes",
+        "KV cache memory of the model: reserved, and resident (committed "
+        "as blocks are first written).",
+        MetricType::Gauge);
     MetricFamily prefix_queries = NewFamily(
         "inferd_prefix_cache_queries_total",
         "Prompt tokens looked up in the prefix cache.", MetricType::Counter);
@@ -245,6 +250,10 @@ class Metrics::EngineCollector : public prometheus::Collectable {
                  static_cast<double>(st.kv_blocks_free));
         AddValue(&kv_blocks, {{"model", info.name}, {"state", "used"}},
                  static_cast<double>(st.kv_blocks_total - st.kv_blocks_free));
+        AddValue(&kv_bytes, {{"model", info.name}, {"state", "reserved"}},
+                 static_cast<double>(st.kv_cache_bytes));
+        AddValue(&kv_bytes, {{"model", info.name}, {"state", "resident"}},
+                 static_cast<double>(st.kv_cache_resident_bytes));
         AddValue(&prefix_queries, model,
                  static_cast<double>(st.prefix_cache_queries));
         AddValue(&prefix_hits, model,
@@ -258,7 +267,7 @@ class Metrics::EngineCollector : public prometheus::Collectable {
     }
     std::vector<MetricFamily> out;
     for (MetricFamily* f :
-         {&running, &waiting, &kv_usage, &kv_blocks, &prefix_queries,
+         {&running, &waiting, &kv_usage, &kv_blocks, &kv_bytes, &prefix_queries,
           &prefix_hits, &preemptions, &spec_drafts, &spec_accepted,
           &forward_passes, &batched_tokens, &state,
           &load_seconds, &weight_bytes}) {

@@ -1,13 +1,16 @@
 #include "device/cpu/cpu_device.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "device/cpu/host_resources.h"
@@ -66,6 +69,22 @@ void CpuDevice::Free(void* ptr) {
     }
   }
   std::free(ptr);
+}
+
+int64_t CpuDevice::ResidentBytes(const void* ptr, size_t bytes) const {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(ptr) + bytes;
+  const size_t pages = (end - begin + page - 1) / page;
+  std::vector<unsigned char> resident(pages);
+  if (mincore(reinterpret_cast<void*>(begin), end - begin, resident.data()) !=
+      0) {
+    return static_cast<int64_t>(bytes);  // not a mapping: all of it counts
+  }
+  int64_t n = 0;
+  for (unsigned char r : resident) n += r & 1;
+  return std::min<int64_t>(n * static_cast<int64_t>(page),
+                           static_cast<int64_t>(bytes));
 }
 
 absl::StatusOr<MemoryInfo> CpuDevice::GetMemoryInfo() const {

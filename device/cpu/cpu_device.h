@@ -26,6 +26,7 @@ class CpuDevice : public Device {
   // cache costs resident memory only as its blocks are used.
   absl::StatusOr<void*> AllocateZeroed(size_t bytes, size_t alignment) override;
   void Free(void* ptr) override;
+  int64_t ResidentBytes(const void* ptr, size_t bytes) const override;
   absl::StatusOr<MemoryInfo> GetMemoryInfo() const override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
   bool host_accessible() const override { return true; }

@@ -62,6 +62,10 @@ struct EngineStats {
   int64_t batched_tokens = 0;     // tokens across every forward pass
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_free = 0;
+  // KV cache bytes reserved, and committed so far (pages of blocks that
+  // sequences have written).
+  int64_t kv_cache_bytes = 0;
+  int64_t kv_cache_resident_bytes = 0;
   int64_t prefix_cache_queries = 0;  // prompt tokens looked up
   int64_t prefix_cache_hits = 0;     // prompt tokens found
   int64_t preemptions = 0;

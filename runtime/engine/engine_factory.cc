@@ -35,6 +35,9 @@ class ModelStepRunner : public StepRunner {
     return runner_->Execute(plan);
   }
   ModelRunnerBase& runner() { return *runner_; }
+  int64_t kv_cache_resident_bytes() const override {
+    return runner_->kv_cache_resident_bytes();
+  }
 
  private:
   std::unique_ptr<ModelRunnerBase> runner_;

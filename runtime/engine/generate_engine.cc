@@ -142,9 +142,15 @@ void GenerateEngine::Stop() {
 }
 
 EngineStats GenerateEngine::Stats() const {
-  absl::MutexLock lock(&mu_);
-  EngineStats s = stats_;
-  s.waiting_requests += in_prep_ + static_cast<int64_t>(incoming_.size());
+  EngineStats s;
+  {
+    absl::MutexLock lock(&mu_);
+    s = stats_;
+    s.waiting_requests += in_prep_ + static_cast<int64_t>(incoming_.size());
+  }
+  // The runner's KV buffers do not change after construction.
+  s.kv_cache_bytes = kv_cache_summary().bytes;
+  s.kv_cache_resident_bytes = runner_->kv_cache_resident_bytes();
   return s;
 }
 

@@ -40,6 +40,9 @@ class StepRunner {
  public:
   virtual ~StepRunner() = default;
   virtual absl::StatusOr<BatchResult> Execute(const BatchPlan& plan) = 0;
+  // KV cache bytes committed so far (0 without a cache); callable from any
+  // thread.
+  virtual int64_t kv_cache_resident_bytes() const { return 0; }
 };
 
 struct PrefillEngineOptions {

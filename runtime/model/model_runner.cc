@@ -190,6 +190,14 @@ int64_t ModelRunnerBase::kv_cache_bytes() const {
   return total;
 }
 
+int64_t ModelRunnerBase::kv_cache_resident_bytes() const {
+  int64_t total = 0;
+  for (const DeviceBuffer& b : kv_buffers_) {
+    total += device_->ResidentBytes(b.data(), b.size());
+  }
+  return total;
+}
+
 absl::Status ModelRunnerBase::AllocateKvCache(int64_t num_blocks,
                                               int block_size) {
   if (!uses_kv_cache()) {

@@ -144,6 +144,9 @@ class ModelRunnerBase {
   int64_t weight_bytes_mapped() const { return model_->weight_bytes_mapped(); }
   int64_t activation_bytes() const { return workspace_->bytes_allocated(); }
   int64_t kv_cache_bytes() const;
+  // The part of the KV cache committed so far (blocks sequences have
+  // written). Thread-safe once the cache is allocated.
+  int64_t kv_cache_resident_bytes() const;
 
   Device* device() const { return device_; }
 
