@@ -1,5 +1,7 @@
 #include "service/flags.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -164,7 +166,10 @@ class ConfigSourcesTest : public ::testing::Test {
                       });
   }
   std::string WriteConfig(const std::string& text) {
-    path_ = ::testing::TempDir() + "/inferd_flags_test.yaml";
+    // One file per test and process: ctest runs these tests in parallel.
+    path_ = ::testing::TempDir() + "/inferd_flags_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+            "_" + std::to_string(getpid()) + ".yaml";
     std::ofstream(path_) << text;
     return path_;
   }
