@@ -25,6 +25,8 @@ shared="${INFERD_SHARED_DIR:-$root/../shared}"
 models="${INFERD_TEST_MODELS_DIR:-$out/../test_models}"
 python="${INFERD_PYTHON:-/usr/bin/python3}"
 max_seconds="${FUZZ_MAX_SECONDS:-45}"
+# The build tree (llguidance for structured_output_fuzz).
+build_dir="${BUILD_DIR:-$out/..}"
 
 cxx="${FUZZ_CXX:-}"
 if [[ -z "$cxx" ]]; then
@@ -69,8 +71,8 @@ sources_for() {
       echo "$root"/runtime/tokenizer/*.cc "$root/device/tensor.cc" ;;
     chat_template_fuzz)
       echo "$root"/runtime/chat/*.cc ;;
-    json_schema_fuzz|regex_fuzz)
-      echo "$root/runtime/gen/json_schema.cc" "$root/runtime/gen/regex_dfa.cc" ;;
+    structured_output_fuzz)
+      echo "$root/runtime/gen/structured_output.cc" ;;
     request_fuzz)
       echo "$root/service/convert.cc" "$root"/runtime/gen/sampling_params.cc \
            "$root"/runtime/gen/speculative.cc \
@@ -94,7 +96,12 @@ cflags_for() {
     # share the generated protobuf objects.)
     request_fuzz|request_parse_fuzz)
       echo "-I$proto_gen $(pkg-config --cflags protobuf)" ;;
-    safetensors_fuzz|config_fuzz|gguf_fuzz|json_schema_fuzz|regex_fuzz) ;;
+    safetensors_fuzz|config_fuzz|gguf_fuzz) ;;
+    # llguidance.h from the crate sources the build fetched (runtime/gen).
+    structured_output_fuzz)
+      local inc
+      inc=$(ls -d "$build_dir"/cargo-home/registry/src/*/llguidance-1.9.1 2>/dev/null | head -n 1)
+      echo "-I$inc" ;;
     *) pkg-config --cflags oniguruma icu-uc icu-i18n ;;
   esac
 }
@@ -104,13 +111,15 @@ libs_for() {
     request_fuzz) pkg-config --libs protobuf ;;
     request_parse_fuzz) pkg-config --libs protobuf grpc++ ;;
     safetensors_fuzz|config_fuzz|gguf_fuzz|chat_template_fuzz) ;;
-    json_schema_fuzz|regex_fuzz) ;;
+    # The llguidance static library the build made (runtime/gen/llg).
+    structured_output_fuzz)
+      echo "$build_dir/llg/release/libinferd_llg.a -lpthread -ldl -lm -lrt -lutil" ;;
     *) pkg-config --libs oniguruma icu-uc icu-i18n ;;
   esac
 }
 max_len_for() {
   case "$1" in
-    safetensors_fuzz|gguf_fuzz|regex_fuzz) echo 8192 ;;
+    safetensors_fuzz|gguf_fuzz) echo 8192 ;;
     *) echo 16384 ;;
   esac
 }

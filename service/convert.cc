@@ -273,9 +273,15 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
       o.response_format.choices.assign(rf.choice().values().begin(),
                                        rf.choice().values().end());
       break;
+    case v1::ResponseFormat::kGrammar:
+      o.response_format.type = ResponseFormat::Type::kGrammar;
+      o.response_format.spec = rf.grammar();
+      break;
     case v1::ResponseFormat::FORMAT_NOT_SET:
       break;
   }
+  o.response_format.strict = rf.strict();
+  o.response_format.flexible_whitespace = rf.flexible_whitespace();
   // One set of range checks for every front end (the ranges documented in
   // inference.proto).
   if (absl::Status v = o.Validate(); !v.ok()) return v;

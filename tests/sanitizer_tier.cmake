@@ -27,7 +27,8 @@ endfunction()
 function(inferd_tier_libraries suffix)
   file(GLOB gen_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/runtime/gen/*.cc)
   add_library(inferd_gen_${suffix} STATIC ${gen_srcs})
-  target_link_libraries(inferd_gen_${suffix} PUBLIC inferd_runtime_common)
+  target_link_libraries(inferd_gen_${suffix} PUBLIC inferd_runtime_common
+                        inferd_llg)
   inferd_tier_target(inferd_gen_${suffix})
 
   file(GLOB engine_srcs CONFIGURE_DEPENDS

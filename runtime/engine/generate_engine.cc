@@ -96,10 +96,24 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
       sampler_owner_(std::move(components.sampler)),
       scheduler_(*scheduler_owner_),
       sampler_(*sampler_owner_),
-      grammars_(std::make_unique<GrammarCompiler>([tokenizer] {
-        return std::make_shared<const TokenVocabulary>(
-            TokenByteStrings(*tokenizer));
-      })) {
+      grammars_(std::make_unique<ConstraintCompiler>(
+          [tokenizer, vocab = options_.vocab_size,
+           eos = options_.eos_token_ids] {
+            ConstraintVocabulary v;
+            v.token_bytes = TokenByteStrings(*tokenizer);
+            // The model's logits may have more rows than the tokenizer has
+            // tokens (padding): those are never allowed.
+            if (static_cast<int32_t>(v.token_bytes.size()) < vocab) {
+              v.token_bytes.resize(static_cast<size_t>(vocab));
+            }
+            v.eos_ids = eos;
+            v.tokenize = [tokenizer](absl::string_view text) {
+              auto ids = tokenizer->Encode(text,
+                                           /*add_special_tokens=*/false);
+              return ids.ok() ? ids->ids : std::vector<int32_t>();
+            };
+            return v;
+          })) {
   {
     absl::MutexLock lock(&mu_);
     stats_.kv_blocks_total = options_.scheduler.kv_cache.num_blocks;

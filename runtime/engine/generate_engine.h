@@ -42,7 +42,7 @@
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
 #include "runtime/gen/stop_checker.h"
-#include "runtime/gen/token_grammar.h"
+#include "runtime/gen/structured_output.h"
 #include "runtime/tokenizer/incremental_decoder.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -180,9 +180,9 @@ class GenerateEngine : public Engine {
   const std::unique_ptr<Sampler> sampler_owner_;
   ContinuousBatchingScheduler& scheduler_;  // engine thread only
   Sampler& sampler_;                        // engine thread only
-  // Structured output: response formats compiled against the tokenizer's
-  // vocabulary, recent ones cached (prep workers; thread-safe).
-  const std::unique_ptr<GrammarCompiler> grammars_;
+  // Structured output: response formats compiled by llguidance against the
+  // model's vocabulary, recent ones cached (prep workers; thread-safe).
+  const std::unique_ptr<ConstraintCompiler> grammars_;
   absl::flat_hash_map<int64_t, std::unique_ptr<Request>> active_;  // engine thread
 
   // Admission, the prep queue and the loop's inbox. in_prep_ counts

@@ -79,9 +79,12 @@ absl::Status SamplingParams::Validate() const {
   }
   const ResponseFormat& rf = response_format;
   if (rf.type == ResponseFormat::Type::kJsonSchema ||
-      rf.type == ResponseFormat::Type::kRegex) {
+      rf.type == ResponseFormat::Type::kRegex ||
+      rf.type == ResponseFormat::Type::kGrammar) {
     const char* field = rf.type == ResponseFormat::Type::kRegex
                             ? "response_format.regex"
+                        : rf.type == ResponseFormat::Type::kGrammar
+                            ? "response_format.grammar"
                             : "response_format.json_schema";
     if (rf.spec.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));

@@ -27,14 +27,21 @@ enum class FinishReason : uint8_t {
 absl::string_view FinishReasonName(FinishReason reason);
 
 // Structured output (inferd.v1.ResponseFormat): the text the model writes
-// must fully match a JSON Schema, a regular expression or one of a list of
-// strings. Compiled by runtime/gen/token_grammar.h.
+// must fully match a JSON Schema, a regular expression, one of a list of
+// strings or a Lark grammar. Compiled by runtime/gen/structured_output.h
+// (llguidance).
 struct ResponseFormat {
-  enum class Type : uint8_t { kText, kJsonSchema, kRegex, kChoice };
+  enum class Type : uint8_t { kText, kJsonSchema, kRegex, kChoice, kGrammar };
   Type type = Type::kText;
-  // kJsonSchema: the schema as JSON text; kRegex: the pattern.
+  // kJsonSchema: the schema as JSON text; kRegex: the pattern; kGrammar:
+  // the Lark grammar.
   std::string spec;
   std::vector<std::string> choices;  // kChoice
+  // kJsonSchema: objects without additionalProperties are closed (OpenAI's
+  // `strict`); whitespace between tokens allowed (else compact: one space
+  // after ',' and ':').
+  bool strict = false;
+  bool flexible_whitespace = false;
 };
 
 inline constexpr int32_t kMaxResponseFormatBytes = 64 << 10;

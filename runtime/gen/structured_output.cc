@@ -1,0 +1,610 @@
+#include "runtime/gen/structured_output.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "llguidance.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/status_macros.h"
+
+namespace inferd {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Keys keep the schema's order: llguidance writes properties in it.
+using Json = nlohmann::ordered_json;
+
+// The formats llguidance's JSON compiler checks (json/formats.rs); others
+// are annotations here.
+bool KnownFormat(const std::string& f) {
+  static const char* const kKnown[] = {"date-time", "time", "date",
+                                       "duration",  "email", "hostname",
+                                       "uuid",      "uri"};
+  for (const char* k : kKnown) {
+    if (f == k) return true;
+  }
+  return false;
+}
+
+bool LooksLikeObjectSchema(const Json& s) {
+  if (s.contains("properties")) return true;
+  auto t = s.find("type");
+  if (t == s.end()) return false;
+  if (t->is_string()) return *t == "object";
+  if (t->is_array()) {
+    for (const auto& x : *t) {
+      if (x == "object") return true;
+    }
+  }
+  return false;
+}
+
+// Every subschema position of a schema object's keywords, rewritten in
+// place: unknown formats dropped; under `strict`, objects without
+// additionalProperties closed.
+void Rewrite(Json* s, bool strict, int depth) {
+  if (depth > 256 || !s->is_object()) return;
+  auto f = s->find("format");
+  if (f != s->end() && f->is_string() && !KnownFormat(f->get<std::string>())) {
+    s->erase(f);
+  }
+  if (strict && LooksLikeObjectSchema(*s) && !s->contains("additionalProperties") &&
+      !s->contains("patternProperties")) {
+    (*s)["additionalProperties"] = false;
+  }
+  // Keywords whose value is a schema, a list of schemas or a map of them.
+  static const char* const kOne[] = {"items", "additionalProperties",
+                                     "additionalItems", "not", "contains",
+                                     "if", "then", "else",
+                                     "unevaluatedProperties",
+                                     "propertyNames"};
+  static const char* const kList[] = {"anyOf", "oneOf", "allOf",
+                                      "prefixItems"};
+  static const char* const kMap[] = {"properties", "patternProperties",
+                                     "$defs", "definitions",
+                                     "dependentSchemas"};
+  for (const char* k : kOne) {
+    auto it = s->find(k);
+    if (it == s->end()) continue;
+    if (it->is_array()) {  // draft-04 tuple `items`
+      for (auto& x : *it) Rewrite(&x, strict, depth + 1);
+    } else {
+      Rewrite(&*it, strict, depth + 1);
+    }
+  }
+  for (const char* k : kList) {
+    auto it = s->find(k);
+    if (it == s->end() || !it->is_array()) continue;
+    for (auto& x : *it) Rewrite(&x, strict, depth + 1);
+  }
+  for (const char* k : kMap) {
+    auto it = s->find(k);
+    if (it == s->end() || !it->is_object()) continue;
+    for (auto& [name, x] : it->items()) Rewrite(&x, strict, depth + 1);
+  }
+}
+
+bool ValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint8_t c = static_cast<uint8_t>(s[i]);
+    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
+                : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (int k = 1; k < n; ++k) {
+      if ((static_cast<uint8_t>(s[i + k]) >> 6) != 2) return false;
+    }
+    i += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+const char* FieldName(ResponseFormat::Type type) {
+  switch (type) {
+    case ResponseFormat::Type::kJsonSchema:
+      return "response_format.json_schema";
+    case ResponseFormat::Type::kRegex:
+      return "response_format.regex";
+    case ResponseFormat::Type::kChoice:
+      return "response_format.choice";
+    case ResponseFormat::Type::kGrammar:
+      return "response_format.grammar";
+    case ResponseFormat::Type::kText:
+      break;
+  }
+  return "response_format";
+}
+
+}  // namespace
+
+absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammar(
+    const ResponseFormat& format) {
+  if (!ValidUtf8(format.spec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(FieldName(format.type), " is not valid UTF-8"));
+  }
+  for (const std::string& c : format.choices) {
+    if (!ValidUtf8(c)) {
+      return absl::InvalidArgumentError(
+          "response_format.choice: a choice is not valid UTF-8");
+    }
+  }
+  switch (format.type) {
+    case ResponseFormat::Type::kText:
+      return absl::InvalidArgumentError("response_format: no format is set");
+    case ResponseFormat::Type::kRegex:
+      return std::make_pair(std::string("regex"), format.spec);
+    case ResponseFormat::Type::kGrammar:
+      return std::make_pair(std::string("lark"), format.spec);
+    case ResponseFormat::Type::kChoice: {
+      // A Lark alternation of JSON-quoted literals.
+      std::string lark = "start: ";
+      for (size_t i = 0; i < format.choices.size(); ++i) {
+        if (i > 0) lark += " | ";
+        lark += nlohmann::json(format.choices[i]).dump();
+      }
+      return std::make_pair(std::string("lark"), lark);
+    }
+    case ResponseFormat::Type::kJsonSchema: {
+      Json schema = Json::parse(format.spec, nullptr,
+                                /*allow_exceptions=*/false);
+      if (schema.is_discarded()) {
+        return absl::InvalidArgumentError(
+            "response_format.json_schema: not valid JSON");
+      }
+      if (schema.is_boolean()) {
+        schema = schema.get<bool>() ? Json::object()
+                                    : Json{{"not", Json::object()}};
+      }
+      if (!schema.is_object()) {
+        return absl::InvalidArgumentError(
+            "response_format.json_schema: a schema is a JSON object (or "
+            "true/false)");
+      }
+      Rewrite(&schema, format.strict, 0);
+      Json options = {
+          {"whitespace_flexible", format.flexible_whitespace},
+          // Compact output keeps one space after ',' and ':', the way
+          // models and json.dumps write JSON.
+          {"item_separator", format.flexible_whitespace ? "," : ", "},
+          {"key_separator", format.flexible_whitespace ? ":" : ": "},
+          // oneOf is compiled as anyOf (an output matching two branches
+          // would break oneOf; rare for the object schemas oneOf holds).
+          {"coerce_one_of", true},
+      };
+      schema["x-guidance"] = options;
+      return std::make_pair(std::string("json"), schema.dump());
+    }
+  }
+  return absl::InvalidArgumentError("response_format: unknown type");
+}
+
+// --------------------------------------------------------------- workers
+
+MaskWorkers::MaskWorkers(int threads) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
+}
+
+MaskWorkers::~MaskWorkers() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void MaskWorkers::Run(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void MaskWorkers::Loop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      // Queued work runs even when stopping: a constraint waits for it.
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+// ------------------------------------------------------------- constraint
+
+namespace {
+
+// The llguidance tokenizer and the function it calls back, shared by the
+// compiler, its compiled formats and every constraint (a tokenizer must
+// outlive the matchers that use it).
+struct TokenizerHandle {
+  LlgTokenizer* tokenizer = nullptr;
+  std::function<std::vector<int32_t>(absl::string_view)> tokenize;
+  std::vector<int32_t> eos_ids;
+  int32_t vocab_size = 0;
+  std::vector<std::string> token_bytes;
+  // Token ids by their first byte, longest first (the greedy fallback).
+  std::vector<std::vector<int32_t>> by_first_byte;
+  ~TokenizerHandle() { llg_free_tokenizer(tokenizer); }
+
+  // The model's tokenization of `text` when its tokens spell exactly
+  // `text`; else (a tokenizer that adds a prefix space, drops whitespace or
+  // maps bytes to <unk>) a greedy longest match over the token bytes, so
+  // llguidance's forced text is always written in tokens it can check.
+  std::vector<int32_t> Tokenize(absl::string_view text) const {
+    if (tokenize) {
+      std::vector<int32_t> ids = tokenize(text);
+      std::string spelled;
+      for (int32_t id : ids) {
+        if (id < 0 || id >= static_cast<int32_t>(token_bytes.size())) {
+          spelled.clear();
+          break;
+        }
+        spelled += token_bytes[id];
+      }
+      if (spelled == text) return ids;
+    }
+    std::vector<int32_t> ids;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      const auto& candidates = by_first_byte[static_cast<uint8_t>(text[pos])];
+      int32_t best = -1;
+      for (int32_t id : candidates) {
+        const std::string& t = token_bytes[id];
+        if (text.compare(pos, t.size(), t) == 0) {
+          best = id;
+          break;
+        }
+      }
+      if (best < 0) break;  // a byte no token spells
+      ids.push_back(best);
+      pos += token_bytes[best].size();
+    }
+    return ids;
+  }
+};
+
+// True when the model's tokenizer spells its input back exactly (its
+// tokens' bytes put together are the text) on a sample of texts: the first
+// tokens of the vocabulary and a few JSON-like strings.
+bool CanonicalTokenizer(const TokenizerHandle& h) {
+  if (!h.tokenize) return false;
+  std::vector<std::string> probes = {" ",     "\n",          "{\"a\": 1}",
+                                     "hello", " hello world", "[1, 2.5, null]"};
+  for (size_t id = 0; id < h.token_bytes.size() && probes.size() < 300; ++id) {
+    const std::string& t = h.token_bytes[id];
+    // llguidance hands the function valid UTF-8 only
+    // (tokenize_assumes_string).
+    if (t.empty() || !ValidUtf8(t)) continue;
+    probes.push_back(t);
+  }
+  for (const std::string& text : probes) {
+    std::string spelled;
+    for (int32_t id : h.tokenize(text)) {
+      if (id < 0 || id >= static_cast<int32_t>(h.token_bytes.size())) {
+        return false;
+      }
+      spelled += h.token_bytes[id];
+    }
+    if (spelled != text) return false;
+  }
+  return true;
+}
+
+size_t TokenizeCallback(const void* user_data, const uint8_t* bytes,
+                        size_t bytes_len, uint32_t* out, size_t out_len) {
+  const auto* h = static_cast<const TokenizerHandle*>(user_data);
+  std::vector<int32_t> ids = h->Tokenize(
+      absl::string_view(reinterpret_cast<const char*>(bytes), bytes_len));
+  for (size_t i = 0; i < ids.size() && i < out_len; ++i) {
+    out[i] = static_cast<uint32_t>(ids[i]);
+  }
+  return ids.size();
+}
+
+class LlgTokenConstraint : public TokenConstraint {
+ public:
+  LlgTokenConstraint(LlgMatcher* matcher,
+                     std::shared_ptr<const TokenizerHandle> tokenizer,
+                     std::shared_ptr<MaskWorkers> workers)
+      : matcher_(matcher),
+        tokenizer_(std::move(tokenizer)),
+        workers_(std::move(workers)),
+        mask_(llg_matcher_get_mask_byte_size(matcher) / 4) {
+    StartMask();  // the first mask overlaps the prompt's prefill
+  }
+
+  ~LlgTokenConstraint() override {
+    WaitMask();
+    llg_free_matcher(matcher_);
+  }
+
+  void Mask(absl::Span<float> logits,
+            absl::Span<const int32_t> end_ids) override {
+    end_ids_.assign(end_ids.begin(), end_ids.end());
+    WaitMask();
+    float* x = logits.data();
+    const int32_t n = static_cast<int32_t>(logits.size());
+    saved_.clear();
+    for (int32_t id : end_ids) {
+      saved_.push_back(id >= 0 && id < n ? x[id] : kNegInf);
+    }
+    const int32_t bits = static_cast<int32_t>(mask_.size()) * 32;
+    if (error_) {
+      std::fill(logits.begin(), logits.end(), kNegInf);
+    } else {
+      const int32_t words = (std::min(n, bits) + 31) / 32;
+      for (int32_t w = 0; w < words; ++w) {
+        const uint32_t m = mask_[w];
+        if (m == ~uint32_t{0}) continue;
+        const int32_t base = w * 32;
+        const int32_t len = std::min(n - base, 32);
+        float* xs = x + base;
+        for (int32_t i = 0; i < len; ++i) {
+          xs[i] = ((m >> i) & 1) ? xs[i] : kNegInf;
+        }
+      }
+      for (int32_t i = bits; i < n; ++i) x[i] = kNegInf;
+    }
+    // End tokens only where the output may end (or the matcher failed:
+    // ending is then the only way out).
+    const bool can_end = error_ || accepting_;
+    for (size_t k = 0; k < end_ids.size(); ++k) {
+      const int32_t id = end_ids[k];
+      if (id < 0 || id >= n) continue;
+      x[id] = can_end ? saved_[k] : kNegInf;
+    }
+  }
+
+  void Advance(int32_t token_id) override {
+    WaitMask();
+    if (error_ || stopped_) return;
+    for (int32_t id : end_ids_) {
+      if (id == token_id) return;  // the sequence ends here
+    }
+    for (int32_t id : tokenizer_->eos_ids) {
+      if (id == token_id) return;
+    }
+    if (llg_matcher_consume_token(matcher_, static_cast<uint32_t>(token_id)) !=
+        0) {
+      error_ = true;
+      return;
+    }
+    StartMask();
+  }
+
+  bool Complete() const override {
+    const_cast<LlgTokenConstraint*>(this)->WaitMask();
+    if (error_) return false;
+    if (stopped_) return true;
+    if (!accepting_) return false;
+    // Accepting, and nothing but an end token may follow.
+    const int32_t bits = static_cast<int32_t>(mask_.size()) * 32;
+    for (int32_t w = 0; w < static_cast<int32_t>(mask_.size()); ++w) {
+      uint32_t m = mask_[w];
+      if (m == 0) continue;
+      for (int32_t id : tokenizer_->eos_ids) {
+        if (id >= w * 32 && id < w * 32 + 32 && id < bits) {
+          m &= ~(uint32_t{1} << (id - w * 32));
+        }
+      }
+      if (m != 0) return false;
+    }
+    return true;
+  }
+
+ private:
+  // Computes the mask of the matcher's current state (on a worker when
+  // there is one); Wait joins it.
+  void StartMask() {
+    if (workers_ == nullptr) {
+      ready_ = false;
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ = true;
+    }
+    workers_->Run([this] {
+      Compute();
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ = false;
+      cv_.notify_all();
+    });
+  }
+
+  void WaitMask() {
+    if (workers_ != nullptr) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !pending_; });
+      return;
+    }
+    if (!ready_) Compute();
+  }
+
+  void Compute() {
+    stopped_ = llg_matcher_is_stopped(matcher_);
+    if (!stopped_ && !error_ &&
+        llg_matcher_compute_mask_into(matcher_, mask_.data(),
+                                      mask_.size() * 4) != 0) {
+      // The matcher stops when nothing can extend the output (a normal
+      // end, llguidance's NoExtension*), or fails.
+      if (llg_matcher_is_error(matcher_)) {
+        error_ = true;
+      } else {
+        stopped_ = true;
+      }
+    }
+    if (stopped_ || error_) std::fill(mask_.begin(), mask_.end(), 0);
+    accepting_ = !error_ && (stopped_ || llg_matcher_is_accepting(matcher_));
+    ready_ = true;
+  }
+
+  LlgMatcher* const matcher_;
+  const std::shared_ptr<const TokenizerHandle> tokenizer_;
+  const std::shared_ptr<MaskWorkers> workers_;
+  std::vector<uint32_t> mask_;
+  std::vector<float> saved_;
+  std::vector<int32_t> end_ids_;
+  // Written by the mask task, read after WaitMask.
+  bool ready_ = false;
+  bool error_ = false;
+  bool stopped_ = false;
+  bool accepting_ = false;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool pending_ = false;
+};
+
+}  // namespace
+
+// A format compiled once: a matcher at its start, cloned for each request.
+struct ConstraintCompiler::Compiled {
+  LlgMatcher* matcher = nullptr;
+  std::shared_ptr<const TokenizerHandle> tokenizer;
+  ~Compiled() { llg_free_matcher(matcher); }
+};
+
+ConstraintCompiler::ConstraintCompiler(
+    std::function<ConstraintVocabulary()> make_vocab, int threads,
+    size_t max_cached)
+    : make_vocab_(std::move(make_vocab)), max_cached_(max_cached) {
+  if (threads > 0) workers_ = std::make_shared<MaskWorkers>(threads);
+}
+
+ConstraintCompiler::~ConstraintCompiler() = default;
+
+int32_t ConstraintCompiler::vocab_size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int32_t>(vocab_.token_bytes.size());
+}
+
+absl::StatusOr<std::unique_ptr<TokenConstraint>> ConstraintCompiler::NewConstraint(
+    const ResponseFormat& format) {
+  ASSIGN_OR_RETURN(auto grammar, LlguidanceGrammar(format));
+  std::string key = absl::StrCat(grammar.first, "\n", grammar.second);
+  std::shared_ptr<Compiled> compiled;
+  std::shared_ptr<const TokenizerHandle> tokenizer;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->first == key) {
+        lru_.splice(lru_.begin(), lru_, it);
+        compiled = lru_.front().second;
+        break;
+      }
+    }
+  }
+  if (compiled == nullptr) {
+    // Compiled outside the lock (it may take milliseconds); two requests
+    // with the same new format may both compile it.
+    std::shared_ptr<const TokenizerHandle> handle;
+    {
+      absl::MutexLock lock(&mu_);
+      if (tokenizer_ == nullptr) {  // the first format compiled
+        vocab_ = make_vocab_();
+        auto h = std::make_shared<TokenizerHandle>();
+        h->tokenize = vocab_.tokenize;
+        h->eos_ids = vocab_.eos_ids;
+        h->vocab_size = static_cast<int32_t>(vocab_.token_bytes.size());
+        h->token_bytes = vocab_.token_bytes;
+
+        h->by_first_byte.resize(256);
+        for (size_t id = 0; id < h->token_bytes.size(); ++id) {
+          const std::string& t = h->token_bytes[id];
+          if (!t.empty()) {
+            h->by_first_byte[static_cast<uint8_t>(t[0])].push_back(
+                static_cast<int32_t>(id));
+          }
+        }
+        for (auto& ids : h->by_first_byte) {
+          std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+            return h->token_bytes[a].size() > h->token_bytes[b].size();
+          });
+        }
+        std::vector<uint32_t> lens;
+        std::string bytes;
+        for (size_t id = 0; id < vocab_.token_bytes.size(); ++id) {
+          std::string b = vocab_.token_bytes[id];
+          // llguidance marks special tokens with a leading 0xFF byte.
+          if (b.empty()) b = absl::StrCat("\xff[", id, "]");
+          lens.push_back(static_cast<uint32_t>(b.size()));
+          bytes += b;
+        }
+        LlgTokenizerInitV2 init;
+        std::memset(&init, 0, sizeof(init));
+        init.struct_size = sizeof(init);
+        init.vocab_size = static_cast<uint32_t>(lens.size());
+        init.tok_eos = vocab_.eos_ids.empty()
+                           ? 0
+                           : static_cast<LlgToken>(vocab_.eos_ids[0]);
+        std::vector<LlgToken> extra;
+        for (size_t i = 1; i < vocab_.eos_ids.size(); ++i) {
+          extra.push_back(static_cast<LlgToken>(vocab_.eos_ids[i]));
+        }
+        init.tok_eos_extra = extra.empty() ? nullptr : extra.data();
+        init.tok_eos_extra_count = static_cast<uint32_t>(extra.size());
+        init.token_lens = lens.data();
+        init.token_bytes = reinterpret_cast<const uint8_t*>(bytes.data());
+        init.tokenize_assumes_string = true;
+        if (CanonicalTokenizer(*h)) {
+          // Forced text is written in the model's own tokens.
+          init.tokenize_fn = &TokenizeCallback;
+          init.tokenize_user_data = h.get();
+        } else {
+          // A tokenizer whose tokens do not spell its input back (a prefix
+          // space, dropped whitespace, <unk>): llguidance then forces no
+          // text and masks from the grammar's state alone.
+          init.use_approximate_greedy_tokenize_fn = true;
+        }
+        char error[1024] = {0};
+        h->tokenizer = llg_new_tokenizer_v2(&init, error, sizeof(error));
+        if (h->tokenizer == nullptr) {
+          return absl::InternalError(
+              absl::StrCat("structured output: llguidance refused the "
+                           "vocabulary: ",
+                           error));
+        }
+        tokenizer_ = h;
+      }
+      handle = std::static_pointer_cast<const TokenizerHandle>(tokenizer_);
+    }
+    LlgConstraintInit init;
+    std::memset(&init, 0, sizeof(init));
+    llg_constraint_init_set_defaults(&init, handle->tokenizer);
+    init.log_stderr_level = 0;
+    init.log_buffer_level = 0;
+    LlgMatcher* m = llg_new_matcher(&init, grammar.first.c_str(),
+                                    grammar.second.c_str());
+    if (const char* err = llg_matcher_get_error(m)) {
+      std::string msg = err;
+      llg_free_matcher(m);
+      return absl::InvalidArgumentError(
+          absl::StrCat(FieldName(format.type), ": ", msg));
+    }
+    compiled = std::make_shared<Compiled>();
+    compiled->matcher = m;
+    compiled->tokenizer = handle;
+    absl::MutexLock lock(&mu_);
+    lru_.emplace_front(std::move(key), compiled);
+    while (lru_.size() > max_cached_) lru_.pop_back();
+  }
+  LlgMatcher* clone = llg_clone_matcher(compiled->matcher);
+  if (clone == nullptr) {
+    return absl::InternalError("structured output: cannot clone a matcher");
+  }
+  return std::unique_ptr<TokenConstraint>(
+      new LlgTokenConstraint(clone, compiled->tokenizer, workers_));
+}
+
+}  // namespace inferd
