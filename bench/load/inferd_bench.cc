@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -104,6 +105,8 @@ struct Options {
   LengthDistribution input_len = LengthDistribution::Fixed(128);
   LengthDistribution output_len = LengthDistribution::Fixed(64);
   std::string prompts_file;
+  // generate: response_format.json_schema of every request (file contents).
+  std::string json_schema;
   int64_t shared_prefix = 0;
   int batch_size = 1;
   int pipeline = 1;
@@ -136,6 +139,9 @@ usage: inferd-bench --rpc RPC --model NAME [options]
   --output-len DIST      generate: tokens to generate (default fixed:64)
   --prompts-file FILE    inputs are this file's non-empty lines (text) instead
                          of synthetic token ids
+  --json-schema FILE     generate: constrain every output to this JSON Schema
+                         (response_format.json_schema; structured output's
+                         cost per token)
   --shared-prefix K      the same K tokens start every input (default 0)
   --batch-size B         inputs per embed request, documents per rerank,
                          texts per classify (default 1)
@@ -234,6 +240,12 @@ absl::StatusOr<Options> ParseArgs(int argc, char** argv) {
       (flag == "--input-len" ? o.input_len : o.output_len) = *d;
     } else if (flag == "--prompts-file") {
       o.prompts_file = value;
+    } else if (flag == "--json-schema") {
+      std::ifstream in(value);
+      if (!in) return Bad("cannot read --json-schema " + value);
+      o.json_schema.assign(std::istreambuf_iterator<char>(in),
+                           std::istreambuf_iterator<char>());
+      if (o.json_schema.empty()) return Bad("--json-schema " + value + " is empty");
     } else if (flag == "--shared-prefix") {
       s = ParseNumber<int64_t>(flag, value, 0, &o.shared_prefix);
     } else if (flag == "--batch-size") {
@@ -591,6 +603,9 @@ class Driver {
     sp->set_max_tokens(static_cast<uint32_t>(out_len));
     sp->set_temperature(opts_.temperature);
     sp->set_ignore_eos(opts_.ignore_eos);
+    if (!opts_.json_schema.empty()) {
+      req.mutable_response_format()->set_json_schema(opts_.json_schema);
+    }
     req.set_disable_prefix_cache(opts_.disable_prefix_cache);
 
     Sample s;
@@ -854,6 +869,7 @@ json BuildReport(const Options& opts, const Workload& workload,
       {"output_len",
        opts.rpc == Rpc::kGenerate ? opts.output_len.ToString() : ""},
       {"prompts_file", opts.prompts_file},
+      {"json_schema", !opts.json_schema.empty()},
       {"shared_prefix_tokens", opts.shared_prefix},
       {"batch_size", opts.batch_size},
       {"pipeline", opts.pipeline},

@@ -87,14 +87,35 @@ void Rewrite(Json* s, bool strict, int depth) {
   }
 }
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code
+// points past U+10FFFF).
 bool ValidUtf8(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const uint8_t c = static_cast<uint8_t>(s[i]);
-    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-                : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (int k = 1; k < n; ++k) {
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int n;
+    uint8_t lo = 0x80, hi = 0xBF;  // bounds of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    const uint8_t c1 = static_cast<uint8_t>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return false;
+    for (int k = 2; k < n; ++k) {
       if ((static_cast<uint8_t>(s[i + k]) >> 6) != 2) return false;
     }
     i += static_cast<size_t>(n);
@@ -120,7 +141,7 @@ const char* FieldName(ResponseFormat::Type type) {
 
 }  // namespace
 
-absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammar(
+static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl(
     const ResponseFormat& format) {
   if (!ValidUtf8(format.spec)) {
     return absl::InvalidArgumentError(
@@ -180,6 +201,17 @@ absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammar(
     }
   }
   return absl::InvalidArgumentError("response_format: unknown type");
+}
+
+absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammar(
+    const ResponseFormat& format) {
+  // nlohmann reports errors by exception; none leaves this function.
+  try {
+    return LlguidanceGrammarImpl(format);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(FieldName(format.type), ": ", e.what()));
+  }
 }
 
 // --------------------------------------------------------------- workers

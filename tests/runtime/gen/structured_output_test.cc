@@ -586,11 +586,14 @@ TEST(StructuredOutputTest, IgnoredKeywordsAndNamedRefusals) {
   };
   ResponseFormat bad_choice;
   bad_choice.type = ResponseFormat::Type::kChoice;
-  bad_choice.choices = {"red", "gr\xce\xce"};
-  auto r = Compiler().NewConstraint(bad_choice);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(r.status().message()).find("not valid UTF-8"),
-            std::string::npos);
+  // A truncated sequence, an overlong form, a surrogate.
+  for (const char* bad : {"gr\xce\xce", "\xc1\xb1", "\xed\xa0\x80"}) {
+    bad_choice.choices = {"red", bad};
+    auto r = Compiler().NewConstraint(bad_choice);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(r.status().message()).find("not valid UTF-8"),
+              std::string::npos);
+  }
   for (const Case& c : cases) {
     auto r = Compiler().NewConstraint(c.format);
     ASSERT_FALSE(r.ok()) << c.format.spec;
