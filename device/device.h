@@ -107,6 +107,9 @@ class DeviceBuffer {
   T* as() const { return static_cast<T*>(data_); }
 
  private:
+  // Takes ownership of `data` (from `device`).
+  static DeviceBuffer Own(Device* device, void* data, size_t bytes);
+
   Device* device_ = nullptr;
   void* data_ = nullptr;
   size_t size_ = 0;

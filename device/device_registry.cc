@@ -107,15 +107,19 @@ std::vector<std::string> DeviceRegistry::Names() {
   return names;
 }
 
+DeviceBuffer DeviceBuffer::Own(Device* device, void* data, size_t bytes) {
+  DeviceBuffer buffer;
+  buffer.device_ = device;
+  buffer.data_ = data;
+  buffer.size_ = bytes;
+  return buffer;
+}
+
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Create(Device* device, size_t bytes,
                                                   size_t alignment) {
   absl::StatusOr<void*> data = device->Allocate(bytes, alignment);
   if (!data.ok()) return data.status();
-  DeviceBuffer buffer;
-  buffer.device_ = device;
-  buffer.data_ = *data;
-  buffer.size_ = bytes;
-  return buffer;
+  return Own(device, *data, bytes);
 }
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::CreateZeroed(Device* device,
@@ -123,11 +127,7 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::CreateZeroed(Device* device,
                                                         size_t alignment) {
   absl::StatusOr<void*> data = device->AllocateZeroed(bytes, alignment);
   if (!data.ok()) return data.status();
-  DeviceBuffer buffer;
-  buffer.device_ = device;
-  buffer.data_ = *data;
-  buffer.size_ = bytes;
-  return buffer;
+  return Own(device, *data, bytes);
 }
 
 absl::StatusOr<void*> Device::AllocateZeroed(size_t bytes, size_t alignment) {

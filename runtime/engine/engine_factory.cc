@@ -305,18 +305,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
                    runner->PlanKvCache(eo.kv_cache_fraction, eo.kv_cache_bytes,
                                        block_size, eo.max_batched_tokens));
   auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
-  const std::string budget_note = absl::StrFormat(
-      "KV budget %.0f MiB = %s of %.0f MiB left (%s: limit %.0f MiB, %.0f MiB "
-      "free; less %.0f MiB mapped weights, %.0f MiB other KV caches, %.0f MiB "
-      "activations, %.0f MiB headroom)",
-      mib(plan.budget_bytes),
-      plan.fraction > 0 ? absl::StrFormat("%.2f", plan.fraction)
-                        : std::string("an absolute size"),
-      mib(plan.free_bytes - plan.mapped_weight_bytes - plan.other_kv_bytes -
-          plan.activation_bytes - plan.headroom_bytes),
-      plan.limit_source, mib(plan.limit_bytes), mib(plan.free_bytes),
-      mib(plan.mapped_weight_bytes), mib(plan.other_kv_bytes),
-      mib(plan.activation_bytes), mib(plan.headroom_bytes));
+  const std::string budget_note = plan.Describe();
   int64_t blocks = plan.blocks;
   const int64_t min_blocks = (max_model_len + block_size - 1) / block_size;
   if (blocks < min_blocks) {

@@ -263,7 +263,6 @@ struct TokenizerHandle {
   LlgTokenizer* tokenizer = nullptr;
   std::function<std::vector<int32_t>(absl::string_view)> tokenize;
   std::vector<int32_t> eos_ids;
-  int32_t vocab_size = 0;
   std::vector<std::string> token_bytes;
   // Token ids by their first byte, longest first (the greedy fallback).
   std::vector<std::vector<int32_t>> by_first_byte;
@@ -516,11 +515,6 @@ ConstraintCompiler::ConstraintCompiler(
 
 ConstraintCompiler::~ConstraintCompiler() = default;
 
-int32_t ConstraintCompiler::vocab_size() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int32_t>(vocab_.token_bytes.size());
-}
-
 absl::StatusOr<std::unique_ptr<TokenConstraint>> ConstraintCompiler::NewConstraint(
     const ResponseFormat& format) {
   ASSIGN_OR_RETURN(auto grammar, LlguidanceGrammar(format));
@@ -544,12 +538,11 @@ absl::StatusOr<std::unique_ptr<TokenConstraint>> ConstraintCompiler::NewConstrai
     {
       absl::MutexLock lock(&mu_);
       if (tokenizer_ == nullptr) {  // the first format compiled
-        vocab_ = make_vocab_();
+        ConstraintVocabulary vocab = make_vocab_();
         auto h = std::make_shared<TokenizerHandle>();
-        h->tokenize = vocab_.tokenize;
-        h->eos_ids = vocab_.eos_ids;
-        h->vocab_size = static_cast<int32_t>(vocab_.token_bytes.size());
-        h->token_bytes = vocab_.token_bytes;
+        h->tokenize = std::move(vocab.tokenize);
+        h->eos_ids = std::move(vocab.eos_ids);
+        h->token_bytes = std::move(vocab.token_bytes);
 
         h->by_first_byte.resize(256);
         for (size_t id = 0; id < h->token_bytes.size(); ++id) {
@@ -566,8 +559,8 @@ absl::StatusOr<std::unique_ptr<TokenConstraint>> ConstraintCompiler::NewConstrai
         }
         std::vector<uint32_t> lens;
         std::string bytes;
-        for (size_t id = 0; id < vocab_.token_bytes.size(); ++id) {
-          std::string b = vocab_.token_bytes[id];
+        for (size_t id = 0; id < h->token_bytes.size(); ++id) {
+          std::string b = h->token_bytes[id];
           // llguidance marks special tokens with a leading 0xFF byte.
           if (b.empty()) b = absl::StrCat("\xff[", id, "]");
           lens.push_back(static_cast<uint32_t>(b.size()));
@@ -577,12 +570,12 @@ absl::StatusOr<std::unique_ptr<TokenConstraint>> ConstraintCompiler::NewConstrai
         std::memset(&init, 0, sizeof(init));
         init.struct_size = sizeof(init);
         init.vocab_size = static_cast<uint32_t>(lens.size());
-        init.tok_eos = vocab_.eos_ids.empty()
+        init.tok_eos = h->eos_ids.empty()
                            ? 0
-                           : static_cast<LlgToken>(vocab_.eos_ids[0]);
+                           : static_cast<LlgToken>(h->eos_ids[0]);
         std::vector<LlgToken> extra;
-        for (size_t i = 1; i < vocab_.eos_ids.size(); ++i) {
-          extra.push_back(static_cast<LlgToken>(vocab_.eos_ids[i]));
+        for (size_t i = 1; i < h->eos_ids.size(); ++i) {
+          extra.push_back(static_cast<LlgToken>(h->eos_ids[i]));
         }
         init.tok_eos_extra = extra.empty() ? nullptr : extra.data();
         init.tok_eos_extra_count = static_cast<uint32_t>(extra.size());

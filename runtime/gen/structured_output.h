@@ -89,17 +89,12 @@ class ConstraintCompiler {
   absl::StatusOr<std::unique_ptr<TokenConstraint>> NewConstraint(
       const ResponseFormat& format);
 
-  // Vocabulary size llguidance works with (after the first compile; 0
-  // before).
-  int32_t vocab_size() const;
-
  private:
   struct Compiled;
 
   std::function<ConstraintVocabulary()> make_vocab_;
   const size_t max_cached_;
   mutable absl::Mutex mu_;
-  ConstraintVocabulary vocab_ ABSL_GUARDED_BY(mu_);
   // The llguidance tokenizer (structured_output.cc's TokenizerHandle),
   // shared with every compiled format and constraint.
   std::shared_ptr<const void> tokenizer_ ABSL_GUARDED_BY(mu_);

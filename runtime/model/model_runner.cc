@@ -266,36 +266,41 @@ absl::StatusOr<KvCachePlan> ModelRunnerBase::PlanKvCache(
   plan.activation_bytes =
       EstimateActivationBytes(max_batched_tokens, max_batched_tokens);
   plan.headroom_bytes = KvCachePlan::Headroom(mem.total_bytes);
-  const int64_t left = std::max<int64_t>(
+  plan.left_bytes = std::max<int64_t>(
       mem.free_bytes - plan.mapped_weight_bytes - plan.other_kv_bytes -
           plan.activation_bytes - plan.headroom_bytes,
       0);
-  auto mib = [](int64_t b) { return b >> 20; };
-  const std::string accounting = absl::StrCat(
-      mib(mem.free_bytes), " MiB free of a ", mib(mem.total_bytes),
-      " MiB limit (", mem.source, "), less ", mib(plan.mapped_weight_bytes),
-      " MiB mapped weights, ", mib(plan.other_kv_bytes),
-      " MiB other KV caches, ", mib(plan.activation_bytes),
-      " MiB activations, ", mib(plan.headroom_bytes), " MiB headroom");
   if (bytes > 0) {
-    if (bytes > left) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "--kv-cache-memory asks for ", mib(bytes), " MiB but only ",
-          mib(left), " MiB are left: ", accounting));
-    }
     plan.budget_bytes = bytes;
+    if (bytes > plan.left_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "--kv-cache-memory asks for ", bytes >> 20, " MiB but only ",
+          plan.left_bytes >> 20, " MiB are left: ", plan.Describe()));
+    }
   } else {
     plan.fraction = fraction;
-    plan.budget_bytes =
-        static_cast<int64_t>(static_cast<double>(left) * fraction);
+    plan.budget_bytes = static_cast<int64_t>(
+        static_cast<double>(plan.left_bytes) * fraction);
   }
   plan.blocks = plan.budget_bytes / plan.block_bytes;
   if (plan.blocks <= 0) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "no room for one KV cache block (", plan.block_bytes, " bytes) in ",
-        plan.budget_bytes, " bytes: ", accounting));
+        "no room for one KV cache block (", plan.block_bytes, " bytes): ",
+        plan.Describe()));
   }
   return plan;
+}
+
+std::string KvCachePlan::Describe() const {
+  auto mib = [](int64_t b) { return b >> 20; };
+  return absl::StrCat(
+      "KV budget ", mib(budget_bytes), " MiB = ",
+      fraction > 0 ? absl::StrCat(fraction, " of ") : std::string("a size within "),
+      mib(left_bytes), " MiB left (", limit_source, ": limit ",
+      mib(limit_bytes), " MiB, ", mib(free_bytes), " MiB free; less ",
+      mib(mapped_weight_bytes), " MiB mapped weights, ", mib(other_kv_bytes),
+      " MiB other KV caches, ", mib(activation_bytes), " MiB activations, ",
+      mib(headroom_bytes), " MiB headroom)");
 }
 
 absl::Status ModelRunnerBase::BuildBatch(const BatchPlan& plan) {

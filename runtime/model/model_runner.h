@@ -79,7 +79,13 @@ struct KvCachePlan {
   int64_t other_kv_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t headroom_bytes = 0;
+  // free_bytes less the four above (never negative): what the fraction or
+  // the absolute size is taken from.
+  int64_t left_bytes = 0;
   double fraction = 0;         // 0 when an absolute size was given
+
+  // One line: the budget and how it was computed (MiB), for logs and errors.
+  std::string Describe() const;
 };
 
 // KV cache bytes the runners of this process hold (reserved, whether
