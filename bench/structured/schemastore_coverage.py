@@ -55,25 +55,50 @@ def schemas_from_wheel(path):
     return sorted(out, key=lambda kv: kv[0])
 
 
+SUBSETS = ["Github_easy", "Github_medium", "Kubernetes", "Snowplow",
+           "WashingtonPost", "JsonSchemaStore", "Glaiveai2K"]
+
+
+def sample_jsonschemabench(root, per_subset):
+    out = []
+    for sub in SUBSETS:
+        d = os.path.join(root, "data", sub)
+        names = sorted(os.listdir(d))
+        random.Random(25).shuffle(names)
+        for n in names[:per_subset]:
+            with open(os.path.join(d, n)) as f:
+                out.append((f"{sub}/{n}", json.load(f)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--address", default="127.0.0.1:50051")
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--stubs", required=True)
-    ap.add_argument("--wheel", required=True)
+    ap.add_argument("--wheel")
+    ap.add_argument("--jsonschemabench", help="a checkout of "
+                    "github.com/guidance-ai/jsonschemabench (its data/)")
+    ap.add_argument("--per-subset", type=int, default=18)
     ap.add_argument("--sample", type=int, default=40)
     ap.add_argument("--max-tokens", type=int, default=768)
+    ap.add_argument("--show", action="store_true",
+                    help="print the tail of each unfinished output")
     a = ap.parse_args()
-    sha = hashlib.sha256(open(a.wheel, "rb").read()).hexdigest()
-    if sha != WHEEL_SHA256:
+    sha = a.wheel and hashlib.sha256(open(a.wheel, "rb").read()).hexdigest()
+    if a.wheel and sha != WHEEL_SHA256:
         sys.exit(f"{a.wheel}: sha256 {sha}, expected {WHEEL_SHA256}")
     sys.path.insert(0, a.stubs)
     import grpc
     import jsonschema
     from inferd.v1 import inference_pb2 as pb, inference_pb2_grpc as rpc
-    schemas = schemas_from_wheel(a.wheel)
-    random.Random(25).shuffle(schemas)
-    sample = schemas[:a.sample]
+    if a.jsonschemabench:
+        sample = sample_jsonschemabench(a.jsonschemabench, a.per_subset)
+        schemas = sample
+    else:
+        schemas = schemas_from_wheel(a.wheel)
+        random.Random(25).shuffle(schemas)
+        sample = schemas[:a.sample]
     stub = rpc.InferenceStub(grpc.insecure_channel(a.address))
     counts = collections.Counter()
     reasons = collections.Counter()
@@ -97,6 +122,8 @@ def main():
         text = "".join(c.text for c in chunks)
         if chunks[-1].finish_reason == pb.FINISH_REASON_LENGTH:
             counts["unfinished (max tokens)"] += 1
+            if a.show:
+                print(f"UNFINISHED {key}: ...{text[-300:]}")
             continue
         try:
             value = json.loads(text)

@@ -216,6 +216,15 @@ absl::Status GenerateEngine::PreparePrompt(Request* r) const {
   return absl::OkStatus();
 }
 
+// The fast-forward tokens of a request's structured output (null without
+// one): the scheduler feeds them as drafts.
+ForcedTokenSource GenerateEngine::ForcedTokens(const Request& r) {
+  if (!r.sampling->has_constraint()) return nullptr;
+  return [state = r.sampling.get()](int32_t max, std::vector<int32_t>* out) {
+    state->ForcedTokens(max, out);
+  };
+}
+
 absl::Status GenerateEngine::InitDecoding(Request* r) const {
   const SamplingParams& sampling = r->params.sampling;
   const int32_t max_len = options_.scheduler.max_model_len;
@@ -442,9 +451,9 @@ void GenerateEngine::AdmitIncoming() {
                     "the deadline passed while the request was queued");
       continue;
     }
-    absl::Status s =
-        scheduler_.Add(r->id, r->prompt, &r->params.sampling,
-                       r->params.disable_prefix_cache, r->speculative);
+    absl::Status s = scheduler_.Add(r->id, r->prompt, &r->params.sampling,
+                                    r->params.disable_prefix_cache,
+                                    r->speculative, ForcedTokens(*r));
     if (!s.ok()) {
       FinishRequest(r.get(), FinishReason::kError, s);
       continue;
@@ -718,7 +727,8 @@ void GenerateEngine::ForkSamples(
     if (reason == FinishReason::kNone) {
       absl::StatusOr<bool> forked =
           scheduler_.Fork(parent->id, c->id, res.token_id,
-                          &c->params.sampling, c->speculative);
+                          &c->params.sampling, c->speculative,
+                          ForcedTokens(*c));
       if (!forked.ok()) {
         Release(std::move(c), FinishReason::kError,
                 absl::InternalError(forked.status().message()));

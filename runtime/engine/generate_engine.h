@@ -115,6 +115,7 @@ class GenerateEngine : public Engine {
   absl::Status PreparePrompt(Request* r) const;
   // The request's sampling state, constraint, decoder and stop checkers.
   absl::Status InitDecoding(Request* r) const;
+  static ForcedTokenSource ForcedTokens(const Request& r);
   // Prep worker: prepares `r` and hands it to the loop, or answers it.
   void Prepare(std::unique_ptr<Request> r);
   // Aborted by its caller, or its deadline passed.

@@ -46,6 +46,14 @@ class TokenConstraint {
   virtual void Advance(int32_t token_id) = 0;
   // The output is complete: only an end token could follow.
   virtual bool Complete() const = 0;
+  // Replaces *out with the tokens the format forces next (the only
+  // continuation it allows, e.g. a property name), at most `max`; empty
+  // when the next token is a choice. The engine feeds them as drafts, so
+  // they cost one forward pass together instead of one each.
+  virtual void ForcedTokens(int32_t max, std::vector<int32_t>* out) {
+    (void)max;
+    out->clear();
+  }
 };
 
 // Per-request sampling state.
@@ -74,6 +82,12 @@ class SamplingState {
   // sequence (FinishReason::kStop).
   bool constraint_complete() const {
     return constraint_ != nullptr && constraint_->Complete();
+  }
+  bool has_constraint() const { return constraint_ != nullptr; }
+  // TokenConstraint::ForcedTokens of the constraint (none without one).
+  void ForcedTokens(int32_t max, std::vector<int32_t>* out) {
+    out->clear();
+    if (constraint_ != nullptr && max > 0) constraint_->ForcedTokens(max, out);
   }
 
  private:

@@ -14,7 +14,7 @@ ContinuousBatchingScheduler::ContinuousBatchingScheduler(SchedulerConfig config)
 absl::Status ContinuousBatchingScheduler::Add(
     int64_t seq_id, std::vector<int32_t> prompt_token_ids,
     const SamplingParams* sampling, bool disable_prefix_cache,
-    SpeculativeParams speculative) {
+    SpeculativeParams speculative, ForcedTokenSource forced_tokens) {
   if (seqs_.contains(seq_id)) {
     return absl::AlreadyExistsError(
         absl::StrCat("sequence ", seq_id, " is already scheduled"));
@@ -81,6 +81,7 @@ absl::Status ContinuousBatchingScheduler::Add(
   seq->disable_prefix_cache = disable_prefix_cache;
   seq->max_total_len = max_total;
   seq->speculative = speculative;
+  seq->forced_tokens = std::move(forced_tokens);
   waiting_.push_back(seq.get());
   waiting_tokens_ += seq->num_tokens();
   seqs_.emplace(seq_id, std::move(seq));
@@ -193,11 +194,16 @@ SchedulerOutput ContinuousBatchingScheduler::Schedule() {
     seq->draft_token_ids.clear();
     // Drafts never take the sequence past its length limit: every accepted
     // one and the token after it must fit.
-    const int32_t max_drafts = std::min(
-        {seq->speculative.num_draft_tokens,
-         seq->max_total_len - seq->num_tokens() - 1,
-         budget - 1 - decodes_left});
-    if (max_drafts > 0) {
+    const int32_t room_for_drafts = std::min(
+        seq->max_total_len - seq->num_tokens() - 1, budget - 1 - decodes_left);
+    // Forced tokens first (they are certain), else prompt lookup.
+    if (seq->forced_tokens != nullptr && room_for_drafts > 0) {
+      seq->forced_tokens(std::min(room_for_drafts, kMaxForcedTokens),
+                         &seq->draft_token_ids);
+    }
+    const int32_t max_drafts =
+        std::min(seq->speculative.num_draft_tokens, room_for_drafts);
+    if (seq->draft_token_ids.empty() && max_drafts > 0) {
       ProposeNgramDrafts(seq->token_ids, seq->speculative.min_ngram,
                          seq->speculative.max_ngram, max_drafts,
                          &seq->draft_token_ids);
@@ -379,7 +385,8 @@ ContinuousBatchingScheduler::Update(const std::vector<SampledToken>& sampled) {
 
 absl::StatusOr<bool> ContinuousBatchingScheduler::Fork(
     int64_t parent_id, int64_t child_id, int32_t first_token,
-    const SamplingParams* sampling, SpeculativeParams speculative) {
+    const SamplingParams* sampling, SpeculativeParams speculative,
+    ForcedTokenSource forced_tokens) {
   auto it = seqs_.find(parent_id);
   if (it == seqs_.end() || !it->second->awaiting_sample ||
       it->second->num_output_tokens() != 0 ||
@@ -415,6 +422,7 @@ absl::StatusOr<bool> ContinuousBatchingScheduler::Fork(
   seq->disable_prefix_cache = parent.disable_prefix_cache;
   seq->max_total_len = parent.max_total_len;
   seq->speculative = speculative;
+  seq->forced_tokens = std::move(forced_tokens);
   running_.push_back(seq.get());
   seqs_.emplace(child_id, std::move(seq));
   return true;

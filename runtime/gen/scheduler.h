@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -27,6 +28,11 @@
 #include "runtime/model/batch_plan.h"
 
 namespace inferd {
+
+// Replaces *out with at most `max` tokens a request's output format forces
+// next (SequenceState::forced_tokens).
+using ForcedTokenSource =
+    std::function<void(int32_t max, std::vector<int32_t>* out)>;
 
 enum class SequenceStatus : uint8_t {
   kWaiting,
@@ -54,6 +60,11 @@ struct SequenceState {
   int32_t num_preemptions = 0;
   // Speculative decoding (resolved; num_draft_tokens 0 = off).
   SpeculativeParams speculative;
+  // Tokens the request's output format forces next (structured output's
+  // fast-forward; may be null): asked before each decoding step, they are
+  // fed as that step's drafts (instead of prompt-lookup ones), verified
+  // like any draft, so they cost one forward pass together.
+  ForcedTokenSource forced_tokens;
   // Drafts proposed for the current step, fed after the last known token;
   // not part of token_ids until Update accepts them.
   std::vector<int32_t> draft_token_ids;
@@ -158,10 +169,12 @@ class ContinuousBatchingScheduler {
   // is empty or the request can never fit (prompt + max_tokens above the
   // max model length or the KV cache capacity), ALREADY_EXISTS for a live
   // seq_id, RESOURCE_EXHAUSTED when the waiting queue is full.
-  absl::Status Add(int64_t seq_id, std::vector<int32_t> prompt_token_ids,
-                   const SamplingParams* sampling,
-                   bool disable_prefix_cache = false,
-                   SpeculativeParams speculative = {0, 0, 0});
+  // `forced_tokens` (may be null): SequenceState::forced_tokens.
+  absl::Status Add(
+      int64_t seq_id, std::vector<int32_t> prompt_token_ids,
+      const SamplingParams* sampling, bool disable_prefix_cache = false,
+      SpeculativeParams speculative = {0, 0, 0},
+      ForcedTokenSource forced_tokens = nullptr);
 
   // Plans the next step. Advances num_computed_tokens of the scheduled
   // requests as if the step ran; call Update after it did.
@@ -195,7 +208,8 @@ class ContinuousBatchingScheduler {
   absl::StatusOr<bool> Fork(int64_t parent_id, int64_t child_id,
                             int32_t first_token,
                             const SamplingParams* sampling,
-                            SpeculativeParams speculative = {0, 0, 0});
+                            SpeculativeParams speculative = {0, 0, 0},
+                            ForcedTokenSource forced_tokens = nullptr);
 
   // Drops a request (cancel, deadline, error) and frees its blocks at once.
   // Returns false for an unknown or already finished id.

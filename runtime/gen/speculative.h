@@ -18,6 +18,8 @@ namespace inferd {
 
 inline constexpr int32_t kMaxDraftTokens = 16;
 inline constexpr int32_t kMaxNgram = 16;
+// Tokens a structured output's format forces, fed as drafts in one step.
+inline constexpr int32_t kMaxForcedTokens = 32;
 inline constexpr int32_t kDefaultMinNgram = 1;
 inline constexpr int32_t kDefaultMaxNgram = 3;
 

@@ -186,16 +186,32 @@ static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl
             "true/false)");
       }
       Rewrite(&schema, format.strict, 0);
-      Json options = {
-          {"whitespace_flexible", format.flexible_whitespace},
+      // llguidance's options: the schema's own "x-guidance" object (e.g.
+      // {"lenient": true}: keywords llguidance cannot enforce, such as
+      // uniqueItems, are ignored instead of refused) wins over the
+      // request's defaults below.
+      Json options = Json::object();
+      if (auto x = schema.find("x-guidance");
+          x != schema.end() && x->is_object()) {
+        options = *x;
+      }
+      auto wf = options.find("whitespace_flexible");
+      const bool flexible = wf != options.end() && wf->is_boolean()
+                                ? wf->get<bool>()
+                                : format.flexible_whitespace;
+      const Json defaults = {
+          {"whitespace_flexible", flexible},
           // Compact output keeps one space after ',' and ':', the way
           // models and json.dumps write JSON.
-          {"item_separator", format.flexible_whitespace ? "," : ", "},
-          {"key_separator", format.flexible_whitespace ? ":" : ": "},
+          {"item_separator", flexible ? "," : ", "},
+          {"key_separator", flexible ? ":" : ": "},
           // oneOf is compiled as anyOf (an output matching two branches
           // would break oneOf; rare for the object schemas oneOf holds).
           {"coerce_one_of", true},
       };
+      for (const auto& [key, value] : defaults.items()) {
+        if (!options.contains(key)) options[key] = value;
+      }
       schema["x-guidance"] = options;
       return std::make_pair(std::string("json"), schema.dump());
     }
@@ -414,6 +430,19 @@ class LlgTokenConstraint : public TokenConstraint {
     StartMask();
   }
 
+  void ForcedTokens(int32_t max, std::vector<int32_t>* out) override {
+    out->clear();
+    WaitMask();  // the matcher is the mask task's until it is done
+    if (error_ || stopped_ || max <= 0) return;
+    forced_.resize(static_cast<size_t>(max));
+    const int32_t n = llg_matcher_compute_ff_tokens(
+        matcher_, forced_.data(), forced_.size());
+    // -1: the matcher failed; the next mask reports it.
+    for (int32_t i = 0; i < n && i < max; ++i) {
+      out->push_back(static_cast<int32_t>(forced_[static_cast<size_t>(i)]));
+    }
+  }
+
   bool Complete() const override {
     const_cast<LlgTokenConstraint*>(this)->WaitMask();
     if (error_) return false;
@@ -487,6 +516,7 @@ class LlgTokenConstraint : public TokenConstraint {
   std::vector<uint32_t> mask_;
   std::vector<float> saved_;
   std::vector<int32_t> end_ids_;
+  std::vector<uint32_t> forced_;
   // Written by the mask task, read after WaitMask.
   bool ready_ = false;
   bool error_ = false;

@@ -74,7 +74,7 @@ def random_schema(r, depth):
 
 
 def generate(stub, pb, model, fmt, seed, prompt="x", messages=None,
-             temperature=1.0, max_tokens=500, strict=False):
+             temperature=1.0, max_tokens=500, strict=False, usage=None):
     req = pb.GenerateRequest(model=model)
     if messages:
         for role, content in messages:
@@ -99,6 +99,8 @@ def generate(stub, pb, model, fmt, seed, prompt="x", messages=None,
         text += chunk.text
         if chunk.finish_reason:
             finish = chunk.finish_reason
+            if usage is not None:
+                usage.append(chunk.usage)
     return text, finish
 
 
@@ -207,6 +209,7 @@ def main():
                 (person, "Describe a fictional person as JSON with name, age and city."),
                 (shopping, "Write a shopping list as JSON: items with quantities, and the store."),
                 (weather, "Give today's weather in Paris as JSON.")]
+        usages = []
         for schema, question in asks:
             # Sampled, the objects are closed (`strict`, as OpenAI's
             # structured outputs do): open ones let a sampled model add keys
@@ -215,7 +218,7 @@ def main():
                 text, finish = generate(
                     stub, pb, "smollm2", ("json_schema", schema), seed,
                     messages=[("user", question)], temperature=temperature,
-                    max_tokens=300, strict=strict)
+                    max_tokens=300, strict=strict, usage=usages)
                 checked += 1
                 print(f"smollm2 (t={temperature}): {text}")
                 try:
@@ -224,6 +227,19 @@ def main():
                     ok = False
                 if not ok:
                     failures.append(f"smollm2 {question!r}: {text!r} ({finish})")
+
+        # Fast-forward: the text these schemas force (property names, the
+        # punctuation between them) is fed as drafts, several tokens per
+        # forward pass, and every forced token is kept (speculation is off
+        # on this server, so every draft is a forced one).
+        drafts = sum(u.draft_tokens for u in usages)
+        kept = sum(u.accepted_draft_tokens for u in usages)
+        outs = sum(u.completion_tokens for u in usages)
+        print(f"smollm2: {drafts} of {outs} output tokens were forced "
+              f"(fed as drafts), {kept} kept")
+        if drafts < 0.1 * outs or kept != drafts:
+            failures.append(f"fast-forward: {drafts} forced tokens of {outs}, "
+                            f"{kept} kept (want >= 10% forced, all kept)")
 
         # What the old regular-language engine refused now compiles:
         # recursion, open objects, any-value arrays, oneOf.

@@ -762,5 +762,66 @@ TEST(ContinuousBatchingSchedulerTest, PromptLogprobChunksAskForEveryRow) {
   EXPECT_EQ(c.plan.seqs[0].output, StepOutput::kLastLogits);
 }
 
+
+// A structured output's forced tokens are fed as the decode step's drafts,
+// with speculation off, within the length limit, and ahead of prompt
+// lookup; a step without forced tokens decodes one token.
+TEST(ContinuousBatchingSchedulerTest, ForcedTokensAreFedAsDrafts) {
+  ContinuousBatchingScheduler s(Config(64, 8, 64, 4));
+  SamplingParams p;
+  p.max_tokens = 6;
+  std::vector<int32_t> forced = {11, 12, 13, 14, 15, 16, 17, 18};
+  std::vector<int32_t> asked;
+  ForcedTokenSource source = [&](int32_t max, std::vector<int32_t>* out) {
+    asked.push_back(max);
+    out->assign(forced.begin(),
+                forced.begin() + std::min<size_t>(forced.size(), max));
+  };
+  ASSERT_TRUE(s.Add(1, Prompt(5, 1), &p, /*disable_prefix_cache=*/true,
+                    SpeculativeParams{0, 0, 0}, source)
+                  .ok());
+  SchedulerOutput a = s.Schedule();  // the prompt: no drafts
+  EXPECT_EQ(a.scheduled[0].num_draft_tokens, 0);
+  EXPECT_TRUE(asked.empty());
+  ASSERT_TRUE(s.Update({SampledToken{1, 7, FinishReason::kNone}}).ok());
+  // 5 prompt + 1 output; max_total_len 11: the step's token and at most
+  // 4 drafts leave room for the token sampled after them.
+  SchedulerOutput b = s.Schedule();
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], 4);
+  ASSERT_EQ(b.scheduled.size(), 1u);
+  EXPECT_EQ(b.scheduled[0].num_draft_tokens, 4);
+  EXPECT_EQ(b.plan.seqs[0].output, StepOutput::kAllLogits);
+  EXPECT_EQ(b.plan.seqs[0].token_ids,
+            (std::vector<int32_t>{7, 11, 12, 13, 14}));
+  SampledToken t{1, 20, FinishReason::kNone};
+  t.num_accepted_drafts = 4;
+  auto done = s.Update({t});
+  ASSERT_TRUE(done.ok());
+  // 5 + 1 + 4 + 1 = 11 tokens: the length limit finishes it.
+  ASSERT_EQ(done->size(), 1u);
+  EXPECT_EQ((*done)[0].reason, FinishReason::kLength);
+}
+
+TEST(ContinuousBatchingSchedulerTest, NoForcedTokensMeansOneTokenSteps) {
+  ContinuousBatchingScheduler s(Config(64, 8, 64, 4));
+  SamplingParams p;
+  p.max_tokens = 4;
+  int calls = 0;
+  ForcedTokenSource none = [&](int32_t, std::vector<int32_t>* out) {
+    ++calls;
+    out->clear();
+  };
+  ASSERT_TRUE(s.Add(1, Prompt(5, 1), &p, true, SpeculativeParams{0, 0, 0},
+                    none)
+                  .ok());
+  s.Schedule();
+  ASSERT_TRUE(s.Update({SampledToken{1, 7, FinishReason::kNone}}).ok());
+  SchedulerOutput b = s.Schedule();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(b.scheduled[0].num_draft_tokens, 0);
+  EXPECT_EQ(b.plan.seqs[0].output, StepOutput::kLastLogits);
+}
+
 }  // namespace
 }  // namespace inferd

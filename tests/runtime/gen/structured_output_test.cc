@@ -272,6 +272,8 @@ ConstraintVocabulary MakeVocab() {
   return v;
 }
 
+constexpr int32_t kMaxForced = 32;
+
 ConstraintCompiler& Compiler() {
   static auto* c = new ConstraintCompiler(MakeVocab, /*threads=*/1);
   return *c;
@@ -601,6 +603,70 @@ TEST(StructuredOutputTest, IgnoredKeywordsAndNamedRefusals) {
     for (const char* w : c.want) {
       EXPECT_NE(std::string(r.status().message()).find(w), std::string::npos)
           << r.status() << " lacks " << w;
+    }
+  }
+}
+
+
+// The schema's own "x-guidance" options: lenient ignores what llguidance
+// cannot enforce (refused without it); its whitespace option wins over the
+// request's.
+TEST(StructuredOutputTest, SchemaOptionsOptInToLenientAndWhitespace) {
+  const std::string unique =
+      R"({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": true)";
+  auto refused = Compiler().NewConstraint(Schema(unique + "}"));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  const ResponseFormat lenient =
+      Schema(unique + R"(, "x-guidance": {"lenient": true}})");
+  EXPECT_TRUE(Accepts(lenient, R"(["a", "b"])"));
+  EXPECT_FALSE(Accepts(lenient, R"(["c"])"));  // the rest still holds
+  const ResponseFormat flexible = Schema(
+      R"({"type": "object", "properties": {"k0": {"type": "integer"}},
+          "x-guidance": {"whitespace_flexible": true}})");
+  EXPECT_TRUE(Accepts(flexible, "{ \"k0\" :1 }"));
+}
+
+// Fast-forward: where the format allows one continuation, ForcedTokens
+// gives it as tokens (in the tokenizer's own tokenization), each of which
+// the mask allows in turn; where the output branches, none.
+TEST(StructuredOutputTest, ForcedTokensAreTheOnlyContinuation) {
+  struct Case {
+    ResponseFormat format;
+    std::string forced;  // the text forced at the start
+  };
+  const Case cases[] = {
+      {Schema(R"({"type": "object", "properties": {"k0": {"type": "integer"}},
+                  "required": ["k0"], "additionalProperties": false})"),
+       "{\"k0\": "},
+      {Format(ResponseFormat::Type::kRegex, "red(dish|[0-9])"), "red"},
+      {Format(ResponseFormat::Type::kGrammar,
+              "start: \"k1\" \"k2\" (\"a\" | \"b\")\n"),
+       "k1k2"},
+  };
+  for (const Case& c : cases) {
+    for (ConstraintCompiler* compiler : {&Compiler(), &InlineCompiler()}) {
+      auto k = compiler->NewConstraint(c.format);
+      ASSERT_TRUE(k.ok()) << k.status();
+      std::vector<int32_t> forced;
+      (*k)->ForcedTokens(kMaxForced, &forced);
+      std::string text;
+      std::vector<float> logits(VocabSize());
+      const int32_t ends[] = {Eos()};
+      for (int32_t id : forced) {
+        std::fill(logits.begin(), logits.end(), 0.0f);
+        (*k)->Mask(absl::MakeSpan(logits), ends);
+        ASSERT_FALSE(std::isinf(logits[id])) << c.format.spec;
+        (*k)->Advance(id);
+        text += Vocab()[id];
+      }
+      EXPECT_EQ(text, c.forced) << c.format.spec;
+      // Then a choice: nothing more is forced, and `max` bounds the count.
+      (*k)->ForcedTokens(kMaxForced, &forced);
+      EXPECT_TRUE(forced.empty()) << c.format.spec;
+      auto again = compiler->NewConstraint(c.format);
+      ASSERT_TRUE(again.ok());
+      (*again)->ForcedTokens(1, &forced);
+      EXPECT_EQ(forced.size(), 1u);
     }
   }
 }
