@@ -42,18 +42,168 @@ bool LooksLikeObjectSchema(const Json& s) {
   return false;
 }
 
+// The schema a local "$ref" ("#/$defs/x", "#") points to in `root`, or
+// `s` itself when it has no such $ref (remote refs are not followed).
+const Json& Deref(const Json& root, const Json& s) {
+  const Json* cur = &s;
+  for (int hops = 0; hops < 8 && cur->is_object(); ++hops) {
+    auto ref = cur->find("$ref");
+    if (ref == cur->end() || !ref->is_string()) break;
+    const std::string r = ref->get<std::string>();
+    if (r.empty() || r[0] != '#') break;
+    const Json::json_pointer ptr(r.substr(1));
+    if (!root.contains(ptr)) break;
+    cur = &root.at(ptr);
+  }
+  return *cur;
+}
+
+// The JSON types a schema allows, as a bit set (null, boolean, object,
+// array, number, string; integer is within number); all bits when the
+// schema does not say.
+constexpr int kAnyType = 0x3f;
+int TypeBits(const Json& s) {
+  auto bit = [](const std::string& t) {
+    if (t == "null") return 1;
+    if (t == "boolean") return 2;
+    if (t == "object") return 4;
+    if (t == "array") return 8;
+    if (t == "number" || t == "integer") return 16;
+    if (t == "string") return 32;
+    return kAnyType;
+  };
+  auto of_value = [](const Json& v) {
+    if (v.is_null()) return 1;
+    if (v.is_boolean()) return 2;
+    if (v.is_object()) return 4;
+    if (v.is_array()) return 8;
+    if (v.is_number()) return 16;
+    return 32;
+  };
+  if (s.is_boolean()) return s.get<bool>() ? kAnyType : 0;
+  if (!s.is_object()) return kAnyType;
+  int bits = kAnyType;
+  if (auto t = s.find("type"); t != s.end()) {
+    if (t->is_string()) {
+      bits = bit(t->get<std::string>());
+    } else if (t->is_array()) {
+      bits = 0;
+      for (const auto& x : *t) bits |= x.is_string() ? bit(x) : kAnyType;
+    }
+  }
+  if (auto c = s.find("const"); c != s.end()) bits &= of_value(*c);
+  if (auto e = s.find("enum"); e != s.end() && e->is_array()) {
+    int in_enum = 0;
+    for (const auto& v : *e) in_enum |= of_value(v);
+    bits &= in_enum;
+  }
+  return bits;
+}
+
+// The values a property may take under `s` when `s` requires it and pins
+// it with const or enum; null otherwise.
+const Json* PinnedValues(const Json& s, const std::string& name, Json* tmp) {
+  auto req = s.find("required");
+  if (req == s.end() || !req->is_array() ||
+      std::find(req->begin(), req->end(), Json(name)) == req->end()) {
+    return nullptr;
+  }
+  auto props = s.find("properties");
+  if (props == s.end() || !props->is_object() || !props->contains(name)) {
+    return nullptr;
+  }
+  const Json& p = (*props)[name];
+  if (!p.is_object()) return nullptr;
+  if (auto c = p.find("const"); c != p.end()) {
+    *tmp = Json::array({*c});
+    return tmp;
+  }
+  if (auto e = p.find("enum"); e != p.end() && e->is_array()) return &*e;
+  return nullptr;
+}
+
+bool ValuesOverlap(const Json& a, const Json& b) {
+  for (const auto& x : a) {
+    for (const auto& y : b) {
+      if (x == y) return true;
+    }
+  }
+  return false;
+}
+
+// True when no value can match two of `branches`: their types are pairwise
+// disjoint, or they all require one property pinned to pairwise disjoint
+// const/enum values (a discriminator, as OpenAPI and pydantic write
+// tagged unions).
+bool ProvablyDisjoint(const Json& root, const Json& branches) {
+  std::vector<const Json*> bs;
+  for (const auto& b : branches) bs.push_back(&Deref(root, b));
+  bool by_type = true;
+  for (size_t i = 0; i < bs.size() && by_type; ++i) {
+    for (size_t j = i + 1; j < bs.size(); ++j) {
+      if ((TypeBits(*bs[i]) & TypeBits(*bs[j])) != 0) {
+        by_type = false;
+        break;
+      }
+    }
+  }
+  if (by_type) return true;
+  if (bs.empty() || !bs[0]->is_object()) return false;
+  auto req = bs[0]->find("required");
+  if (req == bs[0]->end() || !req->is_array()) return false;
+  for (const auto& name : *req) {
+    if (!name.is_string()) continue;
+    const std::string n = name.get<std::string>();
+    std::vector<Json> tmp(bs.size());
+    std::vector<const Json*> vals;
+    for (size_t i = 0; i < bs.size(); ++i) {
+      const Json* v =
+          bs[i]->is_object() ? PinnedValues(*bs[i], n, &tmp[i]) : nullptr;
+      if (v == nullptr) break;
+      vals.push_back(v);
+    }
+    if (vals.size() != bs.size()) continue;
+    bool disjoint = true;
+    for (size_t i = 0; i < vals.size() && disjoint; ++i) {
+      for (size_t j = i + 1; j < vals.size(); ++j) {
+        if (ValuesOverlap(*vals[i], *vals[j])) {
+          disjoint = false;
+          break;
+        }
+      }
+    }
+    if (disjoint) return true;
+  }
+  return false;
+}
+
+struct RewriteContext {
+  const Json* root = nullptr;  // the schema as sent (for local $refs)
+  bool strict = false;
+  // The first oneOf whose branches may overlap: its JSON pointer.
+  std::string overlapping_one_of;
+};
+
 // Every subschema position of a schema object's keywords, rewritten in
 // place: unknown formats dropped; under `strict`, objects without
-// additionalProperties closed.
-void Rewrite(Json* s, bool strict, int depth) {
+// additionalProperties closed. Notes the first oneOf that is not provably
+// exclusive.
+void Rewrite(Json* s, RewriteContext* ctx, const std::string& path,
+             int depth) {
   if (depth > 256 || !s->is_object()) return;
   auto f = s->find("format");
   if (f != s->end() && f->is_string() && !KnownFormat(f->get<std::string>())) {
     s->erase(f);
   }
-  if (strict && LooksLikeObjectSchema(*s) && !s->contains("additionalProperties") &&
+  if (ctx->strict && LooksLikeObjectSchema(*s) &&
+      !s->contains("additionalProperties") &&
       !s->contains("patternProperties")) {
     (*s)["additionalProperties"] = false;
+  }
+  if (auto o = s->find("oneOf");
+      o != s->end() && o->is_array() && ctx->overlapping_one_of.empty() &&
+      !ProvablyDisjoint(*ctx->root, *o)) {
+    ctx->overlapping_one_of = path.empty() ? "/" : path;
   }
   // Keywords whose value is a schema, a list of schemas or a map of them.
   static const char* const kOne[] = {"items", "additionalProperties",
@@ -66,24 +216,41 @@ void Rewrite(Json* s, bool strict, int depth) {
   static const char* const kMap[] = {"properties", "patternProperties",
                                      "$defs", "definitions",
                                      "dependentSchemas"};
+  auto escape = [](std::string k) {  // JSON pointer escaping
+    std::string out;
+    for (char c : k) {
+      if (c == '~') out += "~0";
+      else if (c == '/') out += "~1";
+      else out += c;
+    }
+    return out;
+  };
   for (const char* k : kOne) {
     auto it = s->find(k);
     if (it == s->end()) continue;
+    const std::string p = absl::StrCat(path, "/", k);
     if (it->is_array()) {  // draft-04 tuple `items`
-      for (auto& x : *it) Rewrite(&x, strict, depth + 1);
+      for (size_t i = 0; i < it->size(); ++i) {
+        Rewrite(&(*it)[i], ctx, absl::StrCat(p, "/", i), depth + 1);
+      }
     } else {
-      Rewrite(&*it, strict, depth + 1);
+      Rewrite(&*it, ctx, p, depth + 1);
     }
   }
   for (const char* k : kList) {
     auto it = s->find(k);
     if (it == s->end() || !it->is_array()) continue;
-    for (auto& x : *it) Rewrite(&x, strict, depth + 1);
+    for (size_t i = 0; i < it->size(); ++i) {
+      Rewrite(&(*it)[i], ctx, absl::StrCat(path, "/", k, "/", i), depth + 1);
+    }
   }
   for (const char* k : kMap) {
     auto it = s->find(k);
     if (it == s->end() || !it->is_object()) continue;
-    for (auto& [name, x] : it->items()) Rewrite(&x, strict, depth + 1);
+    for (auto& [name, x] : it->items()) {
+      Rewrite(&x, ctx, absl::StrCat(path, "/", k, "/", escape(name)),
+              depth + 1);
+    }
   }
 }
 
@@ -185,7 +352,11 @@ static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl
             "response_format.json_schema: a schema is a JSON object (or "
             "true/false)");
       }
-      Rewrite(&schema, format.strict, 0);
+      const Json original = schema;
+      RewriteContext ctx;
+      ctx.root = &original;
+      ctx.strict = format.strict;
+      Rewrite(&schema, &ctx, "", 0);
       // llguidance's options: the schema's own "x-guidance" object (e.g.
       // {"lenient": true}: keywords llguidance cannot enforce, such as
       // uniqueItems, are ignored instead of refused) wins over the
@@ -205,13 +376,25 @@ static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl
           // models and json.dumps write JSON.
           {"item_separator", flexible ? "," : ", "},
           {"key_separator", flexible ? ":" : ": "},
-          // oneOf is compiled as anyOf (an output matching two branches
-          // would break oneOf; rare for the object schemas oneOf holds).
-          {"coerce_one_of", true},
+          {"coerce_one_of", false},
       };
       for (const auto& [key, value] : defaults.items()) {
         if (!options.contains(key)) options[key] = value;
       }
+      // oneOf compiles as anyOf, which is exact when no value can match
+      // two branches; one whose branches may overlap is refused unless the
+      // schema opts in to the coercion.
+      if (!ctx.overlapping_one_of.empty() &&
+          options.value("coerce_one_of", false) != true) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "response_format.json_schema: at ", ctx.overlapping_one_of,
+            ": 'oneOf' whose branches may overlap (a value could match two; "
+            "inferd compiles oneOf only when the branches' types, or a "
+            "required property's const/enum values, exclude each other). "
+            "Use anyOf, or set \"x-guidance\": {\"coerce_one_of\": true} "
+            "in the schema to compile it as anyOf"));
+      }
+      options["coerce_one_of"] = true;
       schema["x-guidance"] = options;
       return std::make_pair(std::string("json"), schema.dump());
     }

@@ -626,6 +626,44 @@ TEST(StructuredOutputTest, SchemaOptionsOptInToLenientAndWhitespace) {
   EXPECT_TRUE(Accepts(flexible, "{ \"k0\" :1 }"));
 }
 
+// oneOf compiles where no value can match two branches (types, or a
+// required property pinned to different const/enum values, through local
+// $refs); overlapping branches are refused naming the place and the way
+// out, unless the schema opts in to compiling them as anyOf.
+TEST(StructuredOutputTest, OneOfOnlyWhereTheBranchesExcludeEachOther) {
+  const ResponseFormat by_type = Schema(
+      R"({"oneOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]})");
+  EXPECT_TRUE(Accepts(by_type, "12"));
+  EXPECT_TRUE(Accepts(by_type, R"("k0")"));
+  EXPECT_FALSE(Accepts(by_type, "true"));
+  const ResponseFormat tagged = Schema(R"({
+    "$defs": {
+      "red": {"type": "object", "properties": {"kind": {"const": "red"},
+              "k1": {"type": "integer"}}, "required": ["kind", "k1"],
+              "additionalProperties": false},
+      "green": {"type": "object", "properties": {"kind": {"enum": ["green", "gr"]},
+              "k2": {"type": "boolean"}}, "required": ["kind"],
+              "additionalProperties": false}},
+    "oneOf": [{"$ref": "#/$defs/red"}, {"$ref": "#/$defs/green"}]})");
+  EXPECT_TRUE(Accepts(tagged, R"({"kind": "red", "k1": 1})"));
+  EXPECT_TRUE(Accepts(tagged, R"({"kind": "gr", "k2": true})"));
+  EXPECT_FALSE(Accepts(tagged, R"({"kind": "red", "k2": true})"));
+  const std::string overlap =
+      R"({"type": "object", "properties": {"k0": {"oneOf": [
+           {"type": "integer"}, {"minimum": 0}]}})";
+  auto refused = Compiler().NewConstraint(Schema(overlap + "}"));
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  for (const char* want : {"/properties/k0", "oneOf", "anyOf",
+                           "coerce_one_of"}) {
+    EXPECT_NE(std::string(refused.status().message()).find(want),
+              std::string::npos)
+        << refused.status();
+  }
+  const ResponseFormat coerced =
+      Schema(overlap + R"(, "x-guidance": {"coerce_one_of": true}})");
+  EXPECT_TRUE(Accepts(coerced, R"({"k0": 5})"));
+}
+
 // Fast-forward: where the format allows one continuation, ForcedTokens
 // gives it as tokens (in the tokenizer's own tokenization), each of which
 // the mask allows in turn; where the output branches, none.
