@@ -80,6 +80,9 @@ def main():
     ap.add_argument("--jsonschemabench", help="a checkout of "
                     "github.com/guidance-ai/jsonschemabench (its data/)")
     ap.add_argument("--per-subset", type=int, default=18)
+    ap.add_argument("--strict", action="store_true",
+                    help="close objects (response_format.strict)")
+    ap.add_argument("--repetition-penalty", type=float, default=0.0)
     ap.add_argument("--sample", type=int, default=40)
     ap.add_argument("--max-tokens", type=int, default=768)
     ap.add_argument("--show", action="store_true",
@@ -110,6 +113,9 @@ def main():
         req.sampling.max_tokens = a.max_tokens
         req.sampling.temperature = 0
         req.response_format.json_schema = json.dumps(schema)
+        req.response_format.strict = a.strict
+        if a.repetition_penalty:
+            req.sampling.repetition_penalty = a.repetition_penalty
         try:
             chunks = list(stub.Generate(req, timeout=600))
         except grpc.RpcError as e:

@@ -127,48 +127,70 @@ bool ValuesOverlap(const Json& a, const Json& b) {
   return false;
 }
 
-// True when `s` requires property `name` of objects.
-bool Requires(const Json& s, const std::string& name) {
-  auto req = s.find("required");
-  return req != s.end() && req->is_array() &&
-         std::find(req->begin(), req->end(), Json(name)) != req->end();
-}
+// What the oneOf check needs of one branch, computed once per branch.
+struct BranchFacts {
+  int types = kAnyType;
+  bool is_object = false;
+  std::vector<std::string> required;
+  // additionalProperties false and no patternProperties: only `props`.
+  bool closed = false;
+  const Json* props = nullptr;
+  // Per required property pinned by const/enum: its values.
+  std::vector<std::pair<std::string, Json>> pinned;
 
-// True when `s` admits no object with property `name` (closed, and `name`
-// is not among its properties).
-bool Forbids(const Json& s, const std::string& name) {
-  auto ap = s.find("additionalProperties");
-  if (ap == s.end() || *ap != Json(false) || s.contains("patternProperties")) {
-    return false;
+  bool Requires(const std::string& n) const {
+    return std::find(required.begin(), required.end(), n) != required.end();
   }
-  auto props = s.find("properties");
-  return props == s.end() || !props->is_object() || !props->contains(name);
+  bool Forbids(const std::string& n) const {
+    return closed &&
+           (props == nullptr || !props->is_object() || !props->contains(n));
+  }
+  const Json* Pinned(const std::string& n) const {
+    for (const auto& [name, values] : pinned) {
+      if (name == n) return &values;
+    }
+    return nullptr;
+  }
+};
+
+BranchFacts Facts(const Json& s) {
+  BranchFacts f;
+  f.types = TypeBits(s);
+  if (!s.is_object()) return f;
+  f.is_object = true;
+  if (auto req = s.find("required"); req != s.end() && req->is_array()) {
+    for (const auto& n : *req) {
+      if (n.is_string()) f.required.push_back(n.get<std::string>());
+    }
+  }
+  if (auto p = s.find("properties"); p != s.end()) f.props = &*p;
+  auto ap = s.find("additionalProperties");
+  f.closed = ap != s.end() && *ap == Json(false) &&
+             !s.contains("patternProperties");
+  for (const std::string& n : f.required) {
+    Json tmp;
+    if (const Json* v = PinnedValues(s, n, &tmp)) f.pinned.emplace_back(n, *v);
+  }
+  return f;
 }
 
-// True when no value matches both `a` and `b`: their types exclude each
+// True when no value matches both branches: their types exclude each
 // other; or both only overlap on objects and one requires a property the
 // other forbids, or both require a property pinned (const/enum) to values
 // that exclude each other (a discriminator, as OpenAPI and pydantic write
 // tagged unions).
-bool Disjoint(const Json& a, const Json& b) {
-  const int common = TypeBits(a) & TypeBits(b);
+bool Disjoint(const BranchFacts& a, const BranchFacts& b) {
+  const int common = a.types & b.types;
   if (common == 0) return true;
-  if (common != 4 || !a.is_object() || !b.is_object()) return false;
-  for (const Json* x : {&a, &b}) {
-    const Json* y = x == &a ? &b : &a;
-    auto req = x->find("required");
-    if (req == x->end() || !req->is_array()) continue;
-    for (const auto& name : *req) {
-      if (!name.is_string()) continue;
-      const std::string n = name.get<std::string>();
-      if (Forbids(*y, n)) return true;
-      if (!Requires(*y, n)) continue;
-      Json ta, tb;
-      const Json* va = PinnedValues(*x, n, &ta);
-      const Json* vb = PinnedValues(*y, n, &tb);
-      if (va != nullptr && vb != nullptr && !ValuesOverlap(*va, *vb)) {
-        return true;
-      }
+  if (common != 4 || !a.is_object || !b.is_object) return false;
+  for (const BranchFacts* x : {&a, &b}) {
+    const BranchFacts* y = x == &a ? &b : &a;
+    for (const std::string& n : x->required) {
+      if (y->Forbids(n)) return true;
+    }
+    for (const auto& [n, values] : x->pinned) {
+      const Json* other = y->Pinned(n);
+      if (other != nullptr && !ValuesOverlap(values, *other)) return true;
     }
   }
   return false;
@@ -177,11 +199,11 @@ bool Disjoint(const Json& a, const Json& b) {
 // True when no value can match two of `branches` (pairwise Disjoint, local
 // $refs followed).
 bool ProvablyDisjoint(const Json& root, const Json& branches) {
-  std::vector<const Json*> bs;
-  for (const auto& b : branches) bs.push_back(&Deref(root, b));
+  std::vector<BranchFacts> bs;
+  for (const auto& b : branches) bs.push_back(Facts(Deref(root, b)));
   for (size_t i = 0; i < bs.size(); ++i) {
     for (size_t j = i + 1; j < bs.size(); ++j) {
-      if (!Disjoint(*bs[i], *bs[j])) return false;
+      if (!Disjoint(bs[i], bs[j])) return false;
     }
   }
   return true;
