@@ -391,6 +391,54 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
   return v1::FINISH_REASON_UNSPECIFIED;
 }
 
+namespace {
+
+void FillLogprobs(const TokenLogprobs& lp, const Tokenizer& tokenizer,
+                  v1::SampledLogprobs* out) {
+  out->mutable_sampled()->set_token_id(lp.sampled.token_id);
+  out->mutable_sampled()->set_token(tokenizer.IdToToken(lp.sampled.token_id));
+  out->mutable_sampled()->set_logprob(lp.sampled.logprob);
+  for (const TokenLogprobValue& t : lp.top) {
+    v1::TokenLogprob* o = out->add_top();
+    o->set_token_id(t.token_id);
+    o->set_token(tokenizer.IdToToken(t.token_id));
+    o->set_logprob(t.logprob);
+  }
+}
+
+}  // namespace
+
+void FillGenerateResponse(const GenerateChunk& c,
+                          const std::string& request_id,
+                          const Tokenizer& tokenizer,
+                          v1::GenerateResponse* resp) {
+  resp->set_request_id(request_id);
+  resp->set_sample_index(static_cast<uint32_t>(std::max(c.sample_index, 0)));
+  for (const TokenLogprobs& lp : c.prompt_logprobs) {
+    FillLogprobs(lp, tokenizer, resp->add_prompt_logprobs());
+  }
+  resp->set_text(c.text);
+  for (int32_t id : c.token_ids) resp->add_token_ids(id);
+  for (const TokenLogprobs& lp : c.logprobs) {
+    FillLogprobs(lp, tokenizer, resp->add_logprobs());
+  }
+  if (c.finish == FinishReason::kNone) return;
+  resp->set_finish_reason(ToProtoFinishReason(c.finish));
+  resp->set_stop_reason(c.stop_reason);
+  v1::Usage* u = resp->mutable_usage();
+  u->set_prompt_tokens(static_cast<uint32_t>(c.prompt_tokens));
+  u->set_completion_tokens(static_cast<uint32_t>(c.completion_tokens));
+  u->set_cached_prompt_tokens(static_cast<uint32_t>(c.cached_prompt_tokens));
+  u->set_draft_tokens(static_cast<uint32_t>(c.draft_tokens));
+  u->set_accepted_draft_tokens(static_cast<uint32_t>(c.accepted_draft_tokens));
+  u->set_total_tokens(
+      static_cast<uint32_t>(c.prompt_tokens + c.completion_tokens));
+  v1::Timings* t = resp->mutable_timings();
+  t->set_queue_seconds(c.timings.queue_seconds);
+  t->set_time_to_first_token_seconds(c.timings.time_to_first_token_seconds);
+  t->set_total_seconds(c.timings.total_seconds);
+}
+
 void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
   out->set_name(info.name);
   out->set_path(info.path);

@@ -1,7 +1,10 @@
-// gRPC handlers of inferd.v1.Inference and inferd.v1.Models (callback API).
-// They validate and convert requests, submit them to the model's Engine and
-// stream the results back; no engine logic lives here. Thread-safe: gRPC
-// calls the handlers concurrently.
+// gRPC handlers of inferd.v1.Inference and inferd.v1.Models (callback API):
+// the gRPC front end. They check the API key, parse the request, hand it to
+// the request layer (request_layer.h: validation, conversion, the engines)
+// and write its answers; no validation or engine logic lives here. The
+// calls are split by kind: grpc_generate.cc (Generate), grpc_embed_stream.cc
+// (the Embed stream), inference_service.cc (the unary calls). Thread-safe:
+// gRPC calls the handlers concurrently.
 //
 // Every method is registered raw (grpc::ByteBuffer in and out): the
 // handlers parse requests themselves (service/request_parse.h), so bytes
@@ -28,31 +31,9 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
 #include "service/auth.h"
-#include "service/convert.h"
+#include "service/request_layer.h"
 
 namespace inferd {
-
-// Observes RPC outcomes (the metrics hook). Implementations must be
-// thread-safe and quick: OnGenerateDone and OnPrefillDone run on engine
-// threads.
-class RpcObserver {
- public:
-  virtual ~RpcObserver() = default;
-  // Every inferd.v1 call when it ends; `model` is empty when the call ended
-  // before a model was resolved (auth, unknown model, ...).
-  virtual void OnRpcDone(absl::string_view rpc, absl::string_view model,
-                         const grpc::Status& status, double seconds) {}
-  // A generation that reached its final chunk. `inter_token_seconds` holds
-  // the time between consecutive output tokens.
-  virtual void OnGenerateDone(absl::string_view model,
-                              const GenerateChunk& final_chunk,
-                              absl::Span<const double> inter_token_seconds) {}
-  // A prefill request (task "embed", "rerank" or "classify") that the engine
-  // answered successfully.
-  virtual void OnPrefillDone(absl::string_view task, absl::string_view model,
-                             int64_t inputs, int64_t tokens,
-                             const RequestTimings& timings) {}
-};
 
 // The Inference service with every method raw (see the file comment).
 using RawInferenceBase = v1::Inference::WithRawCallbackMethod_Generate<
@@ -68,10 +49,9 @@ using RawModelsBase = v1::Models::WithRawCallbackMethod_ListModels<
 
 class InferenceService final : public RawInferenceBase {
  public:
-  // `auth` and `observer` are not owned and may be null (no API key, no
-  // metrics); they must outlive the service.
-  InferenceService(ModelManager* models, ApiLimits limits,
-                   RpcObserver* observer, const ApiKeyAuth* auth = nullptr);
+  // `auth` is not owned and may be null (no API key); it and `requests`
+  // must outlive the service.
+  InferenceService(RequestLayer* requests, const ApiKeyAuth* auth = nullptr);
 
   // Requests are v1::GenerateRequest, v1::EmbedRequest, ... as in
   // inference.proto; answers the matching responses.
@@ -99,7 +79,7 @@ class InferenceService final : public RawInferenceBase {
   // as nothing they submitted is in flight (at once when idle), so a drain
   // waits only for work, not for clients that keep a stream open.
   void StopAccepting();
-  int64_t active_calls() const { return active_.load(); }
+  int64_t active_calls() const { return requests_->active_calls(); }
   // End of a drain: every open Embed stream ends with UNAVAILABLE (their
   // pending engine requests are aborted). Generate and unary calls end
   // through their engines (Engine::Stop answers UNAVAILABLE).
@@ -120,19 +100,13 @@ class InferenceService final : public RawInferenceBase {
   // and the server is not draining (UNAVAILABLE).
   absl::Status Admit(const grpc::CallbackServerContext& ctx) const;
 
-  ModelManager* models() const { return models_; }
-  const ApiLimits& limits() const { return limits_; }
-  RpcObserver* observer() const { return observer_; }
-  bool accepting() const { return accepting_.load(); }
-  std::atomic<int64_t>& active_counter() { return active_; }
+  RequestLayer* requests() const { return requests_; }
+  RpcObserver* observer() const { return requests_->observer(); }
+  bool accepting() const { return requests_->accepting(); }
 
  private:
-  ModelManager* models_;
-  ApiLimits limits_;
-  RpcObserver* observer_;
+  RequestLayer* const requests_;
   const ApiKeyAuth* auth_;
-  std::atomic<bool> accepting_{true};
-  std::atomic<int64_t> active_{0};
   absl::Mutex streams_mu_;
   // Open client-streaming calls; a call unregisters itself in OnDone, under
   // streams_mu_, before it is deleted.
@@ -141,10 +115,10 @@ class InferenceService final : public RawInferenceBase {
 
 class ModelsService final : public RawModelsBase {
  public:
-  // `auth` and `observer` as for InferenceService.
-  explicit ModelsService(ModelManager* models, RpcObserver* observer = nullptr,
+  // `auth` as for InferenceService.
+  explicit ModelsService(RequestLayer* requests,
                          const ApiKeyAuth* auth = nullptr)
-      : models_(models), observer_(observer), auth_(auth) {}
+      : requests_(requests), auth_(auth) {}
   // v1::ListModelsRequest -> v1::ListModelsResponse.
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
                                        const grpc::ByteBuffer* request,
@@ -162,8 +136,7 @@ class ModelsService final : public RawModelsBase {
   void Report(absl::string_view rpc, absl::string_view model,
               const grpc::Status& status, absl::Time start);
 
-  ModelManager* models_;
-  RpcObserver* observer_;
+  RequestLayer* const requests_;
   const ApiKeyAuth* auth_;
 };
 

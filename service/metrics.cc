@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/status.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/text_serializer.h"
@@ -486,13 +487,14 @@ StepObserver* Metrics::StepObserverFor(const std::string& model) {
 }
 
 void Metrics::OnRpcDone(absl::string_view rpc, absl::string_view model,
-                        const grpc::Status& status, double seconds) {
+                        const absl::Status& status, double seconds) {
   const std::string r(rpc);
   const std::string m(model);
   rpc_requests_
       .Add({{"rpc", r},
             {"model", m},
-            {"code", std::string(CodeName(status.error_code()))}})
+            {"code", std::string(CodeName(
+                         static_cast<grpc::StatusCode>(status.code())))}})
       .Increment();
   rpc_duration_.Add({{"rpc", r}, {"model", m}}, LatencyBuckets())
       .Observe(seconds);

@@ -22,7 +22,7 @@
 #include "prometheus/registry.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
-#include "service/inference_service.h"
+#include "service/request_layer.h"
 
 namespace inferd {
 
@@ -49,7 +49,7 @@ class Metrics final : public RpcObserver {
 
   // RpcObserver.
   void OnRpcDone(absl::string_view rpc, absl::string_view model,
-                 const grpc::Status& status, double seconds) override;
+                 const absl::Status& status, double seconds) override;
   void OnGenerateDone(absl::string_view model, const GenerateChunk& final_chunk,
                       absl::Span<const double> inter_token_seconds) override;
   void OnPrefillDone(absl::string_view task, absl::string_view model,

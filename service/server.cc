@@ -92,10 +92,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
       m->set_step_observer(s->metrics_->StepObserverFor(m->name()));
     }
   }
-  s->inference_ = std::make_unique<InferenceService>(
-      s->models_.get(), limits, s->metrics_.get(), s->auth_.get());
-  s->models_service_ = std::make_unique<ModelsService>(
-      s->models_.get(), s->metrics_.get(), s->auth_.get());
+  s->requests_ = std::make_unique<RequestLayer>(s->models_.get(), limits,
+                                                s->metrics_.get());
+  s->inference_ =
+      std::make_unique<InferenceService>(s->requests_.get(), s->auth_.get());
+  s->models_service_ =
+      std::make_unique<ModelsService>(s->requests_.get(), s->auth_.get());
   std::vector<std::string> services = {"inferd.v1.Inference",
                                        "inferd.v1.Models"};
   for (const auto& m : s->models_->models()) {

@@ -63,6 +63,8 @@ class Server {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<HealthService> health_;
   std::unique_ptr<HealthService> plain_health_;  // --health-listen
+  // The front ends' request layer; outlives them.
+  std::unique_ptr<RequestLayer> requests_;
   std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<ModelsService> models_service_;
   std::unique_ptr<grpc::Server> server_;

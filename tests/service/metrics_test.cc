@@ -34,10 +34,9 @@ class MetricsTest : public ::testing::Test {
 };
 
 TEST_F(MetricsTest, CountsRpcsByCodeAndModel) {
-  metrics_->OnRpcDone("Generate", "llm", grpc::Status::OK, 0.5);
-  metrics_->OnRpcDone("Generate", "llm", grpc::Status::OK, 0.5);
-  metrics_->OnRpcDone("Embed", "",
-                      grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no key"),
+  metrics_->OnRpcDone("Generate", "llm", absl::OkStatus(), 0.5);
+  metrics_->OnRpcDone("Generate", "llm", absl::OkStatus(), 0.5);
+  metrics_->OnRpcDone("Embed", "", absl::UnauthenticatedError("no key"),
                       0.001);
   const std::string text = metrics_->Render();
   EXPECT_EQ(Value(text,
