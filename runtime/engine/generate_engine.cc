@@ -592,6 +592,7 @@ void GenerateEngine::UpdateStats() {
 
 absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
                                             absl::Span<const int32_t> drafts,
+                                            bool forced,
                                             std::vector<SampleResult>* emitted,
                                             SampledToken* sampled,
                                             int32_t* accepted) {
@@ -600,15 +601,53 @@ absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
   const size_t stride =
       logits.rows > 0 ? logits.values.size() / static_cast<size_t>(logits.rows)
                       : 0;
-  if (logits.rows != num_drafts + 1 || stride < v) {
+  const int32_t rows = forced ? 1 : num_drafts + 1;
+  if (logits.rows != rows || stride < v) {
     return absl::InternalError(absl::StrCat(
         "the model returned ", logits.rows, " logits rows of ", stride,
-        " values; expected ", num_drafts + 1, " of ", v));
+        " values; expected ", rows, " of ", v));
   }
   emitted->clear();
   *accepted = 0;
   *sampled = SampledToken();
   sampled->seq_id = r->id;
+  if (forced) {
+    // The constraint allowed nothing else: the forced tokens are taken as
+    // they are (stops still apply; past a stop the sequence ends and the
+    // state is not used again), then the row samples the token after them.
+    Sampler::AcceptForced(r->sampling.get(), drafts, emitted);
+    for (int32_t j = 0; j < num_drafts; ++j) {
+      const SampleResult& res = (*emitted)[static_cast<size_t>(j)];
+      ++*accepted;
+      FinishReason reason = r->token_stop->Append(res.token_id, {}).finish_reason;
+      // (The state is past every forced token: only the last one can leave
+      // it complete; before it the format still forces more.)
+      if (reason == FinishReason::kNone && j == num_drafts - 1 &&
+          r->sampling->constraint_complete()) {
+        reason = FinishReason::kStop;
+      }
+      sampled->token_id = res.token_id;
+      sampled->finish_reason = reason;
+      sampled->num_accepted_drafts = j;
+      if (reason != FinishReason::kNone) {
+        emitted->resize(static_cast<size_t>(j) + 1);
+        return absl::OkStatus();
+      }
+    }
+    logits_.assign(logits.values.begin(),
+                   logits.values.begin() + static_cast<ptrdiff_t>(v));
+    SampleResult& res = emitted->emplace_back();
+    RETURN_IF_ERROR(sampler_.SampleRow(absl::MakeSpan(logits_),
+                                       r->sampling.get(), &res));
+    FinishReason reason = r->token_stop->Append(res.token_id, {}).finish_reason;
+    if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
+      reason = FinishReason::kStop;
+    }
+    sampled->token_id = res.token_id;
+    sampled->finish_reason = reason;
+    sampled->num_accepted_drafts = num_drafts;
+    return absl::OkStatus();
+  }
   // Row j predicts the token after the j-th new token: it verifies draft j,
   // and the row after the last draft samples the bonus token. Each token
   // goes through the sampling state (penalties, grammar) and the stop
@@ -830,7 +869,8 @@ void GenerateEngine::RunStep() {
     SampledToken token;
     int32_t accepted = 0;
     absl::Status s =
-        SampleSequence(r, sr, drafts, &row_samples, &token, &accepted);
+        SampleSequence(r, sr, drafts, sched.forced_drafts, &row_samples,
+                       &token, &accepted);
     if (!s.ok()) {
       errors.emplace_back(r->id, s);
       continue;

@@ -152,10 +152,12 @@ class GenerateEngine : public Engine {
   // Output side: streams one sampled token (stop strings, detokenizing).
   void EmitToken(Request* r, OutputEvent& event);
   // Engine thread: the tokens of one sequence's row(s) of logits: one
-  // sample, or the verified drafts plus one (speculative decoding). Returns
-  // them in `emitted` and the SampledToken for the scheduler in `sampled`.
+  // sample, or the verified drafts plus one (speculative decoding), or
+  // `forced` drafts (a structured output's forced tokens, taken as they
+  // are) plus one sampled from the single row. Returns them in `emitted`
+  // and the SampledToken for the scheduler in `sampled`.
   absl::Status SampleSequence(Request* r, SequenceResult& logits,
-                              absl::Span<const int32_t> drafts,
+                              absl::Span<const int32_t> drafts, bool forced,
                               std::vector<SampleResult>* emitted,
                               SampledToken* sampled, int32_t* accepted);
   void HandleOutput(OutputEvent& event);

@@ -76,6 +76,17 @@ void SamplingState::Accept(int32_t token_id) {
   if (constraint_ != nullptr) constraint_->Advance(token_id);
 }
 
+void SamplingState::AcceptForced(absl::Span<const int32_t> token_ids) {
+  for (int32_t id : token_ids) {
+    ++num_output_tokens_;
+    if (params_.repetition_penalty != 1.0f) seen_.insert(id);
+    if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+      ++output_counts_[id];
+    }
+  }
+  if (constraint_ != nullptr) constraint_->AdvanceForced(token_ids);
+}
+
 Sampler::Sampler(int32_t vocab_size)
     : vocab_size_(std::max(vocab_size, 1)),
       probs_(static_cast<size_t>(vocab_size_)),
@@ -353,6 +364,16 @@ absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
       state->params_.greedy() ? d.argmax : Draw(d, -1, &state->rng_);
   Finish(logits.data(), d, token, state, result);
   return absl::OkStatus();
+}
+
+void Sampler::AcceptForced(SamplingState* state,
+                           absl::Span<const int32_t> tokens,
+                           std::vector<SampleResult>* results) {
+  for (int32_t token : tokens) {
+    SampleResult& r = results->emplace_back();
+    r.token_id = token;
+  }
+  state->AcceptForced(tokens);
 }
 
 absl::Status Sampler::VerifyRow(absl::Span<float> logits, SamplingState* state,

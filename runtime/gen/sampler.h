@@ -44,6 +44,11 @@ class TokenConstraint {
                     absl::Span<const int32_t> end_ids) = 0;
   // Moves past `token_id`, a token Mask allowed.
   virtual void Advance(int32_t token_id) = 0;
+  // Moves past tokens ForcedTokens gave, in order (one mask computation
+  // for all of them, where Advance would start one per token).
+  virtual void AdvanceForced(absl::Span<const int32_t> token_ids) {
+    for (int32_t id : token_ids) Advance(id);
+  }
   // The output is complete: only an end token could follow.
   virtual bool Complete() const = 0;
   // Replaces *out with the tokens the format forces next (the only
@@ -72,6 +77,8 @@ class SamplingState {
   // Records a generated token for the penalties, min_tokens and the
   // constraint. Sampler calls it for every token it samples.
   void Accept(int32_t token_id);
+  // Records forced tokens (ForcedTokens' output) at once.
+  void AcceptForced(absl::Span<const int32_t> token_ids);
 
   // Constrains every later sample (applied after the penalties, before
   // temperature and truncation; greedy included).
@@ -150,6 +157,14 @@ class Sampler {
   // the token, and logprobs are filled, as in SampleRow.
   absl::Status VerifyRow(absl::Span<float> logits, SamplingState* state,
                          int32_t draft, SampleResult* result, bool* accepted);
+
+  // Tokens the request's constraint forces (the only ones its masks allow,
+  // so every sampler would pick them): recorded by the state without
+  // logits, one result each. Not for requests with logprobs (they need the
+  // rows).
+  static void AcceptForced(SamplingState* state,
+                           absl::Span<const int32_t> tokens,
+                           std::vector<SampleResult>* results);
 
   // Prompt logprobs: the log-softmax of one row of raw model logits
   // (vocab_size values; no temperature, bias or penalties) at `token` and

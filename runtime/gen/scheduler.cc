@@ -125,6 +125,9 @@ void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
   const bool samples = start + num_new == seq->num_tokens();
   if (!decode) seq->draft_token_ids.clear();
   const int32_t drafts = static_cast<int32_t>(seq->draft_token_ids.size());
+  // Forced drafts need no rows of their own, unless logprobs are asked for.
+  const bool forced = drafts > 0 && seq->drafts_forced &&
+                      (seq->sampling == nullptr || seq->sampling->logprobs == 0);
   SequencePlan plan;
   plan.seq_id = seq->seq_id;
   plan.token_ids.assign(seq->token_ids.begin() + start,
@@ -140,7 +143,7 @@ void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
                            start < seq->num_prompt_tokens;
   plan.output = prompt_rows    ? StepOutput::kAllLogits
                 : !samples     ? StepOutput::kNone
-                : drafts > 0   ? StepOutput::kAllLogits
+                : drafts > 0 && !forced ? StepOutput::kAllLogits
                                : StepOutput::kLastLogits;
   out->plan.seqs.push_back(std::move(plan));
 
@@ -152,6 +155,7 @@ void ContinuousBatchingScheduler::ScheduleChunk(SequenceState* seq,
   s.samples = samples;
   s.decode = decode;
   s.num_draft_tokens = drafts;
+  s.forced_drafts = forced;
   out->scheduled.push_back(s);
   out->num_scheduled_tokens += s.num_new_tokens;
   (s.decode ? out->num_decode_tokens : out->num_prefill_tokens) +=
@@ -201,6 +205,7 @@ SchedulerOutput ContinuousBatchingScheduler::Schedule() {
       seq->forced_tokens(std::min(room_for_drafts, kMaxForcedTokens),
                          &seq->draft_token_ids);
     }
+    seq->drafts_forced = !seq->draft_token_ids.empty();
     const int32_t max_drafts =
         std::min(seq->speculative.num_draft_tokens, room_for_drafts);
     if (seq->draft_token_ids.empty() && max_drafts > 0) {

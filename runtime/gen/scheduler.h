@@ -68,6 +68,9 @@ struct SequenceState {
   // Drafts proposed for the current step, fed after the last known token;
   // not part of token_ids until Update accepts them.
   std::vector<int32_t> draft_token_ids;
+  // The drafts are forced tokens (forced_tokens), not guesses: they need no
+  // logits of their own (unless the request asks for logprobs).
+  bool drafts_forced = false;
   // Scheduled in the current step with kLastLogits (or kAllLogits with
   // drafts): Update expects a token.
   bool awaiting_sample = false;
@@ -116,6 +119,11 @@ struct ScheduledSequence {
   // prompt tokens of a request with SamplingParams.prompt_logprobs asks for
   // kAllLogits too (with or without `samples`).
   int32_t num_draft_tokens = 0;
+  // The drafts are the request's forced tokens (SequenceState::
+  // drafts_forced) and the plan asks for the last row only (kLastLogits):
+  // they are accepted without verification, the row samples the token
+  // after them.
+  bool forced_drafts = false;
 };
 
 struct SchedulerOutput {

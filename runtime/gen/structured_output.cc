@@ -9,6 +9,7 @@
 #include "llguidance.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/status_macros.h"
+#include "runtime/gen/speculative.h"
 
 namespace inferd {
 namespace {
@@ -658,17 +659,27 @@ class LlgTokenConstraint : public TokenConstraint {
     StartMask();
   }
 
+  // The forced tokens are computed by the mask task before the mask, so
+  // this waits only for them: the mask goes on beside the forward pass.
   void ForcedTokens(int32_t max, std::vector<int32_t>* out) override {
     out->clear();
-    WaitMask();  // the matcher is the mask task's until it is done
-    if (error_ || stopped_ || max <= 0) return;
-    forced_.resize(static_cast<size_t>(max));
-    const int32_t n = llg_matcher_compute_ff_tokens(
-        matcher_, forced_.data(), forced_.size());
-    // -1: the matcher failed; the next mask reports it.
-    for (int32_t i = 0; i < n && i < max; ++i) {
+    WaitForced();
+    for (int32_t i = 0; i < forced_count_ && i < max; ++i) {
       out->push_back(static_cast<int32_t>(forced_[static_cast<size_t>(i)]));
     }
+  }
+
+  void AdvanceForced(absl::Span<const int32_t> token_ids) override {
+    WaitMask();
+    if (error_ || stopped_) return;
+    for (int32_t id : token_ids) {
+      if (llg_matcher_consume_token(matcher_, static_cast<uint32_t>(id)) !=
+          0) {
+        error_ = true;
+        return;
+      }
+    }
+    StartMask();
   }
 
   bool Complete() const override {
@@ -697,13 +708,21 @@ class LlgTokenConstraint : public TokenConstraint {
   void StartMask() {
     if (workers_ == nullptr) {
       ready_ = false;
+      forced_ready_ = false;
       return;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_ = true;
+      forced_pending_ = true;
     }
     workers_->Run([this] {
+      ComputeForced();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        forced_pending_ = false;
+        cv_.notify_all();
+      }
       Compute();
       std::lock_guard<std::mutex> lock(mu_);
       pending_ = false;
@@ -717,7 +736,30 @@ class LlgTokenConstraint : public TokenConstraint {
       cv_.wait(lock, [this] { return !pending_; });
       return;
     }
+    if (!forced_ready_) ComputeForced();
     if (!ready_) Compute();
+  }
+
+  void WaitForced() {
+    if (workers_ != nullptr) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !forced_pending_; });
+      return;
+    }
+    if (!forced_ready_) ComputeForced();
+  }
+
+  // The tokens the format forces from the current state (before the mask:
+  // the scheduler waits for them, not for the mask).
+  void ComputeForced() {
+    forced_count_ = 0;
+    forced_ready_ = true;
+    if (error_ || llg_matcher_is_stopped(matcher_)) return;
+    forced_.resize(kMaxForcedTokens);
+    const int32_t n = llg_matcher_compute_ff_tokens(matcher_, forced_.data(),
+                                                    forced_.size());
+    // -1: the matcher failed; the mask reports it.
+    forced_count_ = std::max(n, 0);
   }
 
   void Compute() {
@@ -744,7 +786,10 @@ class LlgTokenConstraint : public TokenConstraint {
   std::vector<uint32_t> mask_;
   std::vector<float> saved_;
   std::vector<int32_t> end_ids_;
+  // Written by the mask task before forced_pending_ clears.
   std::vector<uint32_t> forced_;
+  int32_t forced_count_ = 0;
+  bool forced_ready_ = false;
   // Written by the mask task, read after WaitMask.
   bool ready_ = false;
   bool error_ = false;
@@ -753,6 +798,7 @@ class LlgTokenConstraint : public TokenConstraint {
   std::mutex mu_;
   std::condition_variable cv_;
   bool pending_ = false;
+  bool forced_pending_ = false;
 };
 
 }  // namespace

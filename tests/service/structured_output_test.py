@@ -74,7 +74,8 @@ def random_schema(r, depth):
 
 
 def generate(stub, pb, model, fmt, seed, prompt="x", messages=None,
-             temperature=1.0, max_tokens=500, strict=False, usage=None):
+             temperature=1.0, max_tokens=500, strict=False, usage=None,
+             logprobs=0):
     req = pb.GenerateRequest(model=model)
     if messages:
         for role, content in messages:
@@ -82,6 +83,7 @@ def generate(stub, pb, model, fmt, seed, prompt="x", messages=None,
     else:
         req.prompt = prompt
     req.sampling.max_tokens = max_tokens
+    req.sampling.logprobs = logprobs
     req.sampling.temperature = temperature
     req.sampling.seed = seed
     kind, value = fmt
@@ -227,6 +229,18 @@ def main():
                     ok = False
                 if not ok:
                     failures.append(f"smollm2 {question!r}: {text!r} ({finish})")
+                if temperature == 0.0:
+                    # Forced tokens are taken without logits; with logprobs
+                    # each is checked on its own row (the verification
+                    # path). Greedy, both write the same text.
+                    checked_text, _ = generate(
+                        stub, pb, "smollm2", ("json_schema", schema), seed,
+                        messages=[("user", question)], temperature=0.0,
+                        max_tokens=300, logprobs=1)
+                    if checked_text != text:
+                        failures.append(f"fast-forward changed the greedy text "
+                                        f"of {question!r}: {text!r} vs "
+                                        f"{checked_text!r} (logprobs path)")
 
         # Fast-forward: the text these schemas force (property names, the
         # punctuation between them) is fed as drafts, several tokens per

@@ -791,7 +791,10 @@ TEST(ContinuousBatchingSchedulerTest, ForcedTokensAreFedAsDrafts) {
   EXPECT_EQ(asked[0], 4);
   ASSERT_EQ(b.scheduled.size(), 1u);
   EXPECT_EQ(b.scheduled[0].num_draft_tokens, 4);
-  EXPECT_EQ(b.plan.seqs[0].output, StepOutput::kAllLogits);
+  // Forced tokens need no rows of their own: the last row samples the
+  // token after them.
+  EXPECT_TRUE(b.scheduled[0].forced_drafts);
+  EXPECT_EQ(b.plan.seqs[0].output, StepOutput::kLastLogits);
   EXPECT_EQ(b.plan.seqs[0].token_ids,
             (std::vector<int32_t>{7, 11, 12, 13, 14}));
   SampledToken t{1, 20, FinishReason::kNone};
@@ -801,6 +804,27 @@ TEST(ContinuousBatchingSchedulerTest, ForcedTokensAreFedAsDrafts) {
   // 5 + 1 + 4 + 1 = 11 tokens: the length limit finishes it.
   ASSERT_EQ(done->size(), 1u);
   EXPECT_EQ((*done)[0].reason, FinishReason::kLength);
+}
+
+// With logprobs the forced tokens are verified on their own rows (the
+// logprobs need them).
+TEST(ContinuousBatchingSchedulerTest, ForcedTokensWithLogprobsGetRows) {
+  ContinuousBatchingScheduler s(Config(64, 8, 64, 4));
+  SamplingParams p;
+  p.max_tokens = 8;
+  p.logprobs = 1;
+  ForcedTokenSource source = [](int32_t, std::vector<int32_t>* out) {
+    *out = {11, 12};
+  };
+  ASSERT_TRUE(s.Add(1, Prompt(5, 1), &p, true, SpeculativeParams{0, 0, 0},
+                    source)
+                  .ok());
+  s.Schedule();
+  ASSERT_TRUE(s.Update({SampledToken{1, 7, FinishReason::kNone}}).ok());
+  SchedulerOutput b = s.Schedule();
+  EXPECT_EQ(b.scheduled[0].num_draft_tokens, 2);
+  EXPECT_FALSE(b.scheduled[0].forced_drafts);
+  EXPECT_EQ(b.plan.seqs[0].output, StepOutput::kAllLogits);
 }
 
 TEST(ContinuousBatchingSchedulerTest, NoForcedTokensMeansOneTokenSteps) {
