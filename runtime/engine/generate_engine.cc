@@ -787,14 +787,36 @@ void GenerateEngine::ForkSamples(
   }
 }
 
+// One engine step: schedule -> execute -> sample -> update.
 void GenerateEngine::RunStep() {
   const absl::Time step_start = absl::Now();
+  SchedulerOutput out = ScheduleStep(step_start);
+  if (out.empty()) return;
+  absl::StatusOr<BatchResult> result = runner_->Execute(out.plan);
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.model_calls += 1;
+    stats_.batched_tokens += out.num_scheduled_tokens;
+  }
+  if (!result.ok()) {
+    // The step failed: every scheduled request ends with the error; the
+    // others keep going.
+    for (const ScheduledSequence& s : out.scheduled) {
+      FailRequest(s.seq_id, result.status());
+    }
+    NotifyStepDone(out, step_start);
+    return;
+  }
+  StepSamples step = SampleStep(out, *result);
+  UpdateStep(out, step, step_start);
+}
+
+SchedulerOutput GenerateEngine::ScheduleStep(absl::Time step_start) {
   SchedulerOutput out = scheduler_.Schedule();
   {
     absl::MutexLock lock(&mu_);
     stats_.preemptions += static_cast<int64_t>(out.preempted_seq_ids.size());
   }
-  if (out.empty()) return;
   for (const ScheduledSequence& s : out.scheduled) {
     Request* r = active_[s.seq_id].get();
     if (r->first_scheduled == absl::InfiniteFuture()) {
@@ -802,52 +824,42 @@ void GenerateEngine::RunStep() {
       r->cached_tokens = s.num_cached_tokens;
     }
   }
-  absl::StatusOr<BatchResult> result = runner_->Execute(out.plan);
-  {
-    absl::MutexLock lock(&mu_);
-    stats_.model_calls += 1;
-    stats_.batched_tokens += out.num_scheduled_tokens;
-  }
-  auto notify = [&] {
-    StepInfo info;
-    info.num_seqs = static_cast<int64_t>(out.scheduled.size());
-    info.num_tokens = out.num_scheduled_tokens;
-    info.num_prefill_tokens = out.num_prefill_tokens;
-    info.num_decode_tokens = out.num_decode_tokens;
-    info.seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
-    NotifyStep(info);
-  };
-  // Ends `id` with `error` (the loop's hold first, then its answer).
-  auto fail = [&](int64_t id, const absl::Status& error) {
-    auto it = active_.find(id);
-    if (it == active_.end()) return;
-    std::unique_ptr<Request> r = std::move(it->second);
-    active_.erase(it);
-    scheduler_.Abort(id);
-    Release(std::move(r), FinishReason::kError, error);
-  };
-  if (!result.ok()) {
-    // The step failed: every scheduled request ends with the error; the
-    // others keep going.
-    for (const ScheduledSequence& s : out.scheduled) {
-      fail(s.seq_id, result.status());
-    }
-    notify();
-    return;
-  }
-  // Sample every sequence that asked for logits; a sampling error ends
-  // only its own request.
-  std::vector<Emitted> emitted;
-  std::vector<std::pair<int64_t, absl::Status>> errors;
+  return out;
+}
+
+void GenerateEngine::NotifyStepDone(const SchedulerOutput& out,
+                                    absl::Time step_start) {
+  StepInfo info;
+  info.num_seqs = static_cast<int64_t>(out.scheduled.size());
+  info.num_tokens = out.num_scheduled_tokens;
+  info.num_prefill_tokens = out.num_prefill_tokens;
+  info.num_decode_tokens = out.num_decode_tokens;
+  info.seconds = absl::ToDoubleSeconds(absl::Now() - step_start);
+  NotifyStep(info);
+}
+
+void GenerateEngine::FailRequest(int64_t id, const absl::Status& error) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  std::unique_ptr<Request> r = std::move(it->second);
+  active_.erase(it);
+  scheduler_.Abort(id);  // the loop's hold first, then the answer
+  Release(std::move(r), FinishReason::kError, error);
+}
+
+// Samples every sequence that asked for logits (prompt logprobs, drafts,
+// forks included); a sampling error ends only its own request (recorded in
+// `errors`, applied by UpdateStep).
+GenerateEngine::StepSamples GenerateEngine::SampleStep(
+    const SchedulerOutput& out, BatchResult& result) {
+  StepSamples step;
   std::vector<SampleResult> row_samples;
   samples_.clear();
   sampled_.clear();
   int64_t step_drafts = 0;
   int64_t step_accepted = 0;
-  // Samples of n > 1 requests whose first token ended them.
-  std::vector<std::pair<std::unique_ptr<Request>, FinishReason>> done_forks;
-  for (size_t i = 0; i < result->seqs.size(); ++i) {
-    SequenceResult& sr = result->seqs[i];
+  for (size_t i = 0; i < result.seqs.size(); ++i) {
+    SequenceResult& sr = result.seqs[i];
     if (sr.output != StepOutput::kLastLogits &&
         sr.output != StepOutput::kAllLogits) {
       continue;
@@ -858,7 +870,7 @@ void GenerateEngine::RunStep() {
         sr.output == StepOutput::kAllLogits) {
       absl::Status s = CollectPromptLogprobs(r, sched, &sr);
       if (!s.ok()) {
-        errors.emplace_back(r->id, s);
+        step.errors.emplace_back(r->id, s);
         continue;
       }
     }
@@ -868,11 +880,10 @@ void GenerateEngine::RunStep() {
             .subspan(1, static_cast<size_t>(sched.num_draft_tokens));
     SampledToken token;
     int32_t accepted = 0;
-    absl::Status s =
-        SampleSequence(r, sr, drafts, sched.forced_drafts, &row_samples,
-                       &token, &accepted);
+    absl::Status s = SampleSequence(r, sr, drafts, sched.forced_drafts,
+                                    &row_samples, &token, &accepted);
     if (!s.ok()) {
-      errors.emplace_back(r->id, s);
+      step.errors.emplace_back(r->id, s);
       continue;
     }
     r->draft_tokens += sched.num_draft_tokens;
@@ -882,10 +893,10 @@ void GenerateEngine::RunStep() {
     sampled_.push_back(token);
     const size_t begin = samples_.size();
     for (SampleResult& res : row_samples) samples_.push_back(std::move(res));
-    emitted.push_back({r, begin, samples_.size(), r->id});
+    step.emitted.push_back({r, begin, samples_.size(), r->id});
     // Its first token: the other samples start from the same logits.
     if (!r->children.empty()) {
-      ForkSamples(r, sr, &emitted, &done_forks);
+      ForkSamples(r, sr, &step.emitted, &step.done_forks);
     }
   }
   if (step_drafts > 0) {
@@ -893,12 +904,19 @@ void GenerateEngine::RunStep() {
     stats_.spec_draft_tokens += step_drafts;
     stats_.spec_accepted_tokens += step_accepted;
   }
-  for (const auto& [id, error] : errors) fail(id, error);
+  return step;
+}
+
+// Applies the step: failed requests end, the scheduler takes the sampled
+// tokens, the tokens go to the output side, finished requests are released.
+void GenerateEngine::UpdateStep(const SchedulerOutput& out, StepSamples& step,
+                                absl::Time step_start) {
+  for (const auto& [id, error] : step.errors) FailRequest(id, error);
   absl::StatusOr<std::vector<FinishedSequence>> finished =
       scheduler_.Update(sampled_);
   // The tokens go out (on the output worker, while the next step runs),
   // before any release of their request.
-  for (const Emitted& em : emitted) {
+  for (const Emitted& em : step.emitted) {
     for (size_t k = em.begin; k < em.end; ++k) {
       OutputEvent e;
       e.request = em.request;
@@ -913,15 +931,15 @@ void GenerateEngine::RunStep() {
       PostOutput(std::move(e));
     }
   }
-  for (auto& [child, reason] : done_forks) {
+  for (auto& [child, reason] : step.done_forks) {
     Release(std::move(child), reason);
   }
-  notify();
+  NotifyStepDone(out, step_start);
   if (!finished.ok()) {
     // Inconsistent bookkeeping: fail the sequences of this step loudly
     // rather than stream wrong tokens.
     const absl::Status error = absl::InternalError(finished.status().message());
-    for (const Emitted& em : emitted) fail(em.id, error);
+    for (const Emitted& em : step.emitted) FailRequest(em.id, error);
     return;
   }
   for (const FinishedSequence& f : *finished) {

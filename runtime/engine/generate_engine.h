@@ -127,7 +127,22 @@ class GenerateEngine : public Engine {
   void AdmitIncoming();
   // Drops aborted/expired requests, answering them (engine thread).
   void ReapAborted();
+  // One step: ScheduleStep -> the runner -> SampleStep -> UpdateStep.
   void RunStep();
+  // What SampleStep produced for UpdateStep.
+  struct StepSamples {
+    std::vector<Emitted> emitted;
+    std::vector<std::pair<int64_t, absl::Status>> errors;
+    // Samples of n > 1 requests whose first token ended them.
+    std::vector<std::pair<std::unique_ptr<Request>, FinishReason>> done_forks;
+  };
+  SchedulerOutput ScheduleStep(absl::Time step_start);
+  StepSamples SampleStep(const SchedulerOutput& out, BatchResult& result);
+  void UpdateStep(const SchedulerOutput& out, StepSamples& step,
+                  absl::Time step_start);
+  void NotifyStepDone(const SchedulerOutput& out, absl::Time step_start);
+  // Ends active request `id` with `error` (the scheduler's hold first).
+  void FailRequest(int64_t id, const absl::Status& error);
   // Sends the final chunk (or `error`) unless one was sent. Output side
   // for admitted requests; any thread before admission.
   void FinishRequest(Request* r, FinishReason reason,
