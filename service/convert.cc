@@ -393,34 +393,35 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
 
 namespace {
 
-void FillLogprobs(const TokenLogprobs& lp, const Tokenizer& tokenizer,
+void FillLogprobs(const TokenLogprobs& lp,
+                  const std::function<std::string(int32_t)>& token_text,
                   v1::SampledLogprobs* out) {
   out->mutable_sampled()->set_token_id(lp.sampled.token_id);
-  out->mutable_sampled()->set_token(tokenizer.IdToToken(lp.sampled.token_id));
+  out->mutable_sampled()->set_token(token_text(lp.sampled.token_id));
   out->mutable_sampled()->set_logprob(lp.sampled.logprob);
   for (const TokenLogprobValue& t : lp.top) {
     v1::TokenLogprob* o = out->add_top();
     o->set_token_id(t.token_id);
-    o->set_token(tokenizer.IdToToken(t.token_id));
+    o->set_token(token_text(t.token_id));
     o->set_logprob(t.logprob);
   }
 }
 
 }  // namespace
 
-void FillGenerateResponse(const GenerateChunk& c,
-                          const std::string& request_id,
-                          const Tokenizer& tokenizer,
-                          v1::GenerateResponse* resp) {
+void FillGenerateResponse(
+    const GenerateChunk& c, const std::string& request_id,
+    const std::function<std::string(int32_t)>& token_text,
+    v1::GenerateResponse* resp) {
   resp->set_request_id(request_id);
   resp->set_sample_index(static_cast<uint32_t>(std::max(c.sample_index, 0)));
   for (const TokenLogprobs& lp : c.prompt_logprobs) {
-    FillLogprobs(lp, tokenizer, resp->add_prompt_logprobs());
+    FillLogprobs(lp, token_text, resp->add_prompt_logprobs());
   }
   resp->set_text(c.text);
   for (int32_t id : c.token_ids) resp->add_token_ids(id);
   for (const TokenLogprobs& lp : c.logprobs) {
-    FillLogprobs(lp, tokenizer, resp->add_logprobs());
+    FillLogprobs(lp, token_text, resp->add_logprobs());
   }
   if (c.finish == FinishReason::kNone) return;
   resp->set_finish_reason(ToProtoFinishReason(c.finish));

@@ -4,6 +4,8 @@
 #ifndef INFERD_SERVICE_CONVERT_H_
 #define INFERD_SERVICE_CONVERT_H_
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -12,7 +14,6 @@
 #include "inferd/v1/models.pb.h"
 #include "runtime/engine/model_info.h"
 #include "runtime/engine/requests.h"
-#include "runtime/tokenizer/tokenizer.h"
 
 namespace inferd {
 
@@ -49,12 +50,13 @@ void FillClassifyResponse(const ClassifyResult& result,
 void FillRerankResponse(const RerankResult& result,
                         const v1::RerankRequest& req, v1::RerankResponse* resp);
 v1::FinishReason ToProtoFinishReason(FinishReason reason);
-// One Generate response message from an engine chunk (token strings from
-// `tokenizer`); usage and timings on a chunk that finishes its sample.
-void FillGenerateResponse(const GenerateChunk& chunk,
-                          const std::string& request_id,
-                          const Tokenizer& tokenizer,
-                          v1::GenerateResponse* resp);
+// One Generate response message from an engine chunk (`token_text` gives
+// a token id's string for logprobs: the model tokenizer's IdToToken); usage
+// and timings on a chunk that finishes its sample.
+void FillGenerateResponse(
+    const GenerateChunk& chunk, const std::string& request_id,
+    const std::function<std::string(int32_t)>& token_text,
+    v1::GenerateResponse* resp);
 void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out);
 
 }  // namespace inferd

@@ -65,7 +65,9 @@ class GenerateStream {
     const bool last = c.finish != FinishReason::kNone && !c.more_samples;
     if (observer_ != nullptr) Observe(c, last);
     v1::GenerateResponse resp;
-    FillGenerateResponse(c, request_id_, *tokenizer_, &resp);
+    FillGenerateResponse(
+        c, request_id_,
+        [this](int32_t id) { return tokenizer_->IdToToken(id); }, &resp);
     sink_(std::move(resp), last);
   }
 
