@@ -32,6 +32,7 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         ca-certificates \
         libabsl20220623 \
+        libcpp-httplib0.11 \
         libfmt9 \
         libgrpc++1.51 \
         libicu72 \

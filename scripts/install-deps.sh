@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   grpc-proto libabsl-dev libeigen3-dev libspdlog-dev nlohmann-json3-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libonig-dev libicu-dev libyaml-cpp-dev
+  libonig-dev libicu-dev libyaml-cpp-dev libcpp-httplib-dev
   cargo-web rustc-web
   clang libclang-rt-14-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml

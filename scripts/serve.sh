@@ -19,6 +19,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 listen="${INFERD_LISTEN:-127.0.0.1:50051}"
+http_listen="${INFERD_HTTP_LISTEN:-127.0.0.1:8080}"
 
 "$root/scripts/install-deps.sh"
 # Only what serving needs: the server and the Python stubs the examples
@@ -32,7 +33,7 @@ models_dir="$build/demo_models"
 /usr/bin/python3 "$root/tools/make_test_models.py" --out "$models_dir" \
   --only xlmr-reranker,bert-classifier,bge-m3 >/dev/null
 
-args=(--listen "$listen"
+args=(--listen "$listen" --http-listen "$http_listen"
       --model "smollm2=$build/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
       --model "stories=$root/examples/models/stories260K"
       --model "minilm=$build/models/all-minilm-l6-v2"
@@ -55,6 +56,14 @@ a line for every RPC):
   /usr/bin/python3 $root/examples/python/similarity.py --address $listen --stubs $stubs
 
   PYTHONPATH=$stubs /usr/bin/python3 -c 'import grpc; from inferd.v1 import inference_pb2 as pb, inference_pb2_grpc as rpc; s = rpc.InferenceStub(grpc.insecure_channel("$listen")); print("".join(r.text for r in s.Generate(pb.GenerateRequest(model="stories", prompt="Once upon a time", sampling=pb.SamplingParams(max_tokens=40, temperature=0)))))'
+
+  # The same models over the OpenAI-compatible HTTP API on $http_listen:
+  curl -s http://$http_listen/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"smollm2","messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":60,"temperature":0}'
+  curl -s http://$http_listen/v1/embeddings -H 'Content-Type: application/json' \
+    -d '{"model":"minilm","input":["A man is playing a guitar."]}'
+  # with the openai SDK (pip install openai):
+  python3 -c 'from openai import OpenAI; c = OpenAI(base_url="http://$http_listen/v1", api_key="none"); print(c.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Hi!"}], max_tokens=40).choices[0].message.content)'
 
 MSG
 exec "$build/service/inferd" "${args[@]}" "$@"

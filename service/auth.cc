@@ -66,12 +66,17 @@ bool ApiKeyAuth::KeysEqual(absl::string_view expected,
 }
 
 absl::Status ApiKeyAuth::Check(const grpc::ServerContextBase& ctx) const {
+  return CheckKey(PresentedKey(ctx),
+                  "metadata 'authorization: Bearer <key>' or "
+                  "'x-api-key: <key>'");
+}
+
+absl::Status ApiKeyAuth::CheckKey(absl::string_view given,
+                                  absl::string_view how_to_send) const {
   if (key_.empty()) return absl::OkStatus();
-  const std::string given = PresentedKey(ctx);
   if (given.empty()) {
     return absl::UnauthenticatedError(
-        "missing API key: send metadata 'authorization: Bearer <key>' or "
-        "'x-api-key: <key>'");
+        absl::StrCat("missing API key: send ", how_to_send));
   }
   if (!KeysEqual(key_, given)) {
     return absl::UnauthenticatedError("invalid API key");

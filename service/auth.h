@@ -29,6 +29,10 @@ class ApiKeyAuth {
 
   // OK, or UNAUTHENTICATED saying what is missing or wrong.
   absl::Status Check(const grpc::ServerContextBase& ctx) const;
+  // The same for a key presented another way (the HTTP API's bearer
+  // token); `how_to_send` completes "missing API key: send ...".
+  absl::Status CheckKey(absl::string_view given,
+                        absl::string_view how_to_send) const;
 
   // The key a call presents (Bearer token first, then x-api-key); empty when
   // none. Exposed for tests.

@@ -244,6 +244,11 @@ const FlagDoc kFlags[] = {
      "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, and any engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
+    {"http-listen", "HOST:PORT", "(off)",
+     "Also serve the OpenAI-compatible HTTP API (/v1/chat/completions, "
+     "/v1/completions, /v1/embeddings, /v1/models, /health) on this address, "
+     "on the same models and engines, with the same API key (Authorization: "
+     "Bearer)."},
     {"metrics-listen", "HOST:PORT", "(off)",
      "Serve Prometheus metrics over HTTP at /metrics on this address."},
     {"health-listen", "HOST:PORT", "(off)",
@@ -413,6 +418,11 @@ absl::Status ApplySetting(const std::string& name, const std::string& value,
       return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:50051");
     }
     o->listen = value;
+  } else if (name == "http-listen") {
+    if (!value.empty() && !absl::StrContains(value, ':')) {
+      return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:8080");
+    }
+    o->http_listen = value;
   } else if (name == "metrics-listen") {
     if (!value.empty() && !absl::StrContains(value, ':')) {
       return Bad(name, value, "expected HOST:PORT, e.g. 127.0.0.1:9090");
@@ -696,6 +706,7 @@ std::string ConfigYaml(const ServerOptions& o) {
       {"listen", o.listen},
       {"metrics-listen", o.metrics_listen},
       {"health-listen", o.health_listen},
+      {"http-listen", o.http_listen},
   };
   for (auto& kv : EngineSettings(o.engine)) settings.push_back(kv);
   std::vector<std::pair<std::string, std::string>> more = {

@@ -19,6 +19,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";
   std::string metrics_listen;  // empty: no metrics endpoint
   std::string health_listen;   // empty: health only on --listen
+  std::string http_listen;     // empty: no OpenAI-compatible HTTP API
   std::vector<ModelSpec> models;
   EngineOptions engine;  // defaults every model starts from
   int max_inputs_per_request = 256;

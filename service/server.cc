@@ -182,6 +182,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     LOG_INFO("health (plaintext) on {} (health port {})",
              options.health_listen, s->health_port_);
   }
+  if (!options.http_listen.empty()) {
+    HttpApiOptions http;
+    http.listen = options.http_listen;
+    http.max_body_bytes = static_cast<size_t>(options.max_receive_message_bytes);
+    auto api = HttpApi::Start(s->requests_.get(), s->auth_.get(), http);
+    if (!api.ok()) return api.status();
+    s->http_ = std::move(api).value();
+    LOG_INFO("OpenAI-compatible HTTP API on http://{}/v1 (http port {})",
+             options.http_listen, s->http_->port());
+  }
   if (s->metrics_ != nullptr) {
     absl::Status st = s->metrics_->Serve(options.metrics_listen);
     if (!st.ok()) return st;
@@ -263,6 +273,8 @@ int Server::metrics_port() const {
   return metrics_ == nullptr ? 0 : metrics_->port();
 }
 
+int Server::http_port() const { return http_ == nullptr ? 0 : http_->port(); }
+
 void Server::SetServing(bool serving) {
   for (HealthService* h : {health_.get(), plain_health_.get()}) {
     if (h == nullptr) continue;
@@ -319,6 +331,9 @@ void Server::Shutdown(absl::Duration drain_timeout) {
   // still open (a stream whose client stopped reading).
   inference_->CancelStreams();
   models_->Shutdown();
+  // The engines answered everything (UNAVAILABLE past the drain): the HTTP
+  // workers waiting for them are free; stop listening.
+  if (http_ != nullptr) http_->Stop();
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::seconds(2));
   server_->Wait();
@@ -332,6 +347,7 @@ void Server::Shutdown(absl::Duration drain_timeout) {
 
 Server::~Server() {
   Shutdown(absl::ZeroDuration());
+  if (http_ != nullptr) http_->Stop();
   // The metrics HTTP threads read inference_ (active calls) and the engines
   // call into metrics_: stop both before members are destroyed, whichever
   // way Shutdown returned.

@@ -16,6 +16,7 @@
 #include "service/auth.h"
 #include "service/flags.h"
 #include "service/health.h"
+#include "service/http_api.h"
 #include "service/inference_service.h"
 #include "service/metrics.h"
 
@@ -37,6 +38,8 @@ class Server {
   // The bound ports of --metrics-listen and --health-listen; 0 when off.
   int metrics_port() const;
   int health_port() const { return health_port_; }
+  // The bound port of --http-listen; 0 when off.
+  int http_port() const;
 
   // Blocks until every model finished loading.
   void WaitForModels();
@@ -67,6 +70,7 @@ class Server {
   std::unique_ptr<RequestLayer> requests_;
   std::unique_ptr<InferenceService> inference_;
   std::unique_ptr<ModelsService> models_service_;
+  std::unique_ptr<HttpApi> http_;  // --http-listen
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;
   std::thread loader_;

@@ -45,7 +45,7 @@ function(inferd_tier_libraries suffix)
   target_link_libraries(inferd_service_${suffix}
     PUBLIC ${INFERD_TIER_PROTOS} inferd_engine_${suffix} gRPC::grpc++
            gRPC::grpc++_reflection spdlog::spdlog prometheus-cpp::core
-           prometheus-cpp::pull yaml-cpp)
+           prometheus-cpp::pull yaml-cpp PkgConfig::CPP_HTTPLIB)
   target_compile_definitions(inferd_service_${suffix} PUBLIC
     SPDLOG_ACTIVE_LEVEL=SPDLOG_LEVEL_TRACE)
   inferd_tier_target(inferd_service_${suffix})

@@ -200,6 +200,7 @@ const engineKeys = {
 const serverKeys = {
   ...engineKeys,
   "listen": isStr, "metrics-listen": isStr, "health-listen": isStr,
+  "http-listen": isStr,
   "replicas-per-model": isInt,
   "max-inputs-per-request": isInt,
   "max-concurrent-streams": isInt,
@@ -424,6 +425,13 @@ if (server) {
   } else {
     check(setting("metrics-listen") === undefined, "metrics-listen without a metrics port");
   }
+  const httpPort = (server.ports ?? []).find((p) => p.name === "http")?.containerPort;
+  if (httpPort) {
+    check(setting("http-listen") === `0.0.0.0:${httpPort}`,
+      "http-listen does not match the http port");
+  } else {
+    check(setting("http-listen") === undefined, "http-listen without an http port");
+  }
 
   const tlsOn = setting("tls-cert") !== undefined;
   for (const name of ["startupProbe", "readinessProbe", "livenessProbe"]) {
@@ -471,6 +479,10 @@ if (server) {
   }
   if (metricsPort) {
     check((main?.spec?.ports ?? []).some((p) => p.name === "metrics"), "Service lacks the metrics port");
+  }
+  if (httpPort) {
+    check((main?.spec?.ports ?? []).some((p) => p.name === "http" && p.targetPort === "http"),
+      "Service lacks the http port");
   }
   for (const sm of byKind("ServiceMonitor")) {
     check(selects(sm.spec?.selector?.matchLabels), "ServiceMonitor selector does not match");

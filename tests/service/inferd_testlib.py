@@ -137,6 +137,9 @@ class InferdProcess:
                 self.metrics_port = self.wait_for(r"\(metrics port (\d+)\)")
             if any(a.startswith("--health-listen") for a in extra):
                 self.health_port = self.wait_for(r"\(health port (\d+)\)")
+            self.http_port = None
+            if any(a.startswith("--http-listen") for a in extra):
+                self.http_port = self.wait_for(r"\(http port (\d+)\)")
         except Exception:
             self.kill()
             raise

@@ -171,6 +171,9 @@ listen: {{ printf "0.0.0.0:%d" (int $s.grpcPort) | toJson }}
 {{- if .Values.metrics.enabled }}
 metrics-listen: {{ printf "0.0.0.0:%d" (int .Values.metrics.port) | toJson }}
 {{- end }}
+{{- if .Values.http.enabled }}
+http-listen: {{ printf "0.0.0.0:%d" (int .Values.http.port) | toJson }}
+{{- end }}
 {{- if .Values.tls.enabled }}
 health-listen: {{ printf "0.0.0.0:%d" (int $s.healthPort) | toJson }}
 {{- end }}

@@ -28,6 +28,7 @@ RUN apt-get update \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         ca-certificates \
         libabsl20220623 \
+        libcpp-httplib0.11 \
         libfmt9 \
         libgrpc++1.51 \
         libprometheus-cpp-core1.0 \

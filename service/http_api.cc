@@ -1,0 +1,943 @@
+#include "service/http_api.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "runtime/common/status_macros.h"
+#include "service/logging.h"
+
+namespace inferd {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// --------------------------------------------------------------- errors
+
+int HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+const char* ErrorType(int http_status) {
+  switch (http_status) {
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    default:
+      return http_status < 500 ? "invalid_request_error" : "server_error";
+  }
+}
+
+// OpenAI's error object, with the HTTP status of the gRPC code. `param`
+// names the request field when the error is about one.
+void ReplyError(httplib::Response& res, const absl::Status& status,
+                const std::string& param = "") {
+  const int http = HttpStatusOf(status.code());
+  Json e = {{"message", std::string(status.message())},
+            {"type", ErrorType(http)},
+            {"param", param.empty() ? Json() : Json(param)},
+            {"code", absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))}};
+  res.status = http;
+  res.set_content(Json{{"error", e}}.dump(), "application/json");
+}
+
+// A 400 naming the field.
+absl::Status Invalid(const std::string& param, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
+}
+
+struct FieldError {
+  absl::Status status;
+  std::string param;
+};
+
+// ------------------------------------------------------ waiting for answers
+
+// One engine answer, waited for on the HTTP worker thread.
+template <typename T>
+class Answer {
+ public:
+  void Set(absl::StatusOr<T> v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    value_ = std::move(v);
+    cv_.notify_all();
+  }
+  absl::StatusOr<T> Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return value_.has_value(); });
+    return std::move(*value_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<absl::StatusOr<T>> value_;
+};
+
+// A generation's messages, in order, until the last one (or an error).
+class MessageQueue {
+ public:
+  void Push(absl::StatusOr<v1::GenerateResponse> m, bool last) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool end = last || !m.ok();
+    queue_.emplace_back(std::move(m), end);
+    cv_.notify_all();
+  }
+  // Blocks for the next message; `last` is set on the final one.
+  absl::StatusOr<v1::GenerateResponse> Pop(bool* last) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !queue_.empty(); });
+    auto item = std::move(queue_.front());
+    queue_.pop_front();
+    *last = item.second;
+    return std::move(item.first);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<absl::StatusOr<v1::GenerateResponse>, bool>> queue_;
+};
+
+// Counts an HTTP call as active (the drain waits for it) and reports it.
+class HttpCall {
+ public:
+  HttpCall(RequestLayer* requests, std::string route)
+      : requests_(requests), route_(std::move(route)), start_(absl::Now()) {
+    requests_->active_counter().fetch_add(1);
+  }
+  ~HttpCall() {
+    requests_->active_counter().fetch_sub(1);
+    if (requests_->observer() != nullptr) {
+      requests_->observer()->OnRpcDone(
+          route_, model_, status_, absl::ToDoubleSeconds(absl::Now() - start_));
+    }
+  }
+  void set_model(const std::string& m) { model_ = m; }
+  void set_status(const absl::Status& s) { status_ = s; }
+
+ private:
+  RequestLayer* requests_;
+  std::string route_;
+  std::string model_;
+  absl::Status status_;
+  absl::Time start_;
+};
+
+// ------------------------------------------------------------ requests
+
+int64_t NowSeconds() { return absl::ToUnixSeconds(absl::Now()); }
+
+// The text of a message's content: a string, null, or text parts.
+absl::StatusOr<std::string> ContentText(const Json& content,
+                                        const std::string& param) {
+  if (content.is_null()) return std::string();
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) {
+    return Invalid(param, "must be a string or an array of content parts");
+  }
+  std::string text;
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string p = absl::StrCat(param, "[", i, "]");
+    if (!part.is_object() || part.value("type", "") != "text" ||
+        !part.contains("text") || !part["text"].is_string()) {
+      return Invalid(p, "only {\"type\": \"text\", \"text\": ...} parts are "
+                        "supported (this server serves text models)");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+template <typename T>
+absl::Status Number(const Json& body, const char* key, T* out, bool* set = nullptr) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number()) return Invalid(key, "must be a number");
+  *out = it->get<T>();
+  if (set != nullptr) *set = true;
+  return absl::OkStatus();
+}
+
+// The sampling fields chat and completions share (OpenAI's names, and the
+// extras vLLM accepts: top_k, min_p, repetition_penalty).
+absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
+                        bool chat) {
+  v1::SamplingParams* s = req->mutable_sampling();
+  int64_t max_tokens = 0;
+  bool has_max = false;
+  RETURN_IF_ERROR(Number(body, "max_tokens", &max_tokens, &has_max));
+  if (chat) {
+    RETURN_IF_ERROR(
+        Number(body, "max_completion_tokens", &max_tokens, &has_max));
+  }
+  if (has_max) {
+    if (max_tokens < 1) return Invalid("max_tokens", "must be at least 1");
+    s->set_max_tokens(static_cast<uint32_t>(
+        std::min<int64_t>(max_tokens, std::numeric_limits<uint32_t>::max())));
+  }
+  double temperature = 1.0;
+  bool has_t = false;
+  RETURN_IF_ERROR(Number(body, "temperature", &temperature, &has_t));
+  if (has_t) s->set_temperature(static_cast<float>(temperature));
+  double top_p = 1.0;
+  bool has_p = false;
+  RETURN_IF_ERROR(Number(body, "top_p", &top_p, &has_p));
+  if (has_p) s->set_top_p(static_cast<float>(top_p));
+  int64_t top_k = 0;
+  RETURN_IF_ERROR(Number(body, "top_k", &top_k));
+  if (top_k > 0) s->set_top_k(static_cast<int32_t>(top_k));
+  double min_p = 0, presence = 0, frequency = 0, repetition = 1;
+  bool has_rep = false;
+  RETURN_IF_ERROR(Number(body, "min_p", &min_p));
+  RETURN_IF_ERROR(Number(body, "presence_penalty", &presence));
+  RETURN_IF_ERROR(Number(body, "frequency_penalty", &frequency));
+  RETURN_IF_ERROR(Number(body, "repetition_penalty", &repetition, &has_rep));
+  s->set_min_p(static_cast<float>(min_p));
+  s->set_presence_penalty(static_cast<float>(presence));
+  s->set_frequency_penalty(static_cast<float>(frequency));
+  if (has_rep) s->set_repetition_penalty(static_cast<float>(repetition));
+  int64_t seed = 0;
+  bool has_seed = false;
+  RETURN_IF_ERROR(Number(body, "seed", &seed, &has_seed));
+  if (has_seed) s->set_seed(static_cast<uint64_t>(seed));
+  int64_t n = 1;
+  RETURN_IF_ERROR(Number(body, "n", &n));
+  if (n < 1 || n > 128) return Invalid("n", "must be 1 to 128");
+  if (n > 1) s->set_n(static_cast<uint32_t>(n));
+  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
+    if (it->is_string()) {
+      s->add_stop(it->get<std::string>());
+    } else if (it->is_array()) {
+      for (const Json& x : *it) {
+        if (!x.is_string()) return Invalid("stop", "must hold strings");
+        s->add_stop(x.get<std::string>());
+      }
+    } else {
+      return Invalid("stop", "must be a string or an array of strings");
+    }
+  }
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) return Invalid("logit_bias", "must be an object");
+    for (const auto& [k, v] : it->items()) {
+      uint32_t id = 0;
+      if (!absl::SimpleAtoi(k, &id) || !v.is_number()) {
+        return Invalid("logit_bias",
+                       "keys are token ids, values numbers (-100 to 100)");
+      }
+      (*s->mutable_logit_bias())[id] = v.get<float>();
+    }
+  }
+  // logprobs: chat has logprobs (bool) + top_logprobs; completions has
+  // logprobs (int, the top count).
+  int64_t top = 0;
+  if (chat) {
+    bool want = false;
+    if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
+      if (!it->is_boolean()) return Invalid("logprobs", "must be a boolean");
+      want = it->get<bool>();
+    }
+    RETURN_IF_ERROR(Number(body, "top_logprobs", &top));
+    if (top > 0 && !want) {
+      return Invalid("top_logprobs", "needs \"logprobs\": true");
+    }
+    if (want) s->set_logprobs(static_cast<uint32_t>(std::max<int64_t>(top, 1)));
+  } else {
+    RETURN_IF_ERROR(Number(body, "logprobs", &top));
+    if (top > 0) s->set_logprobs(static_cast<uint32_t>(top));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ToResponseFormat(const Json& body, v1::GenerateRequest* req) {
+  auto it = body.find("response_format");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return Invalid("response_format", "must be an object");
+  const std::string type = it->value("type", "");
+  if (type == "text") return absl::OkStatus();
+  if (type == "json_object") {
+    req->mutable_response_format()->set_json_schema("{\"type\": \"object\"}");
+    return absl::OkStatus();
+  }
+  if (type == "json_schema") {
+    auto js = it->find("json_schema");
+    if (js == it->end() || !js->is_object() || !js->contains("schema")) {
+      return Invalid("response_format.json_schema",
+                     "needs {\"name\": ..., \"schema\": {...}}");
+    }
+    req->mutable_response_format()->set_json_schema((*js)["schema"].dump());
+    if (js->value("strict", false)) {
+      req->mutable_response_format()->set_strict(true);
+    }
+    return absl::OkStatus();
+  }
+  return Invalid("response_format.type",
+                 "must be text, json_object or json_schema");
+}
+
+// Fields a chat request may carry that this server cannot honour yet.
+absl::Status Unsupported(const Json& body) {
+  if (auto t = body.find("tools");
+      t != body.end() && t->is_array() && !t->empty()) {
+    return Invalid("tools", "tool calling is not supported by this server yet");
+  }
+  if (auto t = body.find("functions");
+      t != body.end() && t->is_array() && !t->empty()) {
+    return Invalid("functions",
+                   "function calling is not supported by this server yet");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req) {
+  RETURN_IF_ERROR(Unsupported(body));
+  auto msgs = body.find("messages");
+  if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
+    return Invalid("messages", "must be a non-empty array");
+  }
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const Json& m = (*msgs)[i];
+    const std::string p = absl::StrCat("messages[", i, "]");
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      return Invalid(p, "must be an object with a role");
+    }
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name
+    if (role == "tool" || m.contains("tool_calls")) {
+      return Invalid(p, "tool messages and tool calls are not supported by "
+                        "this server yet");
+    }
+    ASSIGN_OR_RETURN(std::string content,
+                     ContentText(m.value("content", Json()),
+                                 absl::StrCat(p, ".content")));
+    v1::ChatMessage* out = req->add_messages();
+    out->set_role(role);
+    out->set_content(std::move(content));
+  }
+  RETURN_IF_ERROR(ToSampling(body, req, /*chat=*/true));
+  return ToResponseFormat(body, req);
+}
+
+absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req) {
+  if (body.value("echo", false)) {
+    return Invalid("echo", "is not supported by this server yet");
+  }
+  if (body.contains("suffix") && !body["suffix"].is_null()) {
+    return Invalid("suffix", "is not supported");
+  }
+  auto prompt = body.find("prompt");
+  if (prompt == body.end()) return Invalid("prompt", "is required");
+  const Json* p = &*prompt;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() ||
+                                          (*p)[0].is_array())) {
+    p = &(*p)[0];  // a batch of one
+  }
+  if (p->is_string()) {
+    req->set_prompt(p->get<std::string>());
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
+    for (const Json& id : *p) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+        return Invalid("prompt", "token ids must be non-negative integers");
+      }
+      req->mutable_prompt_token_ids()->add_ids(id.get<uint32_t>());
+    }
+  } else {
+    return Invalid("prompt",
+                   "must be a string or token ids (one prompt per request)");
+  }
+  RETURN_IF_ERROR(ToSampling(body, req, /*chat=*/false));
+  return ToResponseFormat(body, req);
+}
+
+const char* FinishReasonName(v1::FinishReason r) {
+  switch (r) {
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    case v1::FINISH_REASON_STOP:
+    case v1::FINISH_REASON_EOS:
+      return "stop";
+    default:
+      return "stop";
+  }
+}
+
+Json LogprobsJson(const google::protobuf::RepeatedPtrField<v1::SampledLogprobs>& lps,
+                  int top) {
+  Json content = Json::array();
+  for (const v1::SampledLogprobs& lp : lps) {
+    Json tops = Json::array();
+    for (int k = 0; k < lp.top_size() && k < top; ++k) {
+      tops.push_back({{"token", lp.top(k).token()},
+                      {"logprob", lp.top(k).logprob()}});
+    }
+    content.push_back({{"token", lp.sampled().token()},
+                       {"logprob", lp.sampled().logprob()},
+                       {"top_logprobs", tops}});
+  }
+  return Json{{"content", content}};
+}
+
+// ------------------------------------------------------------- handlers
+
+class Handlers {
+ public:
+  Handlers(RequestLayer* requests, const ApiKeyAuth* auth)
+      : requests_(requests), auth_(auth) {}
+
+  // OK when the call may go on; else the error reply is written.
+  bool Admit(const httplib::Request& req, httplib::Response& res) {
+    if (auth_ == nullptr) return true;
+    std::string key;
+    const std::string h = req.get_header_value("Authorization");
+    if (absl::StartsWithIgnoreCase(h, "bearer ")) {
+      key = std::string(absl::StripAsciiWhitespace(h.substr(7)));
+    }
+    absl::Status s = auth_->CheckKey(key, "'Authorization: Bearer <key>'");
+    if (s.ok()) return true;
+    ReplyError(res, s);
+    return false;
+  }
+
+  absl::StatusOr<Json> Body(const httplib::Request& req) {
+    Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object()) {
+      return absl::InvalidArgumentError(
+          "the request body must be a JSON object");
+    }
+    return body;
+  }
+
+  void Health(const httplib::Request&, httplib::Response& res) {
+    v1::ListModelsResponse list = requests_->ListModels();
+    Json models = Json::object();
+    bool ready = list.models_size() > 0;
+    for (const v1::ModelInfo& m : list.models()) {
+      const bool ok = m.state() == v1::MODEL_STATE_READY;
+      ready = ready && ok;
+      models[m.name()] = ok ? "ready"
+                         : m.state() == v1::MODEL_STATE_LOADING ? "loading"
+                                                                : "failed";
+    }
+    if (!requests_->accepting()) ready = false;
+    res.status = ready ? 200 : 503;
+    res.set_content(Json{{"status", ready ? "ok" : "unavailable"},
+                         {"models", models}}
+                        .dump(),
+                    "application/json");
+  }
+
+  Json ModelJson(const v1::ModelInfo& m) {
+    return Json{{"id", m.name()},
+                {"object", "model"},
+                {"created", created_},
+                {"owned_by", "inferd"},
+                {"max_model_len", m.max_input_tokens()}};
+  }
+
+  void ListModels(const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res)) return;
+    Json data = Json::array();
+    const v1::ListModelsResponse list = requests_->ListModels();
+    for (const v1::ModelInfo& m : list.models()) {
+      data.push_back(ModelJson(m));
+    }
+    res.set_content(Json{{"object", "list"}, {"data", data}}.dump(),
+                    "application/json");
+  }
+
+  void GetModel(const httplib::Request& req, httplib::Response& res) {
+    if (!Admit(req, res)) return;
+    v1::GetModelRequest get;
+    get.set_name(req.matches[1]);
+    absl::StatusOr<v1::ModelInfo> info = requests_->GetModel(get);
+    if (!info.ok()) {
+      ReplyError(res, info.status(), "model");
+      return;
+    }
+    res.set_content(ModelJson(*info).dump(), "application/json");
+  }
+
+  // /v1/chat/completions and /v1/completions.
+  void Generate(const httplib::Request& req, httplib::Response& res,
+                bool chat) {
+    // Shared with a stream's provider: the call stays active (the drain
+    // waits for it) until the last event is written.
+    auto call_ptr = std::make_shared<HttpCall>(
+        requests_, chat ? "POST /v1/chat/completions" : "POST /v1/completions");
+    HttpCall& call = *call_ptr;
+    if (!Admit(req, res)) {
+      call.set_status(absl::UnauthenticatedError(""));
+      return;
+    }
+    absl::StatusOr<Json> body = Body(req);
+    v1::GenerateRequest gen;
+    absl::Status s = body.status();
+    if (s.ok()) {
+      gen.set_model(body->value("model", ""));
+      s = chat ? ToChatRequest(*body, &gen) : ToCompletionRequest(*body, &gen);
+    }
+    if (!s.ok()) {
+      call.set_status(s);
+      ReplyError(res, s);
+      return;
+    }
+    const bool stream = body->value("stream", false);
+    bool include_usage = false;
+    if (auto so = body->find("stream_options"); so != body->end() &&
+                                                 so->is_object()) {
+      include_usage = so->value("include_usage", false);
+    }
+    const int top_logprobs =
+        chat ? body->value("top_logprobs", 0) : body->value("logprobs", 0);
+    auto queue = std::make_shared<MessageQueue>();
+    std::string model;
+    absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
+        requests_->Generate(
+            gen, absl::InfiniteFuture(),
+            [queue](absl::StatusOr<v1::GenerateResponse> m, bool last) {
+              queue->Push(std::move(m), last);
+            },
+            &model);
+    call.set_model(model);
+    if (!handle.ok()) {
+      call.set_status(handle.status());
+      ReplyError(res, handle.status());
+      return;
+    }
+    const std::string id =
+        absl::StrCat(chat ? "chatcmpl-" : "cmpl-", NowNanos());
+    const int64_t created = NowSeconds();
+    const std::string object = chat ? "chat.completion" : "text_completion";
+    if (!stream) {
+      Complete(res, call, *queue, chat, id, created, model, object,
+               top_logprobs);
+      return;
+    }
+    // Server-sent events; the provider runs on this worker thread, pulling
+    // the engine's messages as they come.
+    auto state = std::make_shared<StreamState>();
+    state->handle = *handle;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [queue, state, chat, id, created, model, include_usage, top_logprobs](
+            size_t, httplib::DataSink& sink) {
+          return StreamNext(*queue, *state, sink, chat, id, created, model,
+                            include_usage, top_logprobs);
+        },
+        [state, call_ptr](bool success) {
+          if (!success || !state->done) {
+            state->handle->Abort();
+            call_ptr->set_status(
+                absl::CancelledError("the client closed the stream"));
+          }
+        });
+    call.set_status(absl::OkStatus());
+  }
+
+  void Embeddings(const httplib::Request& req, httplib::Response& res) {
+    HttpCall call(requests_, "POST /v1/embeddings");
+    if (!Admit(req, res)) {
+      call.set_status(absl::UnauthenticatedError(""));
+      return;
+    }
+    absl::StatusOr<Json> body = Body(req);
+    if (!body.ok()) {
+      call.set_status(body.status());
+      ReplyError(res, body.status());
+      return;
+    }
+    v1::EmbedRequest embed;
+    embed.set_model(body->value("model", ""));
+    std::string param;
+    absl::Status s = ToEmbedRequest(*body, &embed, &param);
+    const std::string format = body->value("encoding_format", "float");
+    if (s.ok() && format != "float" && format != "base64") {
+      s = Invalid("encoding_format", "must be float or base64");
+      param = "encoding_format";
+    }
+    if (!s.ok()) {
+      call.set_status(s);
+      ReplyError(res, s, param);
+      return;
+    }
+    auto answer = std::make_shared<Answer<v1::EmbedResponse>>();
+    std::string model;
+    auto handle = requests_->Embed(
+        embed, absl::InfiniteFuture(),
+        [answer](absl::StatusOr<v1::EmbedResponse> r) {
+          answer->Set(std::move(r));
+        },
+        &model);
+    call.set_model(model);
+    absl::StatusOr<v1::EmbedResponse> r =
+        handle.ok() ? answer->Wait() : handle.status();
+    call.set_status(r.status());
+    if (!r.ok()) {
+      ReplyError(res, r.status());
+      return;
+    }
+    Json data = Json::array();
+    for (int i = 0; i < r->embeddings_size(); ++i) {
+      const v1::Embedding& e = r->embeddings(i);
+      Json item = {{"object", "embedding"}, {"index", i}};
+      if (format == "base64") {
+        std::string bytes(reinterpret_cast<const char*>(e.values().data()),
+                          sizeof(float) * static_cast<size_t>(e.values_size()));
+        item["embedding"] = absl::Base64Escape(bytes);
+      } else {
+        item["embedding"] =
+            std::vector<float>(e.values().begin(), e.values().end());
+      }
+      data.push_back(std::move(item));
+    }
+    const uint32_t tokens = r->usage().total_tokens();
+    res.set_content(Json{{"object", "list"},
+                         {"data", data},
+                         {"model", model},
+                         {"usage", {{"prompt_tokens", tokens},
+                                    {"total_tokens", tokens}}}}
+                        .dump(),
+                    "application/json");
+  }
+
+ private:
+  struct StreamState {
+    std::shared_ptr<RequestHandle> handle;
+    bool started = false;
+    bool done = false;
+    std::vector<bool> role_sent;
+    uint32_t prompt_tokens = 0;
+    uint32_t completion_tokens = 0;
+  };
+
+  static int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
+
+  static absl::Status ToEmbedRequest(const Json& body, v1::EmbedRequest* req,
+                                     std::string* param) {
+    *param = "input";
+    auto in = body.find("input");
+    if (in == body.end()) return Invalid("input", "is required");
+    auto ids = [&](const Json& arr) -> absl::Status {
+      v1::TokenIds* t = req->add_token_ids();
+      for (const Json& id : arr) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0) {
+          return Invalid("input", "token ids must be non-negative integers");
+        }
+        t->add_ids(id.get<uint32_t>());
+      }
+      return absl::OkStatus();
+    };
+    if (in->is_string()) {
+      req->add_texts(in->get<std::string>());
+    } else if (in->is_array() && !in->empty()) {
+      const Json& first = (*in)[0];
+      if (first.is_string()) {
+        for (const Json& t : *in) {
+          if (!t.is_string()) return Invalid("input", "mixes strings and ids");
+          req->add_texts(t.get<std::string>());
+        }
+      } else if (first.is_number_integer()) {
+        RETURN_IF_ERROR(ids(*in));
+      } else if (first.is_array()) {
+        for (const Json& t : *in) {
+          if (!t.is_array()) return Invalid("input", "mixes lists and ids");
+          RETURN_IF_ERROR(ids(t));
+        }
+      } else {
+        return Invalid("input", "must be a string, strings or token ids");
+      }
+    } else {
+      return Invalid("input", "must be a string, strings or token ids");
+    }
+    int64_t dims = 0;
+    *param = "dimensions";
+    RETURN_IF_ERROR(Number(body, "dimensions", &dims));
+    if (dims < 0) return Invalid("dimensions", "must be positive");
+    req->set_dimensions(static_cast<uint32_t>(dims));
+    param->clear();
+    return absl::OkStatus();
+  }
+
+  // A non-streaming answer: every message, then one response.
+  static void Complete(httplib::Response& res, HttpCall& call,
+                       MessageQueue& queue, bool chat, const std::string& id,
+                       int64_t created, const std::string& model,
+                       const std::string& object, int top_logprobs) {
+    struct Choice {
+      std::string text;
+      std::string finish = "stop";
+      google::protobuf::RepeatedPtrField<v1::SampledLogprobs> logprobs;
+      bool any_logprobs = false;
+    };
+    std::vector<Choice> choices;
+    uint32_t prompt_tokens = 0, completion_tokens = 0;
+    bool last = false;
+    while (!last) {
+      absl::StatusOr<v1::GenerateResponse> m = queue.Pop(&last);
+      if (!m.ok()) {
+        call.set_status(m.status());
+        ReplyError(res, m.status());
+        return;
+      }
+      const size_t i = m->sample_index();
+      if (i >= choices.size()) choices.resize(i + 1);
+      choices[i].text += m->text();
+      for (const auto& lp : m->logprobs()) *choices[i].logprobs.Add() = lp;
+      choices[i].any_logprobs |= m->logprobs_size() > 0;
+      if (m->finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+        choices[i].finish = FinishReasonName(m->finish_reason());
+        prompt_tokens = m->usage().prompt_tokens();
+        completion_tokens += m->usage().completion_tokens();
+      }
+    }
+    Json out_choices = Json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      Json c = {{"index", i}};
+      if (chat) {
+        c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+      } else {
+        c["text"] = choices[i].text;
+      }
+      c["logprobs"] = choices[i].any_logprobs
+                          ? LogprobsJson(choices[i].logprobs, top_logprobs)
+                          : Json();
+      c["finish_reason"] = choices[i].finish;
+      out_choices.push_back(std::move(c));
+    }
+    call.set_status(absl::OkStatus());
+    res.set_content(
+        Json{{"id", id},
+             {"object", object},
+             {"created", created},
+             {"model", model},
+             {"choices", out_choices},
+             {"usage", {{"prompt_tokens", prompt_tokens},
+                        {"completion_tokens", completion_tokens},
+                        {"total_tokens", prompt_tokens + completion_tokens}}}}
+            .dump(),
+        "application/json");
+  }
+
+  static bool Send(httplib::DataSink& sink, const Json& j) {
+    const std::string line = absl::StrCat("data: ", j.dump(), "\n\n");
+    return sink.write(line.data(), line.size());
+  }
+
+  // One message of the engine as SSE chunks; false ends the stream.
+  static bool StreamNext(MessageQueue& queue, StreamState& st,
+                         httplib::DataSink& sink, bool chat,
+                         const std::string& id, int64_t created,
+                         const std::string& model, bool include_usage,
+                         int top_logprobs) {
+    if (st.done) return false;
+    bool last = false;
+    absl::StatusOr<v1::GenerateResponse> m = queue.Pop(&last);
+    const std::string object =
+        chat ? "chat.completion.chunk" : "text_completion";
+    if (!m.ok()) {
+      // Headers are gone: the error travels as an event, then the stream
+      // ends (as OpenAI-compatible servers do).
+      const int http = HttpStatusOf(m.status().code());
+      Send(sink, Json{{"error",
+                       {{"message", std::string(m.status().message())},
+                        {"type", ErrorType(http)},
+                        {"param", Json()},
+                        {"code", absl::AsciiStrToLower(
+                                     absl::StatusCodeToString(m.status().code()))}}}});
+      st.done = true;
+      sink.done();
+      return true;
+    }
+    const size_t i = m->sample_index();
+    if (i >= st.role_sent.size()) st.role_sent.resize(i + 1, false);
+    Json choice = {{"index", i}};
+    if (chat) {
+      Json delta = Json::object();
+      if (!st.role_sent[i]) {
+        delta["role"] = "assistant";
+        st.role_sent[i] = true;
+      }
+      delta["content"] = m->text();
+      choice["delta"] = delta;
+    } else {
+      choice["text"] = m->text();
+    }
+    choice["logprobs"] = m->logprobs_size() > 0
+                             ? LogprobsJson(m->logprobs(), top_logprobs)
+                             : Json();
+    const bool finished = m->finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
+    choice["finish_reason"] =
+        finished ? Json(FinishReasonName(m->finish_reason())) : Json();
+    if (finished) {
+      st.prompt_tokens = m->usage().prompt_tokens();
+      st.completion_tokens += m->usage().completion_tokens();
+    }
+    Json chunk = {{"id", id},
+                  {"object", object},
+                  {"created", created},
+                  {"model", model},
+                  {"choices", Json::array({choice})}};
+    if (include_usage) chunk["usage"] = Json();
+    if (!Send(sink, chunk)) return false;  // the client left: aborted
+    if (last) {
+      if (include_usage) {
+        Send(sink, Json{{"id", id},
+                        {"object", object},
+                        {"created", created},
+                        {"model", model},
+                        {"choices", Json::array()},
+                        {"usage",
+                         {{"prompt_tokens", st.prompt_tokens},
+                          {"completion_tokens", st.completion_tokens},
+                          {"total_tokens",
+                           st.prompt_tokens + st.completion_tokens}}}});
+      }
+      const std::string done = "data: [DONE]\n\n";
+      sink.write(done.data(), done.size());
+      st.done = true;
+      sink.done();
+    }
+    return true;
+  }
+
+  RequestLayer* requests_;
+  const ApiKeyAuth* auth_;
+  const int64_t created_ = NowSeconds();
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
+    RequestLayer* requests, const ApiKeyAuth* auth,
+    const HttpApiOptions& options) {
+  std::unique_ptr<HttpApi> api(new HttpApi());
+  api->requests_ = requests;
+  api->auth_ = auth;
+  api->options_ = options;
+  api->server_ = std::make_unique<httplib::Server>();
+  const int threads = std::max(1, options.max_concurrent_requests);
+  api->server_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
+  api->server_->set_payload_max_length(options.max_body_bytes);
+  api->Routes();
+  const size_t colon = options.listen.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--http-listen=", options.listen, ": expected HOST:PORT"));
+  }
+  std::string host = options.listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const int bound = port == 0 ? api->server_->bind_to_any_port(host)
+                              : (api->server_->bind_to_port(host, port) ? port
+                                                                        : -1);
+  if (bound <= 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "--http-listen=", options.listen,
+        ": cannot listen there (address in use, or not this host's)"));
+  }
+  api->port_ = bound;
+  httplib::Server* server = api->server_.get();
+  api->thread_ = std::thread([server] { server->listen_after_bind(); });
+  return api;
+}
+
+void HttpApi::Routes() {
+  auto h = std::make_shared<Handlers>(requests_, auth_);
+  httplib::Server& s = *server_;
+  s.Get("/health", [h](const httplib::Request& q, httplib::Response& r) {
+    h->Health(q, r);
+  });
+  s.Get("/v1/models", [h](const httplib::Request& q, httplib::Response& r) {
+    h->ListModels(q, r);
+  });
+  s.Get(R"(/v1/models/(.+))",
+        [h](const httplib::Request& q, httplib::Response& r) {
+          h->GetModel(q, r);
+        });
+  s.Post("/v1/chat/completions",
+         [h](const httplib::Request& q, httplib::Response& r) {
+           h->Generate(q, r, /*chat=*/true);
+         });
+  s.Post("/v1/completions",
+         [h](const httplib::Request& q, httplib::Response& r) {
+           h->Generate(q, r, /*chat=*/false);
+         });
+  s.Post("/v1/embeddings",
+         [h](const httplib::Request& q, httplib::Response& r) {
+           h->Embeddings(q, r);
+         });
+  s.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
+    if (r.status == 404 && r.body.empty()) {
+      ReplyError(r, absl::NotFoundError(absl::StrCat(
+                        "no route ", q.method, " ", q.path,
+                        " (this server serves /v1/models, /v1/chat/"
+                        "completions, /v1/completions, /v1/embeddings, "
+                        "/health)")));
+    }
+  });
+}
+
+void HttpApi::Stop() {
+  if (server_ != nullptr) server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+HttpApi::~HttpApi() { Stop(); }
+
+}  // namespace inferd
