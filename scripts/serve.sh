@@ -13,6 +13,8 @@
 #            nothing, their API is real.
 #   m3-random: a random-weight model in BGE-M3's layout (dense, sparse and
 #            ColBERT outputs; tools/make_test_models.py bge-m3).
+# The OpenAI-compatible HTTP API listens on 127.0.0.1:8080 beside gRPC
+# (INFERD_HTTP_LISTEN / INFERD_LISTEN change the addresses).
 # Extra flags are passed to inferd, e.g.
 #   scripts/serve.sh --model mine=/path/to/hf-model-dir
 set -euo pipefail
