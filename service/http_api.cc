@@ -2,9 +2,7 @@
 
 #include <httplib.h>
 
-#include <atomic>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -16,11 +14,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/status_macros.h"
-#include "service/logging.h"
 
 namespace inferd {
 namespace {
@@ -93,11 +89,6 @@ void ReplyError(httplib::Response& res, const absl::Status& status,
 absl::Status Invalid(const std::string& param, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
 }
-
-struct FieldError {
-  absl::Status status;
-  std::string param;
-};
 
 // ------------------------------------------------------ waiting for answers
 

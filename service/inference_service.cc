@@ -32,11 +32,8 @@ CallStats::CallStats(InferenceService* svc, absl::string_view rpc)
 CallStats::~CallStats() {
   svc_->requests()->active_counter().fetch_sub(1);
   if (svc_->observer() != nullptr) {
-    svc_->observer()->OnRpcDone(
-        rpc_, model_,
-        absl::Status(static_cast<absl::StatusCode>(status_.error_code()),
-                     status_.error_message()),
-        absl::ToDoubleSeconds(absl::Now() - start_));
+    svc_->observer()->OnRpcDone(rpc_, model_, FromGrpcStatus(status_),
+                                absl::ToDoubleSeconds(absl::Now() - start_));
   }
 }
 
@@ -247,11 +244,8 @@ bool ModelsService::Admit(grpc::CallbackServerContext* ctx,
 void ModelsService::Report(absl::string_view rpc, absl::string_view model,
                            const grpc::Status& status, absl::Time start) {
   if (RpcObserver* observer = requests_->observer(); observer != nullptr) {
-    observer->OnRpcDone(
-        rpc, model,
-        absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                     status.error_message()),
-        absl::ToDoubleSeconds(absl::Now() - start));
+    observer->OnRpcDone(rpc, model, FromGrpcStatus(status),
+                        absl::ToDoubleSeconds(absl::Now() - start));
   }
 }
 

@@ -28,4 +28,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(code, std::string(status.message()));
 }
 
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
 }  // namespace inferd

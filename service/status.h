@@ -11,6 +11,8 @@ namespace inferd {
 // Codes carry over one to one (absl's codes are gRPC's); the message is
 // kept. An OK status maps to grpc::Status::OK.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+// The reverse (a gRPC call's outcome, for the front-end-neutral observer).
+absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace inferd
 

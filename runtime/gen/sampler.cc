@@ -67,23 +67,21 @@ SamplingState::SamplingState(const SamplingParams& params,
                   params_.stop_token_ids.end());
 }
 
-void SamplingState::Accept(int32_t token_id) {
+void SamplingState::Record(int32_t token_id) {
   ++num_output_tokens_;
   if (params_.repetition_penalty != 1.0f) seen_.insert(token_id);
   if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
     ++output_counts_[token_id];
   }
+}
+
+void SamplingState::Accept(int32_t token_id) {
+  Record(token_id);
   if (constraint_ != nullptr) constraint_->Advance(token_id);
 }
 
 void SamplingState::AcceptForced(absl::Span<const int32_t> token_ids) {
-  for (int32_t id : token_ids) {
-    ++num_output_tokens_;
-    if (params_.repetition_penalty != 1.0f) seen_.insert(id);
-    if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
-      ++output_counts_[id];
-    }
-  }
+  for (int32_t id : token_ids) Record(id);
   if (constraint_ != nullptr) constraint_->AdvanceForced(token_ids);
 }
 

@@ -99,6 +99,8 @@ class SamplingState {
 
  private:
   friend class Sampler;
+  // The penalties' and min_tokens' bookkeeping of one output token.
+  void Record(int32_t token_id);
 
   SamplingParams params_;
   std::vector<int32_t> eos_token_ids_;
