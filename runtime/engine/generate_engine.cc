@@ -113,7 +113,10 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
               return ids.ok() ? ids->ids : std::vector<int32_t>();
             };
             return v;
-          })) {
+          })),
+      front_(std::make_unique<AdmissionFront<std::unique_ptr<Request>>>(
+          options_.max_queue_requests, options_.prep_threads,
+          FrontStages())) {
   {
     absl::MutexLock lock(&mu_);
     stats_.kv_blocks_total = options_.scheduler.kv_cache.num_blocks;
@@ -123,9 +126,7 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
     output_thread_ = std::thread([this] { OutputLoop(); });
   }
   loop_ = std::thread([this] { Loop(); });
-  for (int i = 0; i < options_.prep_threads; ++i) {
-    prep_threads_.emplace_back([this] { PrepLoop(); });
-  }
+  front_->Start();
 }
 
 GenerateEngine::~GenerateEngine() { Stop(); }
@@ -135,13 +136,7 @@ void GenerateEngine::Stop() {
   // Prep workers first: they answer what they have not prepared yet
   // (UNAVAILABLE) and hand the request they are preparing to the loop,
   // which is still running; then the loop answers everything it holds.
-  {
-    absl::MutexLock lock(&mu_);
-    prep_stop_ = true;
-  }
-  for (std::thread& t : prep_threads_) {
-    if (t.joinable()) t.join();
-  }
+  front_->Stop();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -157,10 +152,11 @@ void GenerateEngine::Stop() {
 
 EngineStats GenerateEngine::Stats() const {
   EngineStats s;
+  const int64_t in_prep = front_->in_prep();
   {
     absl::MutexLock lock(&mu_);
     s = stats_;
-    s.waiting_requests += in_prep_ + static_cast<int64_t>(incoming_.size());
+    s.waiting_requests += in_prep + static_cast<int64_t>(incoming_.size());
   }
   // The runner's KV buffers do not change after construction.
   s.kv_cache_bytes = kv_cache_summary().bytes;
@@ -267,99 +263,60 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> GenerateEngine::SubmitGenerate(
     absl::MutexLock lock(&r->group->mu);
     r->group->num_samples = r->params.sampling.n;
   }
+  r->id = next_id_.fetch_add(1);
   std::shared_ptr<RequestHandle> handle = r->handle;
-  const bool prepare_inline = prep_threads_.empty();
-  // Inline: errors return from Submit (the callback never fires).
-  if (prepare_inline) RETURN_IF_ERROR(PreparePrompt(r.get()));
-  absl::MutexLock lock(&mu_);
-  if (prep_stop_ || stopping_) {
-    return absl::UnavailableError("the model is shutting down");
-  }
-  const int64_t waiting = in_prep_ +
-                          static_cast<int64_t>(incoming_.size()) +
-                          stats_.waiting_requests;
-  if (waiting >= options_.max_queue_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the model's queue is full (", waiting,
-        " requests waiting, --max-queue-requests=",
-        options_.max_queue_requests, "); retry later"));
-  }
-  r->id = next_id_++;
-  if (prepare_inline) {
-    incoming_.push_back(std::move(r));
-  } else {
-    ++in_prep_;
-    prep_queue_.push_back(std::move(r));
-  }
+  // Inline preparation (no prep workers): errors return from here and the
+  // callback never fires.
+  RETURN_IF_ERROR(front_->Submit(std::move(r)));
   return handle;
 }
 
-void GenerateEngine::PrepLoop() {
-  while (true) {
-    std::unique_ptr<Request> r;
-    bool stopping = false;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](GenerateEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-            return e->prep_stop_ || !e->prep_queue_.empty();
-          },
-          this));
-      if (prep_queue_.empty()) return;  // stopping, nothing left
-      r = std::move(prep_queue_.front());
-      prep_queue_.pop_front();
-      stopping = prep_stop_;
-      if (stopping) --in_prep_;
-    }
-    if (stopping) {
-      FinishRequest(r.get(), FinishReason::kCancelled,
-                    absl::UnavailableError("the model is shutting down"));
-      continue;
-    }
-    Prepare(std::move(r));
-  }
-}
-
-void GenerateEngine::Prepare(std::unique_ptr<Request> r) {
-  auto leave = [this] {
-    absl::MutexLock lock(&mu_);
-    --in_prep_;
+AdmissionFront<std::unique_ptr<GenerateEngine::Request>>::Stages
+GenerateEngine::FrontStages() {
+  AdmissionFront<std::unique_ptr<Request>>::Stages s;
+  s.prepare = [this](std::unique_ptr<Request>& r) {
+    return PreparePrompt(r.get());
   };
-  // Cancelled or expired while waiting: no preparation either.
-  if (Dropped(*r, absl::Now())) {
-    leave();
-    AnswerDropped(r.get(), "the deadline passed while the request was queued");
-    return;
-  }
-  absl::Status prepared = PreparePrompt(r.get());
-  if (!prepared.ok()) {
-    leave();
-    Deliver(r.get(), prepared, nullptr);
-    return;
-  }
-  // Cancelled while being prepared: it never reaches the scheduler.
-  if (Dropped(*r, absl::Now())) {
-    leave();
-    AnswerDropped(r.get(), "the deadline passed while the request was queued");
-    return;
-  }
-  // Into the loop's inbox and out of in_prep_ in one step (see in_prep_).
-  // The loop is still running: Stop joins the prep workers first.
-  absl::MutexLock lock(&mu_);
-  --in_prep_;
-  incoming_.push_back(std::move(r));
+  s.dropped = [](const std::unique_ptr<Request>& r) {
+    return DropReason(*r, absl::Now(),
+                      "the deadline passed while the request was queued");
+  };
+  // The loop is still running: Stop stops the front first.
+  s.hand_off = [this](std::unique_ptr<Request>& r) {
+    absl::MutexLock lock(&mu_);
+    incoming_.push_back(std::move(r));
+    return absl::OkStatus();
+  };
+  s.answer = [this](std::unique_ptr<Request>& r, const absl::Status& why) {
+    AnswerEnded(r.get(), why);
+  };
+  s.downstream_waiting = [this] {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int64_t>(incoming_.size()) + stats_.waiting_requests;
+  };
+  return s;
 }
 
 bool GenerateEngine::Dropped(const Request& r, absl::Time now) {
   return r.handle->aborted() || now > r.params.deadline;
 }
 
-void GenerateEngine::AnswerDropped(Request* r, const char* deadline_message) {
-  if (r->handle->aborted()) {
+absl::Status GenerateEngine::DropReason(const Request& r, absl::Time now,
+                                        const char* deadline_message) {
+  if (r.handle->aborted()) {
+    return absl::CancelledError("the request was cancelled");
+  }
+  if (now > r.params.deadline) {
+    return absl::DeadlineExceededError(deadline_message);
+  }
+  return absl::OkStatus();
+}
+
+void GenerateEngine::AnswerEnded(Request* r, const absl::Status& why) {
+  if (absl::IsCancelled(why)) {
     FinishRequest(r, FinishReason::kCancelled);
   } else {
-    FinishRequest(r, FinishReason::kCancelled,
-                  absl::DeadlineExceededError(deadline_message));
+    FinishRequest(r, FinishReason::kCancelled, why);
   }
 }
 
@@ -446,9 +403,10 @@ void GenerateEngine::AdmitIncoming() {
   const absl::Time now = absl::Now();
   for (auto& r : batch) {
     // Dropped before it was admitted: it never reaches the scheduler.
-    if (Dropped(*r, now)) {
-      AnswerDropped(r.get(),
-                    "the deadline passed while the request was queued");
+    if (absl::Status why = DropReason(
+            *r, now, "the deadline passed while the request was queued");
+        !why.ok()) {
+      AnswerEnded(r.get(), why);
       continue;
     }
     absl::Status s = scheduler_.Add(r->id, r->prompt, &r->params.sampling,

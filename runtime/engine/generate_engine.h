@@ -36,6 +36,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "runtime/engine/admission_front.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/prefill_engine.h"
@@ -109,20 +110,23 @@ class GenerateEngine : public Engine {
   };
 
   void Loop();
-  void PrepLoop();
+  // The admission front's stages for generate requests.
+  AdmissionFront<std::unique_ptr<Request>>::Stages FrontStages();
   // Runs the input processor and the checks on its result; fills the
   // request's prompt and per-request decoding state.
   absl::Status PreparePrompt(Request* r) const;
   // The request's sampling state, constraint, decoder and stop checkers.
   absl::Status InitDecoding(Request* r) const;
   static ForcedTokenSource ForcedTokens(const Request& r);
-  // Prep worker: prepares `r` and hands it to the loop, or answers it.
-  void Prepare(std::unique_ptr<Request> r);
   // Aborted by its caller, or its deadline passed.
   static bool Dropped(const Request& r, absl::Time now);
-  // The final answer of a dropped request: CANCELLED (a final chunk), or
+  // OK, or why `r` must not go on: CANCELLED (its caller aborted it) or
   // DEADLINE_EXCEEDED with `deadline_message`.
-  void AnswerDropped(Request* r, const char* deadline_message);
+  static absl::Status DropReason(const Request& r, absl::Time now,
+                                 const char* deadline_message);
+  // The final answer of a request that ends with `why`: CANCELLED is a
+  // final chunk with finish reason cancelled, anything else an error.
+  void AnswerEnded(Request* r, const absl::Status& why);
   // Admits queued requests into the scheduler (engine thread).
   void AdmitIncoming();
   // Drops aborted/expired requests, answering them (engine thread).
@@ -203,20 +207,14 @@ class GenerateEngine : public Engine {
   const std::unique_ptr<ConstraintCompiler> grammars_;
   absl::flat_hash_map<int64_t, std::unique_ptr<Request>> active_;  // engine thread
 
-  // Admission, the prep queue and the loop's inbox. in_prep_ counts
-  // admitted requests not yet in incoming_ (queued or being prepared); it
-  // drops under mu_ in the same step that puts the request into incoming_,
-  // so admission never sees a request in neither place.
+  // The loop's inbox: requests prepared by the admission front.
   mutable absl::Mutex mu_;
-  std::deque<std::unique_ptr<Request>> prep_queue_ ABSL_GUARDED_BY(mu_);
-  int64_t in_prep_ ABSL_GUARDED_BY(mu_) = 0;
-  bool prep_stop_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::unique_ptr<Request>> incoming_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   EngineStats stats_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> next_id_{1};
+  std::unique_ptr<AdmissionFront<std::unique_ptr<Request>>> front_;
 
-  std::vector<std::thread> prep_threads_;
   std::thread loop_;
 
   // The output worker's queue (FIFO: a request's tokens, then its release).

@@ -13,7 +13,38 @@ PrefillEngine::PrefillEngine(PrefillEngineOptions options,
                              PrefillComponents components)
     : options_(std::move(options)),
       components_(std::move(components)),
-      scheduler_(*components_.scheduler) {}
+      scheduler_(*components_.scheduler),
+      front_(std::make_unique<AdmissionFront<PrepTask>>(
+          options_.max_queue_requests, options_.prep_threads,
+          FrontStages())) {}
+
+AdmissionFront<PrefillEngine::PrepTask>::Stages PrefillEngine::FrontStages() {
+  AdmissionFront<PrepTask>::Stages s;
+  s.prepare = [this](PrepTask& task) -> absl::Status {
+    ASSIGN_OR_RETURN(task.work, BuildWork(task));
+    return absl::OkStatus();
+  };
+  s.dropped = [](const PrepTask& task) -> absl::Status {
+    if (task.handle->aborted()) {
+      return absl::CancelledError("the request was cancelled");
+    }
+    if (absl::Now() > task.deadline) {
+      return absl::DeadlineExceededError(
+          "the deadline passed while the request was queued");
+    }
+    return absl::OkStatus();
+  };
+  // Refused by the scheduler (e.g. --max-queue-tokens, or closed): the work
+  // never ran, so its done was not called; `answer` gives the error.
+  s.hand_off = [this](PrepTask& task) { return scheduler_.Submit(task.work); };
+  s.answer = [](PrepTask& task, const absl::Status& why) {
+    RequestTimings t;
+    t.total_seconds = absl::ToDoubleSeconds(absl::Now() - task.arrival);
+    task.finish(why, t, task.work != nullptr ? task.work->num_tokens() : 0);
+  };
+  s.downstream_waiting = [this] { return scheduler_.waiting_requests(); };
+  return s;
+}
 
 absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
     PrefillEngineOptions options, PrefillComponents components,
@@ -37,10 +68,7 @@ absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
     PrefillEngine* self = e.get();
     e->loops_.emplace_back([self, runner] { self->Loop(runner); });
   }
-  for (int i = 0; i < e->options_.prep_threads; ++i) {
-    PrefillEngine* self = e.get();
-    e->prep_threads_.emplace_back([self] { self->PrepLoop(); });
-  }
+  e->front_->Start();
   return e;
 }
 
@@ -75,13 +103,7 @@ void PrefillEngine::Stop() {
   if (stopped_.exchange(true)) return;
   // Prep workers answer what they have not tokenized yet (UNAVAILABLE) and
   // exit; then the scheduler answers its queue.
-  {
-    absl::MutexLock lock(&mu_);
-    prep_stop_ = true;
-  }
-  for (std::thread& t : prep_threads_) {
-    if (t.joinable()) t.join();
-  }
+  front_->Stop();
   scheduler_.Close();
   for (std::thread& t : loops_) {
     if (t.joinable()) t.join();
@@ -90,11 +112,7 @@ void PrefillEngine::Stop() {
 
 EngineStats PrefillEngine::Stats() const {
   EngineStats s;
-  {
-    absl::MutexLock lock(&mu_);
-    s.waiting_requests = in_prep_;
-  }
-  s.waiting_requests += scheduler_.waiting_requests();
+  s.waiting_requests = front_->in_prep() + scheduler_.waiting_requests();
   s.running_requests = running_.load();
   s.model_calls = model_calls_.load();
   s.batched_tokens = batched_tokens_.load();
@@ -141,102 +159,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Admit(
   task.handle = std::make_shared<RequestHandle>();
   task.arrival = absl::Now();
   std::shared_ptr<RequestHandle> handle = task.handle;
-  if (prep_threads_.empty()) {
-    // Inline: tokenize here; errors return from Submit* (no callback).
-    ASSIGN_OR_RETURN(std::shared_ptr<PrefillWork> work, BuildWork(task));
-    absl::MutexLock lock(&mu_);
-    if (prep_stop_ || stopped_.load()) {
-      return absl::UnavailableError("the model is shutting down");
-    }
-    const int64_t waiting = scheduler_.waiting_requests();
-    if (waiting >= options_.max_queue_requests) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the model's queue is full (", waiting,
-          " requests waiting, --max-queue-requests=",
-          options_.max_queue_requests, "); retry later"));
-    }
-    RETURN_IF_ERROR(scheduler_.Submit(std::move(work)));
-    return handle;
-  }
-  absl::MutexLock lock(&mu_);
-  if (prep_stop_ || stopped_.load()) {
-    return absl::UnavailableError("the model is shutting down");
-  }
-  const int64_t waiting = in_prep_ + scheduler_.waiting_requests();
-  if (waiting >= options_.max_queue_requests) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the model's queue is full (", waiting,
-        " requests waiting, --max-queue-requests=",
-        options_.max_queue_requests, "); retry later"));
-  }
-  ++in_prep_;
-  prep_queue_.push_back(std::move(task));
+  RETURN_IF_ERROR(front_->Submit(std::move(task)));
   return handle;
-}
-
-void PrefillEngine::PrepLoop() {
-  while (true) {
-    PrepTask task;
-    bool stopping = false;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](PrefillEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
-            return e->prep_stop_ || !e->prep_queue_.empty();
-          },
-          this));
-      if (prep_queue_.empty()) return;  // stopping, nothing left
-      task = std::move(prep_queue_.front());
-      prep_queue_.pop_front();
-      stopping = prep_stop_;
-      if (stopping) --in_prep_;
-    }
-    if (stopping) {
-      task.finish(absl::UnavailableError("the model is shutting down"),
-                  RequestTimings{}, 0);
-      continue;
-    }
-    Prepare(std::move(task));
-  }
-}
-
-void PrefillEngine::Prepare(PrepTask task) {
-  auto leave = [&](const absl::Status& status) {
-    {
-      absl::MutexLock lock(&mu_);
-      --in_prep_;
-    }
-    RequestTimings t;
-    t.total_seconds = absl::ToDoubleSeconds(absl::Now() - task.arrival);
-    task.finish(status, t, 0);
-  };
-  // Cancelled or expired while waiting: no tokenization either.
-  if (task.handle->aborted()) {
-    leave(absl::CancelledError("the request was cancelled"));
-    return;
-  }
-  if (absl::Now() > task.deadline) {
-    leave(absl::DeadlineExceededError(
-        "the deadline passed while the request was queued"));
-    return;
-  }
-  absl::StatusOr<std::shared_ptr<PrefillWork>> work = BuildWork(task);
-  if (!work.ok()) {
-    leave(work.status());
-    return;
-  }
-  absl::Status submitted;
-  {
-    // Into the scheduler and out of in_prep_ in one step (see in_prep_).
-    absl::MutexLock lock(&mu_);
-    submitted = scheduler_.Submit(*work);
-    --in_prep_;
-  }
-  // Refused (e.g. --max-queue-tokens, or closed): the work never ran, so
-  // its done was not called.
-  if (!submitted.ok()) {
-    task.finish(submitted, RequestTimings{}, (*work)->num_tokens());
-  }
 }
 
 absl::StatusOr<std::shared_ptr<PrefillWork>> PrefillEngine::BuildWork(

@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/engine/admission_front.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/input_processor.h"
@@ -130,11 +131,14 @@ class PrefillEngine : public Engine {
         inspect;
     bool raw_scores = false;
     Finish finish;
+    // Set by preparation: the tokenized request, as the scheduler takes it.
+    std::shared_ptr<PrefillWork> work;
   };
 
   PrefillEngine(PrefillEngineOptions options, PrefillComponents components);
   void Loop(StepRunner* runner);
-  void PrepLoop();
+  // The admission front's stages for this engine's requests.
+  AdmissionFront<PrepTask>::Stages FrontStages();
   // FAILED_PRECONDITION unless the workflow serves `task`.
   absl::Status CheckTask(Task task) const;
   // Classify and Rerank: the request's params shared with its tokenize
@@ -147,31 +151,20 @@ class PrefillEngine : public Engine {
           const Params&) const,
       absl::Status (*fill)(std::vector<std::vector<float>> scores,
                            Result* result));
-  // Admits the request (RESOURCE_EXHAUSTED when the queue is full,
-  // UNAVAILABLE once stopped) and hands it to a prep worker, which
-  // tokenizes it and queues it in the scheduler; each finished sequence
-  // then goes through `output`, and `finish` gets the per-sequence vectors
-  // in input order, or the first error.
+  // Admits the request through the front (RESOURCE_EXHAUSTED when the
+  // queue is full, UNAVAILABLE once stopped); a prep worker tokenizes it and
+  // queues it in the scheduler; each finished sequence then goes through
+  // `output`, and `finish` gets the per-sequence vectors in input order, or
+  // the first error.
   absl::StatusOr<std::shared_ptr<RequestHandle>> Admit(PrepTask task);
-  // Prep worker: tokenizes `task` and moves it into the scheduler.
-  void Prepare(PrepTask task);
-  // Tokenizes `task` and builds its scheduler work (null + error status
-  // when the input processor refuses it).
+  // Tokenizes `task` and builds its scheduler work.
   absl::StatusOr<std::shared_ptr<PrefillWork>> BuildWork(const PrepTask& task);
 
   const PrefillEngineOptions options_;
   const PrefillComponents components_;
   PrefillScheduler& scheduler_;
 
-  // Admission and the prep queue. in_prep_ counts admitted requests not
-  // yet in the scheduler; it drops under mu_ in the same step that puts
-  // the request into the scheduler, so admission never sees a request in
-  // neither place.
-  mutable absl::Mutex mu_;
-  std::deque<PrepTask> prep_queue_ ABSL_GUARDED_BY(mu_);
-  int64_t in_prep_ ABSL_GUARDED_BY(mu_) = 0;
-  bool prep_stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> prep_threads_;
+  std::unique_ptr<AdmissionFront<PrepTask>> front_;
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::thread> loops_;
   std::atomic<bool> stopped_{false};
