@@ -285,9 +285,10 @@ absl::StatusOr<v1::TokenizeResponse> RequestLayer::Tokenize(
     RETURN_IF_ERROR(ToChatMessages(req.messages(), &messages));
     ASSIGN_OR_RETURN(
         rendered,
-        (*model)->RenderChat(messages, req.has_add_generation_prompt()
-                                           ? req.add_generation_prompt()
-                                           : true));
+        (*model)->chat_format()->Render(messages,
+                                        req.has_add_generation_prompt()
+                                            ? req.add_generation_prompt()
+                                            : true));
     resp.set_rendered_prompt(rendered);
   }
   ASSIGN_OR_RETURN(

@@ -220,11 +220,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                    static_cast<double>(info.kv_cache_bytes) / (1 << 20),
                    info.kv_cache_tokens, info.kv_cache_note);
         }
-        if (!m.chat_template_error().empty()) {
+        if (!m.chat_format()->parse_error().empty()) {
           LOG_WARN(
               "model '{}': its chat template cannot be used ({}); Generate "
               "with messages answers FAILED_PRECONDITION, prompts work",
-              info.name, m.chat_template_error());
+              info.name, m.chat_format()->parse_error());
         }
         raw->SetModelServing(info.name, true);
       } else {

@@ -38,7 +38,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/chat/chat_template.h"
+#include "runtime/chat/chat_format.h"
 #include "absl/strings/string_view.h"
 #include "runtime/engine/prefill_scheduler.h"
 #include "runtime/engine/requests.h"
@@ -65,12 +65,10 @@ struct InputProcessorOptions {
   bool include_prompt_in_pooling = true;
   std::map<std::string, std::string> prompts;  // name -> prefix
   std::string default_prompt_name;
-  // Generation: renders GenerateParams.messages with the model's chat
-  // template (ServedModel::RenderChat); unset for models that generate
+  // Generation: the model's chat format (its template and special tokens),
+  // which renders GenerateParams.messages; null for models that generate
   // nothing.
-  std::function<absl::StatusOr<std::string>(const std::vector<ChatMessage>&,
-                                            bool)>
-      render_chat;
+  std::shared_ptr<const ChatFormat> chat;
 };
 
 // Request text -> token ids. One instance per engine, called from any

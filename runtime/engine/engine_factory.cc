@@ -353,11 +353,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   GenerateComponents c;
   InputProcessorOptions io;
   io.max_input_tokens = max_model_len;
-  const ServedModel* served = &model;  // outlives its engine
-  io.render_chat = [served](const std::vector<ChatMessage>& messages,
-                            bool add_generation_prompt) {
-    return served->RenderChat(messages, add_generation_prompt);
-  };
+  io.chat = model.chat_format();
   ASSIGN_OR_RETURN(c.input, MakeInput(model, std::move(io)));
   ASSIGN_OR_RETURN(BatchingSchedulerFactory make_scheduler,
                    Component<BatchingSchedulerFactory>(registry_kind::kScheduler,

@@ -44,11 +44,14 @@ struct GenerateEngine::Request {
   bool samples_created = false;
   std::vector<int32_t> prompt;
   std::unique_ptr<SamplingState> sampling;
-  // Engine side: EOS, stop ids and max_tokens, decided from the ids alone.
-  std::unique_ptr<StopChecker> token_stop;
-  // Output side (the output worker once admitted).
+  // The request's stop rules. The output side (the output worker once
+  // admitted) streams text through it (Append: stop strings included); the
+  // loop decides EOS, stop ids and max_tokens from the ids alone
+  // (TokenFinish, with `generated` counting its tokens).
+  std::unique_ptr<StopChecker> stop;
+  int32_t generated = 0;  // engine thread
+  // Output side.
   std::unique_ptr<IncrementalDecoder> decoder;
-  std::unique_ptr<StopChecker> stop;  // everything, stop strings included
   bool final_sent = false;
   // Set by the output side when it sent the final chunk of a request the
   // loop still holds (a stop string); the loop then frees it.
@@ -240,10 +243,6 @@ absl::Status GenerateEngine::InitDecoding(Request* r) const {
       *tokenizer_, sampling.skip_special_tokens, r->prompt);
   r->stop =
       std::make_unique<StopChecker>(sampling, options_.eos_token_ids, max_new);
-  SamplingParams ids_only = sampling;
-  ids_only.stop.clear();
-  r->token_stop =
-      std::make_unique<StopChecker>(ids_only, options_.eos_token_ids, max_new);
   return absl::OkStatus();
 }
 
@@ -548,6 +547,10 @@ void GenerateEngine::UpdateStats() {
   stats_.prefix_cache_hits = scheduler_.kv_cache().prefix_hit_tokens();
 }
 
+FinishReason GenerateEngine::TokenFinish(Request* r, int32_t token_id) {
+  return r->stop->TokenFinish(token_id, ++r->generated);
+}
+
 absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
                                             absl::Span<const int32_t> drafts,
                                             bool forced,
@@ -577,7 +580,7 @@ absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
     for (int32_t j = 0; j < num_drafts; ++j) {
       const SampleResult& res = (*emitted)[static_cast<size_t>(j)];
       ++*accepted;
-      FinishReason reason = r->token_stop->Append(res.token_id, {}).finish_reason;
+      FinishReason reason = TokenFinish(r, res.token_id);
       // (The state is past every forced token: only the last one can leave
       // it complete; before it the format still forces more.)
       if (reason == FinishReason::kNone && j == num_drafts - 1 &&
@@ -597,7 +600,7 @@ absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
     SampleResult& res = emitted->emplace_back();
     RETURN_IF_ERROR(sampler_.SampleRow(absl::MakeSpan(logits_),
                                        r->sampling.get(), &res));
-    FinishReason reason = r->token_stop->Append(res.token_id, {}).finish_reason;
+    FinishReason reason = TokenFinish(r, res.token_id);
     if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
       reason = FinishReason::kStop;
     }
@@ -628,7 +631,7 @@ absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
     if (took_draft) ++*accepted;
     // EOS, stop ids and max_tokens end a sequence here, so the scheduler
     // frees it now; stop strings are the output side's.
-    FinishReason reason = r->token_stop->Append(res.token_id, {}).finish_reason;
+    FinishReason reason = TokenFinish(r, res.token_id);
     // A complete structured output ends like a stop token.
     if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
       reason = FinishReason::kStop;
@@ -716,7 +719,7 @@ void GenerateEngine::ForkSamples(
       Release(std::move(c), FinishReason::kError, s);
       continue;
     }
-    FinishReason reason = c->token_stop->Append(res.token_id, {}).finish_reason;
+    FinishReason reason = TokenFinish(c.get(), res.token_id);
     if (reason == FinishReason::kNone && c->sampling->constraint_complete()) {
       reason = FinishReason::kStop;
     }

@@ -180,6 +180,8 @@ class GenerateEngine : public Engine {
                               std::vector<SampleResult>* emitted,
                               SampledToken* sampled, int32_t* accepted);
   void HandleOutput(OutputEvent& event);
+  // Engine thread: EOS, stop ids and max_tokens for the next token of `r`.
+  static FinishReason TokenFinish(Request* r, int32_t token_id);
   // Engine thread: prompt logprobs from a prompt chunk's rows (every row
   // of kAllLogits); leaves only the last row when the chunk also samples.
   absl::Status CollectPromptLogprobs(Request* r, const ScheduledSequence& sched,

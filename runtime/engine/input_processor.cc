@@ -213,12 +213,12 @@ absl::StatusOr<std::vector<int32_t>> TokenizingInputProcessor::ProcessPrompt(
   if ((tasks_ & kPrompt) == 0) return Refuse("generate");
   if (!params.messages.empty()) {
     RETURN_IF_ERROR(NeedTokenizer());
-    if (!options_.render_chat) {
+    if (options_.chat == nullptr) {
       return absl::FailedPreconditionError(
           "this model cannot render chat messages; send a prompt");
     }
-    ASSIGN_OR_RETURN(std::string text, options_.render_chat(
-                                           params.messages,
+    ASSIGN_OR_RETURN(std::string text,
+                     options_.chat->Render(params.messages,
                                            params.add_generation_prompt));
     ASSIGN_OR_RETURN(Encoding enc,
                      tokenizer_->Encode(text, params.add_special_tokens));

@@ -110,39 +110,9 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
     }
   }
   for (const auto& [name, prompt] : st_.prompts) i.prompt_names.push_back(name);
-  if (!tok_config_.chat_template.empty()) {
-    auto parsed = ChatTemplate::Parse(tok_config_.chat_template);
-    if (parsed.ok()) {
-      chat_template_ = std::move(parsed).value();
-    } else {
-      chat_template_error_ = std::string(parsed.status().message());
-    }
-  }
-}
-
-absl::StatusOr<std::string> ServedModel::RenderChat(
-    const std::vector<ChatMessage>& messages,
-    bool add_generation_prompt) const {
-  if (chat_template_ == nullptr) {
-    if (!chat_template_error_.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "model '", name(), "': its chat template cannot be used (",
-          chat_template_error_, "); send a prompt instead of messages"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model '", name(),
-        "' has no chat template (tokenizer_config.json chat_template or "
-        "GGUF tokenizer.chat_template); send a prompt instead of messages"));
-  }
-  auto text = chat_template_->Render(messages, add_generation_prompt,
-                                     tok_config_.bos_token.value_or(""),
-                                     tok_config_.eos_token.value_or(""));
-  if (!text.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "messages: the chat template of model '", name(),
-        "' rejected them: ", text.status().message()));
-  }
-  return text;
+  chat_format_ = ChatFormat::Create(name(), tok_config_.chat_template,
+                                    tok_config_.bos_token.value_or(""),
+                                    tok_config_.eos_token.value_or(""));
 }
 
 ServedModel::~ServedModel() { Shutdown(); }

@@ -17,7 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/chat/chat_template.h"
+#include "runtime/chat/chat_format.h"
 #include "runtime/engine/model_info.h"
 #include "runtime/engine/model_options.h"
 #include "runtime/engine/workflow.h"
@@ -62,16 +62,11 @@ class ServedModel {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   Engine& engine() const { return *engine_; }
 
-  // The conversation rendered with the model's chat template.
-  // FAILED_PRECONDITION when the model has none (or its template could not
-  // be parsed: the message says why); INVALID_ARGUMENT when the template
-  // rejects the conversation. Thread-safe.
-  absl::StatusOr<std::string> RenderChat(
-      const std::vector<ChatMessage>& messages,
-      bool add_generation_prompt) const;
-  // Empty when the chat template parsed (or there is none); else why not.
-  const std::string& chat_template_error() const {
-    return chat_template_error_;
+  // The model's chat format (never null): renders conversations, or says
+  // why it cannot (no template, or one that did not parse). Built at
+  // construction; thread-safe.
+  const std::shared_ptr<const ChatFormat>& chat_format() const {
+    return chat_format_;
   }
 
   // The output processor the workflow runs for this model (a recipe's
@@ -104,9 +99,7 @@ class ServedModel {
 
   const std::string tokenizer_json_path_;
   std::string tokenizer_json_;  // emptied by Load
-  // Parsed once at construction; null without a (usable) template.
-  std::unique_ptr<const ChatTemplate> chat_template_;
-  std::string chat_template_error_;
+  std::shared_ptr<const ChatFormat> chat_format_;
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;

@@ -40,23 +40,33 @@ size_t StopChecker::HeldSuffixLength() const {
   return held;
 }
 
+FinishReason StopChecker::StopTokenFinish(int32_t token_id, int32_t n) const {
+  // min_tokens tokens must precede a stop token.
+  if (n - 1 < min_tokens_) return FinishReason::kNone;
+  auto contains = [token_id](const std::vector<int32_t>& ids) {
+    return std::find(ids.begin(), ids.end(), token_id) != ids.end();
+  };
+  if (!ignore_eos_ && contains(eos_token_ids_)) return FinishReason::kEos;
+  if (contains(stop_token_ids_)) return FinishReason::kStop;
+  return FinishReason::kNone;
+}
+
+FinishReason StopChecker::TokenFinish(int32_t token_id, int32_t n) const {
+  const FinishReason reason = StopTokenFinish(token_id, n);
+  if (reason != FinishReason::kNone) return reason;
+  if (max_new_tokens_ > 0 && n >= max_new_tokens_) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
 StopCheckResult StopChecker::Append(int32_t token_id,
                                     absl::string_view text_delta) {
   StopCheckResult out;
   if (finished_) return out;
   ++num_tokens_;
 
-  // Tokens that end the generation; min_tokens tokens must precede them.
-  if (num_tokens_ - 1 >= min_tokens_) {
-    auto contains = [token_id](const std::vector<int32_t>& ids) {
-      return std::find(ids.begin(), ids.end(), token_id) != ids.end();
-    };
-    FinishReason reason = FinishReason::kNone;
-    if (!ignore_eos_ && contains(eos_token_ids_)) {
-      reason = FinishReason::kEos;
-    } else if (contains(stop_token_ids_)) {
-      reason = FinishReason::kStop;
-    }
+  // Tokens that end the generation.
+  {
+    const FinishReason reason = StopTokenFinish(token_id, num_tokens_);
     if (reason != FinishReason::kNone) {
       if (include_stop_str_)
         pending_.append(text_delta.data(), text_delta.size());

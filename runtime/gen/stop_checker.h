@@ -3,7 +3,8 @@
 // matched across token boundaries on the incremental text deltas (e.g. from
 // IncrementalDecoder::Push); text that could still become the start of a
 // stop string is held back until it cannot, or until the generation ends.
-// Not thread-safe; one per request, owned by the engine loop.
+// One per request. Append/Finish: not thread-safe (the output side);
+// TokenFinish is const and safe beside them (the engine loop).
 #ifndef INFERD_RUNTIME_GEN_STOP_CHECKER_H_
 #define INFERD_RUNTIME_GEN_STOP_CHECKER_H_
 
@@ -50,6 +51,13 @@ class StopChecker {
   // On any finish the held-back text is released. No-op after a finish.
   StopCheckResult Append(int32_t token_id, absl::string_view text_delta);
 
+  // The rules that need the ids alone (EOS, stop ids, max_new_tokens) for
+  // the `n`-th generated token (1-based), as Append applies them: what the
+  // engine loop decides on its own thread while the output side streams
+  // text through Append. Reads only the immutable rules, so it may run
+  // concurrently with Append.
+  FinishReason TokenFinish(int32_t token_id, int32_t n) const;
+
   // Ends the generation for a reason decided elsewhere (cancel, error, the
   // context limit): releases held-back text followed by `final_text` (e.g.
   // the decoder's Flush()). No-op after a finish.
@@ -64,6 +72,8 @@ class StopChecker {
   size_t num_held_bytes() const { return pending_.size(); }
 
  private:
+  // EOS or a stop id as the n-th token (min_tokens applied), else kNone.
+  FinishReason StopTokenFinish(int32_t token_id, int32_t n) const;
   // Moves pending_[0, n) to `out` and released_.
   void Release(size_t n, StopCheckResult* out);
   // Length of the longest suffix of pending_ that is a proper prefix of a

@@ -31,7 +31,7 @@ constexpr int32_t kNext = 5;  // the fake model's favourite token
 
 using testing_internal::Gate;
 
-// The chat template hook: records the threads it runs on, can block on a
+// The chat rendering step: records the threads it runs on, can block on a
 // gate, and refuses a first message "bad" as a template error would.
 struct RenderHook {
   absl::Mutex mu;
@@ -53,6 +53,33 @@ struct RenderHook {
     absl::MutexLock lock(&mu);
     return threads;
   }
+};
+
+// An input processor (a component, as a plug-in could register) that
+// renders chat messages through `hook`; prompts as the built-in one.
+class HookedInput : public InputProcessor {
+ public:
+  HookedInput(RenderHook* hook, const Tokenizer* tokenizer,
+              InputProcessorOptions io)
+      : hook_(hook),
+        tokenizer_(tokenizer),
+        plain_("prompt_tokenizer", TokenizingInputProcessor::kPrompt,
+               tokenizer, std::move(io)) {}
+  absl::string_view name() const override { return "hooked_prompt"; }
+  absl::StatusOr<std::vector<int32_t>> ProcessPrompt(
+      const GenerateParams& params) const override {
+    if (params.messages.empty()) return plain_.ProcessPrompt(params);
+    absl::StatusOr<std::string> text = hook_->Render(params.messages);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<Encoding> enc = tokenizer_->Encode(*text, false);
+    if (!enc.ok()) return enc.status();
+    return enc->ids;
+  }
+
+ private:
+  RenderHook* hook_;
+  const Tokenizer* tokenizer_;
+  TokenizingInputProcessor plain_;
 };
 
 // A fake model whose logits always favour kNext. Counts its calls.
@@ -130,12 +157,10 @@ struct Fixture {
     sc.kv_cache.num_blocks = 64;
     sc.kv_cache.block_size = 4;
     InputProcessorOptions io;
-    RenderHook* hook = &render;
-    io.render_chat = [hook](const std::vector<ChatMessage>& m, bool) {
-      return hook->Render(m);
-    };
-    engine = MakeEngine(tokenizer.get(), std::move(o),
-                        std::make_unique<FakeRunner>(&calls), std::move(io));
+    io.max_input_tokens = sc.max_model_len;
+    engine = MakeEngine(
+        tokenizer.get(), std::move(o), std::make_unique<FakeRunner>(&calls),
+        {}, std::make_unique<HookedInput>(&render, tokenizer.get(), io));
   }
   ~Fixture() { engine.reset(); }
 };

@@ -43,14 +43,17 @@ inline std::unique_ptr<Tokenizer> WordTokenizer() {
 // scheduler's max_model_len).
 inline std::unique_ptr<GenerateEngine> MakeEngine(
     const Tokenizer* tokenizer, GenerateEngineOptions options,
-    std::unique_ptr<StepRunner> runner, InputProcessorOptions io = {}) {
+    std::unique_ptr<StepRunner> runner, InputProcessorOptions io = {},
+    std::unique_ptr<InputProcessor> input = nullptr) {
   options.vocab_size = kVocab;
   options.eos_token_ids = {kEos};
   io.max_input_tokens = options.scheduler.max_model_len;
   GenerateComponents c;
-  c.input = std::make_unique<TokenizingInputProcessor>(
-      "prompt_tokenizer", TokenizingInputProcessor::kPrompt, tokenizer,
-      std::move(io));
+  c.input = input != nullptr
+                ? std::move(input)
+                : std::make_unique<TokenizingInputProcessor>(
+                      "prompt_tokenizer", TokenizingInputProcessor::kPrompt,
+                      tokenizer, std::move(io));
   c.scheduler = std::make_unique<ContinuousBatchingScheduler>(options.scheduler);
   c.sampler = std::make_unique<Sampler>(kVocab);
   return std::make_unique<GenerateEngine>(std::move(options), tokenizer,
