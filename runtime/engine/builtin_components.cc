@@ -135,13 +135,8 @@ ArchitectureSpec DecoderBase() {
   return a;
 }
 
-void RegisterAll() {
-  RegisterBuiltinConfigParsers();
-  RegisterBuiltinModels();
-  RegisterBuiltinAttentionBackends();
+void RegisterInputProcessors() {
   using TIP = TokenizingInputProcessor;
-
-  // Input processors.
   AddInput("embed_tokenizer", TIP::kEmbed, false,
            "texts (with the model's prompt prefixes) -> ids with special "
            "tokens; truncation or a clear error past the model's limit");
@@ -155,8 +150,9 @@ void RegisterAll() {
            "the document only");
   AddInput("prompt_tokenizer", TIP::kPrompt, false,
            "prompt text -> ids (or ids as given) for generation");
+}
 
-  // Schedulers.
+void RegisterSchedulers() {
   Add(registry_kind::kScheduler, "prefill_only",
       "first come, first served batches of whole sequences up to a token "
       "budget; no KV cache, no preemption",
@@ -169,8 +165,9 @@ void RegisterAll() {
       BatchingSchedulerFactory([](const SchedulerConfig& c) {
         return std::make_unique<ContinuousBatchingScheduler>(c);
       }));
+}
 
-  // Output processors.
+void RegisterOutputProcessors() {
   AddPooling(Pooling::kCls, "cls", "first token's hidden state");
   AddPooling(Pooling::kMean, "mean",
              "mean of the input's hidden states (prompt tokens excluded when "
@@ -196,8 +193,9 @@ void RegisterAll() {
       SamplerFactory([](int32_t vocab) {
         return std::make_unique<Sampler>(vocab);
       }));
+}
 
-  // Executors.
+void RegisterExecutors() {
   Add(registry_kind::kExecutor, "prefill_loop",
       "replica loops (one model runner each) pulling batches from a prefill "
       "scheduler",
@@ -205,8 +203,9 @@ void RegisterAll() {
   Add(registry_kind::kExecutor, "continuous_batching_loop",
       "one engine loop: schedule, run, sample, detokenize, stream",
       ExecutorFactory(&BuildContinuousBatchingLoop));
+}
 
-  // Workflows.
+void RegisterWorkflows() {
   AddWorkflow(Recipe("causal_generate", "decoder LM generation",
                      {Task::kGenerate}, "prompt_tokenizer",
                      "continuous_batching", "causal_paged",
@@ -248,8 +247,9 @@ void RegisterAll() {
                      {Task::kRerank, Task::kClassify}, "pair_tokenizer",
                      "prefill_only", "bidirectional_prefill",
                      "relevance_scores", "prefill_loop"));
+}
 
-  // Architectures.
+void RegisterArchitectures() {
   AddArchitecture("BertModel", "BERT encoder", Encoder());
   AddArchitecture("XLMRobertaModel", "XLM-RoBERTa encoder", Encoder());
   AddArchitecture("BertForSequenceClassification",
@@ -271,6 +271,18 @@ void RegisterAll() {
   AddArchitecture("LlamaModel", "Llama decoder embedder", DecoderBase());
   AddArchitecture("MistralModel", "Mistral decoder embedder", DecoderBase());
   AddArchitecture("Qwen2Model", "Qwen2 decoder embedder", DecoderBase());
+}
+
+void RegisterAll() {
+  RegisterBuiltinConfigParsers();
+  RegisterBuiltinModels();
+  RegisterBuiltinAttentionBackends();
+  RegisterInputProcessors();
+  RegisterSchedulers();
+  RegisterOutputProcessors();
+  RegisterExecutors();
+  RegisterWorkflows();
+  RegisterArchitectures();
 }
 
 }  // namespace

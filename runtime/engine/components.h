@@ -46,9 +46,9 @@
 
 namespace inferd {
 
-class ContinuousBatchingScheduler;
+class GenerationScheduler;
 struct SchedulerConfig;
-class Sampler;
+class TokenSampler;
 class Engine;
 class ServedModel;
 class Tokenizer;
@@ -160,7 +160,7 @@ using OutputProcessorFactory =
 // Generation's output processor: samples each step's logits (the engine
 // then detokenizes incrementally and checks stops).
 using SamplerFactory =
-    std::function<std::unique_ptr<Sampler>(int32_t vocab_size)>;
+    std::function<std::unique_ptr<TokenSampler>(int32_t vocab_size)>;
 
 // Pooling output processors are registered as "pooling_<mode>" (cls, mean,
 // last; max from examples/plugin).
@@ -173,7 +173,7 @@ inline std::string PoolingComponent(absl::string_view pooling) {
 using PrefillSchedulerFactory = std::function<std::unique_ptr<PrefillScheduler>(
     const PrefillSchedulerOptions& options)>;
 using BatchingSchedulerFactory =
-    std::function<std::unique_ptr<ContinuousBatchingScheduler>(
+    std::function<std::unique_ptr<GenerationScheduler>(
         const SchedulerConfig& config)>;
 
 // ------------------------------------------------------------ executors

@@ -99,6 +99,7 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
       sampler_owner_(std::move(components.sampler)),
       scheduler_(*scheduler_owner_),
       sampler_(*sampler_owner_),
+      raw_logprobs_(options_.vocab_size),
       grammars_(std::make_unique<ConstraintCompiler>(
           [tokenizer, vocab = options_.vocab_size,
            eos = options_.eos_token_ids] {
@@ -542,9 +543,10 @@ void GenerateEngine::UpdateStats() {
   absl::MutexLock lock(&mu_);
   stats_.waiting_requests = scheduler_.num_waiting();
   stats_.running_requests = scheduler_.num_running();
-  stats_.kv_blocks_free = scheduler_.kv_cache().num_free_blocks();
-  stats_.prefix_cache_queries = scheduler_.kv_cache().prefix_query_tokens();
-  stats_.prefix_cache_hits = scheduler_.kv_cache().prefix_hit_tokens();
+  const SchedulerKvStats kv = scheduler_.kv_stats();
+  stats_.kv_blocks_free = kv.free_blocks;
+  stats_.prefix_cache_queries = kv.prefix_query_tokens;
+  stats_.prefix_cache_hits = kv.prefix_hit_tokens;
 }
 
 FinishReason GenerateEngine::TokenFinish(Request* r, int32_t token_id) {
@@ -667,7 +669,7 @@ absl::Status GenerateEngine::CollectPromptLogprobs(
     if (pos >= prompt_len) break;
     if (pos <= r->prompt_logprobs_done) continue;
     const float* row = logits->values.data() + static_cast<size_t>(j) * stride;
-    RETURN_IF_ERROR(sampler_.RawLogprobs(absl::MakeConstSpan(row, v),
+    RETURN_IF_ERROR(raw_logprobs_.RawLogprobs(absl::MakeConstSpan(row, v),
                                          r->prompt[pos], k, &res));
     TokenLogprobs lp;
     lp.sampled = {res.token_id, res.logprob};

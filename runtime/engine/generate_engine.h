@@ -72,8 +72,8 @@ struct GenerateEngineOptions {
 // prompt_tokenizer, continuous_batching, sample_detokenize.
 struct GenerateComponents {
   std::unique_ptr<InputProcessor> input;
-  std::unique_ptr<ContinuousBatchingScheduler> scheduler;
-  std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<GenerationScheduler> scheduler;
+  std::unique_ptr<TokenSampler> sampler;
 };
 
 class GenerateEngine : public Engine {
@@ -200,10 +200,13 @@ class GenerateEngine : public Engine {
   const Tokenizer* tokenizer_;
   const std::unique_ptr<InputProcessor> input_;
   std::unique_ptr<StepRunner> runner_;
-  const std::unique_ptr<ContinuousBatchingScheduler> scheduler_owner_;
-  const std::unique_ptr<Sampler> sampler_owner_;
-  ContinuousBatchingScheduler& scheduler_;  // engine thread only
-  Sampler& sampler_;                        // engine thread only
+  const std::unique_ptr<GenerationScheduler> scheduler_owner_;
+  const std::unique_ptr<TokenSampler> sampler_owner_;
+  GenerationScheduler& scheduler_;          // engine thread only
+  TokenSampler& sampler_;                   // engine thread only
+  // Prompt logprobs: the model's raw distribution, whatever the sampler
+  // (engine thread only).
+  Sampler raw_logprobs_;
   // Structured output: response formats compiled by llguidance against the
   // model's vocabulary, recent ones cached (prep workers; thread-safe).
   const std::unique_ptr<ConstraintCompiler> grammars_;

@@ -45,6 +45,9 @@ struct ModelOverrides {
   std::optional<std::string> task;      // generate | embed | rerank | classify
   std::optional<std::string> pooling;   // cls | mean | last
   std::optional<bool> bidirectional;    // decoder embedders: no causal mask
+  // Generation: the registered sampler to run instead of the workflow's
+  // (a plug-in's, PluginRegistrar::AddSampler).
+  std::optional<std::string> sampler;
 };
 
 struct ModelSpec {

@@ -42,6 +42,20 @@ class Registrar : public PluginRegistrar {
     return Add(registry_kind::kScheduler, name, description,
                std::move(factory));
   }
+  absl::Status AddSampler(const std::string& name,
+                          const std::string& description,
+                          SamplerFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kOutputProcessor, name, description,
+               std::move(factory));
+  }
+  absl::Status AddBatchingScheduler(const std::string& name,
+                                    const std::string& description,
+                                    BatchingSchedulerFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kScheduler, name, description,
+               std::move(factory));
+  }
   absl::Status AddAttentionBackend(
       const std::string& name, const std::string& description,
       AttentionBackendRegistration backend) override {

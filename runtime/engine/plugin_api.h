@@ -28,6 +28,8 @@
 #include "absl/status/status.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/workflow.h"
+#include "runtime/gen/sampler.h"
+#include "runtime/gen/scheduler.h"
 #include "runtime/loader/config_parser.h"
 #include "runtime/model/attention_backend.h"
 #include "runtime/model/model_registry.h"
@@ -39,7 +41,10 @@
 // 3: GenerateParams.speculative; StepOutput::kAllLogits.
 // 4: SamplingParams.n and prompt_logprobs; GenerateChunk.sample_index,
 //    more_samples and prompt_logprobs.
-#define INFERD_PLUGIN_API_VERSION 4
+// 5: AddSampler (TokenSampler over a SamplingContext) and
+//    AddBatchingScheduler (GenerationScheduler); InputProcessorOptions.chat
+//    (a ChatFormat) replaces render_chat.
+#define INFERD_PLUGIN_API_VERSION 5
 
 namespace inferd {
 
@@ -59,6 +64,15 @@ class PluginRegistrar {
   virtual absl::Status AddPrefillScheduler(const std::string& name,
                                            const std::string& description,
                                            PrefillSchedulerFactory factory) = 0;
+  // Generation: a sampler (kind "output_processor"), which a model runs
+  // with `--model NAME=PATH,sampler=<name>`; and a scheduler (kind
+  // "scheduler") a workflow recipe names.
+  virtual absl::Status AddSampler(const std::string& name,
+                                  const std::string& description,
+                                  SamplerFactory factory) = 0;
+  virtual absl::Status AddBatchingScheduler(
+      const std::string& name, const std::string& description,
+      BatchingSchedulerFactory factory) = 0;
   virtual absl::Status AddAttentionBackend(
       const std::string& name, const std::string& description,
       AttentionBackendRegistration backend) = 0;

@@ -116,6 +116,14 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
                                           w.attention_backend,
                                           ") is always bidirectional"));
   }
+  if (overrides.sampler.has_value()) {
+    if (!w.Supports(Task::kGenerate)) {
+      return Unsupported(arch, absl::StrCat(
+          "sampler=", *overrides.sampler, " only applies to generation; "
+          "workflow ", w.name, " serves ", TaskList(w)));
+    }
+    w.output_processor = *overrides.sampler;
+  }
   w.model_class = spec.model_class.empty() ? arch : spec.model_class;
   w.bidirectional = bidirectional;
   return w;

@@ -48,9 +48,7 @@ uint64_t SamplerRng::Next() {
   return result;
 }
 
-double SamplerRng::Uniform() {
-  return static_cast<double>(Next() >> 11) * 0x1.0p-53;
-}
+double SamplerRng::Uniform() { return UniformFromBits(Next()); }
 
 SamplingState::SamplingState(const SamplingParams& params,
                              absl::Span<const int32_t> prompt_token_ids,
@@ -85,6 +83,45 @@ void SamplingState::AcceptForced(absl::Span<const int32_t> token_ids) {
   if (constraint_ != nullptr) constraint_->AdvanceForced(token_ids);
 }
 
+void SamplingState::ProcessLogits(absl::Span<float> logits) const {
+  float* x = logits.data();
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  const SamplingParams& p = params_;
+  auto in_vocab = [vocab](int32_t id) { return id >= 0 && id < vocab; };
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (in_vocab(id)) x[id] += bias;
+  }
+  if (num_output_tokens_ < p.min_tokens) {
+    for (int32_t id : eos_token_ids_) {
+      if (in_vocab(id)) x[id] = kNegInf;
+    }
+    for (int32_t id : p.stop_token_ids) {
+      if (in_vocab(id)) x[id] = kNegInf;
+    }
+  }
+  // Repetition penalty (Keskar et al., 2019, as in HF transformers): divide
+  // a positive logit, multiply a negative one.
+  if (p.repetition_penalty != 1.0f) {
+    const float rp = p.repetition_penalty;
+    for (int32_t id : seen_) {
+      if (!in_vocab(id)) continue;
+      x[id] = x[id] > 0.0f ? x[id] / rp : x[id] * rp;
+    }
+  }
+  // OpenAI semantics: logit -= count * frequency + (count > 0) * presence.
+  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    for (const auto& [id, count] : output_counts_) {
+      if (!in_vocab(id)) continue;
+      x[id] -=
+          static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
+    }
+  }
+  // Last, so neither a bias nor a penalty lets a disallowed token through.
+  if (constraint_ != nullptr) {
+    constraint_->Mask(logits, end_ids_);
+  }
+}
+
 Sampler::Sampler(int32_t vocab_size)
     : vocab_size_(std::max(vocab_size, 1)),
       probs_(static_cast<size_t>(vocab_size_)),
@@ -107,43 +144,6 @@ absl::Status Sampler::Sample(absl::Span<float> logits,
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
-}
-
-void Sampler::ApplyPenalties(float* x, const SamplingState& state) const {
-  const SamplingParams& p = state.params_;
-  auto in_vocab = [this](int32_t id) { return id >= 0 && id < vocab_size_; };
-  for (const auto& [id, bias] : p.logit_bias) {
-    if (in_vocab(id)) x[id] += bias;
-  }
-  if (state.num_output_tokens_ < p.min_tokens) {
-    for (int32_t id : state.eos_token_ids_) {
-      if (in_vocab(id)) x[id] = kNegInf;
-    }
-    for (int32_t id : p.stop_token_ids) {
-      if (in_vocab(id)) x[id] = kNegInf;
-    }
-  }
-  // Repetition penalty (Keskar et al., 2019, as in HF transformers): divide
-  // a positive logit, multiply a negative one.
-  if (p.repetition_penalty != 1.0f) {
-    const float rp = p.repetition_penalty;
-    for (int32_t id : state.seen_) {
-      if (!in_vocab(id)) continue;
-      x[id] = x[id] > 0.0f ? x[id] / rp : x[id] * rp;
-    }
-  }
-  // OpenAI semantics: logit -= count * frequency + (count > 0) * presence.
-  if (p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
-    for (const auto& [id, count] : state.output_counts_) {
-      if (!in_vocab(id)) continue;
-      x[id] -=
-          static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
-    }
-  }
-  // Last, so neither a bias nor a penalty lets a disallowed token through.
-  if (state.constraint_ != nullptr) {
-    state.constraint_->Mask(absl::MakeSpan(x, vocab_size_), state.end_ids_);
-  }
 }
 
 void Sampler::FillLogprobs(const float* x, int32_t token, float log_normalizer,
@@ -206,16 +206,16 @@ absl::Status Sampler::RawLogprobs(absl::Span<const float> logits,
 }
 
 absl::Status Sampler::ProcessRow(absl::Span<float> logits,
-                                 const SamplingState& state, RowDist* d) {
+                                 const SamplingContext& state, RowDist* d) {
   if (logits.size() != static_cast<size_t>(vocab_size_)) {
     return absl::InvalidArgumentError(
         absl::StrCat("a logits row holds ", logits.size(), " values; expected ",
                      vocab_size_));
   }
-  const SamplingParams& p = state.params_;
+  const SamplingParams& p = state.params();
   float* x = logits.data();
   const int32_t v = vocab_size_;
-  ApplyPenalties(x, state);
+  state.ProcessLogits(logits);
 
   if (!p.greedy()) {
     const float inv_t = 1.0f / p.temperature;
@@ -227,7 +227,7 @@ absl::Status Sampler::ProcessRow(absl::Span<float> logits,
   }
   const float max_logit = x[argmax];
   if (!std::isfinite(max_logit)) {
-    if (state.constraint_ != nullptr) {
+    if (state.has_constraint()) {
       return absl::InvalidArgumentError(
           "response_format: no token of the vocabulary can continue the "
           "output here (or min_tokens keeps it from ending)");
@@ -298,13 +298,14 @@ double Sampler::CandidateMass(const RowDist& d, int32_t token) const {
   return 0.0;
 }
 
-int32_t Sampler::Draw(const RowDist& d, int32_t excluded, SamplerRng* rng) {
+int32_t Sampler::Draw(const RowDist& d, int32_t excluded,
+                      SamplingContext* state) {
   if (d.truncated) {
     double z = 0.0;
     for (int32_t j = 0; j < d.n; ++j) {
       if (idx_[j] != excluded) z += probs_[idx_[j]];
     }
-    const double u = rng->Uniform() * z;
+    const double u = UniformFromBits(state->NextRandom()) * z;
     double cum = 0.0;
     int32_t last_positive = -1;
     for (int32_t j = 0; j < d.n; ++j) {
@@ -327,7 +328,7 @@ int32_t Sampler::Draw(const RowDist& d, int32_t excluded, SamplerRng* rng) {
       if (i != excluded) z += probs_[i];
     }
   }
-  const double u = rng->Uniform() * z;
+  const double u = UniformFromBits(state->NextRandom()) * z;
   double cum = 0.0;
   int32_t last_positive = -1;
   for (int32_t i = 0; i < vocab_size_; ++i) {
@@ -342,9 +343,9 @@ int32_t Sampler::Draw(const RowDist& d, int32_t excluded, SamplerRng* rng) {
 }
 
 void Sampler::Finish(const float* x, const RowDist& d, int32_t token,
-                     SamplingState* state, SampleResult* result) {
+                     SamplingContext* state, SampleResult* result) {
   result->token_id = token;
-  const int32_t logprobs = state->params_.logprobs;
+  const int32_t logprobs = state->params().logprobs;
   if (logprobs > 0) {
     FillLogprobs(x, token, d.log_normalizer, logprobs, result);
   } else {
@@ -354,12 +355,12 @@ void Sampler::Finish(const float* x, const RowDist& d, int32_t token,
   state->Accept(token);
 }
 
-absl::Status Sampler::SampleRow(absl::Span<float> logits, SamplingState* state,
-                                SampleResult* result) {
+absl::Status Sampler::SampleRow(absl::Span<float> logits,
+                                SamplingContext* state, SampleResult* result) {
   RowDist d;
   RETURN_IF_ERROR(ProcessRow(logits, *state, &d));
   const int32_t token =
-      state->params_.greedy() ? d.argmax : Draw(d, -1, &state->rng_);
+      state->params().greedy() ? d.argmax : Draw(d, -1, state);
   Finish(logits.data(), d, token, state, result);
   return absl::OkStatus();
 }
@@ -374,13 +375,13 @@ void Sampler::AcceptForced(SamplingState* state,
   state->AcceptForced(tokens);
 }
 
-absl::Status Sampler::VerifyRow(absl::Span<float> logits, SamplingState* state,
-                                int32_t draft, SampleResult* result,
-                                bool* accepted) {
+absl::Status Sampler::VerifyRow(absl::Span<float> logits,
+                                SamplingContext* state, int32_t draft,
+                                SampleResult* result, bool* accepted) {
   RowDist d;
   RETURN_IF_ERROR(ProcessRow(logits, *state, &d));
   int32_t token = d.argmax;
-  if (!state->params_.greedy()) {
+  if (!state->params().greedy()) {
     // Speculative sampling (Leviathan et al., 2023; Chen et al., 2023) with
     // a one-hot draft distribution q: accept the draft with probability
     // min(1, p(draft) / q(draft)) = p(draft); otherwise sample from the
@@ -392,8 +393,9 @@ absl::Status Sampler::VerifyRow(absl::Span<float> logits, SamplingState* state,
       for (int32_t j = 0; j < d.n; ++j) total += probs_[idx_[j]];
     }
     const double p_draft = total > 0.0 ? CandidateMass(d, draft) / total : 0.0;
-    token = state->rng_.Uniform() < p_draft ? draft
-                                            : Draw(d, draft, &state->rng_);
+    token = UniformFromBits(state->NextRandom()) < p_draft
+                ? draft
+                : Draw(d, draft, state);
   }
   *accepted = token == draft;
   Finish(logits.data(), d, token, state, result);

@@ -61,8 +61,31 @@ class TokenConstraint {
   }
 };
 
+// What a sampler sees of one request's decoding (SamplingState implements
+// it). Virtual, so a plug-in's sampler uses it without linking inferd.
+class SamplingContext {
+ public:
+  virtual ~SamplingContext() = default;
+  virtual const SamplingParams& params() const = 0;
+  // The request's logits processors, in place on one row (vocab_size
+  // logits): logit_bias, EOS / stop ids masked until min_tokens, repetition /
+  // presence / frequency penalties, then the structured-output mask (last,
+  // so neither a bias nor a penalty lets a disallowed token through).
+  virtual void ProcessLogits(absl::Span<float> logits) const = 0;
+  // The request's seeded generator (SamplingParams.seed): 64 random bits.
+  virtual uint64_t NextRandom() = 0;
+  // Records the chosen token (penalty counts, min_tokens, the constraint).
+  virtual void Accept(int32_t token_id) = 0;
+  virtual bool has_constraint() const = 0;
+};
+
+// A uniform double in [0, 1) from 64 random bits (53 of them).
+inline double UniformFromBits(uint64_t bits) {
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
 // Per-request sampling state.
-class SamplingState {
+class SamplingState : public SamplingContext {
  public:
   // `eos_token_ids`: the model's EOS ids (masked until min_tokens). An unset
   // params.seed draws a random one.
@@ -70,13 +93,15 @@ class SamplingState {
                 absl::Span<const int32_t> prompt_token_ids,
                 absl::Span<const int32_t> eos_token_ids);
 
-  const SamplingParams& params() const { return params_; }
+  const SamplingParams& params() const override { return params_; }
+  void ProcessLogits(absl::Span<float> logits) const override;
+  uint64_t NextRandom() override { return rng_.Next(); }
   uint64_t seed() const { return seed_; }
   int32_t num_output_tokens() const { return num_output_tokens_; }
 
   // Records a generated token for the penalties, min_tokens and the
   // constraint. Sampler calls it for every token it samples.
-  void Accept(int32_t token_id);
+  void Accept(int32_t token_id) override;
   // Records forced tokens (ForcedTokens' output) at once.
   void AcceptForced(absl::Span<const int32_t> token_ids);
 
@@ -90,7 +115,7 @@ class SamplingState {
   bool constraint_complete() const {
     return constraint_ != nullptr && constraint_->Complete();
   }
-  bool has_constraint() const { return constraint_ != nullptr; }
+  bool has_constraint() const override { return constraint_ != nullptr; }
   // TokenConstraint::ForcedTokens of the constraint (none without one).
   void ForcedTokens(int32_t max, std::vector<int32_t>* out) {
     out->clear();
@@ -98,7 +123,6 @@ class SamplingState {
   }
 
  private:
-  friend class Sampler;
   // The penalties' and min_tokens' bookkeeping of one output token.
   void Record(int32_t token_id);
 
@@ -130,7 +154,37 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;  // best first, params.logprobs
 };
 
-class Sampler {
+// The generate workflow's sampler: one token from one row of logits. The
+// built-in is Sampler; a plug-in registers its own (PluginRegistrar::
+// AddSampler) and a model picks it with `sampler=NAME`. Not thread-safe; one
+// per engine, called by its loop.
+class TokenSampler {
+ public:
+  virtual ~TokenSampler() = default;
+  // One row (vocab_size logits, overwritten) -> one token into `result`
+  // (token_id; logprob and top_logprobs when state->params().logprobs > 0),
+  // recorded with state->Accept. A sampler applies state->ProcessLogits
+  // first unless it has reasons not to (the structured-output mask is
+  // there). INVALID_ARGUMENT when no token can be chosen.
+  virtual absl::Status SampleRow(absl::Span<float> logits,
+                                 SamplingContext* state,
+                                 SampleResult* result) = 0;
+  // Speculative decoding: the token for a row at which a deterministic
+  // proposer put `draft`, distributed exactly as SampleRow's; `*accepted`
+  // tells whether it is the draft. The default samples the row and accepts
+  // the draft when the sample is it (exact for any sampler; a sampler that
+  // knows its distribution can accept more often, as Sampler does).
+  virtual absl::Status VerifyRow(absl::Span<float> logits,
+                                 SamplingContext* state, int32_t draft,
+                                 SampleResult* result, bool* accepted) {
+    const absl::Status s = SampleRow(logits, state, result);
+    *accepted = s.ok() && result->token_id == draft;
+    return s;
+  }
+};
+
+// The built-in sampler ("sample_detokenize").
+class Sampler : public TokenSampler {
  public:
   explicit Sampler(int32_t vocab_size);
 
@@ -146,8 +200,8 @@ class Sampler {
                       std::vector<SampleResult>* results);
 
   // One row (vocab_size logits, overwritten).
-  absl::Status SampleRow(absl::Span<float> logits, SamplingState* state,
-                         SampleResult* result);
+  absl::Status SampleRow(absl::Span<float> logits, SamplingContext* state,
+                         SampleResult* result) override;
 
   // Speculative decoding: the token for one row given a draft token that a
   // deterministic proposer put there. Greedy: the argmax (the draft is
@@ -157,8 +211,9 @@ class Sampler {
   // truncation), so the result is distributed exactly as SampleRow's.
   // `*accepted` tells whether the result is the draft. The state records
   // the token, and logprobs are filled, as in SampleRow.
-  absl::Status VerifyRow(absl::Span<float> logits, SamplingState* state,
-                         int32_t draft, SampleResult* result, bool* accepted);
+  absl::Status VerifyRow(absl::Span<float> logits, SamplingContext* state,
+                         int32_t draft, SampleResult* result,
+                         bool* accepted) override;
 
   // Tokens the request's constraint forces (the only ones its masks allow,
   // so every sampler would pick them): recorded by the state without
@@ -188,17 +243,16 @@ class Sampler {
   };
   // Penalties, constraint and temperature applied to `logits` in place;
   // probabilities and candidates into the scratch buffers.
-  absl::Status ProcessRow(absl::Span<float> logits, const SamplingState& state,
-                          RowDist* d);
+  absl::Status ProcessRow(absl::Span<float> logits,
+                          const SamplingContext& state, RowDist* d);
   // Unnormalized probability of `token` among the candidates (0 outside).
   double CandidateMass(const RowDist& d, int32_t token) const;
   // Draws a candidate other than `excluded` (-1: none) in proportion to its
   // probability.
-  int32_t Draw(const RowDist& d, int32_t excluded, SamplerRng* rng);
+  int32_t Draw(const RowDist& d, int32_t excluded, SamplingContext* state);
   // Sets the result (logprobs) and records `token` in the state.
   void Finish(const float* x, const RowDist& d, int32_t token,
-              SamplingState* state, SampleResult* result);
-  void ApplyPenalties(float* x, const SamplingState& state) const;
+              SamplingContext* state, SampleResult* result);
   void FillLogprobs(const float* x, int32_t token, float log_normalizer,
                     int32_t n, SampleResult* result);
 

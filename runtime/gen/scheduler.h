@@ -163,7 +163,42 @@ struct FinishedSequence {
   int32_t num_preemptions = 0;
 };
 
-class ContinuousBatchingScheduler {
+// KV cache figures a generation scheduler reports (EngineStats).
+struct SchedulerKvStats {
+  int64_t free_blocks = 0;
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up
+  int64_t prefix_hit_tokens = 0;    // prompt tokens found
+};
+
+// The generate workflow's scheduler: which sequences run in the next step
+// and with how many tokens, over the KV cache it manages. The built-in is
+// ContinuousBatchingScheduler ("continuous_batching"); a plug-in registers
+// its own (PluginRegistrar::AddBatchingScheduler) and a workflow names it.
+// Its contracts are the built-in's, documented there. Not thread-safe;
+// owned by the engine loop.
+class GenerationScheduler {
+ public:
+  virtual ~GenerationScheduler() = default;
+  virtual absl::Status Add(int64_t seq_id, std::vector<int32_t> prompt_token_ids,
+                           const SamplingParams* sampling,
+                           bool disable_prefix_cache,
+                           SpeculativeParams speculative,
+                           ForcedTokenSource forced_tokens) = 0;
+  virtual SchedulerOutput Schedule() = 0;
+  virtual absl::StatusOr<std::vector<FinishedSequence>> Update(
+      const std::vector<SampledToken>& sampled) = 0;
+  virtual absl::StatusOr<bool> Fork(int64_t parent_id, int64_t child_id,
+                                    int32_t first_token,
+                                    const SamplingParams* sampling,
+                                    SpeculativeParams speculative,
+                                    ForcedTokenSource forced_tokens) = 0;
+  virtual bool Abort(int64_t seq_id) = 0;
+  virtual int32_t num_waiting() const = 0;
+  virtual int32_t num_running() const = 0;
+  virtual SchedulerKvStats kv_stats() const = 0;
+};
+
+class ContinuousBatchingScheduler : public GenerationScheduler {
  public:
   explicit ContinuousBatchingScheduler(SchedulerConfig config);
 
@@ -178,15 +213,15 @@ class ContinuousBatchingScheduler {
   // max model length or the KV cache capacity), ALREADY_EXISTS for a live
   // seq_id, RESOURCE_EXHAUSTED when the waiting queue is full.
   // `forced_tokens` (may be null): SequenceState::forced_tokens.
-  absl::Status Add(
-      int64_t seq_id, std::vector<int32_t> prompt_token_ids,
-      const SamplingParams* sampling, bool disable_prefix_cache = false,
-      SpeculativeParams speculative = {0, 0, 0},
-      ForcedTokenSource forced_tokens = nullptr);
+  absl::Status Add(int64_t seq_id, std::vector<int32_t> prompt_token_ids,
+                   const SamplingParams* sampling,
+                   bool disable_prefix_cache = false,
+                   SpeculativeParams speculative = {0, 0, 0},
+                   ForcedTokenSource forced_tokens = nullptr) override;
 
   // Plans the next step. Advances num_computed_tokens of the scheduled
   // requests as if the step ran; call Update after it did.
-  SchedulerOutput Schedule();
+  SchedulerOutput Schedule() override;
 
   // Applies the step's sampled tokens (one per sequence scheduled with
   // kLastLogits or kAllLogits; ids aborted since Schedule are ignored),
@@ -198,7 +233,7 @@ class ContinuousBatchingScheduler {
   // cached) and its state is dropped. INVALID_ARGUMENT, with nothing
   // applied, when a token is unexpected or an expected one is missing.
   absl::StatusOr<std::vector<FinishedSequence>> Update(
-      const std::vector<SampledToken>& sampled);
+      const std::vector<SampledToken>& sampled) override;
 
   // Parallel samples (SamplingParams.n): starts `child_id` as another
   // completion of `parent_id`'s prompt, between Schedule and Update of the
@@ -217,18 +252,26 @@ class ContinuousBatchingScheduler {
                             int32_t first_token,
                             const SamplingParams* sampling,
                             SpeculativeParams speculative = {0, 0, 0},
-                            ForcedTokenSource forced_tokens = nullptr);
+                            ForcedTokenSource forced_tokens = nullptr) override;
 
   // Drops a request (cancel, deadline, error) and frees its blocks at once.
   // Returns false for an unknown or already finished id.
-  bool Abort(int64_t seq_id);
+  bool Abort(int64_t seq_id) override;
 
   // The request's state, or null once finished/aborted. Owned by the
   // scheduler; valid until the next non-const call.
   const SequenceState* Get(int64_t seq_id) const;
 
-  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
-  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_waiting() const override {
+    return static_cast<int32_t>(waiting_.size());
+  }
+  int32_t num_running() const override {
+    return static_cast<int32_t>(running_.size());
+  }
+  SchedulerKvStats kv_stats() const override {
+    return {kv_.num_free_blocks(), kv_.prefix_query_tokens(),
+            kv_.prefix_hit_tokens()};
+  }
   bool HasUnfinished() const { return !seqs_.empty(); }
   const SchedulerConfig& config() const { return config_; }
   const KVCacheManager& kv_cache() const { return kv_; }

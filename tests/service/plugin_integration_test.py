@@ -175,7 +175,7 @@ class PluginTest(unittest.TestCase):
         r = run_inferd("--plugin", ARGS.bad_plugin, *model)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("plug-in API version 1", r.stderr)
-        self.assertIn("provides version 4", r.stderr)
+        self.assertIn("provides version 5", r.stderr)
         self.assertIn("Rebuild", r.stderr)
         # A shared library that is not a plug-in (no inferd symbols).
         not_plugin = "/lib/x86_64-linux-gnu/libz.so.1"
@@ -198,6 +198,68 @@ class PluginTest(unittest.TestCase):
             r = run_inferd("--plugin", ARGS.plugin, "--plugin", copy, *model)
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("already registered", r.stderr)
+
+    def test_sampler_plugin_picks_the_runner_up_at_every_step(self):
+        """A model run with sampler=sample_runner_up (the test plug-in's
+        TokenSampler): each generated token is the second most likely one
+        after the tokens before it, as the built-in sampler's top_logprobs
+        on the same model (another name, same weights) say."""
+        name = "llama-tiny"
+        server = lib.InferdProcess(
+            P.inferd, [("greedy", model_dir(name)),
+                       ("runner_up", model_dir(name) + ",sampler=sample_runner_up")],
+            ["--plugin", ARGS.sampler_plugin])
+        try:
+            channel = GRPC.insecure_channel(server.address)
+            lib.HealthClient(channel, lib.load_health_pb2(P.stubs)).wait_serving()
+            stub = IRPC.InferenceStub(channel)
+            models = MRPC.ModelsStub(channel)
+            info = {m.name: m for m in
+                    models.ListModels(MPB.ListModelsRequest()).models}
+            self.assertEqual(info["runner_up"].components["output_processor"],
+                             "sample_runner_up")
+            self.assertEqual(info["greedy"].components["output_processor"],
+                             "sample_detokenize")
+            prompt = [int(x) for x in
+                      np.random.RandomState(3).randint(3, 500, size=12)]
+
+            def generate(model, ids, n, logprobs=0):
+                req = IPB.GenerateRequest(model=model)
+                req.prompt_token_ids.ids.extend(ids)
+                req.sampling.temperature = 0.0
+                req.sampling.max_tokens = n
+                req.sampling.ignore_eos = True
+                req.sampling.logprobs = logprobs
+                chunks = list(stub.Generate(req, timeout=120))
+                tokens = [t for c in chunks for t in c.token_ids]
+                lps = [lp for c in chunks for lp in c.logprobs]
+                return tokens, lps
+
+            got, got_lps = generate("runner_up", prompt, 6, logprobs=1)
+            self.assertEqual(len(got), 6)
+            greedy, _ = generate("greedy", prompt, 6)
+            self.assertNotEqual(got, greedy)
+            for k, token in enumerate(got):
+                _, lps = generate("greedy", prompt + got[:k], 1, logprobs=2)
+                top = lps[0].top
+                self.assertEqual(len(top), 2)
+                self.assertEqual(token, top[1].token_id, f"step {k}")
+                # The plug-in's logprob is the same log-softmax.
+                self.assertAlmostEqual(got_lps[k].sampled.logprob,
+                                       top[1].logprob, delta=1e-4)
+            channel.close()
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+
+    def test_unknown_or_misplaced_sampler_is_a_startup_error(self):
+        r = run_inferd("--model",
+                       f"gen={model_dir('llama-tiny')},sampler=sample_nothing")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("sample_nothing", r.stderr)
+        r = run_inferd("--plugin", ARGS.sampler_plugin, "--model",
+                       f"cls={model_dir('bert-embed')},sampler=sample_runner_up")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("only applies to generation", r.stderr)
 
     def test_list_components_shows_builtins_and_the_plugin(self):
         r = subprocess.run([P.inferd, "--list-components"], capture_output=True,
@@ -317,6 +379,7 @@ def main():
     parser.add_argument("--plugin", required=True)
     parser.add_argument("--bad-plugin", required=True)
     parser.add_argument("--config-plugin", required=True)
+    parser.add_argument("--sampler-plugin", required=True)
     ARGS, rest = parser.parse_known_args()
     P = lib.Paths(ARGS)
     if not lib.models_present(P.test_models, ("bert-maxpool", "bert-embed")):
