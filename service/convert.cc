@@ -159,24 +159,24 @@ absl::Status ToChatMessages(
   return absl::OkStatus();
 }
 
-absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
-                                                const ServedModelInfo& model,
-                                                absl::Time deadline) {
-  GenerateParams p;
-  p.request_id = req.request_id();
+namespace {
+
+// The request's input: messages, a prompt or prompt ids (exactly one).
+absl::Status ToPromptInput(const v1::GenerateRequest& req,
+                           const ServedModelInfo& model, GenerateParams* p) {
   if (req.messages_size() > 0) {
     if (req.input_case() != v1::GenerateRequest::INPUT_NOT_SET) {
       return Invalid("messages",
                      "give messages, prompt or prompt_token_ids, not several");
     }
-    RETURN_IF_ERROR(ToChatMessages(req.messages(), &p.messages));
-    p.add_generation_prompt =
+    RETURN_IF_ERROR(ToChatMessages(req.messages(), &p->messages));
+    p->add_generation_prompt =
         req.has_add_generation_prompt() ? req.add_generation_prompt() : true;
   }
-  switch (p.messages.empty() ? req.input_case()
-                             : v1::GenerateRequest::INPUT_NOT_SET) {
+  switch (p->messages.empty() ? req.input_case()
+                              : v1::GenerateRequest::INPUT_NOT_SET) {
     case v1::GenerateRequest::kPrompt:
-      p.prompt = req.prompt();
+      p->prompt = req.prompt();
       break;
     case v1::GenerateRequest::kPromptTokenIds:
       for (uint32_t id : req.prompt_token_ids().ids()) {
@@ -185,59 +185,85 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
                          absl::StrCat("id ", id, " is outside the vocabulary "
                                       "[0, ", model.vocab_size, ")"));
         }
-        p.prompt_token_ids.push_back(static_cast<int32_t>(id));
+        p->prompt_token_ids.push_back(static_cast<int32_t>(id));
       }
-      if (p.prompt_token_ids.empty()) {
+      if (p->prompt_token_ids.empty()) {
         return Invalid("prompt_token_ids", "must not be empty");
       }
       break;
     default:
-      if (p.messages.empty()) {
+      if (p->messages.empty()) {
         return Invalid("prompt", "set prompt, prompt_token_ids or messages");
       }
       break;
   }
   // A chat template writes its own special tokens.
-  p.add_special_tokens = req.has_add_special_tokens()
-                             ? req.add_special_tokens()
-                             : p.messages.empty();
-  p.disable_prefix_cache = req.disable_prefix_cache();
-  if (req.has_speculative()) {
-    const v1::SpeculativeDecoding& sp = req.speculative();
-    auto clamp = [](uint32_t v) {
-      return static_cast<int32_t>(std::min<uint32_t>(v, INT32_MAX));
-    };
-    p.speculative.num_draft_tokens =
-        sp.has_num_draft_tokens() ? clamp(sp.num_draft_tokens()) : -1;
-    p.speculative.min_ngram = clamp(sp.min_ngram());
-    p.speculative.max_ngram = clamp(sp.max_ngram());
-    if (absl::Status v = p.speculative.Validate(); !v.ok()) return v;
+  p->add_special_tokens = req.has_add_special_tokens()
+                              ? req.add_special_tokens()
+                              : p->messages.empty();
+  return absl::OkStatus();
+}
+
+int32_t ClampU32(uint32_t v) {
+  return static_cast<int32_t>(std::min<uint32_t>(v, INT32_MAX));
+}
+
+ResponseFormat ToResponseFormat(const v1::ResponseFormat& rf) {
+  ResponseFormat out;
+  switch (rf.format_case()) {
+    case v1::ResponseFormat::kJsonSchema:
+      out.type = ResponseFormat::Type::kJsonSchema;
+      out.spec = rf.json_schema();
+      break;
+    case v1::ResponseFormat::kRegex:
+      out.type = ResponseFormat::Type::kRegex;
+      out.spec = rf.regex();
+      break;
+    case v1::ResponseFormat::kChoice:
+      out.type = ResponseFormat::Type::kChoice;
+      out.choices.assign(rf.choice().values().begin(),
+                         rf.choice().values().end());
+      break;
+    case v1::ResponseFormat::kGrammar:
+      out.type = ResponseFormat::Type::kGrammar;
+      out.spec = rf.grammar();
+      break;
+    case v1::ResponseFormat::FORMAT_NOT_SET:
+      break;
   }
-  const v1::SamplingParams& s = req.sampling();
-  SamplingParams& o = p.sampling;
-  o.max_tokens = static_cast<int32_t>(std::min<uint32_t>(s.max_tokens(), INT32_MAX));
-  if (model.max_input_tokens > 0 && o.max_tokens > model.max_input_tokens) {
+  out.strict = rf.strict();
+  out.flexible_whitespace = rf.flexible_whitespace();
+  return out;
+}
+
+// SamplingParams; ids are checked against the vocabulary here, ranges by
+// SamplingParams::Validate.
+absl::Status ToSamplingParams(const v1::SamplingParams& s,
+                              const ServedModelInfo& model,
+                              SamplingParams* o) {
+  o->max_tokens = ClampU32(s.max_tokens());
+  if (model.max_input_tokens > 0 && o->max_tokens > model.max_input_tokens) {
     return Invalid("sampling.max_tokens",
-                   absl::StrCat(o.max_tokens, " exceeds the model's context "
+                   absl::StrCat(o->max_tokens, " exceeds the model's context "
                                 "of ", model.max_input_tokens, " tokens"));
   }
-  o.min_tokens = static_cast<int32_t>(std::min<uint32_t>(s.min_tokens(), INT32_MAX));
-  o.temperature = s.has_temperature() ? s.temperature() : 1.0f;
-  o.top_k = s.top_k() == -1 ? 0 : s.top_k();
-  o.top_p = s.has_top_p() ? s.top_p() : 1.0f;
-  o.min_p = s.min_p();
-  if (s.has_seed()) o.seed = s.seed();
-  o.repetition_penalty =
+  o->min_tokens = ClampU32(s.min_tokens());
+  o->temperature = s.has_temperature() ? s.temperature() : 1.0f;
+  o->top_k = s.top_k() == -1 ? 0 : s.top_k();
+  o->top_p = s.has_top_p() ? s.top_p() : 1.0f;
+  o->min_p = s.min_p();
+  if (s.has_seed()) o->seed = s.seed();
+  o->repetition_penalty =
       s.has_repetition_penalty() ? s.repetition_penalty() : 1.0f;
-  o.presence_penalty = s.presence_penalty();
-  o.frequency_penalty = s.frequency_penalty();
-  o.stop.assign(s.stop().begin(), s.stop().end());
+  o->presence_penalty = s.presence_penalty();
+  o->frequency_penalty = s.frequency_penalty();
+  o->stop.assign(s.stop().begin(), s.stop().end());
   for (uint32_t id : s.stop_token_ids()) {
     if (static_cast<int64_t>(id) >= model.vocab_size) {
       return Invalid("sampling.stop_token_ids",
                      absl::StrCat("id ", id, " is outside the vocabulary"));
     }
-    o.stop_token_ids.push_back(static_cast<int32_t>(id));
+    o->stop_token_ids.push_back(static_cast<int32_t>(id));
   }
   for (const auto& [id, bias] : s.logit_bias()) {
     if (static_cast<int64_t>(id) >= model.vocab_size) {
@@ -245,46 +271,42 @@ absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
                      absl::StrCat("token id ", id, " is outside the vocabulary [0, ",
                                   model.vocab_size, ")"));
     }
-    o.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+    o->logit_bias.emplace_back(static_cast<int32_t>(id), bias);
   }
-  std::sort(o.logit_bias.begin(), o.logit_bias.end());
-  o.ignore_eos = s.ignore_eos();
-  o.logprobs = static_cast<int32_t>(std::min<uint32_t>(s.logprobs(), INT32_MAX));
-  o.prompt_logprobs =
-      static_cast<int32_t>(std::min<uint32_t>(s.prompt_logprobs(), INT32_MAX));
+  std::sort(o->logit_bias.begin(), o->logit_bias.end());
+  o->ignore_eos = s.ignore_eos();
+  o->logprobs = ClampU32(s.logprobs());
+  o->prompt_logprobs = ClampU32(s.prompt_logprobs());
   // 0 (unset) means one sample; the cap is checked by Validate.
-  o.n = s.n() == 0 ? 1
-                   : static_cast<int32_t>(std::min<uint32_t>(s.n(), INT32_MAX));
-  o.skip_special_tokens =
+  o->n = s.n() == 0 ? 1 : ClampU32(s.n());
+  o->skip_special_tokens =
       s.has_skip_special_tokens() ? s.skip_special_tokens() : true;
-  o.include_stop_str_in_output = s.include_stop_str_in_output();
-  const v1::ResponseFormat& rf = req.response_format();
-  switch (rf.format_case()) {
-    case v1::ResponseFormat::kJsonSchema:
-      o.response_format.type = ResponseFormat::Type::kJsonSchema;
-      o.response_format.spec = rf.json_schema();
-      break;
-    case v1::ResponseFormat::kRegex:
-      o.response_format.type = ResponseFormat::Type::kRegex;
-      o.response_format.spec = rf.regex();
-      break;
-    case v1::ResponseFormat::kChoice:
-      o.response_format.type = ResponseFormat::Type::kChoice;
-      o.response_format.choices.assign(rf.choice().values().begin(),
-                                       rf.choice().values().end());
-      break;
-    case v1::ResponseFormat::kGrammar:
-      o.response_format.type = ResponseFormat::Type::kGrammar;
-      o.response_format.spec = rf.grammar();
-      break;
-    case v1::ResponseFormat::FORMAT_NOT_SET:
-      break;
+  o->include_stop_str_in_output = s.include_stop_str_in_output();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
+                                                const ServedModelInfo& model,
+                                                absl::Time deadline) {
+  GenerateParams p;
+  p.request_id = req.request_id();
+  RETURN_IF_ERROR(ToPromptInput(req, model, &p));
+  p.disable_prefix_cache = req.disable_prefix_cache();
+  if (req.has_speculative()) {
+    const v1::SpeculativeDecoding& sp = req.speculative();
+    p.speculative.num_draft_tokens =
+        sp.has_num_draft_tokens() ? ClampU32(sp.num_draft_tokens()) : -1;
+    p.speculative.min_ngram = ClampU32(sp.min_ngram());
+    p.speculative.max_ngram = ClampU32(sp.max_ngram());
+    RETURN_IF_ERROR(p.speculative.Validate());
   }
-  o.response_format.strict = rf.strict();
-  o.response_format.flexible_whitespace = rf.flexible_whitespace();
+  RETURN_IF_ERROR(ToSamplingParams(req.sampling(), model, &p.sampling));
+  p.sampling.response_format = ToResponseFormat(req.response_format());
   // One set of range checks for every front end (the ranges documented in
   // inference.proto).
-  if (absl::Status v = o.Validate(); !v.ok()) return v;
+  RETURN_IF_ERROR(p.sampling.Validate());
   p.deadline = deadline;
   return p;
 }

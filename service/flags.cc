@@ -183,6 +183,16 @@ absl::Status BuildModel(const std::string& name, const std::string& path,
             "plug-in registers (e.g. max with examples/plugin)");
       }
       spec->overrides.pooling = v;
+    } else if (k == "sampler") {
+      // A registered sampler (a plug-in's); checked once plug-ins are
+      // loaded.
+      if (v.empty() || v.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyz0123456789_") !=
+                           std::string::npos) {
+        return fail("sampler must be the name of a registered sampler "
+                    "(sample_detokenize, or one a plug-in registers)");
+      }
+      spec->overrides.sampler = v;
     } else if (k == "bidirectional") {
       absl::StatusOr<bool> b = ParseBool(k, v);
       if (!b.ok()) return fail(b.status().message());
@@ -242,7 +252,8 @@ const FlagDoc kFlags[] = {
      "Serve PATH as NAME: a Hugging Face model directory or a .gguf file; "
      "repeatable. "
      "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
-     "bidirectional=true|false, and any engine flag below without the "
+     "bidirectional=true|false, sampler=<registered sampler>, and any "
+     "engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
     {"http-listen", "HOST:PORT", "(off)",
      "Also serve the OpenAI-compatible HTTP API (/v1/chat/completions, "
@@ -501,31 +512,29 @@ std::string HelpText() {
   return out;
 }
 
-absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
-                                         const EnvLookup& env) {
-  ServerOptions o;
-  // Command-line settings in order, applied after the file and the
-  // environment; models and plug-ins are collected.
-  std::vector<std::pair<std::string, std::string>> cli;
-  std::vector<std::string> model_values;
-  std::vector<std::string> cli_plugins;
+namespace {
+
+// The command line, scanned: settings in order (applied after the file and
+// the environment); models and plug-ins collected; the action flags (help,
+// version, ...) and --config set in `o`.
+struct CommandLine {
+  std::vector<std::pair<std::string, std::string>> settings;
+  std::vector<std::string> models;
+  std::vector<std::string> plugins;
+};
+
+absl::Status ScanCommandLine(int argc, const char* const* argv,
+                             ServerOptions* o, CommandLine* cl) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (!absl::ConsumePrefix(&arg, "--")) {
       return absl::InvalidArgumentError(absl::StrCat(
           "unexpected argument '", arg, "'; flags start with -- (see --help)"));
     }
-    std::string name;
-    std::string value;
-    bool has_value = false;
-    size_t eq = arg.find('=');
-    if (eq != absl::string_view::npos) {
-      name = std::string(arg.substr(0, eq));
-      value = std::string(arg.substr(eq + 1));
-      has_value = true;
-    } else {
-      name = std::string(arg);
-    }
+    const size_t eq = arg.find('=');
+    const bool has_value = eq != absl::string_view::npos;
+    const std::string name(has_value ? arg.substr(0, eq) : arg);
+    std::string value(has_value ? arg.substr(eq + 1) : absl::string_view());
     if (!IsKnownFlag(name)) {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag --", name, " (see --help)"));
@@ -536,15 +545,15 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
         ASSIGN_OR_RETURN(b, ParseBool(name, value));
       }
       if (name == "help") {
-        o.help = b;
+        o->help = b;
       } else if (name == "version") {
-        o.version = b;
+        o->version = b;
       } else if (name == "list-components") {
-        o.list_components = b;
+        o->list_components = b;
       } else if (name == "print-config") {
-        o.print_config = b;
+        o->print_config = b;
       } else {
-        cli.emplace_back(name, b ? "true" : "false");
+        cl->settings.emplace_back(name, b ? "true" : "false");
       }
       continue;
     }
@@ -556,61 +565,62 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
       value = argv[++i];
     }
     if (name == "model") {
-      model_values.push_back(value);
+      cl->models.push_back(value);
     } else if (name == "plugin") {
       if (value.empty()) return Bad(name, value, "expected the path of a .so");
-      cli_plugins.push_back(value);
+      cl->plugins.push_back(value);
     } else if (name == "config") {
       if (value.empty()) return Bad(name, value, "expected a file");
-      o.config_path = value;
+      o->config_path = value;
     } else {
-      cli.emplace_back(name, value);
+      cl->settings.emplace_back(name, value);
     }
   }
-  if (o.help || o.version) return o;
+  return absl::OkStatus();
+}
 
-  // 1. The config file.
-  RawConfig file;
-  if (!o.config_path.empty()) {
-    ASSIGN_OR_RETURN(file, LoadConfigFile(o.config_path));
-    const std::string source = absl::StrCat("--config ", o.config_path);
-    for (const auto& [k, v] : file.scalars) {
-      if (!IsSettingFlag(k)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            source, ": unknown key '", k,
-            "' (keys are the flags of --help without the dashes, plus "
-            "models and plugins)"));
-      }
-      RETURN_IF_ERROR(InSource(ApplySetting(k, v, &o),
-                               absl::StrCat(source, ": key '", k, "'")));
-      o.sources[k] = source;
+// Settings in precedence order: the config file, INFERD_* environment
+// variables, flags; each recorded in o->sources.
+absl::Status ApplySettings(const RawConfig& file, const EnvLookup& env,
+                           const CommandLine& cl, ServerOptions* o) {
+  const std::string source = absl::StrCat("--config ", o->config_path);
+  for (const auto& [k, v] : file.scalars) {
+    if (!IsSettingFlag(k)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": unknown key '", k,
+          "' (keys are the flags of --help without the dashes, plus "
+          "models and plugins)"));
     }
+    RETURN_IF_ERROR(InSource(ApplySetting(k, v, o),
+                             absl::StrCat(source, ": key '", k, "'")));
+    o->sources[k] = source;
   }
-  // 2. INFERD_* environment variables.
   for (const FlagDoc& f : kFlags) {
     if (!IsSettingFlag(f.name)) continue;
     const std::string var = EnvName(f.name);
     absl::optional<std::string> v = env(var);
     if (!v.has_value()) continue;
-    RETURN_IF_ERROR(InSource(ApplySetting(f.name, *v, &o),
+    RETURN_IF_ERROR(InSource(ApplySetting(f.name, *v, o),
                              absl::StrCat("environment variable ", var)));
-    o.sources[f.name] = absl::StrCat("env ", var);
+    o->sources[f.name] = absl::StrCat("env ", var);
   }
-  // 3. Flags.
-  for (const auto& [k, v] : cli) {
-    RETURN_IF_ERROR(ApplySetting(k, v, &o));
-    o.sources[k] = "flag";
+  for (const auto& [k, v] : cl.settings) {
+    RETURN_IF_ERROR(ApplySetting(k, v, o));
+    o->sources[k] = "flag";
   }
-  o.plugins = file.plugins;
-  o.plugins.insert(o.plugins.end(), cli_plugins.begin(), cli_plugins.end());
-  if (o.list_components) return o;
+  o->plugins = file.plugins;
+  o->plugins.insert(o->plugins.end(), cl.plugins.begin(), cl.plugins.end());
+  return absl::OkStatus();
+}
 
-  // Models last, so they inherit every engine setting wherever it was given.
-  // A --model replaces the file's model of the same name.
+// Models last, so they inherit every engine setting wherever it was given.
+// A --model replaces the file's model of the same name.
+absl::Status CollectModels(const RawConfig& file, const CommandLine& cl,
+                           ServerOptions* o) {
   std::vector<ModelSpec> from_flags;
-  for (const std::string& v : model_values) {
+  for (const std::string& v : cl.models) {
     ModelSpec spec;
-    RETURN_IF_ERROR(ParseModel(v, o.engine, &spec));
+    RETURN_IF_ERROR(ParseModel(v, o->engine, &spec));
     for (const ModelSpec& other : from_flags) {
       if (other.name == spec.name) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -621,26 +631,31 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
   }
   for (const RawConfigModel& m : file.models) {
     ModelSpec spec;
-    RETURN_IF_ERROR(BuildModel(m.name, m.path, m.options, o.engine,
+    RETURN_IF_ERROR(BuildModel(m.name, m.path, m.options, o->engine,
                                absl::StrCat("--config ", m.where), &spec));
     bool replaced = false;
     for (const ModelSpec& f : from_flags) replaced |= f.name == spec.name;
-    for (const ModelSpec& other : o.models) {
+    for (const ModelSpec& other : o->models) {
       if (other.name == spec.name) {
         return absl::InvalidArgumentError(absl::StrCat(
             "--config ", m.where, ": the name '", spec.name,
             "' is given twice"));
       }
     }
-    if (!replaced) o.models.push_back(std::move(spec));
+    if (!replaced) o->models.push_back(std::move(spec));
   }
-  for (ModelSpec& spec : from_flags) o.models.push_back(std::move(spec));
-  if (o.models.empty()) {
+  for (ModelSpec& spec : from_flags) o->models.push_back(std::move(spec));
+  if (o->models.empty()) {
     return absl::InvalidArgumentError(
         "no model to serve: pass --model NAME=PATH (a Hugging Face model "
         "directory with config.json, or a .gguf file) or a --config file "
         "with models");
   }
+  return absl::OkStatus();
+}
+
+// Flags that only make sense together (or apart).
+absl::Status CheckCombinations(const ServerOptions& o) {
   if (o.tls_cert.empty() != o.tls_key.empty()) {
     return absl::InvalidArgumentError(
         "--tls-cert and --tls-key must be given together");
@@ -653,6 +668,25 @@ absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
     return absl::InvalidArgumentError(
         "give --api-key or --api-key-file, not both");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ServerOptions> ParseFlags(int argc, const char* const* argv,
+                                         const EnvLookup& env) {
+  ServerOptions o;
+  CommandLine cl;
+  RETURN_IF_ERROR(ScanCommandLine(argc, argv, &o, &cl));
+  if (o.help || o.version) return o;
+  RawConfig file;
+  if (!o.config_path.empty()) {
+    ASSIGN_OR_RETURN(file, LoadConfigFile(o.config_path));
+  }
+  RETURN_IF_ERROR(ApplySettings(file, env, cl, &o));
+  if (o.list_components) return o;
+  RETURN_IF_ERROR(CollectModels(file, cl, &o));
+  RETURN_IF_ERROR(CheckCombinations(o));
   return o;
 }
 
@@ -768,6 +802,9 @@ std::string ConfigYaml(const ServerOptions& o) {
     if (m.overrides.bidirectional) {
       out << YAML::Key << "bidirectional" << YAML::Value
           << b(*m.overrides.bidirectional);
+    }
+    if (m.overrides.sampler) {
+      out << YAML::Key << "sampler" << YAML::Value << *m.overrides.sampler;
     }
     // Per-model values that differ from the server-wide ones.
     const auto own = EngineSettings(m.engine);

@@ -56,17 +56,33 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
     const ServerOptions& options) {
   std::unique_ptr<Server> s(new Server());
   s->options_ = options;
+  RETURN_IF_ERROR(s->OpenModels());
+  ASSIGN_OR_RETURN(std::vector<std::string> services, s->BuildServices());
+  RETURN_IF_ERROR(s->StartGrpc());
+  LogHostResources();
+  LOG_INFO("inferd listening on {} (port {}), {}{}; {} model(s) loading",
+           options.listen, s->port_,
+           options.tls_cert.empty()
+               ? "plaintext"
+               : (options.tls_client_ca.empty() ? "TLS" : "mTLS"),
+           s->auth_->enabled() ? ", API key required" : "",
+           s->models_->models().size());
+  RETURN_IF_ERROR(s->StartSideListeners(services));
+  Server* raw = s.get();
+  s->loader_ = std::thread([raw] { raw->LoadModels(); });
+  return s;
+}
+
+absl::Status Server::OpenModels() {
   // Plug-ins first: a model may need what they register.
-  RETURN_IF_ERROR(LoadPlugins(options.plugins));
-  for (const std::string& p : options.plugins) LOG_INFO("loaded plug-in {}", p);
-  SetWeightFileMode(options.mmap_weights ? WeightFileMode::kMap
-                                         : WeightFileMode::kCopy);
-  auto models = ModelManager::Create(options.models);
-  if (!models.ok()) return models.status();
-  s->models_ = std::move(models).value();
-  for (const auto& m : s->models_->models()) {
+  RETURN_IF_ERROR(LoadPlugins(options_.plugins));
+  for (const std::string& p : options_.plugins) LOG_INFO("loaded plug-in {}", p);
+  SetWeightFileMode(options_.mmap_weights ? WeightFileMode::kMap
+                                          : WeightFileMode::kCopy);
+  ASSIGN_OR_RETURN(models_, ModelManager::Create(options_.models));
+  for (const auto& m : models_->models()) {
     // A model whose file could not be opened is reported (FAILED, its
-    // error) by the loader below, like one that fails to load.
+    // error) by the loader, like one that fails to load.
     if (!m->open_error().ok()) continue;
     const Workflow& w = m->workflow();
     LOG_INFO("model '{}': {} from {} -> workflow {} (input {}, scheduler {}, "
@@ -75,198 +91,201 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
              w.input_processor, w.scheduler, w.attention_backend,
              m->output_processor(), w.executor);
   }
+  return absl::OkStatus();
+}
 
-  auto creds = MakeCredentials(options);
-  if (!creds.ok()) return creds.status();
-  auto key = ApiKeyAuth::LoadKey(options.api_key, options.api_key_file);
-  if (!key.ok()) return key.status();
-  s->auth_ = std::make_unique<ApiKeyAuth>(std::move(key).value());
-
+absl::StatusOr<std::vector<std::string>> Server::BuildServices() {
+  ASSIGN_OR_RETURN(std::string key,
+                   ApiKeyAuth::LoadKey(options_.api_key, options_.api_key_file));
+  auth_ = std::make_unique<ApiKeyAuth>(std::move(key));
   ApiLimits limits;
-  limits.max_inputs_per_request = options.max_inputs_per_request;
-  Server* raw = s.get();
-  if (!options.metrics_listen.empty()) {
-    s->metrics_ = std::make_unique<Metrics>(
-        s->models_.get(), [raw] { return raw->inference_->active_calls(); });
-    for (const auto& m : s->models_->models()) {
-      m->set_step_observer(s->metrics_->StepObserverFor(m->name()));
+  limits.max_inputs_per_request = options_.max_inputs_per_request;
+  if (!options_.metrics_listen.empty()) {
+    metrics_ = std::make_unique<Metrics>(
+        models_.get(), [this] { return inference_->active_calls(); });
+    for (const auto& m : models_->models()) {
+      m->set_step_observer(metrics_->StepObserverFor(m->name()));
     }
   }
-  s->requests_ = std::make_unique<RequestLayer>(s->models_.get(), limits,
-                                                s->metrics_.get());
-  s->inference_ =
-      std::make_unique<InferenceService>(s->requests_.get(), s->auth_.get());
-  s->models_service_ =
-      std::make_unique<ModelsService>(s->requests_.get(), s->auth_.get());
+  requests_ =
+      std::make_unique<RequestLayer>(models_.get(), limits, metrics_.get());
+  inference_ = std::make_unique<InferenceService>(requests_.get(), auth_.get());
+  models_service_ =
+      std::make_unique<ModelsService>(requests_.get(), auth_.get());
   std::vector<std::string> services = {"inferd.v1.Inference",
                                        "inferd.v1.Models"};
-  for (const auto& m : s->models_->models()) {
+  for (const auto& m : models_->models()) {
     services.push_back(ModelHealthService(m->name()));
   }
-  s->health_ = std::make_unique<HealthService>(services);
+  health_ = std::make_unique<HealthService>(services);
+  return services;
+}
 
+absl::Status Server::StartGrpc() {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds,
+                   MakeCredentials(options_));
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *creds, &s->port_);
-  builder.RegisterService(s->inference_.get());
-  builder.RegisterService(s->models_service_.get());
-  builder.RegisterService(s->health_.get());
-  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.AddListeningPort(options_.listen, creds, &port_);
+  builder.RegisterService(inference_.get());
+  builder.RegisterService(models_service_.get());
+  builder.RegisterService(health_.get());
+  builder.SetMaxReceiveMessageSize(options_.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(64 << 20);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             options.max_concurrent_streams);
+                             options_.max_concurrent_streams);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT,
-                             options.reuse_port ? 1 : 0);
-  if (options.max_connection_age_seconds > 0) {
+                             options_.reuse_port ? 1 : 0);
+  if (options_.max_connection_age_seconds > 0) {
     // Connections are closed (GOAWAY, then the grace for calls in flight)
     // at this age, so clients re-resolve and reach pods added since.
     builder.AddChannelArgument(
         GRPC_ARG_MAX_CONNECTION_AGE_MS,
-        static_cast<int>(options.max_connection_age_seconds * 1000));
+        static_cast<int>(options_.max_connection_age_seconds * 1000));
     // Without a grace (0), calls in flight run to their end (gRPC's
     // default is no limit).
-    if (options.max_connection_age_grace_seconds > 0) {
+    if (options_.max_connection_age_grace_seconds > 0) {
       builder.AddChannelArgument(
           GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-          static_cast<int>(options.max_connection_age_grace_seconds * 1000));
+          static_cast<int>(options_.max_connection_age_grace_seconds * 1000));
     }
   }
-  s->server_ = builder.BuildAndStart();
-  if (s->server_ == nullptr || s->port_ == 0) {
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
-        "--listen=", options.listen, ": cannot listen there: the address is "
+        "--listen=", options_.listen, ": cannot listen there: the address is "
         "in use (another inferd?) or not an address of this machine",
-        options.reuse_port ? "" : " (--reuse-port shares a port on purpose)"));
+        options_.reuse_port ? "" : " (--reuse-port shares a port on purpose)"));
   }
-  {
-    // What the process may use (a pod's limits, not the node's).
-    const HostCpus cpus = ReadHostCpus();
-    LOG_INFO("CPUs: {} for kernel threads ({} in the affinity mask{})",
-             cpus.usable(), cpus.affinity_cpus,
-             cpus.quota_cpus > 0
-                 ? fmt::format(", quota {:.2f} from {}", cpus.quota_cpus,
-                               cpus.quota_source)
-                 : std::string(", no CPU quota"));
-    absl::StatusOr<HostMemory> mem = ReadHostMemory();
-    if (mem.ok()) {
-      LOG_INFO("memory: limit {:.0f} MiB from {}, {:.0f} MiB available",
-               static_cast<double>(mem->limit_bytes()) / (1 << 20),
-               mem->limit_source,
-               static_cast<double>(mem->available_bytes()) / (1 << 20));
-    }
-  }
-  LOG_INFO("inferd listening on {} (port {}), {}{}; {} model(s) loading",
-           options.listen, s->port_,
-           options.tls_cert.empty()
-               ? "plaintext"
-               : (options.tls_client_ca.empty() ? "TLS" : "mTLS"),
-           s->auth_->enabled() ? ", API key required" : "",
-           s->models_->models().size());
+  return absl::OkStatus();
+}
 
-  if (!options.health_listen.empty()) {
+void Server::LogHostResources() {
+  // What the process may use (a pod's limits, not the node's).
+  const HostCpus cpus = ReadHostCpus();
+  LOG_INFO("CPUs: {} for kernel threads ({} in the affinity mask{})",
+           cpus.usable(), cpus.affinity_cpus,
+           cpus.quota_cpus > 0
+               ? fmt::format(", quota {:.2f} from {}", cpus.quota_cpus,
+                             cpus.quota_source)
+               : std::string(", no CPU quota"));
+  absl::StatusOr<HostMemory> mem = ReadHostMemory();
+  if (mem.ok()) {
+    LOG_INFO("memory: limit {:.0f} MiB from {}, {:.0f} MiB available",
+             static_cast<double>(mem->limit_bytes()) / (1 << 20),
+             mem->limit_source,
+             static_cast<double>(mem->available_bytes()) / (1 << 20));
+  }
+}
+
+absl::Status Server::StartSideListeners(
+    const std::vector<std::string>& services) {
+  if (!options_.health_listen.empty()) {
     // Health only, plaintext: probes need no client certificate or key,
     // and nothing else is reachable on this port.
-    s->plain_health_ = std::make_unique<HealthService>(services);
+    plain_health_ = std::make_unique<HealthService>(services);
     grpc::ServerBuilder hb;
-    hb.AddListeningPort(options.health_listen,
-                        grpc::InsecureServerCredentials(), &s->health_port_);
-    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, options.reuse_port ? 1 : 0);
-    hb.RegisterService(s->plain_health_.get());
-    s->health_server_ = hb.BuildAndStart();
-    if (s->health_server_ == nullptr || s->health_port_ == 0) {
+    hb.AddListeningPort(options_.health_listen,
+                        grpc::InsecureServerCredentials(), &health_port_);
+    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT,
+                          options_.reuse_port ? 1 : 0);
+    hb.RegisterService(plain_health_.get());
+    health_server_ = hb.BuildAndStart();
+    if (health_server_ == nullptr || health_port_ == 0) {
       return absl::UnavailableError(absl::StrCat(
-          "--health-listen=", options.health_listen,
+          "--health-listen=", options_.health_listen,
           ": cannot listen there: the address is in use or not an address "
           "of this machine"));
     }
     LOG_INFO("health (plaintext) on {} (health port {})",
-             options.health_listen, s->health_port_);
+             options_.health_listen, health_port_);
   }
-  if (!options.http_listen.empty()) {
+  if (!options_.http_listen.empty()) {
     HttpApiOptions http;
-    http.listen = options.http_listen;
-    http.max_body_bytes = static_cast<size_t>(options.max_receive_message_bytes);
-    auto api = HttpApi::Start(s->requests_.get(), s->auth_.get(), http);
-    if (!api.ok()) return api.status();
-    s->http_ = std::move(api).value();
+    http.listen = options_.http_listen;
+    http.max_body_bytes =
+        static_cast<size_t>(options_.max_receive_message_bytes);
+    ASSIGN_OR_RETURN(http_, HttpApi::Start(requests_.get(), auth_.get(), http));
     LOG_INFO("OpenAI-compatible HTTP API on http://{}/v1 (http port {})",
-             options.http_listen, s->http_->port());
+             options_.http_listen, http_->port());
   }
-  if (s->metrics_ != nullptr) {
-    absl::Status st = s->metrics_->Serve(options.metrics_listen);
-    if (!st.ok()) return st;
+  if (metrics_ != nullptr) {
+    RETURN_IF_ERROR(metrics_->Serve(options_.metrics_listen));
     LOG_INFO("metrics on http://{}/metrics (metrics port {})",
-             options.metrics_listen, s->metrics_->port());
+             options_.metrics_listen, metrics_->port());
   }
+  return absl::OkStatus();
+}
 
-  s->loader_ = std::thread([raw] {
-    absl::Time start = absl::Now();
-    const size_t total = raw->models_->models().size();
-    size_t done = 0;
-    raw->models_->LoadAll([&](const ServedModel& m) {
-      ++done;
-      ServedModelInfo info = m.info();
-      if (info.state == ModelState::kReady) {
-        LOG_INFO(
-            "model '{}' ready ({}/{}): {} tensors, {:.1f} MiB of weights, "
-            "loaded in {:.2f}s; inputs up to {} tokens",
-            info.name, done, total, info.weight_tensors,
-            static_cast<double>(info.weight_bytes) / (1 << 20),
-            info.load_seconds, info.max_input_tokens);
-        if (info.kv_cache_tokens > 0) {
-          LOG_INFO("model '{}': KV cache {:.1f} MiB for {} tokens, committed "
-                   "as blocks are first used; {}",
-                   info.name,
-                   static_cast<double>(info.kv_cache_bytes) / (1 << 20),
-                   info.kv_cache_tokens, info.kv_cache_note);
-        }
-        if (!m.chat_format()->parse_error().empty()) {
-          LOG_WARN(
-              "model '{}': its chat template cannot be used ({}); Generate "
-              "with messages answers FAILED_PRECONDITION, prompts work",
-              info.name, m.chat_format()->parse_error());
-        }
-        raw->SetModelServing(info.name, true);
-      } else {
-        LOG_ERROR("model '{}' failed to load ({}/{}): {}", info.name, done,
-                  total, info.error);
-      }
-    });
-    int ready = 0;
-    std::vector<std::string> failed;
-    for (const auto& m : raw->models_->models()) {
-      if (m->state() == ModelState::kReady) {
-        ++ready;
-      } else {
-        failed.push_back(m->name());
-      }
-    }
-    if (raw->models_->loading_cancelled()) {
-      LOG_INFO("loading stopped after {:.2f}s ({} of {} model(s) ready): "
-               "shutting down",
-               absl::ToDoubleSeconds(absl::Now() - start), ready, total);
-      return;
-    }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    if (failed.empty()) {
-      LOG_INFO("{} of {} model(s) ready after {:.2f}s; serving", ready, total,
-               seconds);
-      raw->SetServing(true);
-    } else if (raw->options_.allow_partial_start && ready > 0) {
-      LOG_WARN("{} of {} model(s) ready after {:.2f}s; serving without the "
-               "failed: {} (--allow-partial-start; ListModels shows them "
-               "FAILED with their error)",
-               ready, total, seconds, absl::StrJoin(failed, ", "));
-      raw->SetServing(true);
-    } else {
-      LOG_ERROR("{} of {} model(s) ready after {:.2f}s; health stays "
-                "NOT_SERVING because these failed: {} (ListModels shows "
-                "why). Fix them, or pass --allow-partial-start to serve the "
-                "others",
-                ready, total, seconds, absl::StrJoin(failed, ", "));
-    }
+void Server::LogModelReady(const ServedModel& m, size_t done, size_t total) {
+  ServedModelInfo info = m.info();
+  if (info.state != ModelState::kReady) {
+    LOG_ERROR("model '{}' failed to load ({}/{}): {}", info.name, done, total,
+              info.error);
+    return;
+  }
+  LOG_INFO(
+      "model '{}' ready ({}/{}): {} tensors, {:.1f} MiB of weights, "
+      "loaded in {:.2f}s; inputs up to {} tokens",
+      info.name, done, total, info.weight_tensors,
+      static_cast<double>(info.weight_bytes) / (1 << 20), info.load_seconds,
+      info.max_input_tokens);
+  if (info.kv_cache_tokens > 0) {
+    LOG_INFO("model '{}': KV cache {:.1f} MiB for {} tokens, committed "
+             "as blocks are first used; {}",
+             info.name, static_cast<double>(info.kv_cache_bytes) / (1 << 20),
+             info.kv_cache_tokens, info.kv_cache_note);
+  }
+  if (!m.chat_format()->parse_error().empty()) {
+    LOG_WARN(
+        "model '{}': its chat template cannot be used ({}); Generate "
+        "with messages answers FAILED_PRECONDITION, prompts work",
+        info.name, m.chat_format()->parse_error());
+  }
+}
+
+void Server::LoadModels() {
+  const absl::Time start = absl::Now();
+  const size_t total = models_->models().size();
+  size_t done = 0;
+  models_->LoadAll([&](const ServedModel& m) {
+    ++done;
+    LogModelReady(m, done, total);
+    if (m.state() == ModelState::kReady) SetModelServing(m.name(), true);
   });
-  return s;
+  int ready = 0;
+  std::vector<std::string> failed;
+  for (const auto& m : models_->models()) {
+    if (m->state() == ModelState::kReady) {
+      ++ready;
+    } else {
+      failed.push_back(m->name());
+    }
+  }
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (models_->loading_cancelled()) {
+    LOG_INFO("loading stopped after {:.2f}s ({} of {} model(s) ready): "
+             "shutting down",
+             seconds, ready, total);
+    return;
+  }
+  if (failed.empty()) {
+    LOG_INFO("{} of {} model(s) ready after {:.2f}s; serving", ready, total,
+             seconds);
+    SetServing(true);
+  } else if (options_.allow_partial_start && ready > 0) {
+    LOG_WARN("{} of {} model(s) ready after {:.2f}s; serving without the "
+             "failed: {} (--allow-partial-start; ListModels shows them "
+             "FAILED with their error)",
+             ready, total, seconds, absl::StrJoin(failed, ", "));
+    SetServing(true);
+  } else {
+    LOG_ERROR("{} of {} model(s) ready after {:.2f}s; health stays "
+              "NOT_SERVING because these failed: {} (ListModels shows "
+              "why). Fix them, or pass --allow-partial-start to serve the "
+              "others",
+              ready, total, seconds, absl::StrJoin(failed, ", "));
+  }
 }
 
 int Server::metrics_port() const {

@@ -54,6 +54,17 @@ class Server {
   Metrics* metrics() { return metrics_.get(); }
 
  private:
+  // Start's phases: plug-ins and the model manager (models not loaded yet);
+  // the API key, metrics, request layer and gRPC services (returns the
+  // health service names); the gRPC listener; the health-only, HTTP and
+  // metrics listeners; then LoadModels on the loader thread.
+  absl::Status OpenModels();
+  absl::StatusOr<std::vector<std::string>> BuildServices();
+  absl::Status StartGrpc();
+  static void LogHostResources();
+  absl::Status StartSideListeners(const std::vector<std::string>& services);
+  void LoadModels();
+  static void LogModelReady(const ServedModel& m, size_t done, size_t total);
   Server() = default;
   // Serving: the overall status and the API services SERVING; not serving:
   // every service NOT_SERVING (drain).
