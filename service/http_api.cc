@@ -641,7 +641,267 @@ class Handlers {
                     "application/json");
   }
 
+  // POST /v1/rerank (the shape vLLM and Jina / Cohere clients use) and TEI's
+  // POST /rerank.
+  void Rerank(const httplib::Request& req, httplib::Response& res, bool tei) {
+    HttpCall call(requests_, tei ? "POST /rerank" : "POST /v1/rerank");
+    absl::StatusOr<Json> body = AdmitBody(req, res, &call);
+    if (!body.ok()) return;
+    v1::RerankRequest rr;
+    std::string param;
+    absl::Status s = ToRerankRequest(*body, tei, &rr, &param);
+    if (!s.ok()) {
+      call.set_status(s);
+      ReplyError(res, s, param);
+      return;
+    }
+    auto answer = std::make_shared<Answer<v1::RerankResponse>>();
+    std::string model;
+    auto handle = requests_->Rerank(
+        rr, absl::InfiniteFuture(),
+        [answer](absl::StatusOr<v1::RerankResponse> r) {
+          answer->Set(std::move(r));
+        },
+        &model);
+    call.set_model(model);
+    absl::StatusOr<v1::RerankResponse> r =
+        handle.ok() ? answer->Wait() : handle.status();
+    call.set_status(r.status());
+    if (!r.ok()) {
+      ReplyError(res, r.status());
+      return;
+    }
+    Json results = Json::array();
+    for (const v1::RerankResult& x : r->results()) {
+      Json item = {{"index", x.index()}};
+      if (tei) {
+        item["score"] = x.score();
+        if (x.has_document()) item["text"] = x.document();
+      } else {
+        item["relevance_score"] = x.score();
+        if (x.has_document()) item["document"] = {{"text", x.document()}};
+      }
+      results.push_back(std::move(item));
+    }
+    if (tei) {
+      res.set_content(results.dump(), "application/json");
+      return;
+    }
+    res.set_content(
+        Json{{"id", absl::StrCat("rerank-", NowNanos())},
+             {"model", model},
+             {"usage", {{"total_tokens", r->usage().total_tokens()}}},
+             {"results", results}}
+            .dump(),
+        "application/json");
+  }
+
+  // POST /tokenize (vLLM's shape): a prompt or chat messages -> ids.
+  void Tokenize(const httplib::Request& req, httplib::Response& res) {
+    HttpCall call(requests_, "POST /tokenize");
+    absl::StatusOr<Json> body = AdmitBody(req, res, &call);
+    if (!body.ok()) return;
+    v1::TokenizeRequest tr;
+    tr.set_model(body->value("model", ""));
+    std::string param;
+    absl::Status s = ToTokenizeRequest(*body, &tr, &param);
+    std::string model;
+    absl::StatusOr<v1::TokenizeResponse> r =
+        s.ok() ? requests_->Tokenize(tr, &model)
+               : absl::StatusOr<v1::TokenizeResponse>(s);
+    call.set_model(model);
+    call.set_status(r.status());
+    if (!r.ok()) {
+      ReplyError(res, r.status(), param);
+      return;
+    }
+    Json out = {{"count", r->token_ids_size()},
+                {"tokens", std::vector<uint32_t>(r->token_ids().begin(),
+                                                 r->token_ids().end())}};
+    v1::GetModelRequest get;
+    get.set_name(model);
+    if (absl::StatusOr<v1::ModelInfo> info = requests_->GetModel(get);
+        info.ok()) {
+      out["max_model_len"] = info->max_input_tokens();
+    }
+    if (body->value("return_token_strs", false)) {
+      out["token_strs"] =
+          std::vector<std::string>(r->tokens().begin(), r->tokens().end());
+    }
+    res.set_content(out.dump(), "application/json");
+  }
+
+  // POST /detokenize (vLLM's shape): ids -> text.
+  void Detokenize(const httplib::Request& req, httplib::Response& res) {
+    HttpCall call(requests_, "POST /detokenize");
+    absl::StatusOr<Json> body = AdmitBody(req, res, &call);
+    if (!body.ok()) return;
+    v1::DetokenizeRequest dr;
+    dr.set_model(body->value("model", ""));
+    absl::Status s;
+    auto ids = body->find("tokens");
+    if (ids == body->end() || !ids->is_array()) {
+      s = Invalid("tokens", "is required: a list of token ids");
+    } else {
+      for (const Json& id : *ids) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+            id.get<int64_t>() > UINT32_MAX) {
+          s = Invalid("tokens", "must hold token ids (integers >= 0)");
+          break;
+        }
+        dr.add_token_ids(id.get<uint32_t>());
+      }
+    }
+    if (s.ok() && body->contains("skip_special_tokens")) {
+      const Json& v = (*body)["skip_special_tokens"];
+      if (!v.is_boolean()) {
+        s = Invalid("skip_special_tokens", "must be true or false");
+      } else {
+        dr.set_skip_special_tokens(v.get<bool>());
+      }
+    }
+    std::string model;
+    absl::StatusOr<v1::DetokenizeResponse> r =
+        s.ok() ? requests_->Detokenize(dr, &model)
+               : absl::StatusOr<v1::DetokenizeResponse>(s);
+    call.set_model(model);
+    call.set_status(r.status());
+    if (!r.ok()) {
+      ReplyError(res, r.status(), s.ok() ? "" : "tokens");
+      return;
+    }
+    res.set_content(Json{{"prompt", r->text()}}.dump(), "application/json");
+  }
+
  private:
+  // Admit + Body for a counted call: the parsed body, or the error already
+  // written (and recorded on `call`).
+  absl::StatusOr<Json> AdmitBody(const httplib::Request& req,
+                                 httplib::Response& res, HttpCall* call) {
+    if (!Admit(req, res)) {
+      const absl::Status s = absl::UnauthenticatedError("");
+      call->set_status(s);
+      return s;
+    }
+    absl::StatusOr<Json> body = Body(req);
+    if (!body.ok()) {
+      call->set_status(body.status());
+      ReplyError(res, body.status());
+    }
+    return body;
+  }
+
+  static absl::Status ToRerankRequest(const Json& body, bool tei,
+                                      v1::RerankRequest* req,
+                                      std::string* param) {
+    req->set_model(body.value("model", ""));
+    *param = "query";
+    auto q = body.find("query");
+    if (q == body.end() || !q->is_string()) {
+      return Invalid("query", "is required: a string");
+    }
+    req->set_query(q->get<std::string>());
+    const char* docs_key = tei ? "texts" : "documents";
+    *param = docs_key;
+    auto docs = body.find(docs_key);
+    if (docs == body.end() || !docs->is_array() || docs->empty()) {
+      return Invalid(docs_key, "is required: a non-empty list of strings");
+    }
+    for (size_t i = 0; i < docs->size(); ++i) {
+      const Json& d = (*docs)[i];
+      // Cohere / Jina clients may send {"text": ...} objects.
+      if (d.is_string()) {
+        req->add_documents(d.get<std::string>());
+      } else if (!tei && d.is_object() && d.contains("text") &&
+                 d["text"].is_string()) {
+        req->add_documents(d["text"].get<std::string>());
+      } else {
+        return Invalid(absl::StrCat(docs_key, "[", i, "]"),
+                       "must be a string");
+      }
+    }
+    const char* ret_key = tei ? "return_text" : "return_documents";
+    // vLLM returns the documents unless told not to; TEI only when asked.
+    const bool ret_default = !tei;
+    *param = ret_key;
+    if (auto it = body.find(ret_key); it != body.end() && !it->is_null()) {
+      if (!it->is_boolean()) return Invalid(ret_key, "must be true or false");
+      req->set_return_documents(it->get<bool>());
+    } else {
+      req->set_return_documents(ret_default);
+    }
+    *param = "top_n";
+    if (auto it = body.find("top_n"); it != body.end() && !it->is_null()) {
+      if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+        return Invalid("top_n", "must be an integer >= 0");
+      }
+      req->set_top_n(static_cast<uint32_t>(
+          std::min<int64_t>(it->get<int64_t>(), UINT32_MAX)));
+    }
+    for (const char* key : {"raw_scores", "truncate"}) {
+      *param = key;
+      auto it = body.find(key);
+      if (it == body.end() || it->is_null()) continue;
+      if (!it->is_boolean()) return Invalid(key, "must be true or false");
+      if (std::string(key) == "raw_scores") {
+        req->set_raw_scores(it->get<bool>());
+      } else {
+        req->set_truncate(it->get<bool>());
+      }
+    }
+    param->clear();
+    return absl::OkStatus();
+  }
+
+  static absl::Status ToTokenizeRequest(const Json& body,
+                                        v1::TokenizeRequest* req,
+                                        std::string* param) {
+    auto msgs = body.find("messages");
+    auto prompt = body.find("prompt");
+    if (msgs != body.end() && !msgs->is_null()) {
+      *param = "messages";
+      if (prompt != body.end()) {
+        return Invalid("messages", "give prompt or messages, not both");
+      }
+      if (!msgs->is_array() || msgs->empty()) {
+        return Invalid("messages", "must be a non-empty list");
+      }
+      for (size_t i = 0; i < msgs->size(); ++i) {
+        const Json& m = (*msgs)[i];
+        const std::string where = absl::StrCat("messages[", i, "]");
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+          return Invalid(where, "must be an object with a role");
+        }
+        v1::ChatMessage* out = req->add_messages();
+        out->set_role(m["role"].get<std::string>());
+        ASSIGN_OR_RETURN(std::string text,
+                         ContentText(m.value("content", Json()),
+                                     absl::StrCat(where, ".content")));
+        out->set_content(std::move(text));
+      }
+      if (auto it = body.find("add_generation_prompt");
+          it != body.end() && it->is_boolean()) {
+        req->set_add_generation_prompt(it->get<bool>());
+      }
+    } else {
+      *param = "prompt";
+      if (prompt == body.end() || !prompt->is_string()) {
+        return Invalid("prompt", "is required: a string (or give messages)");
+      }
+      req->set_text(prompt->get<std::string>());
+    }
+    if (auto it = body.find("add_special_tokens");
+        it != body.end() && !it->is_null()) {
+      *param = "add_special_tokens";
+      if (!it->is_boolean()) {
+        return Invalid("add_special_tokens", "must be true or false");
+      }
+      req->set_add_special_tokens(it->get<bool>());
+    }
+    param->clear();
+    return absl::OkStatus();
+  }
+
   struct StreamState {
     std::shared_ptr<RequestHandle> handle;
     bool started = false;
@@ -909,6 +1169,18 @@ void HttpApi::Routes() {
          [h](const httplib::Request& q, httplib::Response& r) {
            h->Generate(q, r, /*chat=*/false);
          });
+  s.Post("/v1/rerank", [h](const httplib::Request& q, httplib::Response& r) {
+    h->Rerank(q, r, /*tei=*/false);
+  });
+  s.Post("/rerank", [h](const httplib::Request& q, httplib::Response& r) {
+    h->Rerank(q, r, /*tei=*/true);
+  });
+  s.Post("/tokenize", [h](const httplib::Request& q, httplib::Response& r) {
+    h->Tokenize(q, r);
+  });
+  s.Post("/detokenize", [h](const httplib::Request& q, httplib::Response& r) {
+    h->Detokenize(q, r);
+  });
   s.Post("/v1/embeddings",
          [h](const httplib::Request& q, httplib::Response& r) {
            h->Embeddings(q, r);

@@ -54,6 +54,8 @@ def main():
     ap.add_argument("--smollm2", required=True)
     ap.add_argument("--minilm", required=True)
     ap.add_argument("--venv-python", required=True)
+    ap.add_argument("--test-models", required=True)
+    ap.add_argument("--shared")  # passed to every TEST_MODELS test; unused
     a = ap.parse_args()
     sys.path.insert(0, a.stubs)
     import grpc
@@ -66,7 +68,8 @@ def main():
         if not cond:
             failures.append(what)
 
-    models = [("llm", a.smollm2), ("embedder", a.minilm)]
+    models = [("llm", a.smollm2), ("embedder", a.minilm),
+              ("reranker", os.path.join(a.test_models, "xlmr-reranker"))]
     with lib.InferdProcess(a.inferd, models, log_prefix="inferd-http-",
                            extra=["--http-listen", "127.0.0.1:0",
                                   "--api-key", KEY]) as srv:
@@ -78,7 +81,8 @@ def main():
         srv.wait_for(r"(\d+) of \d+ model\(s\) ready after", timeout=300)
         st, health = http("GET", base + "/health", key=None)
         check(st == 200 and health["status"] == "ok" and
-              health["models"] == {"llm": "ready", "embedder": "ready"},
+              health["models"] == {"llm": "ready", "embedder": "ready",
+                                   "reranker": "ready"},
               f"/health once ready: {st} {health}")
 
         # The same requests over gRPC, for reference.
@@ -116,7 +120,8 @@ def main():
         out = json.loads(p.stdout)
         print(json.dumps(out)[:3000])
 
-        check(out["models"] == ["embedder", "llm"], f"models: {out['models']}")
+        check(out["models"] == ["embedder", "llm", "reranker"],
+              f"models: {out['models']}")
         check(out["model"] == "llm", f"models.retrieve: {out['model']}")
         c = out["chat"]
         check(c["text"] == want_chat, f"chat text {c['text']!r} != gRPC {want_chat!r}")
@@ -183,6 +188,73 @@ def main():
                                                        "content": 5}]})
         check(st == 400 and body["error"]["message"].startswith(
             "messages[0].content"), f"bad content: {st} {body}")
+
+        # Rerank, tokenize and detokenize, against the same gRPC calls.
+        query = "what plays music?"
+        docs = ["A man is playing a guitar.", "The weather is cold today.",
+                "Someone strums a guitar."]
+        want = stub.Rerank(pb.RerankRequest(model="reranker", query=query,
+                                            documents=docs, top_n=2,
+                                            return_documents=True),
+                           metadata=md, timeout=300)
+        st, body = http("POST", base + "/v1/rerank",
+                        {"model": "reranker", "query": query,
+                         "documents": docs, "top_n": 2})
+        check(st == 200 and [r["index"] for r in body["results"]] ==
+              [r.index for r in want.results] and
+              [r["relevance_score"] for r in body["results"]] ==
+              [r.score for r in want.results] and
+              [r["document"]["text"] for r in body["results"]] ==
+              [docs[r.index] for r in want.results] and
+              body["model"] == "reranker" and
+              body["usage"]["total_tokens"] == want.usage.total_tokens,
+              f"/v1/rerank: {st} {body} vs gRPC {want}")
+        want_all = stub.Rerank(pb.RerankRequest(model="reranker", query=query,
+                                                documents=docs, raw_scores=True),
+                               metadata=md, timeout=300)
+        st, body = http("POST", base + "/rerank",
+                        {"model": "reranker", "query": query, "texts": docs,
+                         "raw_scores": True})
+        check(st == 200 and isinstance(body, list) and
+              [(r["index"], r["score"]) for r in body] ==
+              [(r.index, r.score) for r in want_all.results] and
+              all("text" not in r for r in body),
+              f"TEI /rerank: {st} {body} vs gRPC {want_all}")
+        st, body = http("POST", base + "/v1/rerank",
+                        {"model": "reranker", "query": query})
+        check(st == 400 and body["error"]["param"] == "documents",
+              f"rerank without documents: {st} {body}")
+        tok = stub.Tokenize(pb.TokenizeRequest(model="llm", text="Hello there"),
+                            metadata=md, timeout=60)
+        st, body = http("POST", base + "/tokenize",
+                        {"model": "llm", "prompt": "Hello there",
+                         "return_token_strs": True})
+        check(st == 200 and body["tokens"] == list(tok.token_ids) and
+              body["count"] == len(tok.token_ids) and
+              body["token_strs"] == list(tok.tokens) and
+              body["max_model_len"] > 0, f"/tokenize: {st} {body} vs {tok}")
+        treq = pb.TokenizeRequest(model="llm")
+        treq.messages.add(role="user", content="Hi")
+        tok_chat = stub.Tokenize(treq, metadata=md, timeout=60)
+        st, body = http("POST", base + "/tokenize",
+                        {"model": "llm",
+                         "messages": [{"role": "user", "content": "Hi"}]})
+        check(st == 200 and body["tokens"] == list(tok_chat.token_ids),
+              f"/tokenize messages: {st} {body} vs {tok_chat}")
+        det = stub.Detokenize(pb.DetokenizeRequest(model="llm",
+                                                   token_ids=tok.token_ids),
+                              metadata=md, timeout=60)
+        st, body = http("POST", base + "/detokenize",
+                        {"model": "llm", "tokens": list(tok.token_ids)})
+        check(st == 200 and body["prompt"] == det.text == "Hello there",
+              f"/detokenize: {st} {body} vs {det}")
+        st, body = http("POST", base + "/detokenize",
+                        {"model": "llm", "tokens": ["x"]})
+        check(st == 400 and body["error"]["param"] == "tokens",
+              f"/detokenize bad ids: {st} {body}")
+        st, body = http("POST", base + "/tokenize",
+                        {"model": "nope", "prompt": "x"})
+        check(st == 404, f"/tokenize unknown model: {st} {body}")
 
     if failures:
         print(f"{len(failures)} failure(s):")
