@@ -415,35 +415,38 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason) {
 
 namespace {
 
-void FillLogprobs(const TokenLogprobs& lp,
-                  const std::function<std::string(int32_t)>& token_text,
+void FillToken(int32_t id, float logprob, const TokenNaming& naming,
+               v1::TokenLogprob* out) {
+  out->set_token_id(static_cast<uint32_t>(id));
+  out->set_token(naming.token(id));
+  if (naming.text_bytes) out->set_text_bytes(naming.text_bytes(id));
+  out->set_logprob(logprob);
+}
+
+void FillLogprobs(const TokenLogprobs& lp, const TokenNaming& naming,
                   v1::SampledLogprobs* out) {
-  out->mutable_sampled()->set_token_id(lp.sampled.token_id);
-  out->mutable_sampled()->set_token(token_text(lp.sampled.token_id));
-  out->mutable_sampled()->set_logprob(lp.sampled.logprob);
+  FillToken(lp.sampled.token_id, lp.sampled.logprob, naming,
+            out->mutable_sampled());
   for (const TokenLogprobValue& t : lp.top) {
-    v1::TokenLogprob* o = out->add_top();
-    o->set_token_id(t.token_id);
-    o->set_token(token_text(t.token_id));
-    o->set_logprob(t.logprob);
+    FillToken(t.token_id, t.logprob, naming, out->add_top());
   }
 }
 
 }  // namespace
 
-void FillGenerateResponse(
-    const GenerateChunk& c, const std::string& request_id,
-    const std::function<std::string(int32_t)>& token_text,
-    v1::GenerateResponse* resp) {
+void FillGenerateResponse(const GenerateChunk& c,
+                          const std::string& request_id,
+                          const TokenNaming& naming,
+                          v1::GenerateResponse* resp) {
   resp->set_request_id(request_id);
   resp->set_sample_index(static_cast<uint32_t>(std::max(c.sample_index, 0)));
   for (const TokenLogprobs& lp : c.prompt_logprobs) {
-    FillLogprobs(lp, token_text, resp->add_prompt_logprobs());
+    FillLogprobs(lp, naming, resp->add_prompt_logprobs());
   }
   resp->set_text(c.text);
   for (int32_t id : c.token_ids) resp->add_token_ids(id);
   for (const TokenLogprobs& lp : c.logprobs) {
-    FillLogprobs(lp, token_text, resp->add_logprobs());
+    FillLogprobs(lp, naming, resp->add_logprobs());
   }
   if (c.finish == FinishReason::kNone) return;
   resp->set_finish_reason(ToProtoFinishReason(c.finish));

@@ -50,13 +50,18 @@ void FillClassifyResponse(const ClassifyResult& result,
 void FillRerankResponse(const RerankResult& result,
                         const v1::RerankRequest& req, v1::RerankResponse* resp);
 v1::FinishReason ToProtoFinishReason(FinishReason reason);
-// One Generate response message from an engine chunk (`token_text` gives
-// a token id's string for logprobs: the model tokenizer's IdToToken); usage
-// and timings on a chunk that finishes its sample.
-void FillGenerateResponse(
-    const GenerateChunk& chunk, const std::string& request_id,
-    const std::function<std::string(int32_t)>& token_text,
-    v1::GenerateResponse* resp);
+// How logprobs name a token id: its vocabulary entry (the tokenizer's
+// IdToToken) and the bytes it adds to the text (TokenLogprob.text_bytes).
+struct TokenNaming {
+  std::function<std::string(int32_t)> token;
+  std::function<std::string(int32_t)> text_bytes;
+};
+// One Generate response message from an engine chunk; usage and timings
+// on a chunk that finishes its sample.
+void FillGenerateResponse(const GenerateChunk& chunk,
+                          const std::string& request_id,
+                          const TokenNaming& naming,
+                          v1::GenerateResponse* resp);
 void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out);
 
 }  // namespace inferd

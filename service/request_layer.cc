@@ -48,13 +48,18 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
 class GenerateStream {
  public:
   GenerateStream(RequestLayer::GenerateSink sink, std::string request_id,
-                 std::string model, const Tokenizer* tokenizer,
-                 RpcObserver* observer)
+                 const ServedModel* model, RpcObserver* observer)
       : sink_(std::move(sink)),
         request_id_(std::move(request_id)),
-        model_(std::move(model)),
-        tokenizer_(tokenizer),
-        observer_(observer) {}
+        model_(model->name()),
+        observer_(observer) {
+    naming_.token = [model](int32_t id) {
+      return model->tokenizer().IdToToken(id);
+    };
+    naming_.text_bytes = [model](int32_t id) {
+      return model->TokenTextBytes(id);
+    };
+  }
 
   void OnChunk(const absl::StatusOr<GenerateChunk>& chunk) {
     if (!chunk.ok()) {
@@ -65,9 +70,7 @@ class GenerateStream {
     const bool last = c.finish != FinishReason::kNone && !c.more_samples;
     if (observer_ != nullptr) Observe(c, last);
     v1::GenerateResponse resp;
-    FillGenerateResponse(
-        c, request_id_,
-        [this](int32_t id) { return tokenizer_->IdToToken(id); }, &resp);
+    FillGenerateResponse(c, request_id_, naming_, &resp);
     sink_(std::move(resp), last);
   }
 
@@ -107,7 +110,7 @@ class GenerateStream {
   const RequestLayer::GenerateSink sink_;
   const std::string request_id_;
   const std::string model_;
-  const Tokenizer* const tokenizer_;  // the model's; outlives the call
+  TokenNaming naming_;
   RpcObserver* const observer_;
   absl::Mutex mu_;
   std::vector<absl::Time> last_token_ ABSL_GUARDED_BY(mu_);
@@ -181,8 +184,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
     params->request_id = absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()));
   }
   auto stream = std::make_shared<GenerateStream>(
-      std::move(sink), params->request_id, (*model)->name(),
-      &(*model)->tokenizer(), observer_);
+      std::move(sink), params->request_id, *model, observer_);
   return (*model)->engine().SubmitGenerate(
       std::move(params).value(),
       [stream](const absl::StatusOr<GenerateChunk>& chunk) {

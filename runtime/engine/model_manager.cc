@@ -1,5 +1,7 @@
 #include "runtime/engine/model_manager.h"
 
+#include "runtime/tokenizer/token_bytes.h"
+
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -113,6 +115,14 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
   chat_format_ = ChatFormat::Create(name(), tok_config_.chat_template,
                                     tok_config_.bos_token.value_or(""),
                                     tok_config_.eos_token.value_or(""));
+}
+
+std::string ServedModel::TokenTextBytes(int32_t id) const {
+  absl::call_once(token_bytes_once_,
+                  [this] { token_bytes_ = TokenByteStrings(*tokenizer_); });
+  if (id < 0 || static_cast<size_t>(id) >= token_bytes_.size()) return "";
+  if (tokenizer_->IsSpecial(id)) return tokenizer_->IdToToken(id);
+  return token_bytes_[static_cast<size_t>(id)];
 }
 
 ServedModel::~ServedModel() { Shutdown(); }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -60,6 +61,10 @@ class ServedModel {
 
   // Valid once state() == kReady; owned by this object.
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The bytes token `id` adds to decoded text (TokenByteStrings, computed
+  // on first use), or a special token's content; empty outside the
+  // vocabulary. Valid once ready; thread-safe.
+  std::string TokenTextBytes(int32_t id) const;
   Engine& engine() const { return *engine_; }
 
   // The model's chat format (never null): renders conversations, or says
@@ -100,6 +105,8 @@ class ServedModel {
   const std::string tokenizer_json_path_;
   std::string tokenizer_json_;  // emptied by Load
   std::shared_ptr<const ChatFormat> chat_format_;
+  mutable absl::once_flag token_bytes_once_;
+  mutable std::vector<std::string> token_bytes_;
 
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<Engine> engine_;

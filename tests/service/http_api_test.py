@@ -151,6 +151,17 @@ def main():
         lp = out["logprobs"]
         check(len(lp) == 4 and all(t[1] <= 0 and t[2] == 2 for t in lp),
               f"logprobs: {lp}")
+        content, joined, bytes_ok = out["logprobs_text"]
+        check(joined == content and bytes_ok,
+              f"chat logprobs tokens are the decoded text: {out['logprobs_text']}")
+        cl = out["completion_logprobs"]
+        offsets = [sum(len(t) for t in cl["tokens"][:k])
+                   for k in range(len(cl["tokens"]))]
+        check("".join(cl["tokens"]) == cl["text"] and
+              len(cl["tokens"]) == 8 and cl["text_offset"] == offsets and
+              all(t <= 0 for t in cl["token_logprobs"]) and
+              all(1 <= n <= 2 for n in cl["top"]),
+              f"completions logprobs (legacy shape): {cl}")
         check(out["completion"]["text"] == want_comp and
               out["completion"]["object"] == "text_completion",
               f"completion {out['completion']} != gRPC {want_comp!r}")

@@ -76,6 +76,17 @@ def main():
                                   temperature=0, logprobs=True, top_logprobs=2)
     lp = r.choices[0].logprobs.content
     out["logprobs"] = [[t.token, t.logprob, len(t.top_logprobs)] for t in lp]
+    out["logprobs_text"] = [r.choices[0].message.content,
+                            "".join(t.token for t in lp),
+                            all(bytes(t.bytes) == t.token.encode() for t in lp)]
+    r = c.completions.create(model=llm, prompt="Once upon a time",
+                             max_tokens=8, temperature=0, logprobs=2)
+    lpc = r.choices[0].logprobs
+    out["completion_logprobs"] = {
+        "text": r.choices[0].text, "tokens": lpc.tokens,
+        "token_logprobs": lpc.token_logprobs,
+        "top": [len(t) for t in lpc.top_logprobs],
+        "text_offset": lpc.text_offset}
     r = c.completions.create(model=llm, prompt="Once upon a time",
                              max_tokens=16, temperature=0)
     out["completion"] = {"text": r.choices[0].text,
