@@ -9,11 +9,16 @@
 #include "device/bf16.h"
 #include "device/internal/check.h"
 #include "device/internal/paged.h"
+#include "device/op_list.h"
 #include "device/op_table.h"
 #include "device/quant.h"
 
 namespace inferd {
+namespace ref {
 namespace {
+
+// ref::<Kernel> for every op of INFERD_OPS (device/op_list.h), defined below.
+INFERD_OPS(INFERD_DECLARE_KERNEL)
 
 using device_internal::IsEmpty;
 using device_internal::Row;
@@ -38,9 +43,9 @@ void Store(void* base, DType dtype, int64_t i, float v) {
 
 // Weights of any dtype Linear accepts: each row decoded to F32 first
 // (device/quant.h), then dotted in double.
-absl::Status RefLinear(const KernelContext&, const TensorView& x,
-                       const TensorView& w, const TensorView& bias,
-                       const TensorView& y) {
+absl::Status Linear(const KernelContext&, const TensorView& x,
+                    const TensorView& w, const TensorView& bias,
+                    const TensorView& y) {
   const int64_t m = x.shape[0], k = x.shape[1], n = w.shape[0];
   const size_t row_bytes = DTypeRowBytes(w.dtype, k);
   std::vector<float> wrow(k);
@@ -60,9 +65,9 @@ absl::Status RefLinear(const KernelContext&, const TensorView& x,
   return absl::OkStatus();
 }
 
-absl::Status RefMatMul(const KernelContext&, const TensorView& a,
-                       const TensorView& b, bool transpose_b,
-                       const TensorView& c) {
+absl::Status MatMul(const KernelContext&, const TensorView& a,
+                    const TensorView& b, bool transpose_b,
+                    const TensorView& c) {
   const int64_t m = a.shape[0], k = a.shape[1], n = c.shape[1];
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
@@ -78,8 +83,8 @@ absl::Status RefMatMul(const KernelContext&, const TensorView& a,
   return absl::OkStatus();
 }
 
-absl::Status RefEmbedding(const KernelContext&, const TensorView& table,
-                          const TensorView& ids, const TensorView& out) {
+absl::Status Embedding(const KernelContext&, const TensorView& table,
+                       const TensorView& ids, const TensorView& out) {
   const int64_t vocab = table.shape[0], h = table.shape[1];
   const size_t row_bytes = DTypeRowBytes(table.dtype, h);
   for (int64_t t = 0; t < ids.shape[0]; ++t) {
@@ -95,8 +100,8 @@ absl::Status RefEmbedding(const KernelContext&, const TensorView& table,
   return absl::OkStatus();
 }
 
-absl::Status RefConvert(const KernelContext&, const TensorView& src,
-                        const TensorView& dst) {
+absl::Status Convert(const KernelContext&, const TensorView& src,
+                     const TensorView& dst) {
   for (int64_t r = 0; r < src.shape[0]; ++r) {
     for (int64_t j = 0; j < src.shape[1]; ++j) {
       Store(dst.data, dst.dtype, r * dst.strides[0] + j,
@@ -106,8 +111,8 @@ absl::Status RefConvert(const KernelContext&, const TensorView& src,
   return absl::OkStatus();
 }
 
-absl::Status RefAdd(const KernelContext&, const TensorView& a,
-                    const TensorView& b, const TensorView& out) {
+absl::Status Add(const KernelContext&, const TensorView& a, const TensorView& b,
+                 const TensorView& out) {
   for (int64_t r = 0; r < a.shape[0]; ++r) {
     for (int64_t j = 0; j < a.shape[1]; ++j) {
       Row<float>(out, r)[j] = Row<const float>(a, r)[j] + Row<const float>(b, r)[j];
@@ -129,8 +134,8 @@ double ApplyActivation(Activation act, double x) {
   return x;
 }
 
-absl::Status RefActivate(const KernelContext&, Activation act,
-                         const TensorView& x, const TensorView& out) {
+absl::Status Activate(const KernelContext&, Activation act, const TensorView& x,
+                      const TensorView& out) {
   for (int64_t r = 0; r < x.shape[0]; ++r) {
     for (int64_t j = 0; j < x.shape[1]; ++j) {
       Row<float>(out, r)[j] =
@@ -140,9 +145,9 @@ absl::Status RefActivate(const KernelContext&, Activation act,
   return absl::OkStatus();
 }
 
-absl::Status RefGatedActivate(const KernelContext&, Activation act,
-                              const TensorView& gate, const TensorView& up,
-                              const TensorView& out) {
+absl::Status GatedActivate(const KernelContext&, Activation act,
+                           const TensorView& gate, const TensorView& up,
+                           const TensorView& out) {
   for (int64_t r = 0; r < gate.shape[0]; ++r) {
     for (int64_t j = 0; j < gate.shape[1]; ++j) {
       Row<float>(out, r)[j] = static_cast<float>(
@@ -153,8 +158,8 @@ absl::Status RefGatedActivate(const KernelContext&, Activation act,
   return absl::OkStatus();
 }
 
-absl::Status RefSoftmax(const KernelContext&, const TensorView& x,
-                        const TensorView& out) {
+absl::Status Softmax(const KernelContext&, const TensorView& x,
+                     const TensorView& out) {
   const int64_t h = x.shape[1];
   std::vector<double> e(h);
   for (int64_t r = 0; r < x.shape[0]; ++r) {
@@ -186,10 +191,10 @@ void LoadRowWithResidual(const TensorView& x, const TensorView& residual,
   }
 }
 
-absl::Status RefLayerNorm(const KernelContext&, const TensorView& x,
-                          const TensorView& residual, const TensorView& weight,
-                          const TensorView& bias, float eps,
-                          const TensorView& out) {
+absl::Status LayerNorm(const KernelContext&, const TensorView& x,
+                       const TensorView& residual, const TensorView& weight,
+                       const TensorView& bias, float eps,
+                       const TensorView& out) {
   const int64_t h = x.shape[1];
   std::vector<double> v(h);
   for (int64_t r = 0; r < x.shape[0]; ++r) {
@@ -210,9 +215,9 @@ absl::Status RefLayerNorm(const KernelContext&, const TensorView& x,
   return absl::OkStatus();
 }
 
-absl::Status RefRmsNorm(const KernelContext&, const TensorView& x,
-                        const TensorView& residual, const TensorView& weight,
-                        float eps, const TensorView& out) {
+absl::Status RmsNorm(const KernelContext&, const TensorView& x,
+                     const TensorView& residual, const TensorView& weight,
+                     float eps, const TensorView& out) {
   const int64_t h = x.shape[1];
   std::vector<double> v(h);
   for (int64_t r = 0; r < x.shape[0]; ++r) {
@@ -250,9 +255,9 @@ void RotateHeads(const TensorView& t, const TensorView& cos_sin, int head_dim,
   }
 }
 
-absl::Status RefApplyRotary(const KernelContext&, const TensorView& q,
-                            const TensorView& k, const TensorView& cos_sin,
-                            int head_dim, RopeStyle style) {
+absl::Status ApplyRotary(const KernelContext&, const TensorView& q,
+                         const TensorView& k, const TensorView& cos_sin,
+                         int head_dim, RopeStyle style) {
   RotateHeads(q, cos_sin, head_dim, style);
   if (!IsEmpty(k)) RotateHeads(k, cos_sin, head_dim, style);
   return absl::OkStatus();
@@ -290,9 +295,9 @@ struct KvSource {
 
 // Two-pass softmax attention of q_len queries (positions first_pos + i, rows
 // q_row0 + i) over keys at positions [0, kv_len).
-void RefAttendSequence(const TensorView& q, int64_t q_row0, int64_t q_len,
-                       int64_t first_pos, int64_t kv_len, const KvSource& kv,
-                       const AttentionParams& p, const TensorView& out) {
+void AttendSequence(const TensorView& q, int64_t q_row0, int64_t q_len,
+                    int64_t first_pos, int64_t kv_len, const KvSource& kv,
+                    const AttentionParams& p, const TensorView& out) {
   const int d = p.head_dim;
   const int group = p.num_heads / p.num_kv_heads;
   std::vector<double> kk(d), vv(d), scores(kv_len), acc(d);
@@ -335,11 +340,10 @@ void RefAttendSequence(const TensorView& q, int64_t q_row0, int64_t q_len,
   }
 }
 
-absl::Status RefVarlenAttention(const KernelContext&, const TensorView& q,
-                                const TensorView& k, const TensorView& v,
-                                const TensorView& cu_seqlens,
-                                const AttentionParams& p,
-                                const TensorView& out) {
+absl::Status VarlenAttention(const KernelContext&, const TensorView& q,
+                             const TensorView& k, const TensorView& v,
+                             const TensorView& cu_seqlens,
+                             const AttentionParams& p, const TensorView& out) {
   const int32_t* cu = cu_seqlens.as<const int32_t>();
   const int64_t num_seqs = cu_seqlens.shape[0] - 1;
   if (cu[0] != 0 || cu[num_seqs] != q.shape[0]) {
@@ -358,16 +362,16 @@ absl::Status RefVarlenAttention(const KernelContext&, const TensorView& q,
     src.v = &v;
     src.row0 = cu[s];
     const int64_t len = cu[s + 1] - cu[s];
-    RefAttendSequence(q, cu[s], len, 0, len, src, p, out);
+    AttendSequence(q, cu[s], len, 0, len, src, p, out);
   }
   return absl::OkStatus();
 }
 
-absl::Status RefReshapeAndCache(const KernelContext&, const TensorView& k,
-                                const TensorView& v,
-                                const TensorView& slot_mapping,
-                                const TensorView& k_cache,
-                                const TensorView& v_cache) {
+absl::Status ReshapeAndCache(const KernelContext&, const TensorView& k,
+                             const TensorView& v,
+                             const TensorView& slot_mapping,
+                             const TensorView& k_cache,
+                             const TensorView& v_cache) {
   const int64_t num_slots = k_cache.shape[0] * k_cache.shape[1];
   const int64_t width = k.shape[1];
   for (int64_t t = 0; t < k.shape[0]; ++t) {
@@ -387,6 +391,7 @@ absl::Status RefReshapeAndCache(const KernelContext&, const TensorView& k,
 }
 
 }  // namespace
+}  // namespace ref
 
 // Shared with the optimized kernels: validates paged metadata for seq `s`.
 absl::Status ValidatePagedSequence(const TensorView& q,
@@ -420,14 +425,14 @@ absl::Status ValidatePagedSequence(const TensorView& q,
   return absl::OkStatus();
 }
 
+namespace ref {
 namespace {
 
-absl::Status RefPagedAttention(const KernelContext&, const TensorView& q,
-                               const TensorView& k_cache,
-                               const TensorView& v_cache,
-                               const PagedAttentionMetadata& md,
-                               const AttentionParams& p,
-                               const TensorView& out) {
+absl::Status PagedAttention(const KernelContext&, const TensorView& q,
+                            const TensorView& k_cache,
+                            const TensorView& v_cache,
+                            const PagedAttentionMetadata& md,
+                            const AttentionParams& p, const TensorView& out) {
   const int64_t num_seqs = md.query_start_loc.shape[0] - 1;
   for (int64_t s = 0; s < num_seqs; ++s) {
     INFERD_DEVICE_RETURN_IF_ERROR(ValidatePagedSequence(q, k_cache, md, s));
@@ -441,30 +446,23 @@ absl::Status RefPagedAttention(const KernelContext&, const TensorView& q,
     src.v_cache = &v_cache;
     src.block_table =
         md.block_tables.as<const int32_t>() + s * md.block_tables.shape[1];
-    RefAttendSequence(q, qsl[s], q_len, seq_len - q_len, seq_len, src, p, out);
+    AttendSequence(q, qsl[s], q_len, seq_len - q_len, seq_len, src, p, out);
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+}  // namespace ref
 
+// Every op of INFERD_OPS; none of INFERD_OPTIONAL_OPS (plain loops have no
+// packed layout).
 const OpTable& ReferenceOpTable() {
   static const OpTable table = [] {
     OpTable t;
-    t.linear = &RefLinear;
-    t.matmul = &RefMatMul;
-    t.embedding = &RefEmbedding;
-    t.convert = &RefConvert;
-    t.add = &RefAdd;
-    t.activate = &RefActivate;
-    t.gated_activate = &RefGatedActivate;
-    t.softmax = &RefSoftmax;
-    t.layer_norm = &RefLayerNorm;
-    t.rms_norm = &RefRmsNorm;
-    t.apply_rotary = &RefApplyRotary;
-    t.varlen_attention = &RefVarlenAttention;
-    t.reshape_and_cache = &RefReshapeAndCache;
-    t.paged_attention = &RefPagedAttention;
+#define INFERD_REF_KERNEL(member, Kernel, Return, params) \
+  t.member = &ref::Kernel;
+    INFERD_OPS(INFERD_REF_KERNEL)
+#undef INFERD_REF_KERNEL
     return t;
   }();
   return table;

@@ -1,11 +1,12 @@
 // Registry: the process-wide table of inferd's named, swappable parts —
-// config parsers, architectures, model classes, workflows and the components a workflow is
-// assembled from (input processors, schedulers, attention backends, output
-// processors, executors). Each entry has a kind, a name unique within its
-// kind, a one-line description, its origin ("builtin" or the plug-in that
-// added it) and a typed value (usually a factory). Each layer defines the
-// value types of its kinds and registers its built-ins; plug-ins add more at
-// startup (runtime/engine/plugin.h). Entries are never removed, so pointers
+// config parsers, architectures, model classes, workflows and the components a
+// workflow is assembled from (input processors, schedulers, attention backends,
+// output processors, executors), and the model runner of each device kind. Each
+// entry has a kind, a name unique within its kind, a one-line description,
+// its origin ("builtin" or the plug-in that added it) and a typed value
+// (usually a factory). Each layer defines the value types of its kinds and
+// registers its built-ins; plug-ins add more at startup
+// (runtime/engine/plugin.h). Entries are never removed, so pointers
 // returned by Find stay valid. Thread-safe.
 #ifndef INFERD_RUNTIME_COMMON_REGISTRY_H_
 #define INFERD_RUNTIME_COMMON_REGISTRY_H_
@@ -40,6 +41,9 @@ inline constexpr char kScheduler[] = "scheduler";
 inline constexpr char kAttentionBackend[] = "attention_backend";
 inline constexpr char kOutputProcessor[] = "output_processor";
 inline constexpr char kExecutor[] = "executor";
+// A device kind ("cpu") -> the ModelRunnerFactory of its model runner
+// (runtime/model/model_runner.h).
+inline constexpr char kModelRunner[] = "model_runner";
 }  // namespace registry_kind
 
 class Registry {

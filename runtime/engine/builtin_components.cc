@@ -1,9 +1,11 @@
 // inferd's built-in registry entries: input processors, schedulers, output
-// processors, executors, workflow recipes and architectures (config parsers
-// and model classes are registered by their own layers:
-// runtime/loader/config_parser.cc, runtime/model/model_registry.cc). Adding
-// a model family is its ConfigParser, one model file in runtime/model with
-// its model-class registration, and its architecture entry here.
+// processors, executors, workflow recipes and architectures (config parsers,
+// model classes, attention backends and model runners are registered by
+// their own layers: runtime/loader/config_parser.cc and, in runtime/model,
+// model_registry.cc, attention_backend.cc, builtin_model_runners.cc).
+// Adding a model family is its ConfigParser, one model file in
+// runtime/model with its model-class registration, and its architecture
+// entry here.
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,7 @@
 #include "runtime/loader/config_parser.h"
 #include "runtime/model/attention_backend.h"
 #include "runtime/model/model_registry.h"
+#include "runtime/model/model_runner.h"
 
 namespace inferd {
 namespace {
@@ -277,6 +280,7 @@ void RegisterAll() {
   RegisterBuiltinConfigParsers();
   RegisterBuiltinModels();
   RegisterBuiltinAttentionBackends();
+  RegisterBuiltinModelRunners();
   RegisterInputProcessors();
   RegisterSchedulers();
   RegisterOutputProcessors();

@@ -1,11 +1,13 @@
 #include "runtime/model/cpu_model_runner.h"
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "device/cpu/thread_pool.h"
+#include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
@@ -43,11 +45,22 @@ int CpuModelRunner::num_threads() const {
   return pool != nullptr ? pool->num_threads() : 1;
 }
 
-absl::StatusOr<std::unique_ptr<ModelRunnerBase>> CreateCpuModelRunner(
-    const ModelRunnerOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
-                   CpuModelRunner::Create(options));
-  return std::unique_ptr<ModelRunnerBase>(std::move(runner));
+void RegisterCpuModelRunner() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    ModelRunnerFactory factory = [](const ModelRunnerOptions& options)
+        -> absl::StatusOr<std::unique_ptr<ModelRunnerBase>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
+                       CpuModelRunner::Create(options));
+      return std::unique_ptr<ModelRunnerBase>(std::move(runner));
+    };
+    absl::Status s = Registry::Global().Add(
+        {registry_kind::kModelRunner, "cpu",
+         "host CPU: the shared cpu device, or a private one when a thread "
+         "count is given",
+         "builtin", std::move(factory)});
+    (void)s;  // call_once: never registered twice
+  });
 }
 
 }  // namespace inferd

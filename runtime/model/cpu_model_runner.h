@@ -30,9 +30,10 @@ class CpuModelRunner : public ModelRunnerBase {
   std::unique_ptr<Device> owned_device_;  // null when using the shared one
 };
 
-// Registered as the "cpu" runner (model_runner.cc).
-absl::StatusOr<std::unique_ptr<ModelRunnerBase>> CreateCpuModelRunner(
-    const ModelRunnerOptions& options);
+// Registers CpuModelRunner::Create as the model runner of device kind "cpu"
+// (registry kind "model_runner"). Idempotent; RegisterBuiltinModelRunners
+// calls it.
+void RegisterCpuModelRunner();
 
 }  // namespace inferd
 

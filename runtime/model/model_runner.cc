@@ -1,7 +1,5 @@
 #include "runtime/model/model_runner.h"
 
-#include "runtime/loader/model_dir.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -9,9 +7,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/loader/model_dir.h"
-#include "runtime/model/cpu_model_runner.h"
 #include "runtime/model/model_registry.h"
 
 namespace inferd {
@@ -554,32 +552,20 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
 
 // ---------------------------------------------------------------------------
 
-namespace {
-
-using RunnerFactory = absl::StatusOr<std::unique_ptr<ModelRunnerBase>> (*)(
-    const ModelRunnerOptions& options);
-
-struct RunnerRegistration {
-  absl::string_view device;
-  RunnerFactory factory;
-};
-
-// One line per device kind.
-constexpr RunnerRegistration kRunners[] = {
-    {"cpu", &CreateCpuModelRunner},
-};
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<ModelRunnerBase>> CreateModelRunner(
     const ModelRunnerOptions& options) {
+  RegisterBuiltinModelRunners();
   const absl::string_view kind =
       absl::string_view(options.device).substr(0, options.device.find(':'));
-  for (const RunnerRegistration& r : kRunners) {
-    if (r.device == kind) return r.factory(options);
+  const Registry& registry = Registry::Global();
+  if (registry.Find(registry_kind::kModelRunner, kind) == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no model runner for device \"", options.device, "\""));
   }
-  return absl::NotFoundError(
-      absl::StrCat("no model runner for device \"", options.device, "\""));
+  ASSIGN_OR_RETURN(
+      ModelRunnerFactory factory,
+      registry.Get<ModelRunnerFactory>(registry_kind::kModelRunner, kind));
+  return factory(options);
 }
 
 }  // namespace inferd

@@ -2,14 +2,16 @@
 // model, the activation arena and (for causal_paged attention) the per-layer
 // paged KV cache, turns a BatchPlan into the flat token batch plus attention
 // metadata, runs the forward pass and returns what each sequence asked for.
-// Device-specific runners (CpuModelRunner) subclass it for sizing and
-// threads. CreateModelRunner() builds the right one.
+// Device-specific runners subclass it for sizing and threads, each
+// registered from its own file for its device kind (registry kind
+// "model_runner"); CreateModelRunner() builds the right one.
 // Not thread-safe: owned by one engine loop; Execute() calls must not
 // overlap.
 #ifndef INFERD_RUNTIME_MODEL_MODEL_RUNNER_H_
 #define INFERD_RUNTIME_MODEL_MODEL_RUNNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -201,8 +203,19 @@ class ModelRunnerBase {
   ForwardBatch batch_;
 };
 
-// Builds the runner for options.device (one registration line per device in
-// model_runner.cc).
+// The registry value of kind "model_runner" (runtime/common/registry.h),
+// named by device kind: builds that device's runner.
+using ModelRunnerFactory =
+    std::function<absl::StatusOr<std::unique_ptr<ModelRunnerBase>>(
+        const ModelRunnerOptions& options)>;
+
+// Registers the built-in device runners (idempotent; CreateModelRunner
+// calls it). Each runner registers itself from its own file;
+// builtin_model_runners.cc holds one call per device kind.
+void RegisterBuiltinModelRunners();
+
+// Builds the runner registered for options.device's kind (the part before
+// any ':'); NOT_FOUND when there is none.
 absl::StatusOr<std::unique_ptr<ModelRunnerBase>> CreateModelRunner(
     const ModelRunnerOptions& options);
 

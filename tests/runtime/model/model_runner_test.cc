@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/registry.h"
 #include "runtime/model/model_registry.h"
 #include "tests/runtime/model/model_test_util.h"
 
@@ -711,6 +712,37 @@ TEST(ModelRunnerTest, UnknownArchitectureIsNotFound) {
   options.device = "tpu";
   EXPECT_EQ(CreateModelRunner(options).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// The runner of a device kind comes from the registry: "cpu" is there as a
+// built-in, and a kind registered later is found by CreateModelRunner too
+// (with or without a ":N" suffix).
+TEST(ModelRunnerTest, RunnersComeFromTheRegistryByDeviceKind) {
+  RegisterBuiltinModelRunners();
+  const Registry::Entry* cpu =
+      Registry::Global().Find(registry_kind::kModelRunner, "cpu");
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->origin, "builtin");
+  ModelRunnerFactory fake = [](const ModelRunnerOptions& options)
+      -> absl::StatusOr<std::unique_ptr<ModelRunnerBase>> {
+    return absl::UnimplementedError("fake runner for " + options.device);
+  };
+  ASSERT_TRUE(Registry::Global()
+                  .Add({registry_kind::kModelRunner, "fakedev", "test only",
+                        "model_runner_test", fake})
+                  .ok());
+  ModelRunnerOptions options;
+  options.model_dir = TestModelDir("bert-embed");
+  for (const char* device : {"fakedev", "fakedev:1"}) {
+    options.device = device;
+    absl::StatusOr<std::unique_ptr<ModelRunnerBase>> runner =
+        CreateModelRunner(options);
+    EXPECT_EQ(runner.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ(runner.status().message(),
+              absl::StrCat("fake runner for ", device));
+  }
+  options.device = "cpu:0";
+  EXPECT_TRUE(CreateModelRunner(options).ok());
 }
 
 TEST(ModelRunnerTest, ParsesComputeDTypes) {
