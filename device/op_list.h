@@ -40,6 +40,9 @@
      const TensorView& c))                                                   \
   X(embedding, Embedding, absl::Status,                                      \
     (const TensorView& table, const TensorView& ids, const TensorView& out)) \
+  X(mean_pool, MeanPool, absl::Status,                                       \
+    (const TensorView& x, const TensorView& starts, const TensorView& ends,  \
+     const TensorView& out))                                                 \
   X(convert, Convert, absl::Status,                                          \
     (const TensorView& src, const TensorView& dst))                          \
   X(add, Add, absl::Status,                                                  \

@@ -190,6 +190,20 @@ absl::Status Embedding(const ExecutionContext& ctx, const TensorView& table,
   INFERD_DISPATCH(embedding, table, ids, out);
 }
 
+absl::Status MeanPool(const ExecutionContext& ctx, const TensorView& x,
+                      const TensorView& starts, const TensorView& ends,
+                      const TensorView& out) {
+  INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("x", x, DType::kF32));
+  INFERD_DEVICE_RETURN_IF_ERROR(CheckVector("starts", starts, DType::kI32, -1));
+  INFERD_DEVICE_RETURN_IF_ERROR(
+      CheckVector("ends", ends, DType::kI32, starts.shape[0]));
+  INFERD_DEVICE_RETURN_IF_ERROR(CheckMatrix("out", out, DType::kF32));
+  INFERD_DEVICE_RETURN_IF_ERROR(
+      CheckShape2("out", out, starts.shape[0], x.shape[1]));
+  if (starts.shape[0] == 0) return absl::OkStatus();
+  INFERD_DISPATCH(mean_pool, x, starts, ends, out);
+}
+
 absl::Status Convert(const ExecutionContext& ctx, const TensorView& src,
                      const TensorView& dst) {
   auto ok_dtype = [](DType d) {

@@ -77,6 +77,15 @@ absl::Status MatMul(const ExecutionContext& ctx, const TensorView& a,
 absl::Status Embedding(const ExecutionContext& ctx, const TensorView& table,
                        const TensorView& ids, const TensorView& out);
 
+// Mean pooling on the device: out[s, :] = the mean of x's rows
+// [starts[s], ends[s]), accumulated in double in row order, then scaled by
+// 1 / (ends[s] - starts[s]) in double and rounded to float (the bits of the
+// same sum on the host). x: F32 [T, H]; starts, ends: I32 [S]; out: F32
+// [S, H]. INVALID_ARGUMENT unless 0 <= starts[s] < ends[s] <= T.
+absl::Status MeanPool(const ExecutionContext& ctx, const TensorView& x,
+                      const TensorView& starts, const TensorView& ends,
+                      const TensorView& out);
+
 // dst = src converted elementwise (F32 <-> BF16, F32 <-> F16, same dtype =
 // copy). Same shape; both 2-D (row strides allowed) or contiguous.
 absl::Status Convert(const ExecutionContext& ctx, const TensorView& src,

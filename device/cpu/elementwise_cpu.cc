@@ -3,6 +3,7 @@
 // vectorizable (fast_math.h); activations and softmax use the AVX-512 /
 // AVX2 row kernels (elementwise.h) when the CPU has them.
 #include <algorithm>
+#include <vector>
 #include <cstring>
 #include <functional>
 
@@ -139,6 +140,38 @@ void Bf16RowToF32(const uint16_t* src, float* dst, int64_t n) {
 }
 
 }  // namespace
+
+absl::Status MeanPool(const KernelContext& ctx, const TensorView& x,
+                      const TensorView& starts, const TensorView& ends,
+                      const TensorView& out) {
+  const int64_t rows = x.shape[0], h = x.shape[1];
+  const int32_t* b = starts.as<const int32_t>();
+  const int32_t* e = ends.as<const int32_t>();
+  const int64_t seqs = starts.shape[0];
+  for (int64_t s = 0; s < seqs; ++s) {
+    if (b[s] < 0 || b[s] >= e[s] || e[s] > rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MeanPool: rows [", b[s], ", ", e[s], ") of sequence ", s,
+          " are not a non-empty range within [0, ", rows, ")"));
+    }
+  }
+  // Each column sums its rows in order in double, as the reference does, so
+  // the bits do not depend on the split across threads.
+  ForRows(ctx.pool, seqs, h * 8, [&](int64_t begin, int64_t end) {
+    std::vector<double> acc(static_cast<size_t>(h));
+    for (int64_t s = begin; s < end; ++s) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int32_t r = b[s]; r < e[s]; ++r) {
+        const float* row = Row<const float>(x, r);
+        for (int64_t j = 0; j < h; ++j) acc[j] += row[j];
+      }
+      const double inv = 1.0 / (e[s] - b[s]);
+      float* dst = Row<float>(out, s);
+      for (int64_t j = 0; j < h; ++j) dst[j] = static_cast<float>(acc[j] * inv);
+    }
+  });
+  return absl::OkStatus();
+}
 
 absl::Status Embedding(const KernelContext& ctx, const TensorView& table,
                        const TensorView& ids, const TensorView& out) {

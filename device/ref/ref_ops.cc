@@ -100,6 +100,27 @@ absl::Status Embedding(const KernelContext&, const TensorView& table,
   return absl::OkStatus();
 }
 
+absl::Status MeanPool(const KernelContext&, const TensorView& x,
+                      const TensorView& starts, const TensorView& ends,
+                      const TensorView& out) {
+  const int64_t rows = x.shape[0], h = x.shape[1];
+  for (int64_t s = 0; s < starts.shape[0]; ++s) {
+    const int32_t b = starts.as<const int32_t>()[s];
+    const int32_t e = ends.as<const int32_t>()[s];
+    if (b < 0 || b >= e || e > rows) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MeanPool: rows [", b, ", ", e, ") of sequence ", s,
+          " are not a non-empty range within [0, ", rows, ")"));
+    }
+    for (int64_t j = 0; j < h; ++j) {
+      double acc = 0.0;
+      for (int32_t r = b; r < e; ++r) acc += Row<const float>(x, r)[j];
+      Row<float>(out, s)[j] = static_cast<float>(acc * (1.0 / (e - b)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Convert(const KernelContext&, const TensorView& src,
                      const TensorView& dst) {
   for (int64_t r = 0; r < src.shape[0]; ++r) {

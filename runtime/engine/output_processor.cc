@@ -24,9 +24,14 @@ class PoolingProcessor : public OutputProcessor {
                                : pooling == Pooling::kMean ? "mean"
                                                            : "last")) {}
   absl::string_view name() const override { return name_; }
+  // The runner pools on the device and returns one row per sequence.
   StepOutput step_output() const override {
-    return pooling_ == Pooling::kLast ? StepOutput::kLastHiddenState
-                                      : StepOutput::kHiddenStates;
+    switch (pooling_) {
+      case Pooling::kCls: return StepOutput::kFirstHiddenState;
+      case Pooling::kMean: return StepOutput::kMeanHiddenState;
+      case Pooling::kLast: break;
+    }
+    return StepOutput::kLastHiddenState;
   }
   absl::StatusOr<std::vector<float>> Process(
       const SequenceResult& r, const OutputRequest& request) const override {
@@ -34,7 +39,11 @@ class PoolingProcessor : public OutputProcessor {
     const int32_t rows = r.rows;
     const int32_t h = r.cols;
     std::vector<float> out(static_cast<size_t>(h));
-    if (r.output == StepOutput::kLastHiddenState || pooling_ == Pooling::kLast) {
+    if (r.output != StepOutput::kHiddenStates) {
+      // Pooled by the runner (the step output this processor asked for).
+      if (rows != 1) return absl::InternalError("expected one pooled row");
+      std::copy(r.values.begin(), r.values.begin() + h, out.begin());
+    } else if (pooling_ == Pooling::kLast) {
       const float* row = r.values.data() + static_cast<size_t>(rows - 1) * h;
       std::copy(row, row + h, out.begin());
     } else if (pooling_ == Pooling::kCls) {

@@ -135,6 +135,7 @@ void PrefillEngine::Loop(StepRunner* runner) {
       p.start_pos = 0;
       p.block_table.clear();
       p.output = batch[i].work->output;
+      p.pool_start = s.pool_start;
       tokens += static_cast<int64_t>(s.ids.size());
     }
     running_.fetch_add(1);

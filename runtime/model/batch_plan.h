@@ -20,6 +20,11 @@ enum class StepOutput : uint8_t {
   // LM-head logits of every new token [n x V] (speculative decoding: row i
   // predicts the token after token_ids[i]).
   kAllLogits,
+  // Pooled on the device, one row each [H]: the first new token's final
+  // hidden state (CLS pooling), and the mean of rows [pool_start, n) (mean
+  // pooling; accumulated in double, in row order).
+  kFirstHiddenState,
+  kMeanHiddenState,
 };
 
 struct SequencePlan {
@@ -34,6 +39,9 @@ struct SequencePlan {
   // tokens.
   std::vector<int32_t> block_table;
   StepOutput output = StepOutput::kNone;
+  // kMeanHiddenState: the first row the mean takes (prompt tokens an
+  // embedder leaves out); clamped to [0, n - 1].
+  int32_t pool_start = 0;
 };
 
 struct BatchPlan {
@@ -48,7 +56,7 @@ struct BatchPlan {
 struct SequenceResult {
   int64_t seq_id = 0;
   StepOutput output = StepOutput::kNone;
-  int32_t rows = 0;           // 1, or n for kHiddenStates
+  int32_t rows = 0;           // 1, or n for kHiddenStates and kAllLogits
   int32_t cols = 0;           // V, H or num_labels
   std::vector<float> values;  // rows x cols, row-major
 };

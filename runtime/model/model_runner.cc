@@ -529,7 +529,27 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
     }
   }
 
+  // Mean pooling on the device: one row per sequence comes back.
+  pool_starts_.clear();
+  pool_ends_.clear();
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (plan.seqs[i].output != StepOutput::kMeanHiddenState) continue;
+    const int32_t n = cu_seqlens_[i + 1] - cu_seqlens_[i];
+    pool_starts_.push_back(cu_seqlens_[i] +
+                           std::clamp(plan.seqs[i].pool_start, 0, n - 1));
+    pool_ends_.push_back(cu_seqlens_[i + 1]);
+  }
+  TensorView pooled;
+  if (!pool_starts_.empty()) {
+    ASSIGN_OR_RETURN(
+        pooled, workspace_->Get(WsSlot::kGather,
+                                static_cast<int64_t>(pool_starts_.size()), h));
+    RETURN_IF_ERROR(MeanPool(ctx.exec, hidden, I32View(pool_starts_),
+                             I32View(pool_ends_), pooled));
+  }
+
   RETURN_IF_ERROR(device_->Synchronize());
+  int64_t next_pooled = 0;
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const SequencePlan& s = plan.seqs[i];
     SequenceResult& r = result.seqs[i];
@@ -537,14 +557,28 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
     r.output = s.output;
     const int64_t begin = cu_seqlens_[i];
     const int64_t n = cu_seqlens_[i + 1] - begin;
-    if (s.output == StepOutput::kHiddenStates) {
-      r.rows = static_cast<int32_t>(n);
-      r.cols = static_cast<int32_t>(h);
-      copy_rows(hidden, begin, n, &r.values);
-    } else if (s.output == StepOutput::kLastHiddenState) {
-      r.rows = 1;
-      r.cols = static_cast<int32_t>(h);
-      copy_rows(hidden, begin + n - 1, 1, &r.values);
+    switch (s.output) {
+      case StepOutput::kHiddenStates:
+        r.rows = static_cast<int32_t>(n);
+        r.cols = static_cast<int32_t>(h);
+        copy_rows(hidden, begin, n, &r.values);
+        break;
+      case StepOutput::kFirstHiddenState:
+      case StepOutput::kLastHiddenState:
+        r.rows = 1;
+        r.cols = static_cast<int32_t>(h);
+        copy_rows(hidden,
+                  s.output == StepOutput::kFirstHiddenState ? begin
+                                                            : begin + n - 1,
+                  1, &r.values);
+        break;
+      case StepOutput::kMeanHiddenState:
+        r.rows = 1;
+        r.cols = static_cast<int32_t>(h);
+        copy_rows(pooled, next_pooled++, 1, &r.values);
+        break;
+      default:
+        break;
     }
   }
   return result;

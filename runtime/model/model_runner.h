@@ -200,6 +200,9 @@ class ModelRunnerBase {
   std::vector<int32_t> block_tables_;
   std::vector<int32_t> gather_rows_;
   std::vector<int32_t> gather_ids_;
+  // kMeanHiddenState: each pooled sequence's row range in the batch.
+  std::vector<int32_t> pool_starts_;
+  std::vector<int32_t> pool_ends_;
   ForwardBatch batch_;
 };
 

@@ -133,6 +133,23 @@ absl::StatusOr<Outputs> EmbeddingCase(const OpTable& t,
   return out;
 }
 
+absl::StatusOr<Outputs> MeanPoolCase(const OpTable& t,
+                                     const KernelContext& ctx) {
+  const int64_t rows = 23, h = 37;
+  std::vector<float> x = RandomVector(rows * h, 10, -50, 50);
+  // Ranges of varied length, overlapping and out of order, one of one row.
+  std::vector<int32_t> starts = {0, 5, 22, 3, 7};
+  std::vector<int32_t> ends = {5, 23, 23, 17, 8};
+  const int64_t seqs = static_cast<int64_t>(starts.size());
+  std::vector<float> y(seqs * h);
+  INFERD_DEVICE_RETURN_IF_ERROR(t.mean_pool(ctx, View2(x.data(), rows, h),
+                                            I32(starts), I32(ends),
+                                            View2(y.data(), seqs, h)));
+  Outputs out;
+  Append(y, &out);
+  return out;
+}
+
 // F32 -> BF16, F32 -> F16, BF16 -> F32.
 absl::StatusOr<Outputs> ConvertCase(const OpTable& t,
                                     const KernelContext& ctx) {

@@ -1,5 +1,6 @@
 #include "runtime/engine/prefill_engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <map>
@@ -255,6 +256,17 @@ class FakeRunner : public StepRunner {
         out.rows = 1;
         out.cols = 3;
         out.values = {sum, len - 1, len};
+      } else if (s.output == StepOutput::kFirstHiddenState) {
+        out.rows = 1;
+        out.cols = 3;
+        out.values = {sum, 0.0f, len};
+      } else if (s.output == StepOutput::kMeanHiddenState) {
+        // Row i is {sum, i, len}: the mean of rows [start, n).
+        const int32_t n = static_cast<int32_t>(s.token_ids.size());
+        const int32_t start = std::clamp(s.pool_start, 0, n - 1);
+        out.rows = 1;
+        out.cols = 3;
+        out.values = {sum, 0.5f * static_cast<float>(start + n - 1), len};
       } else {
         out.rows = static_cast<int32_t>(s.token_ids.size());
         out.cols = 3;

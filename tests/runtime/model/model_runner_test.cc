@@ -476,6 +476,57 @@ TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
               "xlmr-embed in a batch");
 }
 
+// Pooled step outputs come back as one row per sequence (not T x H), with
+// the bits the same pooling of kHiddenStates on the host gives: the first
+// row, and the double-accumulated mean of rows [pool_start, n).
+TEST(ModelRunnerTest, PooledOutputsAreOneRowWithTheHostPoolingBits) {
+  auto runner = Runner("bert-embed");
+  ASSERT_NE(runner, nullptr);
+  const auto prompts = TestPrompts(runner->vocab_size());
+  const int64_t h = runner->hidden_size();
+  BatchPlan full;
+  BatchPlan pooled;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SequencePlan s;
+    s.token_ids = prompts[i];
+    s.output = StepOutput::kHiddenStates;
+    full.seqs.push_back(s);
+    s.output = i % 2 == 0 ? StepOutput::kMeanHiddenState
+                          : StepOutput::kFirstHiddenState;
+    s.pool_start = static_cast<int32_t>(i % 3);  // prompt rows left out
+    pooled.seqs.push_back(s);
+  }
+  auto a = runner->Execute(full);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = runner->Execute(pooled);
+  ASSERT_TRUE(b.ok()) << b.status();
+  int64_t full_bytes = 0;
+  int64_t pooled_bytes = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const SequenceResult& all = a->seqs[i];
+    const SequenceResult& one = b->seqs[i];
+    full_bytes += static_cast<int64_t>(all.values.size() * sizeof(float));
+    pooled_bytes += static_cast<int64_t>(one.values.size() * sizeof(float));
+    ASSERT_EQ(one.rows, 1);
+    ASSERT_EQ(one.cols, h);
+    ASSERT_EQ(one.values.size(), static_cast<size_t>(h));
+    std::vector<float> want(static_cast<size_t>(h));
+    if (pooled.seqs[i].output == StepOutput::kFirstHiddenState) {
+      std::copy(all.values.begin(), all.values.begin() + h, want.begin());
+    } else {
+      const int32_t start = std::min(pooled.seqs[i].pool_start, all.rows - 1);
+      std::vector<double> acc(static_cast<size_t>(h), 0.0);
+      for (int32_t r = start; r < all.rows; ++r) {
+        for (int64_t j = 0; j < h; ++j) acc[j] += all.values[r * h + j];
+      }
+      const double inv = 1.0 / (all.rows - start);
+      for (int64_t j = 0; j < h; ++j) want[j] = static_cast<float>(acc[j] * inv);
+    }
+    EXPECT_EQ(one.values, want) << "sequence " << i;
+  }
+  EXPECT_LT(pooled_bytes * 4, full_bytes);
+}
+
 // ---------------------------------------------------------------------------
 // BF16 compute. BF16 keeps 8 significant bits (relative rounding error
 // 2^-9 ~ 2e-3 per weight); through two layers of GEMMs, norms and attention
