@@ -130,4 +130,29 @@ float ColbertScore(const std::vector<float>& query,
   return static_cast<float>(total / nq);
 }
 
+absl::Status M3Collector::Add(size_t index, const std::vector<int32_t>& ids,
+                              const SequenceResult& hidden) {
+  if (sparse_) {
+    if (sparse_out_.size() <= index) sparse_out_.resize(index + 1);
+    absl::StatusOr<SparseVector> v =
+        SparseWeights(hidden, ids, heads_, sparse_tokens_);
+    if (!v.ok()) return v.status();
+    sparse_out_[index] = std::move(v).value();
+  }
+  if (multi_) {
+    if (multi_out_.size() <= index) multi_out_.resize(index + 1);
+    absl::StatusOr<std::vector<float>> v =
+        ColbertVectors(hidden, *heads_.colbert, normalize_);
+    if (!v.ok()) return v.status();
+    multi_out_[index] = std::move(v).value();
+  }
+  return absl::OkStatus();
+}
+
+void M3Collector::MoveInto(EmbedResult* result) {
+  result->sparse = std::move(sparse_out_);
+  result->multi_vectors = std::move(multi_out_);
+  result->multi_vector_dims = multi_ ? heads_.colbert->out_features : 0;
+}
+
 }  // namespace inferd

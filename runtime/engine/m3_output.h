@@ -58,6 +58,37 @@ absl::StatusOr<std::vector<float>> ColbertVectors(const SequenceResult& hidden,
                                                   const LinearWeights& head,
                                                   bool normalize);
 
+// The sparse and multi-vector outputs of one embed request, filled
+// sequence by sequence as its batches finish (by the request's completion
+// path: one thread at a time) and then moved into its EmbedResult.
+class M3Collector {
+ public:
+  // `heads` must outlive the collector; `normalize` applies to the
+  // multi-vector output.
+  M3Collector(const M3Heads& heads, const EmbedParams& params, bool normalize)
+      : heads_(heads),
+        sparse_(params.want_sparse),
+        sparse_tokens_(params.want_sparse_tokens),
+        multi_(params.want_multi_vector),
+        normalize_(normalize) {}
+  // Whether the request asks for either output (it then needs every
+  // token's hidden state: StepOutput::kHiddenStates).
+  bool wanted() const { return sparse_ || multi_; }
+  // Sequence `index` (`ids` its tokens) finished with `hidden`.
+  absl::Status Add(size_t index, const std::vector<int32_t>& ids,
+                   const SequenceResult& hidden);
+  void MoveInto(EmbedResult* result);
+
+ private:
+  const M3Heads& heads_;
+  const bool sparse_;
+  const bool sparse_tokens_;
+  const bool multi_;
+  const bool normalize_;
+  std::vector<SparseVector> sparse_out_;
+  std::vector<std::vector<float>> multi_out_;
+};
+
 // Late-interaction (MaxSim) score: the mean over query vectors of the best
 // dot product with any document vector. Both are row-major [n x dims].
 float ColbertScore(const std::vector<float>& query,

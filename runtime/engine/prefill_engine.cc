@@ -228,6 +228,19 @@ absl::StatusOr<std::shared_ptr<PrefillWork>> PrefillEngine::BuildWork(
   return work;
 }
 
+absl::StatusOr<const OutputProcessor*> PrefillEngine::ResolvePooling(
+    const std::string& pooling) const {
+  if (pooling.empty()) return components_.output.get();
+  auto it = components_.poolings.find(pooling);
+  if (it != components_.poolings.end()) return it->second.get();
+  std::vector<std::string> names;
+  for (const auto& [name, p] : components_.poolings) names.push_back(name);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pooling '", pooling, "': no output processor ",
+      PoolingComponent(pooling), " is registered (poolings: ",
+      absl::StrJoin(names, ", "), "); a plug-in can add one (--plugin)"));
+}
+
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
     EmbedParams params, ResultCallback<EmbedResult> done) {
   RETURN_IF_ERROR(CheckTask(Task::kEmbed));
@@ -237,56 +250,27 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
         "dimensions: ", params.dimensions, " is larger than the model's ",
         options_.embedding_dims));
   }
-  const OutputProcessor* pooling = components_.output.get();
-  if (!params.pooling.empty()) {
-    auto it = components_.poolings.find(params.pooling);
-    if (it == components_.poolings.end()) {
-      std::vector<std::string> names;
-      for (const auto& [name, p] : components_.poolings) names.push_back(name);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pooling '", params.pooling, "': no output processor ",
-          PoolingComponent(params.pooling), " is registered (poolings: ",
-          absl::StrJoin(names, ", "), "); a plug-in can add one (--plugin)"));
-    }
-    pooling = it->second.get();
-  }
+  ASSIGN_OR_RETURN(const OutputProcessor* pooling,
+                   ResolvePooling(params.pooling));
   RETURN_IF_ERROR(options_.m3.Check(params));
   EmbedOutputOptions o;
   o.normalize = params.normalize.value_or(options_.default_normalize);
   o.dimensions = params.dimensions;
   o.dense = &options_.dense;
   auto shared = std::make_shared<const EmbedParams>(std::move(params));
-  // Sparse / multi-vector outputs per input, filled by `inspect` (the
-  // request's single completion callback, so one thread at a time).
-  struct Extras {
-    std::vector<SparseVector> sparse;
-    std::vector<std::vector<float>> multi;
-  };
-  auto extras = std::make_shared<Extras>();
-  const bool want_extras = shared->want_sparse || shared->want_multi_vector;
+  // Sparse / multi-vector outputs: they need every token's hidden state.
+  auto m3 = std::make_shared<M3Collector>(options_.m3, *shared, o.normalize);
   // Token counts per input, filled by the prep worker before the request
   // is queued (read by the finish callback after it).
   auto lengths = std::make_shared<std::vector<int32_t>>();
   PrepTask task;
   task.deadline = shared->deadline;
   task.output = pooling;
-  if (want_extras) {
+  if (m3->wanted()) {
     task.step_output = StepOutput::kHiddenStates;
-    task.inspect = [this, shared, extras, normalize = o.normalize](
-                       size_t i, const PrefillSequence& seq,
-                       const SequenceResult& r) -> absl::Status {
-      if (shared->want_sparse) {
-        if (extras->sparse.size() <= i) extras->sparse.resize(i + 1);
-        ASSIGN_OR_RETURN(extras->sparse[i],
-                         SparseWeights(r, seq.ids, options_.m3,
-                                       shared->want_sparse_tokens));
-      }
-      if (shared->want_multi_vector) {
-        if (extras->multi.size() <= i) extras->multi.resize(i + 1);
-        ASSIGN_OR_RETURN(extras->multi[i],
-                         ColbertVectors(r, *options_.m3.colbert, normalize));
-      }
-      return absl::OkStatus();
+    task.inspect = [m3](size_t i, const PrefillSequence& seq,
+                        const SequenceResult& r) {
+      return m3->Add(i, seq.ids, r);
     };
   }
   task.tokenize = [this, shared, lengths]()
@@ -298,38 +282,33 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
     }
     return seqs;
   };
-  const bool want_dense = shared->want_dense;
-  const int64_t multi_dims =
-      shared->want_multi_vector ? options_.m3.colbert->out_features : 0;
-  task.finish =
-      [o, lengths, extras, want_dense, multi_dims, done = std::move(done)](
-          absl::StatusOr<std::vector<std::vector<float>>> pooled,
-          const RequestTimings& t, int64_t tokens) {
-        if (!pooled.ok()) {
-          done(pooled.status());
-          return;
-        }
-        EmbedResult result;
-        result.total_tokens = tokens;
-        result.tokens = *lengths;
-        result.timings = t;
-        result.sparse = std::move(extras->sparse);
-        result.multi_vectors = std::move(extras->multi);
-        result.multi_vector_dims = multi_dims;
-        for (const std::vector<float>& p : *pooled) {
-          if (!want_dense) {
-            result.embeddings.emplace_back();
-            continue;
-          }
-          auto e = FinishEmbedding(p, o);
-          if (!e.ok()) {
-            done(e.status());
-            return;
-          }
-          result.embeddings.push_back(std::move(e).value());
-        }
-        done(std::move(result));
-      };
+  task.finish = [o, lengths, m3, want_dense = shared->want_dense,
+                 done = std::move(done)](
+                    absl::StatusOr<std::vector<std::vector<float>>> pooled,
+                    const RequestTimings& t, int64_t tokens) {
+    if (!pooled.ok()) {
+      done(pooled.status());
+      return;
+    }
+    EmbedResult result;
+    result.total_tokens = tokens;
+    result.tokens = *lengths;
+    result.timings = t;
+    m3->MoveInto(&result);
+    for (const std::vector<float>& p : *pooled) {
+      if (!want_dense) {
+        result.embeddings.emplace_back();
+        continue;
+      }
+      absl::StatusOr<std::vector<float>> e = FinishEmbedding(p, o);
+      if (!e.ok()) {
+        done(e.status());
+        return;
+      }
+      result.embeddings.push_back(std::move(e).value());
+    }
+    done(std::move(result));
+  };
   return Admit(std::move(task));
 }
 

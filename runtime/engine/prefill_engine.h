@@ -141,6 +141,10 @@ class PrefillEngine : public Engine {
   AdmissionFront<PrepTask>::Stages FrontStages();
   // FAILED_PRECONDITION unless the workflow serves `task`.
   absl::Status CheckTask(Task task) const;
+  // The output processor of an embed request's pooling (empty: the
+  // workflow's); INVALID_ARGUMENT naming the registered ones otherwise.
+  absl::StatusOr<const OutputProcessor*> ResolvePooling(
+      const std::string& pooling) const;
   // Classify and Rerank: the request's params shared with its tokenize
   // step (`process` of the input processor); `fill` moves the
   // per-sequence scores into the result (an error fails the request).
