@@ -1216,7 +1216,24 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
   api->requests_ = requests;
   api->auth_ = auth;
   api->options_ = options;
-  api->server_ = std::make_unique<httplib::Server>();
+  if (options.tls_cert.empty()) {
+    api->server_ = std::make_unique<httplib::Server>();
+  } else {
+    auto tls = std::make_unique<httplib::SSLServer>(
+        options.tls_cert.c_str(), options.tls_key.c_str(),
+        options.tls_client_ca.empty() ? nullptr
+                                      : options.tls_client_ca.c_str());
+    if (!tls->is_valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--http-listen with TLS: cannot use --tls-cert=", options.tls_cert,
+          " and --tls-key=", options.tls_key,
+          options.tls_client_ca.empty()
+              ? std::string()
+              : absl::StrCat(" and --tls-client-ca=", options.tls_client_ca),
+          " (PEM files; the key must match the certificate)"));
+    }
+    api->server_ = std::move(tls);
+  }
   const int threads = std::max(1, options.max_concurrent_requests);
   api->server_->new_task_queue = [threads] {
     return new httplib::ThreadPool(static_cast<size_t>(threads));

@@ -11,7 +11,8 @@
 // does; a field inferd cannot honour is a 400 naming it); answers and
 // errors use OpenAI's shapes, errors as {"error": {"message", "type",
 // "param", "code"}} with the HTTP status of the gRPC code. The API key is
-// the gRPC one, as `Authorization: Bearer KEY`. The HTTP library is
+// the gRPC one, as `Authorization: Bearer KEY`; with --tls-cert it is
+// HTTPS (and mTLS with --tls-client-ca), as the gRPC port. The library is
 // cpp-httplib (Debian's libcpp-httplib-dev); requests run on its worker
 // threads, which wait for the engine's answer.
 //
@@ -40,6 +41,12 @@ struct HttpApiOptions {
   int max_concurrent_requests = 64;
   // Largest request body accepted.
   size_t max_body_bytes = 16 << 20;
+  // HTTPS with the gRPC port's TLS files (--tls-cert, --tls-key; with
+  // --tls-client-ca, clients must present a certificate it signed). Empty:
+  // plain HTTP.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 };
 
 class HttpApi {

@@ -205,8 +205,12 @@ absl::Status Server::StartSideListeners(
     http.listen = options_.http_listen;
     http.max_body_bytes =
         static_cast<size_t>(options_.max_receive_message_bytes);
+    http.tls_cert = options_.tls_cert;
+    http.tls_key = options_.tls_key;
+    http.tls_client_ca = options_.tls_client_ca;
     ASSIGN_OR_RETURN(http_, HttpApi::Start(requests_.get(), auth_.get(), http));
-    LOG_INFO("OpenAI-compatible HTTP API on http://{}/v1 (http port {})",
+    LOG_INFO("OpenAI-compatible HTTP API on {}://{}/v1 (http port {})",
+             options_.tls_cert.empty() ? "http" : "https",
              options_.http_listen, http_->port());
   }
   if (metrics_ != nullptr) {

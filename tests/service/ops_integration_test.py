@@ -533,6 +533,59 @@ class SecurityTest(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0, server.output())
 
+    def https_get(self, server, path, root="ca.crt", client=None):
+        """GET over HTTPS on the HTTP API port: (status, body) or raises
+        the TLS / URL error."""
+        import ssl
+        import urllib.request
+        ctx = ssl.create_default_context(cafile=self.path(root))
+        if client:
+            ctx.load_cert_chain(self.path(f"{client}.crt"),
+                                self.path(f"{client}.key"))
+        url = f"https://localhost:{server.http_port}{path}"
+        with urllib.request.urlopen(url, context=ctx, timeout=30) as r:
+            return r.status, json.loads(r.read())
+
+    def test_http_api_uses_the_same_tls_and_mtls(self):
+        import ssl
+        import urllib.error
+        import urllib.request
+        server = Inferd([self.model], [
+            "--tls-cert", self.path("server.crt"),
+            "--tls-key", self.path("server.key"),
+            "--http-listen", "127.0.0.1:0"])
+        try:
+            server.wait_for(r"(\d+) of \d+ model\(s\) ready after", timeout=120)
+            st, body = self.https_get(server, "/v1/models")
+            self.assertEqual(st, 200)
+            self.assertEqual([m["id"] for m in body["data"]], [self.model[0]])
+            self.assertIn("https://127.0.0.1:", server.output())
+            # A client trusting another CA refuses the handshake; plain
+            # HTTP gets no answer.
+            with self.assertRaises((ssl.SSLError, urllib.error.URLError)):
+                self.https_get(server, "/v1/models", root="rogue.crt")
+            with self.assertRaises(Exception):
+                urllib.request.urlopen(
+                    f"http://127.0.0.1:{server.http_port}/v1/models",
+                    timeout=30).read()
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+        server = Inferd([self.model], [
+            "--tls-cert", self.path("server.crt"),
+            "--tls-key", self.path("server.key"),
+            "--tls-client-ca", self.path("ca.crt"),
+            "--http-listen", "127.0.0.1:0"])
+        try:
+            server.wait_for(r"(\d+) of \d+ model\(s\) ready after", timeout=120)
+            st, _ = self.https_get(server, "/health", client="client")
+            self.assertEqual(st, 200)
+            for client in (None, "intruder"):
+                with self.assertRaises((ssl.SSLError, urllib.error.URLError,
+                                        ConnectionError)):
+                    self.https_get(server, "/health", client=client)
+        finally:
+            self.assertEqual(server.stop(), 0, server.output())
+
     def test_api_key_guards_every_inferd_rpc_but_not_health(self):
         key = "k3y-" + "x" * 28
         key_file = self.path("api.key")
