@@ -358,9 +358,19 @@ absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req) {
   return ToResponseFormat(body, req);
 }
 
-absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req) {
-  if (body.value("echo", false)) {
-    return Invalid("echo", "is not supported by this server yet");
+// `*echo`: the request asks for its prompt before each completion.
+absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
+                                 bool* echo) {
+  *echo = false;
+  if (auto it = body.find("echo"); it != body.end() && !it->is_null()) {
+    if (!it->is_boolean()) return Invalid("echo", "must be true or false");
+    *echo = it->get<bool>();
+    if (*echo && body.contains("logprobs") && !body["logprobs"].is_null() &&
+        !(body["logprobs"].is_number_integer() &&
+          body["logprobs"].get<int64_t>() == 0)) {
+      return Invalid("echo", "together with logprobs is not supported yet "
+                             "(the prompt's logprobs); ask without logprobs");
+    }
   }
   if (body.contains("suffix") && !body["suffix"].is_null()) {
     return Invalid("suffix", "is not supported");
@@ -604,10 +614,30 @@ class Handlers {
     }
     absl::StatusOr<Json> body = Body(req);
     v1::GenerateRequest gen;
+    bool echo = false;
     absl::Status s = body.status();
     if (s.ok()) {
       gen.set_model(body->value("model", ""));
-      s = chat ? ToChatRequest(*body, &gen) : ToCompletionRequest(*body, &gen);
+      s = chat ? ToChatRequest(*body, &gen)
+               : ToCompletionRequest(*body, &gen, &echo);
+    }
+    // The prompt text an echo puts before each completion (token ids are
+    // detokenized).
+    std::string echo_text;
+    if (s.ok() && echo) {
+      if (gen.has_prompt_token_ids()) {
+        v1::DetokenizeRequest d;
+        d.set_model(gen.model());
+        for (uint32_t id : gen.prompt_token_ids().ids()) d.add_token_ids(id);
+        absl::StatusOr<v1::DetokenizeResponse> text = requests_->Detokenize(d);
+        if (text.ok()) {
+          echo_text = text->text();
+        } else {
+          s = text.status();
+        }
+      } else {
+        echo_text = gen.prompt();
+      }
     }
     if (!s.ok()) {
       call.set_status(s);
@@ -643,13 +673,14 @@ class Handlers {
     const std::string object = chat ? "chat.completion" : "text_completion";
     if (!stream) {
       Complete(res, call, *queue, chat, id, created, model, object,
-               top_logprobs);
+               top_logprobs, echo_text);
       return;
     }
     // Server-sent events; the provider runs on this worker thread, pulling
     // the engine's messages as they come.
     auto state = std::make_shared<StreamState>();
     state->handle = *handle;
+    state->echo = std::move(echo_text);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -1000,6 +1031,9 @@ class Handlers {
     bool started = false;
     bool done = false;
     std::vector<bool> role_sent;
+    // Completions' echo: the prompt text, and which choices have had it.
+    std::string echo;
+    std::vector<bool> echoed;
     // Completions' logprobs: each choice's text offset so far.
     std::vector<int64_t> text_offset;
     uint32_t prompt_tokens = 0;
@@ -1058,12 +1092,14 @@ class Handlers {
   static void Complete(httplib::Response& res, HttpCall& call,
                        MessageQueue& queue, bool chat, const std::string& id,
                        int64_t created, const std::string& model,
-                       const std::string& object, int top_logprobs) {
+                       const std::string& object, int top_logprobs,
+                       const std::string& echo) {
     struct Choice {
       std::string text;
       std::string finish = "stop";
       google::protobuf::RepeatedPtrField<v1::SampledLogprobs> logprobs;
       bool any_logprobs = false;
+      bool echoed = false;
     };
     std::vector<Choice> choices;
     uint32_t prompt_tokens = 0, completion_tokens = 0;
@@ -1077,6 +1113,10 @@ class Handlers {
       }
       const size_t i = m->sample_index();
       if (i >= choices.size()) choices.resize(i + 1);
+      if (!choices[i].echoed) {
+        choices[i].text = echo;
+        choices[i].echoed = true;
+      }
       choices[i].text += m->text();
       for (const auto& lp : m->logprobs()) *choices[i].logprobs.Add() = lp;
       choices[i].any_logprobs |= m->logprobs_size() > 0;
@@ -1159,7 +1199,10 @@ class Handlers {
       delta["content"] = m->text();
       choice["delta"] = delta;
     } else {
-      choice["text"] = m->text();
+      // An echo puts the prompt before each choice's first text.
+      if (i >= st.echoed.size()) st.echoed.resize(i + 1, false);
+      choice["text"] = st.echoed[i] ? m->text() : st.echo + m->text();
+      st.echoed[i] = true;
     }
     if (i >= st.text_offset.size()) st.text_offset.resize(i + 1, 0);
     choice["logprobs"] =

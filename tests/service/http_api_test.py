@@ -200,6 +200,41 @@ def main():
         check(st == 400 and body["error"]["message"].startswith(
             "messages[0].content"), f"bad content: {st} {body}")
 
+        # Completions with echo: the prompt, then the same completion.
+        st, body = http("POST", base + "/v1/completions",
+                        {"model": "llm", "prompt": "Once upon a time",
+                         "max_tokens": 16, "temperature": 0, "echo": True})
+        check(st == 200 and body["choices"][0]["text"] ==
+              "Once upon a time" + want_comp, f"echo: {st} {body}")
+        ids = list(stub.Tokenize(pb.TokenizeRequest(
+            model="llm", text="Once upon a time", add_special_tokens=False),
+            metadata=md, timeout=60).token_ids)
+        st, body = http("POST", base + "/v1/completions",
+                        {"model": "llm", "prompt": ids, "max_tokens": 16,
+                         "temperature": 0, "echo": True})
+        check(st == 200 and body["choices"][0]["text"] ==
+              "Once upon a time" + want_comp, f"echo of token ids: {st} {body}")
+        req = urllib.request.Request(
+            base + "/v1/completions", method="POST",
+            data=json.dumps({"model": "llm", "prompt": "Once upon a time",
+                             "max_tokens": 16, "temperature": 0,
+                             "echo": True, "stream": True}).encode())
+        req.add_header("Content-Type", "application/json")
+        req.add_header("Authorization", f"Bearer {KEY}")
+        streamed = ""
+        with urllib.request.urlopen(req, timeout=120) as r:
+            for line in r.read().decode().splitlines():
+                if line.startswith("data: {"):
+                    for ch in json.loads(line[6:])["choices"]:
+                        streamed += ch["text"]
+        check(streamed == "Once upon a time" + want_comp,
+              f"streamed echo: {streamed!r}")
+        st, body = http("POST", base + "/v1/completions",
+                        {"model": "llm", "prompt": "x", "echo": True,
+                         "logprobs": 1})
+        check(st == 400 and body["error"]["message"].startswith("echo:"),
+              f"echo with logprobs: {st} {body}")
+
         # Rerank, tokenize and detokenize, against the same gRPC calls.
         query = "what plays music?"
         docs = ["A man is playing a guitar.", "The weather is cold today.",
