@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -72,22 +73,35 @@ const char* ErrorType(int http_status) {
   }
 }
 
+// The status payload under which Invalid records the field an error is
+// about (OpenAI's `param`).
+constexpr char kParamPayload[] = "type.inferd.dev/http-param";
+
 // OpenAI's error object, with the HTTP status of the gRPC code. `param`
-// names the request field when the error is about one.
+// names the request field when the error is about one (default: the one
+// Invalid recorded in the status).
 void ReplyError(httplib::Response& res, const absl::Status& status,
                 const std::string& param = "") {
   const int http = HttpStatusOf(status.code());
+  std::string field = param;
+  if (field.empty()) {
+    if (absl::optional<absl::Cord> p = status.GetPayload(kParamPayload)) {
+      field = std::string(*p);
+    }
+  }
   Json e = {{"message", std::string(status.message())},
             {"type", ErrorType(http)},
-            {"param", param.empty() ? Json() : Json(param)},
+            {"param", field.empty() ? Json() : Json(field)},
             {"code", absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))}};
   res.status = http;
   res.set_content(Json{{"error", e}}.dump(), "application/json");
 }
 
-// A 400 naming the field.
+// A 400 naming the field (in the message, and as `param` for ReplyError).
 absl::Status Invalid(const std::string& param, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
+  absl::Status s = absl::InvalidArgumentError(absl::StrCat(param, ": ", what));
+  s.SetPayload(kParamPayload, absl::Cord(param));
+  return s;
 }
 
 // ------------------------------------------------------ waiting for answers
@@ -199,6 +213,49 @@ absl::Status Number(const Json& body, const char* key, T* out, bool* set = nullp
   return absl::OkStatus();
 }
 
+// An optional boolean field: unset or null leaves *out as it is.
+absl::Status Bool(const Json& body, const char* key, bool* out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_boolean()) return Invalid(key, "must be true or false");
+  *out = it->get<bool>();
+  return absl::OkStatus();
+}
+
+// A JSON array of token ids, appended to `out`.
+absl::Status ToTokenIds(const Json& ids, const std::string& param,
+                        google::protobuf::RepeatedField<uint32_t>* out) {
+  if (!ids.is_array()) return Invalid(param, "must be a list of token ids");
+  for (const Json& id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > UINT32_MAX) {
+      return Invalid(param, "token ids must be integers in [0, 2^32)");
+    }
+    out->Add(id.get<uint32_t>());
+  }
+  return absl::OkStatus();
+}
+
+// One chat message (OpenAI's shape) as inferd's; `i` its index.
+absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
+  const std::string p = absl::StrCat("messages[", i, "]");
+  if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+    return Invalid(p, "must be an object with a role");
+  }
+  std::string role = m["role"].get<std::string>();
+  if (role == "developer") role = "system";  // OpenAI's newer name
+  if (role == "tool" || m.contains("tool_calls")) {
+    return Invalid(p, "tool messages and tool calls are not supported by "
+                      "this server yet");
+  }
+  ASSIGN_OR_RETURN(std::string content,
+                   ContentText(m.value("content", Json()),
+                               absl::StrCat(p, ".content")));
+  out->set_role(std::move(role));
+  out->set_content(std::move(content));
+  return absl::OkStatus();
+}
+
 // The sampling fields chat and completions share (OpenAI's names, and the
 // extras vLLM accepts: top_k, min_p, repetition_penalty).
 absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
@@ -273,10 +330,7 @@ absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
   int64_t top = 0;
   if (chat) {
     bool want = false;
-    if (auto it = body.find("logprobs"); it != body.end() && !it->is_null()) {
-      if (!it->is_boolean()) return Invalid("logprobs", "must be a boolean");
-      want = it->get<bool>();
-    }
+    RETURN_IF_ERROR(Bool(body, "logprobs", &want));
     RETURN_IF_ERROR(Number(body, "top_logprobs", &top));
     if (top > 0 && !want) {
       return Invalid("top_logprobs", "needs \"logprobs\": true");
@@ -336,23 +390,7 @@ absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req) {
     return Invalid("messages", "must be a non-empty array");
   }
   for (size_t i = 0; i < msgs->size(); ++i) {
-    const Json& m = (*msgs)[i];
-    const std::string p = absl::StrCat("messages[", i, "]");
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-      return Invalid(p, "must be an object with a role");
-    }
-    std::string role = m["role"].get<std::string>();
-    if (role == "developer") role = "system";  // OpenAI's newer name
-    if (role == "tool" || m.contains("tool_calls")) {
-      return Invalid(p, "tool messages and tool calls are not supported by "
-                        "this server yet");
-    }
-    ASSIGN_OR_RETURN(std::string content,
-                     ContentText(m.value("content", Json()),
-                                 absl::StrCat(p, ".content")));
-    v1::ChatMessage* out = req->add_messages();
-    out->set_role(role);
-    out->set_content(std::move(content));
+    RETURN_IF_ERROR(ToChatMessage((*msgs)[i], i, req->add_messages()));
   }
   RETURN_IF_ERROR(ToSampling(body, req, /*chat=*/true));
   return ToResponseFormat(body, req);
@@ -362,15 +400,12 @@ absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req) {
 absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
                                  bool* echo) {
   *echo = false;
-  if (auto it = body.find("echo"); it != body.end() && !it->is_null()) {
-    if (!it->is_boolean()) return Invalid("echo", "must be true or false");
-    *echo = it->get<bool>();
-    if (*echo && body.contains("logprobs") && !body["logprobs"].is_null() &&
-        !(body["logprobs"].is_number_integer() &&
-          body["logprobs"].get<int64_t>() == 0)) {
-      return Invalid("echo", "together with logprobs is not supported yet "
-                             "(the prompt's logprobs); ask without logprobs");
-    }
+  RETURN_IF_ERROR(Bool(body, "echo", echo));
+  if (*echo && body.contains("logprobs") && !body["logprobs"].is_null() &&
+      !(body["logprobs"].is_number_integer() &&
+        body["logprobs"].get<int64_t>() == 0)) {
+    return Invalid("echo", "together with logprobs is not supported yet "
+                           "(the prompt's logprobs); ask without logprobs");
   }
   if (body.contains("suffix") && !body["suffix"].is_null()) {
     return Invalid("suffix", "is not supported");
@@ -385,12 +420,8 @@ absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
   if (p->is_string()) {
     req->set_prompt(p->get<std::string>());
   } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
-    for (const Json& id : *p) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-        return Invalid("prompt", "token ids must be non-negative integers");
-      }
-      req->mutable_prompt_token_ids()->add_ids(id.get<uint32_t>());
-    }
+    RETURN_IF_ERROR(ToTokenIds(
+        *p, "prompt", req->mutable_prompt_token_ids()->mutable_ids()));
   } else {
     return Invalid("prompt",
                    "must be a string or token ids (one prompt per request)");
@@ -608,40 +639,22 @@ class Handlers {
     auto call_ptr = std::make_shared<HttpCall>(
         requests_, chat ? "POST /v1/chat/completions" : "POST /v1/completions");
     HttpCall& call = *call_ptr;
-    if (!Admit(req, res)) {
-      call.set_status(absl::UnauthenticatedError(""));
-      return;
-    }
-    absl::StatusOr<Json> body = Body(req);
+    absl::StatusOr<Json> body = AdmitBody(req, res, &call);
+    if (!body.ok()) return;
     v1::GenerateRequest gen;
+    gen.set_model(body->value("model", ""));
     bool echo = false;
-    absl::Status s = body.status();
-    if (s.ok()) {
-      gen.set_model(body->value("model", ""));
-      s = chat ? ToChatRequest(*body, &gen)
-               : ToCompletionRequest(*body, &gen, &echo);
-    }
-    // The prompt text an echo puts before each completion (token ids are
-    // detokenized).
+    absl::Status s = chat ? ToChatRequest(*body, &gen)
+                          : ToCompletionRequest(*body, &gen, &echo);
+    // The prompt text an echo puts before each completion.
     std::string echo_text;
     if (s.ok() && echo) {
-      if (gen.has_prompt_token_ids()) {
-        v1::DetokenizeRequest d;
-        d.set_model(gen.model());
-        for (uint32_t id : gen.prompt_token_ids().ids()) d.add_token_ids(id);
-        absl::StatusOr<v1::DetokenizeResponse> text = requests_->Detokenize(d);
-        if (text.ok()) {
-          echo_text = text->text();
-        } else {
-          s = text.status();
-        }
-      } else {
-        echo_text = gen.prompt();
-      }
+      absl::StatusOr<std::string> text = PromptText(gen);
+      s = text.status();
+      if (s.ok()) echo_text = *std::move(text);
     }
     if (!s.ok()) {
-      call.set_status(s);
-      ReplyError(res, s);
+      Fail(call, res, s);
       return;
     }
     const bool stream = body->value("stream", false);
@@ -663,8 +676,7 @@ class Handlers {
             &model);
     call.set_model(model);
     if (!handle.ok()) {
-      call.set_status(handle.status());
-      ReplyError(res, handle.status());
+      Fail(call, res, handle.status());
       return;
     }
     const std::string id =
@@ -701,42 +713,23 @@ class Handlers {
 
   void Embeddings(const httplib::Request& req, httplib::Response& res) {
     HttpCall call(requests_, "POST /v1/embeddings");
-    if (!Admit(req, res)) {
-      call.set_status(absl::UnauthenticatedError(""));
-      return;
-    }
-    absl::StatusOr<Json> body = Body(req);
-    if (!body.ok()) {
-      call.set_status(body.status());
-      ReplyError(res, body.status());
-      return;
-    }
+    absl::StatusOr<Json> body = AdmitBody(req, res, &call);
+    if (!body.ok()) return;
     v1::EmbedRequest embed;
     embed.set_model(body->value("model", ""));
-    std::string param;
-    absl::Status s = ToEmbedRequest(*body, &embed, &param);
+    absl::Status s = ToEmbedRequest(*body, &embed);
     const std::string format = body->value("encoding_format", "float");
     if (s.ok() && format != "float" && format != "base64") {
       s = Invalid("encoding_format", "must be float or base64");
-      param = "encoding_format";
     }
     if (!s.ok()) {
-      call.set_status(s);
-      ReplyError(res, s, param);
+      Fail(call, res, s);
       return;
     }
-    auto answer = std::make_shared<Answer<v1::EmbedResponse>>();
     std::string model;
-    auto handle = requests_->Embed(
-        embed, absl::InfiniteFuture(),
-        [answer](absl::StatusOr<v1::EmbedResponse> r) {
-          answer->Set(std::move(r));
-        },
-        &model);
-    call.set_model(model);
     absl::StatusOr<v1::EmbedResponse> r =
-        handle.ok() ? answer->Wait() : handle.status();
-    call.set_status(r.status());
+        SubmitAndWait<v1::EmbedRequest, v1::EmbedResponse>(
+            &RequestLayer::Embed, embed, &call, &model);
     if (!r.ok()) {
       ReplyError(res, r.status());
       return;
@@ -772,25 +765,14 @@ class Handlers {
     absl::StatusOr<Json> body = AdmitBody(req, res, &call);
     if (!body.ok()) return;
     v1::RerankRequest rr;
-    std::string param;
-    absl::Status s = ToRerankRequest(*body, tei, &rr, &param);
-    if (!s.ok()) {
-      call.set_status(s);
-      ReplyError(res, s, param);
+    if (absl::Status s = ToRerankRequest(*body, tei, &rr); !s.ok()) {
+      Fail(call, res, s);
       return;
     }
-    auto answer = std::make_shared<Answer<v1::RerankResponse>>();
     std::string model;
-    auto handle = requests_->Rerank(
-        rr, absl::InfiniteFuture(),
-        [answer](absl::StatusOr<v1::RerankResponse> r) {
-          answer->Set(std::move(r));
-        },
-        &model);
-    call.set_model(model);
     absl::StatusOr<v1::RerankResponse> r =
-        handle.ok() ? answer->Wait() : handle.status();
-    call.set_status(r.status());
+        SubmitAndWait<v1::RerankRequest, v1::RerankResponse>(
+            &RequestLayer::Rerank, rr, &call, &model);
     if (!r.ok()) {
       ReplyError(res, r.status());
       return;
@@ -827,16 +809,15 @@ class Handlers {
     if (!body.ok()) return;
     v1::TokenizeRequest tr;
     tr.set_model(body->value("model", ""));
-    std::string param;
-    absl::Status s = ToTokenizeRequest(*body, &tr, &param);
+    if (absl::Status s = ToTokenizeRequest(*body, &tr); !s.ok()) {
+      Fail(call, res, s);
+      return;
+    }
     std::string model;
-    absl::StatusOr<v1::TokenizeResponse> r =
-        s.ok() ? requests_->Tokenize(tr, &model)
-               : absl::StatusOr<v1::TokenizeResponse>(s);
+    absl::StatusOr<v1::TokenizeResponse> r = requests_->Tokenize(tr, &model);
     call.set_model(model);
-    call.set_status(r.status());
     if (!r.ok()) {
-      ReplyError(res, r.status(), param);
+      Fail(call, res, r.status());
       return;
     }
     Json out = {{"count", r->token_ids_size()},
@@ -862,36 +843,24 @@ class Handlers {
     if (!body.ok()) return;
     v1::DetokenizeRequest dr;
     dr.set_model(body->value("model", ""));
-    absl::Status s;
     auto ids = body->find("tokens");
-    if (ids == body->end() || !ids->is_array()) {
-      s = Invalid("tokens", "is required: a list of token ids");
-    } else {
-      for (const Json& id : *ids) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-            id.get<int64_t>() > UINT32_MAX) {
-          s = Invalid("tokens", "must hold token ids (integers >= 0)");
-          break;
-        }
-        dr.add_token_ids(id.get<uint32_t>());
-      }
+    absl::Status s =
+        ids == body->end()
+            ? Invalid("tokens", "is required: a list of token ids")
+            : ToTokenIds(*ids, "tokens", dr.mutable_token_ids());
+    bool skip = true;
+    if (s.ok()) s = Bool(*body, "skip_special_tokens", &skip);
+    if (!s.ok()) {
+      Fail(call, res, s);
+      return;
     }
-    if (s.ok() && body->contains("skip_special_tokens")) {
-      const Json& v = (*body)["skip_special_tokens"];
-      if (!v.is_boolean()) {
-        s = Invalid("skip_special_tokens", "must be true or false");
-      } else {
-        dr.set_skip_special_tokens(v.get<bool>());
-      }
-    }
+    dr.set_skip_special_tokens(skip);
     std::string model;
     absl::StatusOr<v1::DetokenizeResponse> r =
-        s.ok() ? requests_->Detokenize(dr, &model)
-               : absl::StatusOr<v1::DetokenizeResponse>(s);
+        requests_->Detokenize(dr, &model);
     call.set_model(model);
-    call.set_status(r.status());
     if (!r.ok()) {
-      ReplyError(res, r.status(), s.ok() ? "" : "tokens");
+      Fail(call, res, r.status());
       return;
     }
     res.set_content(Json{{"prompt", r->text()}}.dump(), "application/json");
@@ -908,25 +877,54 @@ class Handlers {
       return s;
     }
     absl::StatusOr<Json> body = Body(req);
-    if (!body.ok()) {
-      call->set_status(body.status());
-      ReplyError(res, body.status());
-    }
+    if (!body.ok()) Fail(*call, res, body.status());
     return body;
   }
 
+  // A completion request's prompt as text (token ids detokenized).
+  absl::StatusOr<std::string> PromptText(const v1::GenerateRequest& gen) {
+    if (!gen.has_prompt_token_ids()) return gen.prompt();
+    v1::DetokenizeRequest d;
+    d.set_model(gen.model());
+    *d.mutable_token_ids() = gen.prompt_token_ids().ids();
+    ASSIGN_OR_RETURN(v1::DetokenizeResponse text, requests_->Detokenize(d));
+    return text.text();
+  }
+
+  // The error answer of a counted call.
+  static void Fail(HttpCall& call, httplib::Response& res,
+                   const absl::Status& s) {
+    call.set_status(s);
+    ReplyError(res, s);
+  }
+
+  // Submits a prefill request (RequestLayer::Embed, ::Rerank) and waits for
+  // its answer; records the model and the outcome on `call`.
+  template <typename Req, typename Resp>
+  absl::StatusOr<Resp> SubmitAndWait(
+      absl::StatusOr<std::shared_ptr<RequestHandle>> (RequestLayer::*submit)(
+          const Req&, absl::Time, RequestLayer::Sink<Resp>, std::string*),
+      const Req& r, HttpCall* call, std::string* model) {
+    auto answer = std::make_shared<Answer<Resp>>();
+    absl::StatusOr<std::shared_ptr<RequestHandle>> handle = (requests_->*submit)(
+        r, absl::InfiniteFuture(),
+        [answer](absl::StatusOr<Resp> v) { answer->Set(std::move(v)); },
+        model);
+    call->set_model(*model);
+    absl::StatusOr<Resp> out = handle.ok() ? answer->Wait() : handle.status();
+    call->set_status(out.status());
+    return out;
+  }
+
   static absl::Status ToRerankRequest(const Json& body, bool tei,
-                                      v1::RerankRequest* req,
-                                      std::string* param) {
+                                      v1::RerankRequest* req) {
     req->set_model(body.value("model", ""));
-    *param = "query";
     auto q = body.find("query");
     if (q == body.end() || !q->is_string()) {
       return Invalid("query", "is required: a string");
     }
     req->set_query(q->get<std::string>());
     const char* docs_key = tei ? "texts" : "documents";
-    *param = docs_key;
     auto docs = body.find(docs_key);
     if (docs == body.end() || !docs->is_array() || docs->empty()) {
       return Invalid(docs_key, "is required: a non-empty list of strings");
@@ -944,17 +942,10 @@ class Handlers {
                        "must be a string");
       }
     }
-    const char* ret_key = tei ? "return_text" : "return_documents";
     // vLLM returns the documents unless told not to; TEI only when asked.
-    const bool ret_default = !tei;
-    *param = ret_key;
-    if (auto it = body.find(ret_key); it != body.end() && !it->is_null()) {
-      if (!it->is_boolean()) return Invalid(ret_key, "must be true or false");
-      req->set_return_documents(it->get<bool>());
-    } else {
-      req->set_return_documents(ret_default);
-    }
-    *param = "top_n";
+    bool ret = !tei;
+    RETURN_IF_ERROR(Bool(body, tei ? "return_text" : "return_documents", &ret));
+    req->set_return_documents(ret);
     if (auto it = body.find("top_n"); it != body.end() && !it->is_null()) {
       if (!it->is_number_integer() || it->get<int64_t>() < 0) {
         return Invalid("top_n", "must be an integer >= 0");
@@ -962,28 +953,22 @@ class Handlers {
       req->set_top_n(static_cast<uint32_t>(
           std::min<int64_t>(it->get<int64_t>(), UINT32_MAX)));
     }
-    for (const char* key : {"raw_scores", "truncate"}) {
-      *param = key;
-      auto it = body.find(key);
-      if (it == body.end() || it->is_null()) continue;
-      if (!it->is_boolean()) return Invalid(key, "must be true or false");
-      if (std::string(key) == "raw_scores") {
-        req->set_raw_scores(it->get<bool>());
-      } else {
-        req->set_truncate(it->get<bool>());
-      }
+    bool raw = false;
+    RETURN_IF_ERROR(Bool(body, "raw_scores", &raw));
+    req->set_raw_scores(raw);
+    if (body.contains("truncate") && !body["truncate"].is_null()) {
+      bool truncate = true;
+      RETURN_IF_ERROR(Bool(body, "truncate", &truncate));
+      req->set_truncate(truncate);
     }
-    param->clear();
     return absl::OkStatus();
   }
 
   static absl::Status ToTokenizeRequest(const Json& body,
-                                        v1::TokenizeRequest* req,
-                                        std::string* param) {
+                                        v1::TokenizeRequest* req) {
     auto msgs = body.find("messages");
     auto prompt = body.find("prompt");
     if (msgs != body.end() && !msgs->is_null()) {
-      *param = "messages";
       if (prompt != body.end()) {
         return Invalid("messages", "give prompt or messages, not both");
       }
@@ -991,38 +976,25 @@ class Handlers {
         return Invalid("messages", "must be a non-empty list");
       }
       for (size_t i = 0; i < msgs->size(); ++i) {
-        const Json& m = (*msgs)[i];
-        const std::string where = absl::StrCat("messages[", i, "]");
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-          return Invalid(where, "must be an object with a role");
-        }
-        v1::ChatMessage* out = req->add_messages();
-        out->set_role(m["role"].get<std::string>());
-        ASSIGN_OR_RETURN(std::string text,
-                         ContentText(m.value("content", Json()),
-                                     absl::StrCat(where, ".content")));
-        out->set_content(std::move(text));
+        RETURN_IF_ERROR(ToChatMessage((*msgs)[i], i, req->add_messages()));
       }
-      if (auto it = body.find("add_generation_prompt");
-          it != body.end() && it->is_boolean()) {
-        req->set_add_generation_prompt(it->get<bool>());
+      if (body.contains("add_generation_prompt")) {
+        bool add = true;
+        RETURN_IF_ERROR(Bool(body, "add_generation_prompt", &add));
+        req->set_add_generation_prompt(add);
       }
     } else {
-      *param = "prompt";
       if (prompt == body.end() || !prompt->is_string()) {
         return Invalid("prompt", "is required: a string (or give messages)");
       }
       req->set_text(prompt->get<std::string>());
     }
-    if (auto it = body.find("add_special_tokens");
-        it != body.end() && !it->is_null()) {
-      *param = "add_special_tokens";
-      if (!it->is_boolean()) {
-        return Invalid("add_special_tokens", "must be true or false");
-      }
-      req->set_add_special_tokens(it->get<bool>());
+    if (body.contains("add_special_tokens") &&
+        !body["add_special_tokens"].is_null()) {
+      bool add = true;
+      RETURN_IF_ERROR(Bool(body, "add_special_tokens", &add));
+      req->set_add_special_tokens(add);
     }
-    param->clear();
     return absl::OkStatus();
   }
 
@@ -1042,20 +1014,11 @@ class Handlers {
 
   static int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
 
-  static absl::Status ToEmbedRequest(const Json& body, v1::EmbedRequest* req,
-                                     std::string* param) {
-    *param = "input";
+  static absl::Status ToEmbedRequest(const Json& body, v1::EmbedRequest* req) {
     auto in = body.find("input");
     if (in == body.end()) return Invalid("input", "is required");
-    auto ids = [&](const Json& arr) -> absl::Status {
-      v1::TokenIds* t = req->add_token_ids();
-      for (const Json& id : arr) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0) {
-          return Invalid("input", "token ids must be non-negative integers");
-        }
-        t->add_ids(id.get<uint32_t>());
-      }
-      return absl::OkStatus();
+    auto ids = [&](const Json& arr) {
+      return ToTokenIds(arr, "input", req->add_token_ids()->mutable_ids());
     };
     if (in->is_string()) {
       req->add_texts(in->get<std::string>());
@@ -1080,11 +1043,9 @@ class Handlers {
       return Invalid("input", "must be a string, strings or token ids");
     }
     int64_t dims = 0;
-    *param = "dimensions";
     RETURN_IF_ERROR(Number(body, "dimensions", &dims));
     if (dims < 0) return Invalid("dimensions", "must be positive");
     req->set_dimensions(static_cast<uint32_t>(dims));
-    param->clear();
     return absl::OkStatus();
   }
 
@@ -1107,8 +1068,7 @@ class Handlers {
     while (!last) {
       absl::StatusOr<v1::GenerateResponse> m = queue.Pop(&last);
       if (!m.ok()) {
-        call.set_status(m.status());
-        ReplyError(res, m.status());
+        Fail(call, res, m.status());
         return;
       }
       const size_t i = m->sample_index();
