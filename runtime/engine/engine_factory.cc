@@ -329,6 +329,8 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   GenerateEngineOptions go;
   go.vocab_size = static_cast<int32_t>(runner->vocab_size());
   go.eos_token_ids = EosIds(model);
+  const ServedModel* served = &model;  // outlives its engine
+  go.token_bytes = [served] { return served->token_bytes(); };
   go.max_queue_requests = eo.max_queue_requests;
   // Prompt preparation (chat template, tokenization) off the gRPC threads,
   // with the prefill engines' default; 0 = on the submitting thread.

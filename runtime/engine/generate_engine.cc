@@ -102,9 +102,9 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
       raw_logprobs_(options_.vocab_size),
       grammars_(std::make_unique<ConstraintCompiler>(
           [tokenizer, vocab = options_.vocab_size,
-           eos = options_.eos_token_ids] {
+           eos = options_.eos_token_ids, bytes = options_.token_bytes] {
             ConstraintVocabulary v;
-            v.token_bytes = TokenByteStrings(*tokenizer);
+            v.token_bytes = bytes ? bytes() : TokenByteStrings(*tokenizer);
             // The model's logits may have more rows than the tokenizer has
             // tokens (padding): those are never allowed.
             if (static_cast<int32_t>(v.token_bytes.size()) < vocab) {

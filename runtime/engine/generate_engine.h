@@ -28,7 +28,9 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -66,6 +68,10 @@ struct GenerateEngineOptions {
   // Prompt-lookup draft tokens per decoding step for requests that do not
   // say (GenerateRequest.speculative); 0 = no speculation.
   int32_t speculative_draft_tokens = 0;
+  // Every token's bytes for structured output's vocabulary, when the
+  // caller has them already (ServedModel::token_bytes); unset: computed
+  // from the tokenizer on first use.
+  std::function<std::vector<std::string>()> token_bytes;
 };
 
 // The workflow's components, built from the registry (engine_factory.cc):

@@ -117,12 +117,17 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
                                     tok_config_.eos_token.value_or(""));
 }
 
-std::string ServedModel::TokenTextBytes(int32_t id) const {
+const std::vector<std::string>& ServedModel::token_bytes() const {
   absl::call_once(token_bytes_once_,
                   [this] { token_bytes_ = TokenByteStrings(*tokenizer_); });
-  if (id < 0 || static_cast<size_t>(id) >= token_bytes_.size()) return "";
+  return token_bytes_;
+}
+
+std::string ServedModel::TokenTextBytes(int32_t id) const {
+  const std::vector<std::string>& bytes = token_bytes();
+  if (id < 0 || static_cast<size_t>(id) >= bytes.size()) return "";
   if (tokenizer_->IsSpecial(id)) return tokenizer_->IdToToken(id);
-  return token_bytes_[static_cast<size_t>(id)];
+  return bytes[static_cast<size_t>(id)];
 }
 
 ServedModel::~ServedModel() { Shutdown(); }

@@ -65,6 +65,9 @@ class ServedModel {
   // on first use), or a special token's content; empty outside the
   // vocabulary. Valid once ready; thread-safe.
   std::string TokenTextBytes(int32_t id) const;
+  // Every token's bytes (TokenByteStrings, computed once, shared by
+  // TokenTextBytes and the structured-output vocabulary). Valid once ready.
+  const std::vector<std::string>& token_bytes() const;
   Engine& engine() const { return *engine_; }
 
   // The model's chat format (never null): renders conversations, or says
