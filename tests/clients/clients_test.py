@@ -3,8 +3,8 @@
 against a real inferd and checks what they received.
 
 inferd gets the generated tiny models (bert-embed, xlmr-reranker) plus
-stories260K when ../shared has it (else the random-weight qwen2-tiny
-generates). Each client writes what it received to --json; this test checks:
+stories260K from examples/models (in the repository; should it be missing,
+the random-weight qwen2-tiny generates). ../shared is not needed. Each client writes what it received to --json; this test checks:
   Generate   streamed in several messages; the text is non-empty and equals
              Detokenize(Tokenize(prompt) + the received token ids) minus the
              prompt, and was printed as it arrived;
@@ -13,7 +13,7 @@ generates). Each client writes what it received to --json; this test checks:
              EmbedBatch vectors of the same texts;
   Rerank     one result per document, indices a permutation, best first.
 usage: clients_test.py --client python|node|cpp --inferd BIN --stubs DIR
-       --test-models DIR --shared DIR [--cpp-client BIN] [--node BIN]
+       --test-models DIR [--shared DIR] [--cpp-client BIN] [--node BIN]
 """
 import argparse
 import json
@@ -122,7 +122,7 @@ def main():
     p.add_argument("--inferd", required=True)
     p.add_argument("--stubs", required=True)
     p.add_argument("--test-models", required=True)
-    p.add_argument("--shared", required=True)
+    p.add_argument("--shared")  # passed to every client test; not needed
     p.add_argument("--cpp-client")
     p.add_argument("--node", default="node")
     args = p.parse_args()
@@ -137,7 +137,7 @@ def main():
         models.append(("stories", stories))
         gen_model = "stories"
     else:
-        print("note: ../shared/models/stories260K is absent; Generate runs on "
+        print("note: examples/models/stories260K is absent; Generate runs on "
               "the random-weight qwen2-tiny")
         gen_model = "qwen2-tiny"
     for name in ("qwen2-tiny", "bert-embed", "xlmr-reranker"):
