@@ -98,8 +98,7 @@ GenerateEngine::GenerateEngine(GenerateEngineOptions options,
       scheduler_owner_(std::move(components.scheduler)),
       sampler_owner_(std::move(components.sampler)),
       scheduler_(*scheduler_owner_),
-      sampler_(*sampler_owner_),
-      raw_logprobs_(options_.vocab_size),
+      step_sampling_(sampler_owner_.get(), options_.vocab_size),
       grammars_(std::make_unique<ConstraintCompiler>(
           [tokenizer, vocab = options_.vocab_size,
            eos = options_.eos_token_ids, bytes = options_.token_bytes] {
@@ -549,160 +548,35 @@ void GenerateEngine::UpdateStats() {
   stats_.prefix_cache_hits = kv.prefix_hit_tokens;
 }
 
-FinishReason GenerateEngine::TokenFinish(Request* r, int32_t token_id) {
-  return r->stop->TokenFinish(token_id, ++r->generated);
-}
-
-absl::Status GenerateEngine::SampleSequence(Request* r, SequenceResult& logits,
-                                            absl::Span<const int32_t> drafts,
-                                            bool forced,
-                                            std::vector<SampleResult>* emitted,
-                                            SampledToken* sampled,
-                                            int32_t* accepted) {
-  const size_t v = static_cast<size_t>(options_.vocab_size);
-  const int32_t num_drafts = static_cast<int32_t>(drafts.size());
-  const size_t stride =
-      logits.rows > 0 ? logits.values.size() / static_cast<size_t>(logits.rows)
-                      : 0;
-  const int32_t rows = forced ? 1 : num_drafts + 1;
-  if (logits.rows != rows || stride < v) {
-    return absl::InternalError(absl::StrCat(
-        "the model returned ", logits.rows, " logits rows of ", stride,
-        " values; expected ", rows, " of ", v));
-  }
-  emitted->clear();
-  *accepted = 0;
-  *sampled = SampledToken();
-  sampled->seq_id = r->id;
-  if (forced) {
-    // The constraint allowed nothing else: the forced tokens are taken as
-    // they are (stops still apply; past a stop the sequence ends and the
-    // state is not used again), then the row samples the token after them.
-    Sampler::AcceptForced(r->sampling.get(), drafts, emitted);
-    for (int32_t j = 0; j < num_drafts; ++j) {
-      const SampleResult& res = (*emitted)[static_cast<size_t>(j)];
-      ++*accepted;
-      FinishReason reason = TokenFinish(r, res.token_id);
-      // (The state is past every forced token: only the last one can leave
-      // it complete; before it the format still forces more.)
-      if (reason == FinishReason::kNone && j == num_drafts - 1 &&
-          r->sampling->constraint_complete()) {
-        reason = FinishReason::kStop;
-      }
-      sampled->token_id = res.token_id;
-      sampled->finish_reason = reason;
-      sampled->num_accepted_drafts = j;
-      if (reason != FinishReason::kNone) {
-        emitted->resize(static_cast<size_t>(j) + 1);
-        return absl::OkStatus();
-      }
-    }
-    logits_.assign(logits.values.begin(),
-                   logits.values.begin() + static_cast<ptrdiff_t>(v));
-    SampleResult& res = emitted->emplace_back();
-    RETURN_IF_ERROR(sampler_.SampleRow(absl::MakeSpan(logits_),
-                                       r->sampling.get(), &res));
-    FinishReason reason = TokenFinish(r, res.token_id);
-    if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
-      reason = FinishReason::kStop;
-    }
-    sampled->token_id = res.token_id;
-    sampled->finish_reason = reason;
-    sampled->num_accepted_drafts = num_drafts;
-    return absl::OkStatus();
-  }
-  // Row j predicts the token after the j-th new token: it verifies draft j,
-  // and the row after the last draft samples the bonus token. Each token
-  // goes through the sampling state (penalties, grammar) and the stop
-  // checks before the next row is looked at, as it would one step at a
-  // time.
-  for (int32_t j = 0; j <= num_drafts; ++j) {
-    const auto row =
-        logits.values.begin() + static_cast<ptrdiff_t>(j * stride);
-    logits_.assign(row, row + static_cast<ptrdiff_t>(v));
-    SampleResult& res = emitted->emplace_back();
-    bool took_draft = false;
-    if (j < num_drafts) {
-      RETURN_IF_ERROR(sampler_.VerifyRow(absl::MakeSpan(logits_),
-                                         r->sampling.get(), drafts[j], &res,
-                                         &took_draft));
-    } else {
-      RETURN_IF_ERROR(sampler_.SampleRow(absl::MakeSpan(logits_),
-                                         r->sampling.get(), &res));
-    }
-    if (took_draft) ++*accepted;
-    // EOS, stop ids and max_tokens end a sequence here, so the scheduler
-    // frees it now; stop strings are the output side's.
-    FinishReason reason = TokenFinish(r, res.token_id);
-    // A complete structured output ends like a stop token.
-    if (reason == FinishReason::kNone && r->sampling->constraint_complete()) {
-      reason = FinishReason::kStop;
-    }
-    sampled->token_id = res.token_id;
-    sampled->finish_reason = reason;
-    sampled->num_accepted_drafts = j;
-    if (reason != FinishReason::kNone || !took_draft) break;
-  }
-  return absl::OkStatus();
+SequenceDecoding GenerateEngine::Decoding(Request* r) {
+  SequenceDecoding d;
+  d.state = r->sampling.get();
+  d.stop = r->stop.get();
+  d.generated = &r->generated;
+  return d;
 }
 
 absl::Status GenerateEngine::CollectPromptLogprobs(
-    Request* r, const ScheduledSequence& sched, SequenceResult* logits) {
-  const size_t v = static_cast<size_t>(options_.vocab_size);
-  const size_t stride =
-      logits->rows > 0
-          ? logits->values.size() / static_cast<size_t>(logits->rows)
-          : 0;
-  if (logits->rows != sched.num_new_tokens || stride < v) {
-    return absl::InternalError(absl::StrCat(
-        "the model returned ", logits->rows, " logits rows of ", stride,
-        " values for prompt logprobs; expected ", sched.num_new_tokens,
-        " of ", v));
-  }
-  const int32_t prompt_len = static_cast<int32_t>(r->prompt.size());
-  const int32_t k = r->params.sampling.prompt_logprobs;
-  SampleResult res;
-  // Row j predicts the token at start_pos + j + 1. Positions already done
-  // (a recomputation after a preemption) are skipped.
-  for (int32_t j = 0; j < logits->rows; ++j) {
-    const int32_t pos = sched.start_pos + j + 1;
-    if (pos >= prompt_len) break;
-    if (pos <= r->prompt_logprobs_done) continue;
-    const float* row = logits->values.data() + static_cast<size_t>(j) * stride;
-    RETURN_IF_ERROR(raw_logprobs_.RawLogprobs(absl::MakeConstSpan(row, v),
-                                         r->prompt[pos], k, &res));
+    Request* r, const ScheduledSequence& sched, const LogitRows& rows) {
+  std::vector<SampleResult> entries;
+  RETURN_IF_ERROR(step_sampling_.PromptLogprobs(
+      rows, sched.num_new_tokens, r->prompt, sched.start_pos,
+      r->params.sampling.prompt_logprobs, &r->prompt_logprobs_done, &entries));
+  for (const SampleResult& res : entries) {
     TokenLogprobs lp;
     lp.sampled = {res.token_id, res.logprob};
     for (const TokenLogprob& t : res.top_logprobs) {
       lp.top.push_back({t.token_id, t.logprob});
     }
     r->prompt_logprobs.push_back(std::move(lp));
-    r->prompt_logprobs_done = pos;
-  }
-  // Sampling reads only the chunk's last row.
-  if (sched.samples && logits->rows > 1) {
-    logits->values.erase(
-        logits->values.begin(),
-        logits->values.begin() +
-            static_cast<ptrdiff_t>(static_cast<size_t>(logits->rows - 1) *
-                                   stride));
-    logits->rows = 1;
   }
   return absl::OkStatus();
 }
 
 void GenerateEngine::ForkSamples(
-    Request* parent, const SequenceResult& logits,
+    Request* parent, const LogitRows& rows,
     std::vector<Emitted>* emitted,
     std::vector<std::pair<std::unique_ptr<Request>, FinishReason>>* done) {
-  const size_t v = static_cast<size_t>(options_.vocab_size);
-  // The parent's first step has no drafts: its last row is the one it
-  // sampled from.
-  const size_t stride =
-      logits.values.size() / static_cast<size_t>(std::max(logits.rows, 1));
-  const auto row = logits.values.begin() +
-                   static_cast<ptrdiff_t>(
-                       static_cast<size_t>(logits.rows - 1) * stride);
   std::vector<std::unique_ptr<Request>> children = std::move(parent->children);
   parent->children.clear();
   for (std::unique_ptr<Request>& c : children) {
@@ -713,17 +587,15 @@ void GenerateEngine::ForkSamples(
     c->admitted = true;
     c->first_scheduled = parent->first_scheduled;
     c->cached_tokens = parent->cached_tokens;
-    logits_.assign(row, row + static_cast<ptrdiff_t>(v));
+    // The parent's first step has no drafts: its last row is the one it
+    // sampled from.
     SampleResult res;
+    FinishReason reason = FinishReason::kNone;
     absl::Status s =
-        sampler_.SampleRow(absl::MakeSpan(logits_), c->sampling.get(), &res);
+        step_sampling_.ForkFirstToken(rows, Decoding(c.get()), &res, &reason);
     if (!s.ok()) {
       Release(std::move(c), FinishReason::kError, s);
       continue;
-    }
-    FinishReason reason = TokenFinish(c.get(), res.token_id);
-    if (reason == FinishReason::kNone && c->sampling->constraint_complete()) {
-      reason = FinishReason::kStop;
     }
     bool live = false;
     if (reason == FinishReason::kNone) {
@@ -816,7 +688,6 @@ void GenerateEngine::FailRequest(int64_t id, const absl::Status& error) {
 GenerateEngine::StepSamples GenerateEngine::SampleStep(
     const SchedulerOutput& out, BatchResult& result) {
   StepSamples step;
-  std::vector<SampleResult> row_samples;
   samples_.clear();
   sampled_.clear();
   int64_t step_drafts = 0;
@@ -829,37 +700,41 @@ GenerateEngine::StepSamples GenerateEngine::SampleStep(
     }
     Request* r = active_[sr.seq_id].get();
     const ScheduledSequence& sched = out.scheduled[i];
+    LogitRows rows = LogitRows::Of(sr.values, sr.rows);
     if (!sched.decode && r->params.sampling.prompt_logprobs > 0 &&
         sr.output == StepOutput::kAllLogits) {
-      absl::Status s = CollectPromptLogprobs(r, sched, &sr);
+      absl::Status s = CollectPromptLogprobs(r, sched, rows);
       if (!s.ok()) {
         step.errors.emplace_back(r->id, s);
         continue;
       }
+      // Sampling reads only the chunk's last row.
+      if (sched.samples) rows = rows.Row(rows.rows - 1);
     }
     if (!sched.samples) continue;
     absl::Span<const int32_t> drafts =
         absl::MakeConstSpan(out.plan.seqs[i].token_ids)
             .subspan(1, static_cast<size_t>(sched.num_draft_tokens));
-    SampledToken token;
-    int32_t accepted = 0;
-    absl::Status s = SampleSequence(r, sr, drafts, sched.forced_drafts,
-                                    &row_samples, &token, &accepted);
+    SequenceTokens& got = sequence_tokens_;
+    got.sampled.seq_id = r->id;
+    absl::Status s = step_sampling_.Tokens(rows, drafts, sched.forced_drafts,
+                                           Decoding(r), &got);
     if (!s.ok()) {
       step.errors.emplace_back(r->id, s);
       continue;
     }
+    const int32_t accepted = got.accepted;
     r->draft_tokens += sched.num_draft_tokens;
     r->accepted_drafts += accepted;
     step_drafts += sched.num_draft_tokens;
     step_accepted += accepted;
-    sampled_.push_back(token);
+    sampled_.push_back(got.sampled);
     const size_t begin = samples_.size();
-    for (SampleResult& res : row_samples) samples_.push_back(std::move(res));
+    for (SampleResult& res : got.tokens) samples_.push_back(std::move(res));
     step.emitted.push_back({r, begin, samples_.size(), r->id});
     // Its first token: the other samples start from the same logits.
     if (!r->children.empty()) {
-      ForkSamples(r, sr, &step.emitted, &step.done_forks);
+      ForkSamples(r, rows, &step.emitted, &step.done_forks);
     }
   }
   if (step_drafts > 0) {

@@ -44,6 +44,7 @@
 #include "runtime/engine/prefill_engine.h"
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
+#include "runtime/gen/step_sampling.h"
 #include "runtime/gen/stop_checker.h"
 #include "runtime/gen/structured_output.h"
 #include "runtime/tokenizer/incremental_decoder.h"
@@ -176,29 +177,20 @@ class GenerateEngine : public Engine {
   void OutputLoop();
   // Output side: streams one sampled token (stop strings, detokenizing).
   void EmitToken(Request* r, OutputEvent& event);
-  // Engine thread: the tokens of one sequence's row(s) of logits: one
-  // sample, or the verified drafts plus one (speculative decoding), or
-  // `forced` drafts (a structured output's forced tokens, taken as they
-  // are) plus one sampled from the single row. Returns them in `emitted`
-  // and the SampledToken for the scheduler in `sampled`.
-  absl::Status SampleSequence(Request* r, SequenceResult& logits,
-                              absl::Span<const int32_t> drafts, bool forced,
-                              std::vector<SampleResult>* emitted,
-                              SampledToken* sampled, int32_t* accepted);
+  // The sampling stages' view of `r` (engine thread).
+  static SequenceDecoding Decoding(Request* r);
   void HandleOutput(OutputEvent& event);
-  // Engine thread: EOS, stop ids and max_tokens for the next token of `r`.
-  static FinishReason TokenFinish(Request* r, int32_t token_id);
   // Engine thread: prompt logprobs from a prompt chunk's rows (every row
-  // of kAllLogits); leaves only the last row when the chunk also samples.
+  // of kAllLogits) into r->prompt_logprobs.
   absl::Status CollectPromptLogprobs(Request* r, const ScheduledSequence& sched,
-                                     SequenceResult* logits);
+                                     const LogitRows& rows);
   // Engine thread: `parent` sampled its first token from the last row of
-  // `logits`; samples the first token of each of its other samples from
+  // `rows`; samples the first token of each of its other samples from
   // the same row and forks them off it in the scheduler (shared prompt
   // blocks). Their tokens go to `emitted`; those the first token ended go
   // to `done`, to be released after the step's tokens are posted.
   void ForkSamples(
-      Request* parent, const SequenceResult& logits,
+      Request* parent, const LogitRows& rows,
       std::vector<Emitted>* emitted,
       std::vector<std::pair<std::unique_ptr<Request>, FinishReason>>* done);
 
@@ -208,11 +200,11 @@ class GenerateEngine : public Engine {
   std::unique_ptr<StepRunner> runner_;
   const std::unique_ptr<GenerationScheduler> scheduler_owner_;
   const std::unique_ptr<TokenSampler> sampler_owner_;
-  GenerationScheduler& scheduler_;          // engine thread only
-  TokenSampler& sampler_;                   // engine thread only
-  // Prompt logprobs: the model's raw distribution, whatever the sampler
+  GenerationScheduler& scheduler_;  // engine thread only
+  // The sampling stages over the workflow's sampler: prompt logprobs,
+  // tokens (speculative verification, forced tokens), forks' first tokens
   // (engine thread only).
-  Sampler raw_logprobs_;
+  StepSampling step_sampling_;
   // Structured output: response formats compiled by llguidance against the
   // model's vocabulary, recent ones cached (prep workers; thread-safe).
   const std::unique_ptr<ConstraintCompiler> grammars_;
@@ -237,7 +229,7 @@ class GenerateEngine : public Engine {
   std::atomic<bool> stopped_{false};
 
   // Step scratch (engine thread).
-  std::vector<float> logits_;
+  SequenceTokens sequence_tokens_;
   std::vector<SampleResult> samples_;
   std::vector<SampledToken> sampled_;
 };
