@@ -43,6 +43,10 @@
   X(mean_pool, MeanPool, absl::Status,                                       \
     (const TensorView& x, const TensorView& starts, const TensorView& ends,  \
      const TensorView& out))                                                 \
+  X(l2_normalize, L2Normalize, absl::Status,                                 \
+    (const TensorView& x, const TensorView& out))                            \
+  X(scores, Scores, absl::Status,                                            \
+    (ScoreMode mode, const TensorView& x, const TensorView& out))            \
   X(convert, Convert, absl::Status,                                          \
     (const TensorView& src, const TensorView& dst))                          \
   X(add, Add, absl::Status,                                                  \

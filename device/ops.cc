@@ -204,6 +204,23 @@ absl::Status MeanPool(const ExecutionContext& ctx, const TensorView& x,
   INFERD_DISPATCH(mean_pool, x, starts, ends, out);
 }
 
+absl::Status L2Normalize(const ExecutionContext& ctx, const TensorView& x,
+                         const TensorView& out) {
+  INFERD_DEVICE_RETURN_IF_ERROR(CheckRows(x, out));
+  if (x.numel() == 0) return absl::OkStatus();
+  INFERD_DISPATCH(l2_normalize, x, out);
+}
+
+absl::Status Scores(const ExecutionContext& ctx, ScoreMode mode,
+                    const TensorView& x, const TensorView& out) {
+  INFERD_DEVICE_RETURN_IF_ERROR(CheckRows(x, out));
+  if (mode != ScoreMode::kSoftmax && mode != ScoreMode::kSigmoid) {
+    return absl::InvalidArgumentError("Scores: unknown mode");
+  }
+  if (x.numel() == 0) return absl::OkStatus();
+  INFERD_DISPATCH(scores, mode, x, out);
+}
+
 absl::Status Convert(const ExecutionContext& ctx, const TensorView& src,
                      const TensorView& dst) {
   auto ok_dtype = [](DType d) {

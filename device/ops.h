@@ -86,6 +86,24 @@ absl::Status MeanPool(const ExecutionContext& ctx, const TensorView& x,
                       const TensorView& starts, const TensorView& ends,
                       const TensorView& out);
 
+// Output heads (the prefill tail after pooling; rows of a request, so
+// small): computed in double per row and rounded to float once, so the
+// bits are those of the same formulas on the host whatever the device or
+// the split across threads.
+//
+// out[r, :] = x[r, :] / max(||x[r, :]||_2, 1e-12): the sum of squares in
+// column order, the scale 1 / max(sqrt(sum), 1e-12). x, out F32 [T, H]; out
+// may alias x.
+absl::Status L2Normalize(const ExecutionContext& ctx, const TensorView& x,
+                         const TensorView& out);
+
+// Classifier scores of each row of logits: kSoftmax over the row (single
+// label), kSigmoid of each logit (multi-label, or a 1-logit relevance).
+enum class ScoreMode { kSoftmax, kSigmoid };
+// x, out F32 [T, L]; out may alias x.
+absl::Status Scores(const ExecutionContext& ctx, ScoreMode mode,
+                    const TensorView& x, const TensorView& out);
+
 // dst = src converted elementwise (F32 <-> BF16, F32 <-> F16, same dtype =
 // copy). Same shape; both 2-D (row strides allowed) or contiguous.
 absl::Status Convert(const ExecutionContext& ctx, const TensorView& src,

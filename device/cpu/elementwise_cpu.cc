@@ -173,6 +173,56 @@ absl::Status MeanPool(const KernelContext& ctx, const TensorView& x,
   return absl::OkStatus();
 }
 
+// The output heads run row by row in double (device/ops.h): a row's bits
+// do not depend on the split across threads. A row is read into a double
+// copy first, so `out` may alias `x`.
+absl::Status L2Normalize(const KernelContext& ctx, const TensorView& x,
+                         const TensorView& out) {
+  const int64_t h = x.shape[1];
+  ForRows(ctx.pool, x.shape[0], h * 4, [&](int64_t begin, int64_t end) {
+    std::vector<double> v(static_cast<size_t>(h));
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = Row<const float>(x, r);
+      double sum = 0.0;
+      for (int64_t j = 0; j < h; ++j) {
+        v[j] = xr[j];
+        sum += v[j] * v[j];
+      }
+      const double scale = 1.0 / std::max(std::sqrt(sum), 1e-12);
+      float* o = Row<float>(out, r);
+      for (int64_t j = 0; j < h; ++j) o[j] = static_cast<float>(v[j] * scale);
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Scores(const KernelContext& ctx, ScoreMode mode,
+                    const TensorView& x, const TensorView& out) {
+  const int64_t n = x.shape[1];
+  ForRows(ctx.pool, x.shape[0], n * 16, [&](int64_t begin, int64_t end) {
+    std::vector<double> e(static_cast<size_t>(n));
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = Row<const float>(x, r);
+      float* o = Row<float>(out, r);
+      if (mode == ScoreMode::kSigmoid) {
+        for (int64_t j = 0; j < n; ++j) {
+          o[j] = static_cast<float>(1.0 / (1.0 + std::exp(-double{xr[j]})));
+        }
+        continue;
+      }
+      double mx = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) mx = std::max<double>(mx, xr[j]);
+      double sum = 0.0;
+      for (int64_t j = 0; j < n; ++j) {
+        e[j] = std::exp(xr[j] - mx);
+        sum += e[j];
+      }
+      for (int64_t j = 0; j < n; ++j) o[j] = static_cast<float>(e[j] / sum);
+    }
+  });
+  return absl::OkStatus();
+}
+
 absl::Status Embedding(const KernelContext& ctx, const TensorView& table,
                        const TensorView& ids, const TensorView& out) {
   const int64_t vocab = table.shape[0], h = table.shape[1];

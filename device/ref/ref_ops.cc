@@ -121,6 +121,48 @@ absl::Status MeanPool(const KernelContext&, const TensorView& x,
   return absl::OkStatus();
 }
 
+absl::Status L2Normalize(const KernelContext&, const TensorView& x,
+                         const TensorView& out) {
+  for (int64_t r = 0; r < x.shape[0]; ++r) {
+    double sum = 0.0;
+    for (int64_t j = 0; j < x.shape[1]; ++j) {
+      const double v = Row<const float>(x, r)[j];
+      sum += v * v;
+    }
+    const double scale = 1.0 / std::max(std::sqrt(sum), 1e-12);
+    for (int64_t j = 0; j < x.shape[1]; ++j) {
+      Row<float>(out, r)[j] =
+          static_cast<float>(double{Row<const float>(x, r)[j]} * scale);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scores(const KernelContext&, ScoreMode mode, const TensorView& x,
+                    const TensorView& out) {
+  const int64_t n = x.shape[1];
+  for (int64_t r = 0; r < x.shape[0]; ++r) {
+    if (mode == ScoreMode::kSigmoid) {
+      for (int64_t j = 0; j < n; ++j) {
+        Row<float>(out, r)[j] = static_cast<float>(
+            1.0 / (1.0 + std::exp(-double{Row<const float>(x, r)[j]})));
+      }
+      continue;
+    }
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      mx = std::max<double>(mx, Row<const float>(x, r)[j]);
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(Row<const float>(x, r)[j] - mx);
+    for (int64_t j = 0; j < n; ++j) {
+      Row<float>(out, r)[j] =
+          static_cast<float>(std::exp(Row<const float>(x, r)[j] - mx) / sum);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Convert(const KernelContext&, const TensorView& src,
                      const TensorView& dst) {
   for (int64_t r = 0; r < src.shape[0]; ++r) {

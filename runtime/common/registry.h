@@ -40,6 +40,9 @@ inline constexpr char kInputProcessor[] = "input_processor";
 inline constexpr char kScheduler[] = "scheduler";
 inline constexpr char kAttentionBackend[] = "attention_backend";
 inline constexpr char kOutputProcessor[] = "output_processor";
+// The prefill tail after the output processor (runtime/engine/
+// output_stages.h): dense, matryoshka, normalize, scores.
+inline constexpr char kOutputStage[] = "output_stage";
 inline constexpr char kExecutor[] = "executor";
 // A device kind ("cpu") -> the ModelRunnerFactory of its model runner
 // (runtime/model/model_runner.h).

@@ -14,6 +14,7 @@
 #include "runtime/engine/executors.h"
 #include "runtime/engine/input_processor.h"
 #include "runtime/engine/output_processor.h"
+#include "runtime/engine/output_stages.h"
 #include "runtime/engine/prefill_scheduler.h"
 #include "runtime/engine/workflow.h"
 #include "runtime/gen/sampler.h"
@@ -177,18 +178,18 @@ void RegisterOutputProcessors() {
              "the model says so)");
   AddPooling(Pooling::kLast, "last", "last token's hidden state");
   Add(registry_kind::kOutputProcessor, "label_scores",
-      "classifier logits -> softmax (single-label) or sigmoid (multi-label) "
-      "scores per label",
-      OutputProcessorFactory([](const OutputProcessorContext& c)
-                                 -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
-        return CreateScoresProcessor("label_scores", c.scores);
-      }));
-  Add(registry_kind::kOutputProcessor, "relevance_scores",
-      "cross-encoder logit -> sigmoid relevance",
+      "classifier logits per label (the scores stage applies softmax or "
+      "sigmoid)",
       OutputProcessorFactory([](const OutputProcessorContext&)
                                  -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
-        return CreateScoresProcessor("relevance_scores",
-                                     ScoreFunction::kSigmoid);
+        return CreateLogitsProcessor("label_scores");
+      }));
+  Add(registry_kind::kOutputProcessor, "relevance_scores",
+      "a cross-encoder's relevance logit (the scores stage applies the "
+      "sigmoid)",
+      OutputProcessorFactory([](const OutputProcessorContext&)
+                                 -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
+        return CreateLogitsProcessor("relevance_scores");
       }));
   Add(registry_kind::kOutputProcessor, "sample_detokenize",
       "logits -> penalties, temperature, top-k/p, min-p sampling; then "
@@ -208,6 +209,12 @@ void RegisterExecutors() {
       ExecutorFactory(&BuildContinuousBatchingLoop));
 }
 
+// The embedding workflows' tail after pooling, in sentence-transformers'
+// order.
+std::vector<std::string> EmbeddingTail() {
+  return {"dense", "matryoshka", "normalize"};
+}
+
 void RegisterWorkflows() {
   AddWorkflow(Recipe("causal_generate", "decoder LM generation",
                      {Task::kGenerate}, "prompt_tokenizer",
@@ -219,6 +226,7 @@ void RegisterWorkflows() {
                         "bidirectional_prefill", kPoolingOutput,
                         "prefill_loop");
     w.default_pooling = "cls";
+    w.output_stages = EmbeddingTail();
     AddWorkflow(std::move(w));
   }
   {
@@ -228,6 +236,7 @@ void RegisterWorkflows() {
                         "causal_prefill", kPoolingOutput, "prefill_loop");
     w.default_pooling = "last";
     w.bidirectional_variant = "decoder_embed_bidirectional";
+    w.output_stages = EmbeddingTail();
     AddWorkflow(std::move(w));
   }
   {
@@ -238,18 +247,28 @@ void RegisterWorkflows() {
                         "bidirectional_prefill", kPoolingOutput,
                         "prefill_loop");
     w.default_pooling = "last";
+    w.output_stages = EmbeddingTail();
     AddWorkflow(std::move(w));
   }
-  AddWorkflow(Recipe("encoder_classify",
-                     "encoder + classification head -> label scores",
-                     {Task::kClassify}, "classify_tokenizer", "prefill_only",
-                     "bidirectional_prefill", "label_scores", "prefill_loop"));
-  AddWorkflow(Recipe("cross_encoder_rerank",
-                     "encoder + 1-logit head over (query, document) pairs -> "
-                     "relevance",
-                     {Task::kRerank, Task::kClassify}, "pair_tokenizer",
-                     "prefill_only", "bidirectional_prefill",
-                     "relevance_scores", "prefill_loop"));
+  {
+    Workflow w = Recipe("encoder_classify",
+                        "encoder + classification head -> label scores",
+                        {Task::kClassify}, "classify_tokenizer",
+                        "prefill_only", "bidirectional_prefill",
+                        "label_scores", "prefill_loop");
+    w.output_stages = {"scores"};
+    AddWorkflow(std::move(w));
+  }
+  {
+    Workflow w = Recipe("cross_encoder_rerank",
+                        "encoder + 1-logit head over (query, document) "
+                        "pairs -> relevance",
+                        {Task::kRerank, Task::kClassify}, "pair_tokenizer",
+                        "prefill_only", "bidirectional_prefill",
+                        "relevance_scores", "prefill_loop");
+    w.output_stages = {"scores"};
+    AddWorkflow(std::move(w));
+  }
 }
 
 void RegisterArchitectures() {
@@ -284,6 +303,7 @@ void RegisterAll() {
   RegisterInputProcessors();
   RegisterSchedulers();
   RegisterOutputProcessors();
+  RegisterBuiltinOutputStages();
   RegisterExecutors();
   RegisterWorkflows();
   RegisterArchitectures();

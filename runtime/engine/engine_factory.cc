@@ -210,9 +210,10 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   so.max_queue_requests = eo.max_queue_requests;
   so.max_queue_tokens = eo.max_queue_tokens;
   po.embedding_dims = info.embedding_dims;
+  auto dense = std::make_shared<std::vector<DenseLayer>>();
   for (const StDenseConfig& d : model.st_config().dense) {
     ASSIGN_OR_RETURN(DenseLayer layer, LoadDense(model.spec().path, d));
-    po.dense.push_back(std::move(layer));
+    dense->push_back(std::move(layer));
   }
   const SentenceTransformersConfig& st = model.st_config();
   po.default_normalize = st.present ? st.has_normalize : true;
@@ -246,6 +247,10 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
                       model.config().num_labels == 1
                   ? ScoreFunction::kSigmoid
                   : ScoreFunction::kSoftmax;
+  OutputStageContext sc;
+  sc.dense = std::move(dense);
+  sc.scores = oc.scores;
+  ASSIGN_OR_RETURN(c.stages, CreateOutputStages(DefaultOutputStages(w), sc));
   auto make_output = [&](const std::string& name)
       -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
     ASSIGN_OR_RETURN(OutputProcessorFactory factory,

@@ -40,17 +40,47 @@ absl::Status M3Heads::Check(const EmbedParams& params) const {
   if (params.want_sparse && !sparse) {
     return absl::FailedPreconditionError(absl::StrCat(
         "outputs.sparse: this model has no sparse (lexical weights) head; "
-        "it needs ", sparse_missing));
+        "it needs ",
+        sparse_missing));
   }
   if (params.want_multi_vector && !colbert) {
     return absl::FailedPreconditionError(absl::StrCat(
         "outputs.multi_vector: this model has no multi-vector (ColBERT) "
-        "head; it needs ", colbert_missing));
+        "head; it needs ",
+        colbert_missing));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<SparseVector> SparseWeights(const SequenceResult& hidden,
+namespace {
+
+// y [rows x out] = x [rows x in] W^T + b, rows `first`.. of `hidden`.
+absl::StatusOr<std::vector<float>> ApplyHead(const ExecutionContext& ctx,
+                                             const SequenceResult& hidden,
+                                             int32_t first,
+                                             const LinearWeights& w) {
+  const int64_t rows = hidden.rows - first;
+  std::vector<float> y(static_cast<size_t>(rows * w.out_features));
+  if (rows == 0) return y;
+  const TensorView x = TensorView::Contiguous(
+      const_cast<float*>(hidden.values.data()) +
+          static_cast<size_t>(first) * static_cast<size_t>(w.in_features),
+      DType::kF32, {rows, w.in_features});
+  const TensorView weight =
+      TensorView::Contiguous(const_cast<float*>(w.weight.data()), DType::kF32,
+                             {w.out_features, w.in_features});
+  const TensorView bias = TensorView::Contiguous(
+      const_cast<float*>(w.bias.data()), DType::kF32, {w.out_features});
+  RETURN_IF_ERROR(Linear(
+      ctx, x, weight, bias,
+      TensorView::Contiguous(y.data(), DType::kF32, {rows, w.out_features})));
+  return y;
+}
+
+}  // namespace
+
+absl::StatusOr<SparseVector> SparseWeights(const ExecutionContext& ctx,
+                                           const SequenceResult& hidden,
                                            const std::vector<int32_t>& ids,
                                            const M3Heads& heads,
                                            bool with_tokens) {
@@ -59,52 +89,44 @@ absl::StatusOr<SparseVector> SparseWeights(const SequenceResult& hidden,
   if (static_cast<size_t>(hidden.rows) != ids.size()) {
     return absl::InternalError("hidden states and token ids disagree");
   }
+  ASSIGN_OR_RETURN(std::vector<float> weights, ApplyHead(ctx, hidden, 0, w));
+  const TensorView v = TensorView::Contiguous(
+      weights.data(), DType::kF32, {static_cast<int64_t>(weights.size()), 1});
+  RETURN_IF_ERROR(Activate(ctx, Activation::kRelu, v, v));
   std::map<int32_t, float> best;
-  const int64_t h = w.in_features;
   for (int32_t t = 0; t < hidden.rows; ++t) {
     const int32_t id = ids[t];
     if (std::find(heads.special_ids.begin(), heads.special_ids.end(), id) !=
         heads.special_ids.end()) {
       continue;
     }
-    const float* row = hidden.values.data() + static_cast<size_t>(t) * h;
-    double sum = w.bias[0];
-    for (int64_t j = 0; j < h; ++j) sum += double{w.weight[j]} * row[j];
-    const float v = static_cast<float>(std::max(sum, 0.0));
-    if (v <= 0) continue;
-    auto [it, inserted] = best.emplace(id, v);
-    if (!inserted) it->second = std::max(it->second, v);
+    const float weight = weights[static_cast<size_t>(t)];
+    if (!(weight > 0)) continue;
+    auto [it, inserted] = best.emplace(id, weight);
+    if (!inserted) it->second = std::max(it->second, weight);
   }
   SparseVector out;
-  for (const auto& [id, v] : best) {
+  for (const auto& [id, weight] : best) {
     out.token_ids.push_back(id);
-    out.weights.push_back(v);
-    if (with_tokens && heads.id_to_token) out.tokens.push_back(heads.id_to_token(id));
+    out.weights.push_back(weight);
+    if (with_tokens && heads.id_to_token)
+      out.tokens.push_back(heads.id_to_token(id));
   }
   return out;
 }
 
-absl::StatusOr<std::vector<float>> ColbertVectors(const SequenceResult& hidden,
+absl::StatusOr<std::vector<float>> ColbertVectors(const ExecutionContext& ctx,
+                                                  const SequenceResult& hidden,
                                                   const LinearWeights& w,
                                                   bool normalize) {
   if (absl::Status s = CheckRows(hidden, w.in_features); !s.ok()) return s;
-  const int64_t h = w.in_features;
-  const int64_t d = w.out_features;
-  std::vector<float> out(static_cast<size_t>(hidden.rows - 1) * d);
-  std::vector<double> y(d);
-  for (int32_t t = 1; t < hidden.rows; ++t) {
-    const float* row = hidden.values.data() + static_cast<size_t>(t) * h;
-    double norm = 0;
-    for (int64_t o = 0; o < d; ++o) {
-      const float* wr = w.weight.data() + o * h;
-      double sum = w.bias[o];
-      for (int64_t j = 0; j < h; ++j) sum += double{wr[j]} * row[j];
-      y[o] = sum;
-      norm += sum * sum;
-    }
-    const double scale = normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
-    float* dst = out.data() + static_cast<size_t>(t - 1) * d;
-    for (int64_t o = 0; o < d; ++o) dst[o] = static_cast<float>(y[o] * scale);
+  // Every token after the first (CLS).
+  ASSIGN_OR_RETURN(std::vector<float> out, ApplyHead(ctx, hidden, 1, w));
+  if (normalize && !out.empty()) {
+    const TensorView v = TensorView::Contiguous(
+        out.data(), DType::kF32,
+        {static_cast<int64_t>(hidden.rows - 1), w.out_features});
+    RETURN_IF_ERROR(L2Normalize(ctx, v, v));
   }
   return out;
 }
@@ -135,14 +157,14 @@ absl::Status M3Collector::Add(size_t index, const std::vector<int32_t>& ids,
   if (sparse_) {
     if (sparse_out_.size() <= index) sparse_out_.resize(index + 1);
     absl::StatusOr<SparseVector> v =
-        SparseWeights(hidden, ids, heads_, sparse_tokens_);
+        SparseWeights(ctx_, hidden, ids, heads_, sparse_tokens_);
     if (!v.ok()) return v.status();
     sparse_out_[index] = std::move(v).value();
   }
   if (multi_) {
     if (multi_out_.size() <= index) multi_out_.resize(index + 1);
     absl::StatusOr<std::vector<float>> v =
-        ColbertVectors(hidden, *heads_.colbert, normalize_);
+        ColbertVectors(ctx_, hidden, *heads_.colbert, normalize_);
     if (!v.ok()) return v.status();
     multi_out_[index] = std::move(v).value();
   }

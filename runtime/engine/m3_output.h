@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "device/ops.h"
 #include "runtime/engine/requests.h"
 #include "runtime/loader/m3_heads.h"
 #include "runtime/model/batch_plan.h"
@@ -47,14 +48,18 @@ struct M3Heads {
 absl::StatusOr<M3Heads> LoadM3Heads(const std::string& dir, int64_t hidden);
 
 // Sparse output of one sequence: `ids` are its token ids, `hidden` its
-// hidden states [ids.size() x H]. Pairs sorted by token id.
-absl::StatusOr<SparseVector> SparseWeights(const SequenceResult& hidden,
+// hidden states [ids.size() x H]. Pairs sorted by token id. The head runs
+// as device ops (Linear, then Activate kRelu) on `ctx`.
+absl::StatusOr<SparseVector> SparseWeights(const ExecutionContext& ctx,
+                                           const SequenceResult& hidden,
                                            const std::vector<int32_t>& ids,
                                            const M3Heads& heads,
                                            bool with_tokens);
 
-// ColBERT vectors of one sequence: [(rows - 1) x dims] row-major.
-absl::StatusOr<std::vector<float>> ColbertVectors(const SequenceResult& hidden,
+// ColBERT vectors of one sequence: [(rows - 1) x dims] row-major; device
+// ops (Linear, then L2Normalize when `normalize`) on `ctx`.
+absl::StatusOr<std::vector<float>> ColbertVectors(const ExecutionContext& ctx,
+                                                  const SequenceResult& hidden,
                                                   const LinearWeights& head,
                                                   bool normalize);
 
@@ -64,9 +69,11 @@ absl::StatusOr<std::vector<float>> ColbertVectors(const SequenceResult& hidden,
 class M3Collector {
  public:
   // `heads` must outlive the collector; `normalize` applies to the
-  // multi-vector output.
-  M3Collector(const M3Heads& heads, const EmbedParams& params, bool normalize)
-      : heads_(heads),
+  // multi-vector output; the heads run on `ctx`.
+  M3Collector(const M3Heads& heads, const EmbedParams& params, bool normalize,
+              const ExecutionContext& ctx)
+      : ctx_(ctx),
+        heads_(heads),
         sparse_(params.want_sparse),
         sparse_tokens_(params.want_sparse_tokens),
         multi_(params.want_multi_vector),
@@ -80,6 +87,7 @@ class M3Collector {
   void MoveInto(EmbedResult* result);
 
  private:
+  const ExecutionContext ctx_;
   const M3Heads& heads_;
   const bool sparse_;
   const bool sparse_tokens_;

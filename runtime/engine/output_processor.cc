@@ -66,25 +66,23 @@ class PoolingProcessor : public OutputProcessor {
   const std::string name_;
 };
 
-class ScoresProcessor : public OutputProcessor {
+class LogitsProcessor : public OutputProcessor {
  public:
-  ScoresProcessor(std::string name, ScoreFunction fn)
-      : name_(std::move(name)), fn_(fn) {}
+  explicit LogitsProcessor(std::string name) : name_(std::move(name)) {}
   absl::string_view name() const override { return name_; }
   StepOutput step_output() const override {
     return StepOutput::kClassifierLogits;
   }
   absl::StatusOr<std::vector<float>> Process(
-      const SequenceResult& r, const OutputRequest& request) const override {
+      const SequenceResult& r, const OutputRequest&) const override {
     if (r.values.empty()) {
       return absl::InternalError("the model returned no score");
     }
-    return ScoreLogits(r.values, request.raw_scores ? ScoreFunction::kRaw : fn_);
+    return r.values;
   }
 
  private:
   const std::string name_;
-  const ScoreFunction fn_;
 };
 
 }  // namespace
@@ -93,66 +91,8 @@ std::unique_ptr<OutputProcessor> CreatePoolingProcessor(Pooling pooling) {
   return std::make_unique<PoolingProcessor>(pooling);
 }
 
-std::unique_ptr<OutputProcessor> CreateScoresProcessor(std::string name,
-                                                       ScoreFunction fn) {
-  return std::make_unique<ScoresProcessor>(std::move(name), fn);
-}
-
-absl::StatusOr<std::vector<float>> FinishEmbedding(
-    const std::vector<float>& pooled, const EmbedOutputOptions& o) {
-  std::vector<double> acc(pooled.begin(), pooled.end());
-  if (o.dense != nullptr) {
-    for (const DenseLayer& d : *o.dense) {
-      if (static_cast<int64_t>(acc.size()) != d.in_features) {
-        return absl::InternalError(absl::StrCat(
-            "Dense module expects ", d.in_features, " inputs, got ",
-            acc.size()));
-      }
-      std::vector<double> y(d.out_features);
-      for (int64_t r = 0; r < d.out_features; ++r) {
-        const float* row = d.weight.data() + r * d.in_features;
-        double sum = d.bias.empty() ? 0.0 : d.bias[r];
-        for (int64_t c = 0; c < d.in_features; ++c) sum += row[c] * acc[c];
-        y[r] = d.tanh ? std::tanh(sum) : sum;
-      }
-      acc = std::move(y);
-    }
-  }
-  size_t dims = acc.size();
-  if (o.dimensions > 0) dims = std::min<size_t>(dims, o.dimensions);
-  std::vector<float> out(dims);
-  double norm = 0;
-  for (size_t j = 0; j < dims; ++j) norm += acc[j] * acc[j];
-  const double scale =
-      o.normalize ? 1.0 / std::max(std::sqrt(norm), 1e-12) : 1.0;
-  for (size_t j = 0; j < dims; ++j) out[j] = static_cast<float>(acc[j] * scale);
-  return out;
-}
-
-std::vector<float> ScoreLogits(const std::vector<float>& logits,
-                               ScoreFunction fn) {
-  std::vector<float> out(logits.size());
-  switch (fn) {
-    case ScoreFunction::kRaw:
-      out = logits;
-      break;
-    case ScoreFunction::kSigmoid:
-      for (size_t i = 0; i < logits.size(); ++i) {
-        out[i] = static_cast<float>(1.0 / (1.0 + std::exp(-double{logits[i]})));
-      }
-      break;
-    case ScoreFunction::kSoftmax: {
-      double mx = -INFINITY;
-      for (float v : logits) mx = std::max<double>(mx, v);
-      double sum = 0;
-      for (float v : logits) sum += std::exp(v - mx);
-      for (size_t i = 0; i < logits.size(); ++i) {
-        out[i] = static_cast<float>(std::exp(logits[i] - mx) / sum);
-      }
-      break;
-    }
-  }
-  return out;
+std::unique_ptr<OutputProcessor> CreateLogitsProcessor(std::string name) {
+  return std::make_unique<LogitsProcessor>(std::move(name));
 }
 
 }  // namespace inferd

@@ -44,7 +44,11 @@
 // 5: AddSampler (TokenSampler over a SamplingContext) and
 //    AddBatchingScheduler (GenerationScheduler); InputProcessorOptions.chat
 //    (a ChatFormat) replaces render_chat.
-#define INFERD_PLUGIN_API_VERSION 5
+// 6: Workflow::output_stages (the prefill tail after the output processor,
+//    registry kind "output_stage"); the built-in label_scores and
+//    relevance_scores processors give logits, the `scores` stage applies
+//    softmax / sigmoid.
+#define INFERD_PLUGIN_API_VERSION 6
 
 namespace inferd {
 

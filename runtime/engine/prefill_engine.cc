@@ -14,21 +14,21 @@ PrefillEngine::PrefillEngine(PrefillEngineOptions options,
     : options_(std::move(options)),
       components_(std::move(components)),
       scheduler_(*components_.scheduler),
-      front_(std::make_unique<AdmissionFront<PrepTask>>(
-          options_.max_queue_requests, options_.prep_threads,
-          FrontStages())) {}
+      front_(std::make_unique<AdmissionFront<PrefillRequest>>(
+          options_.max_queue_requests, options_.prep_threads, FrontStages())) {}
 
-AdmissionFront<PrefillEngine::PrepTask>::Stages PrefillEngine::FrontStages() {
-  AdmissionFront<PrepTask>::Stages s;
-  s.prepare = [this](PrepTask& task) -> absl::Status {
-    ASSIGN_OR_RETURN(task.work, BuildWork(task));
+AdmissionFront<PrefillEngine::PrefillRequest>::Stages
+PrefillEngine::FrontStages() {
+  AdmissionFront<PrefillRequest>::Stages s;
+  s.prepare = [this](PrefillRequest& request) -> absl::Status {
+    ASSIGN_OR_RETURN(request.work, BuildWork(request));
     return absl::OkStatus();
   };
-  s.dropped = [](const PrepTask& task) -> absl::Status {
-    if (task.handle->aborted()) {
+  s.dropped = [](const PrefillRequest& request) -> absl::Status {
+    if (request.handle->aborted()) {
       return absl::CancelledError("the request was cancelled");
     }
-    if (absl::Now() > task.deadline) {
+    if (absl::Now() > request.deadline) {
       return absl::DeadlineExceededError(
           "the deadline passed while the request was queued");
     }
@@ -36,11 +36,15 @@ AdmissionFront<PrefillEngine::PrepTask>::Stages PrefillEngine::FrontStages() {
   };
   // Refused by the scheduler (e.g. --max-queue-tokens, or closed): the work
   // never ran, so its done was not called; `answer` gives the error.
-  s.hand_off = [this](PrepTask& task) { return scheduler_.Submit(task.work); };
-  s.answer = [](PrepTask& task, const absl::Status& why) {
-    RequestTimings t;
-    t.total_seconds = absl::ToDoubleSeconds(absl::Now() - task.arrival);
-    task.finish(why, t, task.work != nullptr ? task.work->num_tokens() : 0);
+  s.hand_off = [this](PrefillRequest& request) {
+    return scheduler_.Submit(request.work);
+  };
+  s.answer = [](PrefillRequest& request, const absl::Status& why) {
+    PrefillOutcome o;
+    o.timings.total_seconds =
+        absl::ToDoubleSeconds(absl::Now() - request.arrival);
+    o.total_tokens = request.work != nullptr ? request.work->num_tokens() : 0;
+    request.sink(why, o);
   };
   s.downstream_waiting = [this] { return scheduler_.waiting_requests(); };
   return s;
@@ -57,8 +61,21 @@ absl::StatusOr<std::unique_ptr<PrefillEngine>> PrefillEngine::Create(
         "prefill_loop needs an input processor, a scheduler and an output "
         "processor");
   }
+  if (components.stages.empty()) {
+    Workflow w;
+    w.tasks = options.tasks;
+    ASSIGN_OR_RETURN(
+        components.stages,
+        CreateOutputStages(DefaultOutputStages(w), OutputStageContext{}));
+  }
+  DeviceOptions one_thread;
+  one_thread.num_threads = 1;
+  ASSIGN_OR_RETURN(std::unique_ptr<Device> stage_device,
+                   DeviceRegistry::Create("cpu", one_thread));
   std::unique_ptr<PrefillEngine> e(
       new PrefillEngine(std::move(options), std::move(components)));
+  e->stage_device_ = std::move(stage_device);
+  e->stage_ctx_.device = e->stage_device_.get();
   for (int i = 0; i < e->options_.replicas; ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<StepRunner> r, make_runner(i));
     e->runners_.push_back(std::move(r));
@@ -80,8 +97,8 @@ absl::Status PrefillEngine::CheckTask(Task task) const {
   std::vector<std::string> tasks;
   for (Task t : options_.tasks) tasks.emplace_back(TaskName(t));
   return absl::FailedPreconditionError(absl::StrCat(
-      "this model's workflow (", options_.workflow, ") cannot ",
-      TaskName(task), "; it serves: ", absl::StrJoin(tasks, ", ")));
+      "this model's workflow (", options_.workflow, ") cannot ", TaskName(task),
+      "; it serves: ", absl::StrJoin(tasks, ", ")));
 }
 
 PrefillParallelism ChoosePrefillParallelism(int64_t hidden_size, int cores,
@@ -156,76 +173,90 @@ void PrefillEngine::Loop(StepRunner* runner) {
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::Admit(
-    PrepTask task) {
-  task.handle = std::make_shared<RequestHandle>();
-  task.arrival = absl::Now();
-  std::shared_ptr<RequestHandle> handle = task.handle;
-  RETURN_IF_ERROR(front_->Submit(std::move(task)));
+    PrefillRequest request) {
+  request.handle = std::make_shared<RequestHandle>();
+  request.arrival = absl::Now();
+  std::shared_ptr<RequestHandle> handle = request.handle;
+  RETURN_IF_ERROR(front_->Submit(std::move(request)));
   return handle;
 }
 
 absl::StatusOr<std::shared_ptr<PrefillWork>> PrefillEngine::BuildWork(
-    const PrepTask& task) {
+    const PrefillRequest& request) {
   const absl::Time tokenize_start = absl::Now();
-  absl::StatusOr<std::vector<PrefillSequence>> seqs = task.tokenize();
-  if (!seqs.ok()) return seqs.status();
+  ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs, request.tokenize());
   const double tokenization_seconds =
       absl::ToDoubleSeconds(absl::Now() - tokenize_start);
 
   auto work = std::make_shared<PrefillWork>();
-  std::vector<OutputRequest> requests;
-  for (const PrefillSequence& s : *seqs) {
-    OutputRequest r;
-    r.pool_start = s.pool_start;
-    r.raw_scores = task.raw_scores;
-    requests.push_back(r);
-  }
-  work->seqs = std::move(seqs).value();
-  work->output = task.step_output.value_or(task.output->step_output());
-  work->handle = task.handle;
-  work->arrival = task.arrival;
-  work->deadline = task.deadline;
+  work->seqs = std::move(seqs);
+  work->output = request.step_output;
+  work->handle = request.handle;
+  work->arrival = request.arrival;
+  work->deadline = request.deadline;
   {
     absl::MutexLock lock(&work->mu);
     work->results.resize(work->seqs.size());
   }
-  const int64_t tokens = work->num_tokens();
+  PrefillOutcome outcome;
+  outcome.timings.tokenization_seconds = tokenization_seconds;
+  outcome.total_tokens = work->num_tokens();
+  for (const PrefillSequence& s : work->seqs) {
+    outcome.lengths.push_back(static_cast<int32_t>(s.ids.size()));
+  }
+  // The request record lives on in `done` (the scheduler's work does not
+  // own it otherwise); `raw` breaks the cycle work -> done -> work.
   PrefillWork* raw = work.get();
-  work->done = [raw, output = task.output, requests = std::move(requests),
-                inspect = task.inspect, finish = task.finish, tokens,
-                tokenization_seconds](
-                   absl::StatusOr<std::vector<SequenceResult>> r) {
-    RequestTimings t;
-    t.tokenization_seconds = tokenization_seconds;
+  work->done = [this, raw, request, outcome](
+                   absl::StatusOr<std::vector<SequenceResult>> r) mutable {
     const absl::Time now = absl::Now();
     if (raw->first_scheduled != absl::InfiniteFuture()) {
-      t.queue_seconds = absl::ToDoubleSeconds(raw->first_scheduled - raw->arrival);
-      t.inference_seconds = absl::ToDoubleSeconds(now - raw->first_scheduled);
+      outcome.timings.queue_seconds =
+          absl::ToDoubleSeconds(raw->first_scheduled - raw->arrival);
+      outcome.timings.inference_seconds =
+          absl::ToDoubleSeconds(now - raw->first_scheduled);
     }
-    t.total_seconds = absl::ToDoubleSeconds(now - raw->arrival);
+    outcome.timings.total_seconds = absl::ToDoubleSeconds(now - raw->arrival);
     if (!r.ok()) {
-      finish(r.status(), t, tokens);
+      request.sink(r.status(), outcome);
       return;
     }
-    std::vector<std::vector<float>> out;
-    out.reserve(r->size());
-    for (size_t i = 0; i < r->size(); ++i) {
-      if (inspect) {
-        if (absl::Status s = inspect(i, raw->seqs[i], (*r)[i]); !s.ok()) {
-          finish(s, t, tokens);
-          return;
-        }
-      }
-      absl::StatusOr<std::vector<float>> v = output->Process((*r)[i], requests[i]);
-      if (!v.ok()) {
-        finish(v.status(), t, tokens);
-        return;
-      }
-      out.push_back(std::move(v).value());
-    }
-    finish(std::move(out), t, tokens);
+    request.sink(RunOutputPlan(request, *raw, *r), outcome);
   };
   return work;
+}
+
+absl::StatusOr<OutputRows> PrefillEngine::RunOutputPlan(
+    const PrefillRequest& request, const PrefillWork& work,
+    const std::vector<SequenceResult>& results) const {
+  OutputRows rows;
+  rows.rows = static_cast<int64_t>(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (request.token_heads) {
+      RETURN_IF_ERROR(request.token_heads(i, work.seqs[i], results[i]));
+    }
+    OutputRequest o;
+    o.pool_start = work.seqs[i].pool_start;
+    o.raw_scores = request.raw_scores;
+    ASSIGN_OR_RETURN(std::vector<float> row,
+                     request.head->Process(results[i], o));
+    if (i == 0) rows.cols = static_cast<int64_t>(row.size());
+    if (static_cast<int64_t>(row.size()) != rows.cols) {
+      return absl::InternalError(absl::StrCat(
+          "output processor ", request.head->name(), " gave rows of ",
+          rows.cols, " and ", row.size(), " values in one request"));
+    }
+    rows.values.insert(rows.values.end(), row.begin(), row.end());
+  }
+  RETURN_IF_ERROR(RunOutputStages(stage_ctx_, request.stage_request,
+                                  request.stages, &rows));
+  return rows;
+}
+
+std::vector<const OutputStage*> PrefillEngine::stages() const {
+  std::vector<const OutputStage*> out;
+  for (const auto& s : components_.stages) out.push_back(s.get());
+  return out;
 }
 
 absl::StatusOr<const OutputProcessor*> PrefillEngine::ResolvePooling(
@@ -241,75 +272,67 @@ absl::StatusOr<const OutputProcessor*> PrefillEngine::ResolvePooling(
       absl::StrJoin(names, ", "), "); a plug-in can add one (--plugin)"));
 }
 
+template <typename Params>
+PrefillEngine::PrefillRequest PrefillEngine::NewRequest(
+    std::shared_ptr<const Params> params,
+    absl::StatusOr<std::vector<PrefillSequence>> (InputProcessor::*process)(
+        const Params&) const) {
+  PrefillRequest request;
+  request.deadline = params->deadline;
+  request.tokenize = [this, params, process] {
+    return (components_.input.get()->*process)(*params);
+  };
+  return request;
+}
+
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
     EmbedParams params, ResultCallback<EmbedResult> done) {
   RETURN_IF_ERROR(CheckTask(Task::kEmbed));
   if (params.dimensions > 0 && options_.embedding_dims > 0 &&
       params.dimensions > options_.embedding_dims) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dimensions: ", params.dimensions, " is larger than the model's ",
-        options_.embedding_dims));
+    return absl::InvalidArgumentError(
+        absl::StrCat("dimensions: ", params.dimensions,
+                     " is larger than the model's ", options_.embedding_dims));
   }
   ASSIGN_OR_RETURN(const OutputProcessor* pooling,
                    ResolvePooling(params.pooling));
   RETURN_IF_ERROR(options_.m3.Check(params));
-  EmbedOutputOptions o;
-  o.normalize = params.normalize.value_or(options_.default_normalize);
-  o.dimensions = params.dimensions;
-  o.dense = &options_.dense;
   auto shared = std::make_shared<const EmbedParams>(std::move(params));
+  PrefillRequest request = NewRequest(shared, &InputProcessor::ProcessEmbed);
+  request.head = pooling;
+  request.step_output = pooling->step_output();
+  request.stage_request.normalize =
+      shared->normalize.value_or(options_.default_normalize);
+  request.stage_request.dimensions = shared->dimensions;
+  if (shared->want_dense) request.stages = stages();
   // Sparse / multi-vector outputs: they need every token's hidden state.
-  auto m3 = std::make_shared<M3Collector>(options_.m3, *shared, o.normalize);
-  // Token counts per input, filled by the prep worker before the request
-  // is queued (read by the finish callback after it).
-  auto lengths = std::make_shared<std::vector<int32_t>>();
-  PrepTask task;
-  task.deadline = shared->deadline;
-  task.output = pooling;
+  auto m3 = std::make_shared<M3Collector>(
+      options_.m3, *shared, request.stage_request.normalize, stage_ctx_);
   if (m3->wanted()) {
-    task.step_output = StepOutput::kHiddenStates;
-    task.inspect = [m3](size_t i, const PrefillSequence& seq,
-                        const SequenceResult& r) {
+    request.step_output = StepOutput::kHiddenStates;
+    request.token_heads = [m3](size_t i, const PrefillSequence& seq,
+                               const SequenceResult& r) {
       return m3->Add(i, seq.ids, r);
     };
   }
-  task.tokenize = [this, shared, lengths]()
-      -> absl::StatusOr<std::vector<PrefillSequence>> {
-    ASSIGN_OR_RETURN(std::vector<PrefillSequence> seqs,
-                     components_.input->ProcessEmbed(*shared));
-    for (const PrefillSequence& s : seqs) {
-      lengths->push_back(static_cast<int32_t>(s.ids.size()));
-    }
-    return seqs;
-  };
-  task.finish = [o, lengths, m3, want_dense = shared->want_dense,
-                 done = std::move(done)](
-                    absl::StatusOr<std::vector<std::vector<float>>> pooled,
-                    const RequestTimings& t, int64_t tokens) {
-    if (!pooled.ok()) {
-      done(pooled.status());
+  request.sink = [m3, want_dense = shared->want_dense, done = std::move(done)](
+                     absl::StatusOr<OutputRows> rows, const PrefillOutcome& o) {
+    if (!rows.ok()) {
+      done(rows.status());
       return;
     }
     EmbedResult result;
-    result.total_tokens = tokens;
-    result.tokens = *lengths;
-    result.timings = t;
+    result.total_tokens = o.total_tokens;
+    result.tokens = o.lengths;
+    result.timings = o.timings;
     m3->MoveInto(&result);
-    for (const std::vector<float>& p : *pooled) {
-      if (!want_dense) {
-        result.embeddings.emplace_back();
-        continue;
-      }
-      absl::StatusOr<std::vector<float>> e = FinishEmbedding(p, o);
-      if (!e.ok()) {
-        done(e.status());
-        return;
-      }
-      result.embeddings.push_back(std::move(e).value());
+    for (int64_t r = 0; r < rows->rows; ++r) {
+      result.embeddings.push_back(want_dense ? rows->Row(r)
+                                             : std::vector<float>());
     }
     done(std::move(result));
   };
-  return Admit(std::move(task));
+  return Admit(std::move(request));
 }
 
 template <typename Params, typename Result>
@@ -317,36 +340,32 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitScores(
     Task kind, Params params, ResultCallback<Result> done,
     absl::StatusOr<std::vector<PrefillSequence>> (InputProcessor::*process)(
         const Params&) const,
-    absl::Status (*fill)(std::vector<std::vector<float>> scores,
-                         Result* result)) {
+    absl::Status (*fill)(const OutputRows& scores, Result* result)) {
   RETURN_IF_ERROR(CheckTask(kind));
   auto shared = std::make_shared<const Params>(std::move(params));
-  PrepTask task;
-  task.deadline = shared->deadline;
-  task.output = components_.output.get();
-  task.raw_scores = shared->raw_scores;
-  task.tokenize = [this, shared, process] {
-    return (components_.input.get()->*process)(*shared);
+  PrefillRequest request = NewRequest(shared, process);
+  request.head = components_.output.get();
+  request.step_output = request.head->step_output();
+  request.raw_scores = shared->raw_scores;
+  request.stage_request.raw_scores = shared->raw_scores;
+  request.stages = stages();
+  request.sink = [done = std::move(done), fill](
+                     absl::StatusOr<OutputRows> scores,
+                     const PrefillOutcome& o) {
+    if (!scores.ok()) {
+      done(scores.status());
+      return;
+    }
+    Result result;
+    result.total_tokens = o.total_tokens;
+    result.timings = o.timings;
+    if (absl::Status s = fill(*scores, &result); !s.ok()) {
+      done(s);
+      return;
+    }
+    done(std::move(result));
   };
-  task.finish =
-      [done = std::move(done), fill](
-          absl::StatusOr<std::vector<std::vector<float>>> scores,
-          const RequestTimings& t, int64_t tokens) {
-        if (!scores.ok()) {
-          done(scores.status());
-          return;
-        }
-        Result result;
-        result.total_tokens = tokens;
-        result.timings = t;
-        const absl::Status filled = fill(std::move(scores).value(), &result);
-        if (!filled.ok()) {
-          done(filled);
-          return;
-        }
-        done(std::move(result));
-      };
-  return Admit(std::move(task));
+  return Admit(std::move(request));
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
@@ -354,8 +373,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitClassify(
   return SubmitScores<ClassifyParams, ClassifyResult>(
       Task::kClassify, std::move(params), std::move(done),
       &InputProcessor::ProcessClassify,
-      [](std::vector<std::vector<float>> scores, ClassifyResult* result) {
-        result->scores = std::move(scores);
+      [](const OutputRows& scores, ClassifyResult* result) {
+        for (int64_t r = 0; r < scores.rows; ++r) {
+          result->scores.push_back(scores.Row(r));
+        }
         return absl::OkStatus();
       });
 }
@@ -365,11 +386,14 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitRerank(
   return SubmitScores<RerankParams, RerankResult>(
       Task::kRerank, std::move(params), std::move(done),
       &InputProcessor::ProcessRerank,
-      [](std::vector<std::vector<float>> scores, RerankResult* result) {
+      [](const OutputRows& scores, RerankResult* result) {
         // A cross-encoder head has one logit: the relevance.
-        for (const std::vector<float>& s : scores) {
-          if (s.empty()) return absl::InternalError("the model returned no score");
-          result->scores.push_back(s[0]);
+        if (scores.rows > 0 && scores.cols < 1) {
+          return absl::InternalError("the model returned no score");
+        }
+        for (int64_t r = 0; r < scores.rows; ++r) {
+          result->scores.push_back(
+              scores.values[static_cast<size_t>(r * scores.cols)]);
         }
         return absl::OkStatus();
       });

@@ -5,8 +5,12 @@
 // processor (tokenization) and queue the request in the PrefillScheduler,
 // so while the replicas run batch N the next requests are being
 // tokenized. R replica loops, each with its own model runner, pull batches
-// from the scheduler, run them and answer through the output processor
-// (all three components come from the registry by the workflow's names).
+// from the scheduler and run them; the runner pools on the device (one row
+// per sequence). A request is one PrefillRequest record from admission to
+// its answer: its sequences, its output plan (the output processor: one
+// row per sequence; token heads such as BGE-M3's; then the workflow's
+// output stages on device ops over the request's rows) and its result
+// sink. The components come from the registry by the workflow's names.
 // While one replica runs its batch, another assembles the next.
 // Thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_PREFILL_ENGINE_H_
@@ -16,20 +20,22 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <string>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "device/device.h"
 #include "runtime/engine/admission_front.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/input_processor.h"
 #include "runtime/engine/m3_output.h"
 #include "runtime/engine/output_processor.h"
+#include "runtime/engine/output_stages.h"
 #include "runtime/engine/prefill_scheduler.h"
 #include "runtime/engine/workflow.h"
 
@@ -59,8 +65,6 @@ struct PrefillEngineOptions {
   // Embedders.
   bool default_normalize = true;
   int64_t embedding_dims = 0;
-  // sentence-transformers Dense modules applied after pooling.
-  std::vector<DenseLayer> dense;
   // BGE-M3 heads for the sparse and multi-vector outputs (absent on most
   // models: requests for them are then FAILED_PRECONDITION).
   M3Heads m3;
@@ -87,6 +91,9 @@ struct PrefillComponents {
   // Embedders: the pooling processors a request may choose instead of the
   // workflow's, by pooling name ("cls" for pooling_cls, ...).
   std::map<std::string, std::unique_ptr<OutputProcessor>> poolings;
+  // The workflow's output stages after the output processor, in order
+  // (empty: the built-in tail of its tasks, without Dense modules).
+  std::vector<std::unique_ptr<OutputStage>> stages;
 };
 
 class PrefillEngine : public Engine {
@@ -110,27 +117,38 @@ class PrefillEngine : public Engine {
   void Stop() override;
 
  private:
-  using Finish =
-      std::function<void(absl::StatusOr<std::vector<std::vector<float>>>,
-                         const RequestTimings&, int64_t tokens)>;
-  // A request admitted but not yet tokenized.
-  struct PrepTask {
+  // What a request's answer carries besides its rows.
+  struct PrefillOutcome {
+    RequestTimings timings;
+    int64_t total_tokens = 0;
+    std::vector<int32_t> lengths;  // tokens per sequence, input order
+  };
+  // One embed / rerank / classify request from admission to its answer.
+  struct PrefillRequest {
     std::shared_ptr<RequestHandle> handle;
     absl::Time arrival;
-    absl::Time deadline;
-    // Runs the input processor.
+    absl::Time deadline = absl::InfiniteFuture();
+    // Input: the input processor's step for this request (a prep worker
+    // runs it).
     std::function<absl::StatusOr<std::vector<PrefillSequence>>()> tokenize;
-    const OutputProcessor* output = nullptr;
-    // Overrides output->step_output() (the sparse / multi-vector outputs
-    // need every token's hidden state whatever the pooling).
-    std::optional<StepOutput> step_output;
+    // The output plan. `head` turns each sequence's step result into one
+    // row; `step_output` is what the runner returns per sequence (the
+    // head's, unless token_heads need every token's hidden state).
+    const OutputProcessor* head = nullptr;
+    StepOutput step_output = StepOutput::kHiddenStates;
+    bool raw_scores = false;  // the head's OutputRequest
     // When set, sees each sequence's step result (and its tokens) before
-    // `output` does; an error fails the request.
+    // the head does (BGE-M3's sparse and multi-vector heads); an error
+    // fails the request.
     std::function<absl::Status(size_t index, const PrefillSequence& seq,
                                const SequenceResult& result)>
-        inspect;
-    bool raw_scores = false;
-    Finish finish;
+        token_heads;
+    // The stages over the request's rows, in order, and what they read.
+    std::vector<const OutputStage*> stages;
+    StageRequest stage_request;
+    // The result sink: the rows after the stages (one per sequence, input
+    // order), or the first error.
+    std::function<void(absl::StatusOr<OutputRows>, const PrefillOutcome&)> sink;
     // Set by preparation: the tokenized request, as the scheduler takes it.
     std::shared_ptr<PrefillWork> work;
   };
@@ -138,37 +156,51 @@ class PrefillEngine : public Engine {
   PrefillEngine(PrefillEngineOptions options, PrefillComponents components);
   void Loop(StepRunner* runner);
   // The admission front's stages for this engine's requests.
-  AdmissionFront<PrepTask>::Stages FrontStages();
+  AdmissionFront<PrefillRequest>::Stages FrontStages();
   // FAILED_PRECONDITION unless the workflow serves `task`.
   absl::Status CheckTask(Task task) const;
   // The output processor of an embed request's pooling (empty: the
   // workflow's); INVALID_ARGUMENT naming the registered ones otherwise.
   absl::StatusOr<const OutputProcessor*> ResolvePooling(
       const std::string& pooling) const;
-  // Classify and Rerank: the request's params shared with its tokenize
-  // step (`process` of the input processor); `fill` moves the
+  // A request for `task` whose input step runs `process` of the input
+  // processor on `params` (kept alive with the request).
+  template <typename Params>
+  PrefillRequest NewRequest(std::shared_ptr<const Params> params,
+                            absl::StatusOr<std::vector<PrefillSequence>> (
+                                InputProcessor::*process)(const Params&) const);
+  // Classify and Rerank: the workflow's head and stages; `fill` moves the
   // per-sequence scores into the result (an error fails the request).
   template <typename Params, typename Result>
   absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitScores(
       Task kind, Params params, ResultCallback<Result> done,
       absl::StatusOr<std::vector<PrefillSequence>> (InputProcessor::*process)(
           const Params&) const,
-      absl::Status (*fill)(std::vector<std::vector<float>> scores,
-                           Result* result));
+      absl::Status (*fill)(const OutputRows& scores, Result* result));
   // Admits the request through the front (RESOURCE_EXHAUSTED when the
   // queue is full, UNAVAILABLE once stopped); a prep worker tokenizes it and
-  // queues it in the scheduler; each finished sequence then goes through
-  // `output`, and `finish` gets the per-sequence vectors in input order, or
-  // the first error.
-  absl::StatusOr<std::shared_ptr<RequestHandle>> Admit(PrepTask task);
-  // Tokenizes `task` and builds its scheduler work.
-  absl::StatusOr<std::shared_ptr<PrefillWork>> BuildWork(const PrepTask& task);
+  // queues it in the scheduler; when its last sequence is done, Complete
+  // runs its output plan and calls its sink.
+  absl::StatusOr<std::shared_ptr<RequestHandle>> Admit(PrefillRequest request);
+  // Tokenizes `request` and builds its scheduler work.
+  absl::StatusOr<std::shared_ptr<PrefillWork>> BuildWork(
+      const PrefillRequest& request);
+  // The output plan of a request whose sequences all ran: token heads, the
+  // head per sequence, the stages over the rows.
+  absl::StatusOr<OutputRows> RunOutputPlan(
+      const PrefillRequest& request, const PrefillWork& work,
+      const std::vector<SequenceResult>& results) const;
+  std::vector<const OutputStage*> stages() const;
 
   const PrefillEngineOptions options_;
   const PrefillComponents components_;
   PrefillScheduler& scheduler_;
 
-  std::unique_ptr<AdmissionFront<PrepTask>> front_;
+  // The output stages' device: one kernel thread (a request's rows are
+  // few), not the replicas' pools.
+  std::unique_ptr<Device> stage_device_;
+  ExecutionContext stage_ctx_;
+  std::unique_ptr<AdmissionFront<PrefillRequest>> front_;
   std::vector<std::unique_ptr<StepRunner>> runners_;
   std::vector<std::thread> loops_;
   std::atomic<bool> stopped_{false};

@@ -42,6 +42,10 @@ struct Workflow {
   std::string scheduler;
   std::string attention_backend;
   std::string output_processor;  // or kPoolingOutput
+  // Prefill workflows: the output stages after the output processor, in
+  // order (runtime/engine/output_stages.h); empty = the built-in tail of
+  // the recipe's tasks (DefaultOutputStages).
+  std::vector<std::string> output_stages;
   std::string executor;
   // Embedders: the pooling used when neither the request, the --model
   // options nor the sentence-transformers files choose one.

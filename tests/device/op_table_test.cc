@@ -150,6 +150,41 @@ absl::StatusOr<Outputs> MeanPoolCase(const OpTable& t,
   return out;
 }
 
+// Rows of varied scale, one all zero (the 1e-12 floor), and in place.
+absl::StatusOr<Outputs> L2NormalizeCase(const OpTable& t,
+                                        const KernelContext& ctx) {
+  const int64_t rows = 6, h = 37;
+  std::vector<float> x = RandomVector(rows * h, 21, -30, 30);
+  for (int64_t j = 0; j < h; ++j) x[2 * h + j] = 0.0f;
+  for (int64_t j = 0; j < h; ++j) x[4 * h + j] *= 1e-3f;
+  std::vector<float> y(rows * h);
+  INFERD_DEVICE_RETURN_IF_ERROR(t.l2_normalize(
+      ctx, View2(x.data(), rows, h), View2(y.data(), rows, h)));
+  Outputs out;
+  Append(y, &out);
+  INFERD_DEVICE_RETURN_IF_ERROR(t.l2_normalize(
+      ctx, View2(x.data(), rows, h), View2(x.data(), rows, h)));
+  Append(x, &out);
+  return out;
+}
+
+// Softmax rows of 1, 2 and 7 labels; sigmoid of large and small logits.
+absl::StatusOr<Outputs> ScoresCase(const OpTable& t, const KernelContext& ctx) {
+  Outputs out;
+  for (int64_t labels : {1, 2, 7}) {
+    const int64_t rows = 5;
+    std::vector<float> x = RandomVector(rows * labels, 22 + labels, -40, 40);
+    for (ScoreMode mode : {ScoreMode::kSoftmax, ScoreMode::kSigmoid}) {
+      std::vector<float> y(rows * labels);
+      INFERD_DEVICE_RETURN_IF_ERROR(t.scores(ctx, mode,
+                                             View2(x.data(), rows, labels),
+                                             View2(y.data(), rows, labels)));
+      Append(y, &out);
+    }
+  }
+  return out;
+}
+
 // F32 -> BF16, F32 -> F16, BF16 -> F32.
 absl::StatusOr<Outputs> ConvertCase(const OpTable& t,
                                     const KernelContext& ctx) {

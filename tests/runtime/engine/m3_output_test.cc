@@ -57,13 +57,14 @@ TEST(M3OutputTest, SparseKeepsTheMaxWeightPerTokenWithoutSpecials) {
       0, 0.25,  // 5: 0.25
       5, 0,     // </s>: dropped
   });
-  auto sv = SparseWeights(r, ids, heads, /*with_tokens=*/true);
+  auto sv =
+      SparseWeights(ExecutionContext{}, r, ids, heads, /*with_tokens=*/true);
   ASSERT_TRUE(sv.ok()) << sv.status();
   EXPECT_THAT(sv->token_ids, ElementsAre(5, 7));
-  EXPECT_THAT(sv->weights, ElementsAre(FloatNear(0.25f, 1e-6f),
-                                       FloatNear(2.5f, 1e-6f)));
+  EXPECT_THAT(sv->weights,
+              ElementsAre(FloatNear(0.25f, 1e-6f), FloatNear(2.5f, 1e-6f)));
   EXPECT_THAT(sv->tokens, ElementsAre("t5", "t7"));
-  auto no_tokens = SparseWeights(r, ids, heads, false);
+  auto no_tokens = SparseWeights(ExecutionContext{}, r, ids, heads, false);
   ASSERT_TRUE(no_tokens.ok());
   EXPECT_TRUE(no_tokens->tokens.empty());
 }
@@ -71,12 +72,14 @@ TEST(M3OutputTest, SparseKeepsTheMaxWeightPerTokenWithoutSpecials) {
 TEST(M3OutputTest, ColbertVectorsSkipClsAndAreNormalized) {
   const M3Heads heads = Heads();
   const SequenceResult r = Hidden({100, 100, 1, 4, 0, 0});
-  auto v = ColbertVectors(r, *heads.colbert, /*normalize=*/true);
+  auto v =
+      ColbertVectors(ExecutionContext{}, r, *heads.colbert, /*normalize=*/true);
   ASSERT_TRUE(v.ok()) << v.status();
   // Row 1: (3, 4) / 5; row 2: (1, 0).
   EXPECT_THAT(*v, ElementsAre(FloatNear(0.6f, 1e-6f), FloatNear(0.8f, 1e-6f),
                               FloatNear(1.0f, 1e-6f), FloatNear(0.0f, 1e-6f)));
-  auto raw = ColbertVectors(r, *heads.colbert, /*normalize=*/false);
+  auto raw = ColbertVectors(ExecutionContext{}, r, *heads.colbert,
+                            /*normalize=*/false);
   ASSERT_TRUE(raw.ok());
   EXPECT_THAT(*raw, ElementsAre(3, 4, 1, 0));
 }
@@ -93,10 +96,15 @@ TEST(M3OutputTest, WrongStepOutputIsAnInternalError) {
   const M3Heads heads = Heads();
   SequenceResult r = Hidden({1, 2});
   r.output = StepOutput::kLastHiddenState;
-  EXPECT_EQ(ColbertVectors(r, *heads.colbert, true).status().code(),
+  EXPECT_EQ(ColbertVectors(ExecutionContext{}, r, *heads.colbert, true)
+                .status()
+                .code(),
             absl::StatusCode::kInternal);
-  EXPECT_EQ(SparseWeights(Hidden({1, 2}), {1, 2}, heads, false).status().code(),
-            absl::StatusCode::kInternal);  // ids and rows disagree
+  EXPECT_EQ(
+      SparseWeights(ExecutionContext{}, Hidden({1, 2}), {1, 2}, heads, false)
+          .status()
+          .code(),
+      absl::StatusCode::kInternal);  // ids and rows disagree
 }
 
 TEST(M3OutputTest, MissingHeadsAreFailedPreconditionNamingTheFile) {
