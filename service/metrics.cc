@@ -226,6 +226,32 @@ class Metrics::EngineCollector : public prometheus::Collectable {
         NewFamily("inferd_model_weight_bytes",
                   "Bytes of the model's weight files (memory-mapped).",
                   MetricType::Gauge);
+    // The model-server protocol of the Gateway API Inference Extension:
+    // its endpoint picker reads these names (vLLM's) by default to route
+    // by queue depth, KV cache use and prefix affinity. Same values as the
+    // inferd_ gauges above; label model_name.
+    MetricFamily gie_waiting = NewFamily(
+        "vllm:num_requests_waiting",
+        "Requests queued in the engine (= inferd_num_requests_waiting), for "
+        "the inference gateway's endpoint picker.",
+        MetricType::Gauge);
+    MetricFamily gie_running = NewFamily(
+        "vllm:num_requests_running",
+        "Requests the engine is running (= inferd_num_requests_running), for "
+        "the inference gateway's endpoint picker.",
+        MetricType::Gauge);
+    MetricFamily gie_kv_usage = NewFamily(
+        "vllm:kv_cache_usage_perc",
+        "Fraction of KV cache blocks in use, 0 to 1 (= "
+        "inferd_kv_cache_usage_perc; 0 for models without a KV cache), for "
+        "the inference gateway's endpoint picker.",
+        MetricType::Gauge);
+    MetricFamily gie_cache_config = NewFamily(
+        "vllm:cache_config_info",
+        "1, labelled with the KV cache's block_size (tokens) and "
+        "num_gpu_blocks (blocks), for the inference gateway's prefix-cache "
+        "scorer.",
+        MetricType::Gauge);
     for (const auto& m : models_->models()) {
       const ServedModelInfo info = m->info();
       std::vector<ClientMetric::Label> model = {{"model", info.name}};
@@ -241,6 +267,25 @@ class Metrics::EngineCollector : public prometheus::Collectable {
       const EngineStats st = m->engine().Stats();
       AddValue(&running, model, static_cast<double>(st.running_requests));
       AddValue(&waiting, model, static_cast<double>(st.waiting_requests));
+      const std::vector<ClientMetric::Label> model_name = {
+          {"model_name", info.name}};
+      AddValue(&gie_running, model_name,
+               static_cast<double>(st.running_requests));
+      AddValue(&gie_waiting, model_name,
+               static_cast<double>(st.waiting_requests));
+      AddValue(&gie_kv_usage, model_name,
+               st.kv_blocks_total > 0
+                   ? 1.0 - static_cast<double>(st.kv_blocks_free) /
+                               static_cast<double>(st.kv_blocks_total)
+                   : 0.0);
+      const Engine::KvCacheSummary& kv = m->engine().kv_cache_summary();
+      if (kv.blocks > 0) {
+        AddValue(&gie_cache_config,
+                 {{"model_name", info.name},
+                  {"block_size", std::to_string(kv.block_size)},
+                  {"num_gpu_blocks", std::to_string(kv.blocks)}},
+                 1);
+      }
       AddValue(&forward_passes, model, static_cast<double>(st.model_calls));
       AddValue(&batched_tokens, model, static_cast<double>(st.batched_tokens));
       if (st.kv_blocks_total > 0) {
@@ -271,7 +316,8 @@ class Metrics::EngineCollector : public prometheus::Collectable {
          {&running, &waiting, &kv_usage, &kv_blocks, &kv_bytes, &prefix_queries,
           &prefix_hits, &preemptions, &spec_drafts, &spec_accepted,
           &forward_passes, &batched_tokens, &state,
-          &load_seconds, &weight_bytes}) {
+          &load_seconds, &weight_bytes, &gie_waiting, &gie_running,
+          &gie_kv_usage, &gie_cache_config}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
     }
     if (in_flight_) {

@@ -253,8 +253,47 @@ class MetricsTest(unittest.TestCase):
             self.assertEqual(value(after, "inferd_kv_cache_usage_perc", **m), 0)
             self.assertGreater(value(after, "inferd_kv_cache_blocks",
                                      state="free", **m), 0)
+            # The inference gateway's names carry the same values.
+            g = dict(model_name=name)
+            for gie, own in (("vllm:num_requests_running",
+                              "inferd_num_requests_running"),
+                             ("vllm:num_requests_waiting",
+                              "inferd_num_requests_waiting"),
+                             ("vllm:kv_cache_usage_perc",
+                              "inferd_kv_cache_usage_perc")):
+                self.assertIn((gie, frozenset(g.items())), after, gie)
+                self.assertEqual(value(after, gie, **g),
+                                 value(after, own, **m), gie)
 
         self.settled(check)
+
+    def test_inference_gateway_cache_config(self):
+        """The endpoint picker's prefix-cache scorer reads the KV cache's
+        block size and count from vllm:cache_config_info; a model without
+        a KV cache reports usage 0 and no cache config."""
+        if not self.gen:
+            self.skipTest("no generative test model")
+        samples, _ = self.scrape()
+        name = self.gen[0]
+        m = dict(model=name)
+        info = [dict(labels) for (n, labels), v in samples.items()
+                if n == "vllm:cache_config_info" and v == 1 and
+                dict(labels).get("model_name") == name]
+        self.assertEqual(len(info), 1, info)
+        blocks = (value(samples, "inferd_kv_cache_blocks", state="free", **m) +
+                  value(samples, "inferd_kv_cache_blocks", state="used", **m))
+        self.assertGreater(blocks, 0)
+        self.assertEqual(int(info[0]["num_gpu_blocks"]), blocks)
+        self.assertGreater(int(info[0]["block_size"]), 0)
+        for other in self.names():
+            if other in self.gen:
+                continue
+            g = frozenset({"model_name": other}.items())
+            self.assertEqual(samples.get(("vllm:kv_cache_usage_perc", g)), 0.0,
+                             other)
+            self.assertFalse([1 for (n, labels) in samples
+                              if n == "vllm:cache_config_info" and
+                              dict(labels).get("model_name") == other], other)
 
     def test_repeated_long_prompt_hits_the_prefix_cache(self):
         if not self.gen:
@@ -378,7 +417,8 @@ class MetricsTest(unittest.TestCase):
         with open(ARGS.docs) as f:
             doc = f.read()
         documented = dict(re.findall(
-            r"^\|\s*`(inferd_[a-z0-9_]+)`\s*\|\s*(counter|gauge|histogram)\s*\|",
+            r"^\|\s*`((?:inferd_|vllm:)[a-z0-9_]+)`\s*\|\s*"
+            r"(counter|gauge|histogram)\s*\|",
             doc, re.M))
         self.assertTrue(documented, "no metric table in docs/metrics.md")
         for name, kind in types.items():
