@@ -109,7 +109,60 @@ check(docs.length > 0, "helm template rendered nothing");
 
 // ---- Kubernetes schemas -------------------------------------------------
 
+// Custom resources whose CRD the chart tests carry (tests/helm/crds): the
+// version's openAPIV3Schema, checked with Ajv (the x-kubernetes-*
+// extensions and formats are not JSON Schema; CEL rules are checked by
+// `celRules` below).
+const crdDir = path.join(path.dirname(new URL(import.meta.url).pathname), "crds");
+const crdFiles = {
+  "inference.networking.k8s.io/v1/InferencePool":
+    "inference.networking.k8s.io_inferencepools.yaml",
+};
+const celRules = {
+  // The CRD's x-kubernetes-validations, written out.
+  "inference.networking.k8s.io/v1/InferencePool": (obj) => {
+    const errs = [];
+    const ref = obj.spec?.endpointPickerRef ?? {};
+    if ((ref.kind ?? "Service") === "Service" && !ref.port) {
+      errs.push("endpointPickerRef: port is required when kind is 'Service'");
+    }
+    const ports = (obj.spec?.targetPorts ?? []).map((p) => p.number);
+    if (new Set(ports).size !== ports.length) {
+      errs.push("targetPorts: port number must be unique");
+    }
+    return errs;
+  },
+};
+function crdValidator(apiVersion, kind) {
+  const file = crdFiles[`${apiVersion}/${kind}`];
+  if (!file) return null;
+  const crd = YAML.parse(readFileSync(path.join(crdDir, file), "utf8"));
+  const version = apiVersion.split("/")[1];
+  const v = crd.spec.versions.find((x) => x.name === version);
+  if (!v) throw new Error(`${file} has no version ${version}`);
+  const Ajv = require("ajv");
+  const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: true });
+  const validate = ajv.compile(v.schema.openAPIV3Schema);
+  const cel = celRules[`${apiVersion}/${kind}`] ?? (() => []);
+  return {
+    validate() {
+      const errs = [];
+      if (!validate(this.obj)) {
+        errs.push(...validate.errors.map((e) => `${e.instancePath} ${e.message}`));
+      }
+      errs.push(...cel(this.obj));
+      if (errs.length) throw new Error(errs.join("; "));
+    },
+  };
+}
+
 function modelClass(apiVersion, kind) {
+  const crd = crdValidator(apiVersion, kind);
+  if (crd) {
+    return function CrdObject(obj) {
+      return Object.assign(Object.create(crd), { obj });
+    };
+  }
   if (apiVersion === "monitoring.coreos.com/v1") {
     return require(`@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/${kind}`)[kind];
   }
