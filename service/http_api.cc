@@ -94,7 +94,11 @@ void ReplyError(httplib::Response& res, const absl::Status& status,
             {"param", field.empty() ? Json() : Json(field)},
             {"code", absl::AsciiStrToLower(absl::StatusCodeToString(status.code()))}};
   res.status = http;
-  res.set_content(Json{{"error", e}}.dump(), "application/json");
+  // A message may quote the client's bytes (a JSON parse error does):
+  // invalid UTF-8 in them is replaced, not thrown.
+  res.set_content(
+      Json{{"error", e}}.dump(-1, ' ', false, Json::error_handler_t::replace),
+      "application/json");
 }
 
 // A 400 naming the field (in the message, and as `param` for ReplyError).
@@ -572,11 +576,27 @@ class Handlers {
     return false;
   }
 
+  // The body as a JSON object; a 400 saying where the JSON breaks, or
+  // naming `model` when it is not a string (every route reads it).
   absl::StatusOr<Json> Body(const httplib::Request& req) {
-    Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    if (body.is_discarded() || !body.is_object()) {
+    Json body;
+    try {
+      body = Json::parse(req.body);
+    } catch (const Json::parse_error& e) {
+      // e.what(): "[json.exception.parse_error.101] parse error at line 1,
+      // column 6: syntax error while parsing ...": keep from "parse error".
+      const std::string what = e.what();
+      const size_t at = what.find("parse error");
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the request body is not valid JSON: ",
+          at == std::string::npos ? what : what.substr(at)));
+    }
+    if (!body.is_object()) {
       return absl::InvalidArgumentError(
           "the request body must be a JSON object");
+    }
+    if (auto m = body.find("model"); m != body.end() && !m->is_string()) {
+      return Invalid("model", "must be a string (a model name)");
     }
     return body;
   }
@@ -657,7 +677,11 @@ class Handlers {
       Fail(call, res, s);
       return;
     }
-    const bool stream = body->value("stream", false);
+    bool stream = false;
+    if (absl::Status b = Bool(*body, "stream", &stream); !b.ok()) {
+      Fail(call, res, b);
+      return;
+    }
     bool include_usage = false;
     if (auto so = body->find("stream_options"); so != body->end() &&
                                                  so->is_object()) {
@@ -1242,6 +1266,23 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
     return new httplib::ThreadPool(static_cast<size_t>(threads));
   };
   api->server_->set_payload_max_length(options.max_body_bytes);
+  // A handler that throws (a JSON field of an unexpected type read before
+  // it was checked) is a 400 with the library's message, not a 500, and
+  // the worker thread goes on.
+  api->server_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res,
+         std::exception_ptr ep) {
+        try {
+          std::rethrow_exception(ep);
+        } catch (const Json::type_error& e) {
+          ReplyError(res, absl::InvalidArgumentError(absl::StrCat(
+                              "a field has the wrong type: ", e.what())));
+        } catch (const std::exception& e) {
+          ReplyError(res, absl::InternalError(e.what()));
+        } catch (...) {
+          ReplyError(res, absl::InternalError("unknown error"));
+        }
+      });
   api->Routes();
   const size_t colon = options.listen.rfind(':');
   int port = 0;
@@ -1306,15 +1347,43 @@ void HttpApi::Routes() {
          [h](const httplib::Request& q, httplib::Response& r) {
            h->Embeddings(q, r);
          });
-  s.set_error_handler([](const httplib::Request& q, httplib::Response& r) {
-    if (r.status == 404 && r.body.empty()) {
-      ReplyError(r, absl::NotFoundError(absl::StrCat(
-                        "no route ", q.method, " ", q.path,
-                        " (this server serves /v1/models, /v1/chat/"
-                        "completions, /v1/completions, /v1/embeddings, "
-                        "/health)")));
-    }
-  });
+  // Errors without a body of their own (an unknown route, and what
+  // cpp-httplib refuses itself: a body over the limit, an oversized or
+  // malformed request line or header) answer OpenAI's error object too.
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [max = options_.max_body_bytes](const httplib::Request& q,
+                                      httplib::Response& r) {
+        if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        const int status = r.status;
+        std::string what;
+        switch (status) {
+          case 404:
+            ReplyError(r, absl::NotFoundError(absl::StrCat(
+                              "no route ", q.method, " ", q.path,
+                              " (this server serves /v1/models, /v1/chat/"
+                              "completions, /v1/completions, /v1/embeddings, "
+                              "/v1/rerank, /rerank, /tokenize, /detokenize, "
+                              "/health)")));
+            return httplib::Server::HandlerResponse::Handled;
+          case 413:
+            what = absl::StrCat("the request body is larger than the "
+                                "server's limit of ", max, " bytes");
+            break;
+          case 414:
+            what = "the request line (URI) is too long";
+            break;
+          case 400:
+            what = absl::StrCat(
+                "malformed HTTP request (or a request line or header longer "
+                "than ", CPPHTTPLIB_HEADER_MAX_LENGTH, " bytes)");
+            break;
+          default:
+            what = absl::StrCat("HTTP ", status);
+        }
+        ReplyError(r, absl::InvalidArgumentError(what));
+        r.status = status;
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 }
 
 void HttpApi::Stop() {

@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Hostile HTTP against the OpenAI-compatible API (--http-listen) of the real
+inferd binary, over raw sockets and urllib:
+
+- a body over the limit: 413 with OpenAI's error object naming the limit;
+- broken JSON: 400 saying where it breaks (line and column);
+- wrong types: every top-level field of every route given a value of each
+  JSON type: never a 500, every 400 an error object with a message; the
+  named cases name their field (`param`);
+- a header over the library's limit, a garbage request line: 400 with an
+  error object;
+- slow clients (headers sent a byte at a time, then never finished) while
+  other clients are served; the server closes them (read timeout);
+- 1,000 streamed completions opened and dropped after their first chunk
+  (32 at a time): each answered 200 (or 429 when the queue is full), then
+  the server is alive (health 200, the same greedy text as before) and its
+  KV cache is all free (metrics: nothing running or waiting, usage 0).
+
+usage: http_hostile_test.py --inferd BIN --stubs DIR --test-models DIR
+"""
+import argparse
+import concurrent.futures
+import json
+import os
+import socket
+import sys
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import inferd_testlib as lib  # noqa: E402
+
+ARGS = None
+BODY_LIMIT = 16 << 20  # HttpApiOptions.max_body_bytes
+
+
+def http(port, method, path, body=None, timeout=120):
+    data = None if body is None else (
+        body if isinstance(body, bytes) else json.dumps(body).encode())
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
+                                 method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def raw(port, data, timeout=60):
+    """Sends `data` on a fresh connection and reads until the server
+    closes it (or sends a whole response)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+            head, sep, rest = out.partition(b"\r\n\r\n")
+            if sep:
+                length = [int(l.split(b":")[1]) for l in head.split(b"\r\n")
+                          if l.lower().startswith(b"content-length:")]
+                if length and len(rest) >= length[0]:
+                    break
+        return out
+
+
+def parse_response(data):
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1])
+    return status, body
+
+
+class HostileHttpTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        models = [("llm", os.path.join(ARGS.test_models, "llama-tiny")),
+                  ("embedder", os.path.join(ARGS.test_models, "bert-embed")),
+                  ("reranker", os.path.join(ARGS.test_models, "xlmr-reranker"))]
+        cls.server = lib.InferdProcess(
+            ARGS.inferd, models, log_prefix="inferd-hostile-",
+            extra=["--http-listen", "127.0.0.1:0",
+                   "--metrics-listen", "127.0.0.1:0"])
+        cls.server.wait_for(r"(\d+) of \d+ model\(s\) ready after", timeout=300)
+        cls.port = cls.server.http_port
+        st, body = http(cls.port, "POST", "/v1/completions",
+                        {"model": "llm", "prompt": "Once upon a time",
+                         "max_tokens": 12, "temperature": 0})
+        assert st == 200, (st, body)
+        cls.greedy = json.loads(body)["choices"][0]["text"]
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, cls.server.output()
+
+    def assert_error_object(self, status, body, want_status, words=()):
+        self.assertEqual(status, want_status, body[:500])
+        e = json.loads(body)["error"]
+        self.assertTrue(e["message"], e)
+        self.assertIn(e["type"], ("invalid_request_error", "not_found_error",
+                                  "rate_limit_error", "server_error"), e)
+        for w in words:
+            self.assertIn(w, e["message"])
+        return e
+
+    def assert_alive(self):
+        st, body = http(self.port, "GET", "/health")
+        self.assertEqual(st, 200, body)
+        st, body = http(self.port, "POST", "/v1/completions",
+                        {"model": "llm", "prompt": "Once upon a time",
+                         "max_tokens": 12, "temperature": 0})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(json.loads(body)["choices"][0]["text"], self.greedy)
+
+    def test_a_body_over_the_limit_is_413(self):
+        big = b'{"model": "llm", "prompt": "' + b"x" * BODY_LIMIT + b'"}'
+        data = raw(self.port,
+                   b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                   b"Content-Type: application/json\r\n"
+                   b"Content-Length: %d\r\nConnection: close\r\n\r\n"
+                   % len(big) + big)
+        status, body = parse_response(data)
+        self.assert_error_object(status, body, 413, [str(BODY_LIMIT)])
+        self.assert_alive()
+
+    def test_broken_json_says_where(self):
+        for text, column in ((b'{"model": "llm", "prompt": "x"', 31),
+                             (b'{"model": "llm",, "prompt": "x"}', 17),
+                             (b'\xff\xfe', 1)):
+            st, body = http(self.port, "POST", "/v1/completions", text)
+            e = self.assert_error_object(st, body, 400, ["not valid JSON",
+                                                         "line 1"])
+            self.assertRegex(e["message"], rf"line 1, column {column}\b", text)
+        st, body = http(self.port, "POST", "/v1/embeddings", b'["a list"]')
+        self.assert_error_object(st, body, 400, ["JSON object"])
+
+    def test_named_wrong_types_name_their_field(self):
+        for path, body, field in (
+                ("/v1/completions", {"model": 5, "prompt": "x"}, "model"),
+                ("/v1/embeddings", {"model": ["embedder"], "input": "x"},
+                 "model"),
+                ("/v1/completions", {"model": "llm", "prompt": "x",
+                                     "max_tokens": "ten"}, "max_tokens"),
+                ("/v1/completions", {"model": "llm", "prompt": "x",
+                                     "stream": "yes"}, "stream"),
+                ("/v1/chat/completions", {"model": "llm", "messages": "hi"},
+                 "messages"),
+                ("/v1/embeddings", {"model": "embedder", "input": {"a": 1}},
+                 "input")):
+            st, out = http(self.port, "POST", path, body)
+            e = self.assert_error_object(st, out, 400)
+            self.assertEqual(e["param"], field, (path, body, e))
+
+    def test_every_field_with_every_type_is_never_a_500(self):
+        routes = {
+            "/v1/completions": ({"model": "llm", "prompt": "Hi",
+                                 "max_tokens": 2},
+                                ["model", "prompt", "max_tokens", "temperature",
+                                 "top_p", "top_k", "min_p", "n", "stream",
+                                 "stream_options", "stop", "seed", "logprobs",
+                                 "echo", "logit_bias", "presence_penalty",
+                                 "frequency_penalty", "repetition_penalty",
+                                 "user", "suffix", "best_of"]),
+            "/v1/chat/completions": ({"model": "llm", "max_tokens": 2,
+                                      "messages": [{"role": "user",
+                                                    "content": "Hi"}]},
+                                     ["model", "messages", "max_tokens",
+                                      "max_completion_tokens", "temperature",
+                                      "response_format", "logprobs",
+                                      "top_logprobs", "n", "stop", "stream",
+                                      "stream_options", "tools", "tool_choice",
+                                      "parallel_tool_calls", "seed"]),
+            "/v1/embeddings": ({"model": "embedder", "input": "Hi"},
+                               ["model", "input", "encoding_format",
+                                "dimensions", "user"]),
+            "/v1/rerank": ({"model": "reranker", "query": "q",
+                            "documents": ["a", "b"]},
+                           ["model", "query", "documents", "top_n",
+                            "return_documents"]),
+            "/tokenize": ({"model": "llm", "prompt": "Hi"},
+                          ["model", "prompt", "messages",
+                           "add_special_tokens", "return_token_strs"]),
+            "/detokenize": ({"model": "llm", "tokens": [1, 2]},
+                            ["model", "tokens"]),
+        }
+        values = [None, True, -1, 2.5, "text", [], [1, "x"], {"k": [None]},
+                  1e300, 2 ** 70]
+        seen = set()
+        for path, (base, fields) in routes.items():
+            for field in fields:
+                for v in values:
+                    body = dict(base)
+                    body[field] = v
+                    st, out = http(self.port, "POST", path, body)
+                    self.assertNotEqual(st, 500, (path, field, v, out[:300]))
+                    seen.add(st)
+                    if st != 200:
+                        self.assert_error_object(st, out, st)
+                        # A streamed 200 is SSE, not JSON; every error is.
+        self.assertIn(400, seen)
+        self.assert_alive()
+
+    def test_oversized_and_garbage_requests_get_an_error_object(self):
+        data = raw(self.port, b"GET /health HTTP/1.1\r\nHost: t\r\nX-Big: " +
+                   b"a" * 100000 + b"\r\nConnection: close\r\n\r\n")
+        status, body = parse_response(data)
+        self.assert_error_object(status, body, 400, ["malformed"])
+        data = raw(self.port, b"GARBAGE\r\n\r\n")
+        status, body = parse_response(data)
+        self.assert_error_object(status, body, 400, ["malformed"])
+        self.assert_alive()
+
+    def test_slow_clients_do_not_stop_the_others(self):
+        slow = []
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=60)
+            for b in b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n":
+                s.send(bytes([b]))
+            slow.append(s)  # the headers never end
+        # Others are served meanwhile.
+        self.assert_alive()
+        # The server gives up on each slow client (its read timeout) and
+        # closes the connection; recv blocks until then (at most 60 s).
+        for s in slow:
+            try:
+                data = s.recv(65536)
+                while data and not data.endswith(b"}"):
+                    more = s.recv(65536)
+                    if not more:
+                        break
+                    data += more
+            finally:
+                s.close()
+        self.assert_alive()
+
+    def test_a_thousand_dropped_streams_free_everything(self):
+        body = json.dumps({"model": "llm", "prompt": "Once upon a time",
+                           "max_tokens": 300, "temperature": 0.8,
+                           "stream": True}).encode()
+        request = (b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                   b"Content-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+        def open_and_drop(_):
+            with socket.create_connection(("127.0.0.1", self.port),
+                                          timeout=120) as s:
+                s.sendall(request)
+                data = b""
+                while b"data: " not in data:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                    if data.startswith(b"HTTP/1.1 429"):
+                        return 429
+                # Dropped after the first chunk: close without reading on.
+                return int(data.split(b" ")[1]) if b"data: " in data else -1
+
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            codes = list(pool.map(open_and_drop, range(1000)))
+        self.assertEqual(len(codes), 1000)
+        self.assertTrue(all(c in (200, 429) for c in codes),
+                        sorted(set(codes)))
+        self.assertGreater(codes.count(200), 500)
+        self.assert_alive()
+
+        # Every dropped generation ends (cancelled or finished) and frees
+        # its KV blocks: poll the metrics until they say so.
+        def state():
+            text = self.server.scrape()
+            return (lib.metric_value(text, "inferd_num_requests_running",
+                                     {"model": "llm"}),
+                    lib.metric_value(text, "inferd_num_requests_waiting",
+                                     {"model": "llm"}),
+                    lib.metric_value(text, "inferd_kv_cache_usage_perc",
+                                     {"model": "llm"}))
+        deadline = time.monotonic() + 120
+        while state() != (0, 0, 0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(state(), (0, 0, 0))
+        # The drops were seen as such: generations ended as cancelled (a
+        # stream's write to a closed connection fails and aborts it).
+        cancelled = lib.metric_value(self.server.scrape(),
+                                     "inferd_request_success_total",
+                                     {"model": "llm",
+                                      "finished_reason": "cancelled"})
+        self.assertGreater(cancelled, 0)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inferd", required=True)
+    ap.add_argument("--stubs", required=True)
+    ap.add_argument("--test-models", required=True)
+    ap.add_argument("--shared")  # passed to every TEST_MODELS test; unused
+    ARGS, rest = ap.parse_known_args()
+    return lib.run_unittest([sys.argv[0]] + rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
