@@ -261,7 +261,8 @@ absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
 }
 
 // The sampling fields chat and completions share (OpenAI's names, and the
-// extras vLLM accepts: top_k, min_p, repetition_penalty).
+// extras vLLM accepts: top_k, min_p, repetition_penalty, ignore_eos,
+// min_tokens).
 absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
                         bool chat) {
   v1::SamplingParams* s = req->mutable_sampling();
@@ -298,6 +299,16 @@ absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
   s->set_presence_penalty(static_cast<float>(presence));
   s->set_frequency_penalty(static_cast<float>(frequency));
   if (has_rep) s->set_repetition_penalty(static_cast<float>(repetition));
+  // vLLM's extras: ignore_eos (benchmarks' fixed output lengths) and
+  // min_tokens.
+  bool ignore_eos = false;
+  RETURN_IF_ERROR(Bool(body, "ignore_eos", &ignore_eos));
+  s->set_ignore_eos(ignore_eos);
+  int64_t min_tokens = 0;
+  RETURN_IF_ERROR(Number(body, "min_tokens", &min_tokens));
+  if (min_tokens < 0) return Invalid("min_tokens", "must be 0 or more");
+  s->set_min_tokens(static_cast<uint32_t>(
+      std::min<int64_t>(min_tokens, std::numeric_limits<uint32_t>::max())));
   int64_t seed = 0;
   bool has_seed = false;
   RETURN_IF_ERROR(Number(body, "seed", &seed, &has_seed));

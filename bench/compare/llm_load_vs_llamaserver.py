@@ -15,6 +15,12 @@ stream. Alternating rounds: inferd, llama-server, llama-server, inferd, ...
 
 - inferd: BUILD_DIR/service/inferd, driven over gRPC by
   BUILD_DIR/bench/inferd-bench (--rpc generate, prompt_token_ids).
+- inferd-http: the same inferd over its OpenAI HTTP API (--http-listen),
+  driven by the HTTP client in this file as llama-server is: POST
+  /v1/completions with the prompt as token ids, stream=true, ignore_eos,
+  max_tokens, temperature 0, stream_options.include_usage; every streamed
+  chunk is a token (the final usage gives the count when a chunk was held
+  back for partial UTF-8).
 - llama-server: built from the llama.cpp that llama-cpp-python's sdist
   vendors (bench/compare/llamaserver_setup.sh), with --parallel = streams
   slots (its continuous batching), context streams x (input + output),
@@ -127,6 +133,125 @@ def run_inferd(args, out_dir, tag):
         proc.wait()
 
 
+# ------------------------------------------------------------ inferd HTTP
+class InferdHttpClient:
+    """inferd's OpenAI API: /v1/completions streamed, prompt as token ids."""
+
+    def __init__(self, port):
+        self.port = port
+
+    def tokenize(self, text):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        c.request("POST", "/tokenize",
+                  json.dumps({"model": "m", "prompt": text,
+                              "add_special_tokens": False}),
+                  {"Content-Type": "application/json"})
+        r = json.loads(c.getresponse().read())
+        c.close()
+        return r["tokens"]
+
+    def complete(self, ids, n):
+        """Streams one completion; returns (send time, token arrival times)."""
+        body = json.dumps({"model": "m", "prompt": ids, "max_tokens": n,
+                           "stream": True, "ignore_eos": True,
+                           "temperature": 0.0,
+                           "stream_options": {"include_usage": True}})
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1200)
+        t0 = time.monotonic()
+        c.request("POST", "/v1/completions", body,
+                  {"Content-Type": "application/json"})
+        resp = c.getresponse()
+        if resp.status != 200:
+            raise RuntimeError(f"inferd: HTTP {resp.status}: {resp.read()[:200]}")
+        times = []
+        total = None
+        for line in resp:
+            line = line.strip()
+            if not line.startswith(b"data: "):
+                continue
+            if line == b"data: [DONE]":
+                break
+            ev = json.loads(line[6:])
+            now = time.monotonic()
+            if ev.get("usage"):
+                total = ev["usage"]["completion_tokens"]
+            if ev.get("choices"):
+                times.append(now)
+        c.close()
+        if total is not None and total > len(times):
+            times.extend([times[-1] if times else time.monotonic()] *
+                         (total - len(times)))
+        return t0, times
+
+
+def run_inferd_http(args, out_dir, tag, prompts):
+    log = os.path.join(out_dir, f"inferd-http-{tag}.log")
+    with open(log, "w") as lf:
+        proc = subprocess.Popen(
+            [os.path.join(args.build, "service/inferd"), "--listen", "127.0.0.1:0",
+             "--http-listen", f"127.0.0.1:{args.http_port}",
+             "--threads", str(args.threads), "--kv-cache-memory", "2GiB",
+             "--model", f"m={args.gguf}"] + args.inferd_flag,
+            stdout=lf, stderr=subprocess.STDOUT)
+    try:
+        wait_port(proc, log, r"model\(s\) ready", "inferd")
+        return closed_loop(args, InferdHttpClient(args.http_port), prompts)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def closed_loop(args, client, prompts):
+    """--streams closed-loop clients of `client` for --seconds after one
+    warm-up request each: the figures of the requests completed in time."""
+    load = loadavg()
+    results = []
+    lock = threading.Lock()
+    start = [None]
+    stop_at = [None]
+    barrier = threading.Barrier(args.streams)
+    errors = []
+
+    def stream(i):
+        try:
+            body(i)
+        except Exception as e:  # noqa: BLE001 - reported after the join
+            errors.append(e)
+            barrier.abort()
+
+    def body(i):
+        k = i
+        ids = prompts[k % len(prompts)]
+        client.complete(ids, args.output_len)  # warm-up, not recorded
+        barrier.wait()
+        with lock:
+            if start[0] is None:
+                start[0] = time.monotonic()
+                stop_at[0] = start[0] + args.seconds
+        while time.monotonic() < stop_at[0]:
+            k += args.streams
+            t0, times = client.complete(prompts[k % len(prompts)], args.output_len)
+            with lock:
+                results.append((t0, times))
+
+    threads = [threading.Thread(target=stream, args=(i,)) for i in range(args.streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    end = max(ts[-1] for _, ts in results)
+    toks = sum(len(ts) for _, ts in results)
+    ttft = [(ts[0] - t0) * 1e3 for t0, ts in results]
+    tpot = [(ts[-1] - ts[0]) * 1e3 / (len(ts) - 1) for _, ts in results if len(ts) > 1]
+    gaps = [max(b - a for a, b in zip(ts, ts[1:])) * 1e3 for _, ts in results if len(ts) > 1]
+    return {"out_tok_s": toks / (end - start[0]), "requests": len(results),
+            "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
+            "tpot_p50": pct(tpot, 50), "gap_p50": pct(gaps, 50),
+            "gap_p99": pct(gaps, 99), "load": load}
+
+
 # ------------------------------------------------------------ llama-server
 class ServerClient:
     def __init__(self, port):
@@ -192,57 +317,42 @@ def run_llamaserver(args, out_dir, tag, prompts):
     try:
         wait_port(proc, log, r"server is listening|HTTP server listening|llama_server: listening on",
                   "llama-server")
-        client = ServerClient(args.llama_port)
-        load = loadavg()
-        results = []
-        lock = threading.Lock()
-        start = [None]
-        stop_at = [None]
-        barrier = threading.Barrier(args.streams)
-
-        errors = []
-
-        def stream(i):
-            try:
-                body(i)
-            except Exception as e:  # noqa: BLE001 - reported after the join
-                errors.append(e)
-                barrier.abort()
-
-        def body(i):
-            k = i
-            ids = prompts[k % len(prompts)]
-            client.complete(ids, args.output_len)  # warm-up, not recorded
-            barrier.wait()
-            with lock:
-                if start[0] is None:
-                    start[0] = time.monotonic()
-                    stop_at[0] = start[0] + args.seconds
-            while time.monotonic() < stop_at[0]:
-                k += args.streams
-                t0, times = client.complete(prompts[k % len(prompts)], args.output_len)
-                with lock:
-                    results.append((t0, times))
-
-        threads = [threading.Thread(target=stream, args=(i,)) for i in range(args.streams)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        end = max(ts[-1] for _, ts in results)
-        toks = sum(len(ts) for _, ts in results)
-        ttft = [(ts[0] - t0) * 1e3 for t0, ts in results]
-        tpot = [(ts[-1] - ts[0]) * 1e3 / (len(ts) - 1) for _, ts in results if len(ts) > 1]
-        gaps = [max(b - a for a, b in zip(ts, ts[1:])) * 1e3 for _, ts in results if len(ts) > 1]
-        return {"out_tok_s": toks / (end - start[0]), "requests": len(results),
-                "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
-                "tpot_p50": pct(tpot, 50), "gap_p50": pct(gaps, 50),
-                "gap_p99": pct(gaps, 99), "load": load}
+        return closed_loop(args, ServerClient(args.llama_port), prompts)
     finally:
         proc.terminate()
         proc.wait()
+
+
+def cut_prompts(args, ids):
+    """--input-len-token prompts from `ids`, each at another offset."""
+    while len(ids) < 4 * args.input_len:
+        ids = ids + ids
+    step = max(1, (len(ids) - args.input_len) // 64)
+    return [ids[o:o + args.input_len]
+            for o in range(0, len(ids) - args.input_len, step)][:64]
+
+
+def english_text():
+    with open(os.path.join(ROOT, "bench/load/english_texts.txt")) as f:
+        return " ".join(l.strip() for l in f if l.strip())
+
+
+def inferd_prompts(args):
+    """The prompts cut from English text tokenized by inferd's /tokenize
+    (the same GGUF tokenizer llama-server uses)."""
+    log = os.path.join(args.out, "inferd-tokenize.log")
+    with open(log, "w") as lf:
+        proc = subprocess.Popen(
+            [os.path.join(args.build, "service/inferd"), "--listen", "127.0.0.1:0",
+             "--http-listen", f"127.0.0.1:{args.http_port}",
+             "--model", f"m={args.gguf}"], stdout=lf, stderr=subprocess.STDOUT)
+    try:
+        wait_port(proc, log, r"model\(s\) ready", "inferd")
+        ids = InferdHttpClient(args.http_port).tokenize(english_text())
+    finally:
+        proc.terminate()
+        proc.wait()
+    return cut_prompts(args, ids)
 
 
 def llama_prompts(args):
@@ -256,17 +366,11 @@ def llama_prompts(args):
             stdout=lf, stderr=subprocess.STDOUT)
     try:
         wait_port(proc, log, r"server is listening|HTTP server listening|llama_server: listening on", "llama-server")
-        with open(os.path.join(ROOT, "bench/load/english_texts.txt")) as f:
-            text = " ".join(l.strip() for l in f if l.strip())
-        ids = ServerClient(args.llama_port).tokenize(text)
+        ids = ServerClient(args.llama_port).tokenize(english_text())
     finally:
         proc.terminate()
         proc.wait()
-    while len(ids) < 4 * args.input_len:
-        ids = ids + ids
-    step = max(1, (len(ids) - args.input_len) // 64)
-    return [ids[o:o + args.input_len]
-            for o in range(0, len(ids) - args.input_len, step)][:64]
+    return cut_prompts(args, ids)
 
 
 def measure_machine(args):
@@ -296,7 +400,10 @@ def main():
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--gguf", default=None)
-    ap.add_argument("--llama-server", required=True)
+    ap.add_argument("--llama-server", default=None,
+                    help="llama-server binary (needed when --engines has it)")
+    ap.add_argument("--http-port", type=int, default=18732,
+                    help="inferd's HTTP API port for the inferd-http engine")
     ap.add_argument("--llama-port", type=int, default=18731)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--streams", type=int, default=16)
@@ -313,7 +420,8 @@ def main():
     ap.add_argument("--llama-flag", action="append", default=[],
                     help="extra llama-server flag (repeatable)")
     ap.add_argument("--engines", default="inferd,llama-server",
-                    help="which to run (a subset for a partial rerun)")
+                    help="which to run, comma-separated: inferd (gRPC), "
+                         "inferd-http (the OpenAI API), llama-server")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     args.gguf = args.gguf or os.path.join(args.build, "bench-compare/tinyllama-shape-f16.gguf")
@@ -333,15 +441,24 @@ def main():
           f"on {args.threads} threads -> bound {bound:.1f} tok/s at "
           f"{args.streams} streams ({step_s * 1e3:.0f} ms a step)", flush=True)
 
-    prompts = llama_prompts(args)
+    engines = args.engines.split(",")
+    if "llama-server" in engines and not args.llama_server:
+        sys.exit("--engines has llama-server: pass --llama-server BIN")
+    prompts = (llama_prompts(args) if "llama-server" in engines
+               else inferd_prompts(args))
     rows = []
+    all_engines = ["inferd", "inferd-http", "llama-server"]
     for rnd in range(args.rounds):
-        order = ["inferd", "llama-server"] if rnd % 2 == 0 else ["llama-server", "inferd"]
+        order = all_engines if rnd % 2 == 0 else all_engines[::-1]
         res = {}
-        for who in [o for o in order if o in args.engines.split(",")]:
+        for who in [o for o in order if o in engines]:
             tag = f"r{rnd}"
-            res[who] = (run_inferd(args, args.out, tag) if who == "inferd"
-                        else run_llamaserver(args, args.out, tag, prompts))
+            if who == "inferd":
+                res[who] = run_inferd(args, args.out, tag)
+            elif who == "inferd-http":
+                res[who] = run_inferd_http(args, args.out, tag, prompts)
+            else:
+                res[who] = run_llamaserver(args, args.out, tag, prompts)
             r = res[who]
             print(f"round {rnd} {who}: {r['out_tok_s']:.1f} out tok/s, TTFT p50/p99 "
                   f"{r['ttft_p50']:.0f}/{r['ttft_p99']:.0f} ms, TPOT p50 "
@@ -355,17 +472,19 @@ def main():
           "longest gap p50 / p99 ms | gap p99 / TPOT p50 | requests | load |")
     print("|---|---|---|---|---|---|---|---|---|")
     for i, res in enumerate(rows):
-        for who in [w for w in ("inferd", "llama-server") if w in res]:
+        for who in [w for w in all_engines if w in res]:
             r = res[who]
             print(f"| {i} | {who} | {r['out_tok_s']:.1f} | {r['ttft_p50']:.0f} / "
                   f"{r['ttft_p99']:.0f} | {r['tpot_p50']:.0f} | {r['gap_p50']:.0f} / "
                   f"{r['gap_p99']:.0f} | {r['gap_p99'] / r['tpot_p50']:.1f} | "
                   f"{r['requests']} | {r['load']} |")
-    ratios = [res["inferd"]["out_tok_s"] / res["llama-server"]["out_tok_s"]
-              for res in rows if len(res) == 2]
-    if ratios:
-        print(f"\nout tok/s inferd / llama-server per round: "
-              + ", ".join(f"{x:.2f}x" for x in ratios))
+    for a, b in (("inferd", "llama-server"), ("inferd-http", "llama-server"),
+                 ("inferd-http", "inferd")):
+        ratios = [res[a]["out_tok_s"] / res[b]["out_tok_s"]
+                  for res in rows if a in res and b in res]
+        if ratios:
+            print(f"\nout tok/s {a} / {b} per round: "
+                  + ", ".join(f"{x:.2f}x" for x in ratios))
     if all("inferd" in res for res in rows):
         inf = statistics.median(res["inferd"]["out_tok_s"] for res in rows)
         print(f"inferd median {inf:.1f} tok/s = {100 * inf / bound:.0f}% of the bound "
