@@ -1354,6 +1354,12 @@ void HttpApi::Routes() {
   s.Post("/detokenize", [h](const httplib::Request& q, httplib::Response& r) {
     h->Detokenize(q, r);
   });
+  if (options_.metrics) {
+    s.Get("/metrics", [render = options_.metrics](const httplib::Request&,
+                                                  httplib::Response& r) {
+      r.set_content(render(), "text/plain; version=0.0.4");
+    });
+  }
   s.Post("/v1/embeddings",
          [h](const httplib::Request& q, httplib::Response& r) {
            h->Embeddings(q, r);

@@ -20,6 +20,7 @@
 #ifndef INFERD_SERVICE_HTTP_API_H_
 #define INFERD_SERVICE_HTTP_API_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,6 +48,10 @@ struct HttpApiOptions {
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
+  // When set, GET /metrics answers its Prometheus text (no API key, as on
+  // the metrics port), so scrapers that read the serving port (an
+  // inference gateway's endpoint picker) find it there.
+  std::function<std::string()> metrics;
 };
 
 class HttpApi {

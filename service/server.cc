@@ -208,6 +208,9 @@ absl::Status Server::StartSideListeners(
     http.tls_cert = options_.tls_cert;
     http.tls_key = options_.tls_key;
     http.tls_client_ca = options_.tls_client_ca;
+    if (metrics_ != nullptr) {
+      http.metrics = [m = metrics_.get()] { return m->Render(); };
+    }
     ASSIGN_OR_RETURN(http_, HttpApi::Start(requests_.get(), auth_.get(), http));
     LOG_INFO("OpenAI-compatible HTTP API on {}://{}/v1 (http port {})",
              options_.tls_cert.empty() ? "http" : "https",

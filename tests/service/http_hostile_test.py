@@ -118,6 +118,17 @@ class HostileHttpTest(unittest.TestCase):
         self.assertEqual(st, 200, body)
         self.assertEqual(json.loads(body)["choices"][0]["text"], self.greedy)
 
+    def test_metrics_are_on_the_http_port_too(self):
+        """Where an inference gateway's endpoint picker looks for them: the
+        serving port's /metrics (no key needed, as on the metrics port)."""
+        st, body = http(self.port, "GET", "/metrics")
+        self.assertEqual(st, 200)
+        text = body.decode()
+        for name in ("vllm:num_requests_waiting", "vllm:num_requests_running",
+                     "vllm:kv_cache_usage_perc", "inferd_model_state"):
+            self.assertIn(f"# TYPE {name} gauge", text)
+        self.assertIn('vllm:cache_config_info{model_name="llm",', text)
+
     def test_a_body_over_the_limit_is_413(self):
         big = b'{"model": "llm", "prompt": "' + b"x" * BODY_LIMIT + b'"}'
         data = raw(self.port,
