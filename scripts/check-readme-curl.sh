@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every `buf curl` command of docs/curl.md (and README.md, if it has
-# any) against a fresh inferd on an ephemeral loopback port, loaded with the
-# models scripts/serve.sh serves. Fails when a command exits non-zero or
-# prints nothing. Commands may span lines with trailing backslashes.
+# any), and every plain `curl` command of docs/http-api.md (the OpenAI HTTP
+# API, with --fail-with-body so an HTTP error fails it), against a fresh
+# inferd on ephemeral loopback ports, loaded with the models
+# scripts/serve.sh serves. Fails when a command exits non-zero or prints
+# nothing. Commands may span lines with trailing backslashes.
 #
 # usage: scripts/check-readme-curl.sh INFERD_BINARY TEST_MODELS_DIR REAL_MODELS_DIR
 #   TEST_MODELS_DIR holds the generated models (tools/make_test_models.py),
@@ -39,6 +41,37 @@ trap cleanup EXIT
 # The commands: lines starting with `buf curl` (after an optional `$ `
 # prompt; `$buf curl` counts too), joined
 # with their backslash continuations, one per line in $work/commands.
+# HTTP_CURL_DOCS (space-separated paths) replaces the default HTTP pages.
+if [[ -n "${HTTP_CURL_DOCS:-}" ]]; then
+  read -r -a http_docs <<< "$HTTP_CURL_DOCS"
+else
+  http_docs=("$root/docs/http-api.md")
+fi
+# `curl` commands (the HTTP API), joined likewise, in $work/http_commands.
+for doc in "${http_docs[@]}"; do
+  awk '
+    function flush() { if (cmd != "") print cmd; cmd = ""; cont = 0 }
+    {
+      line = $0
+      if (!cont) {
+        sub(/^[ \t]*(\$ )?/, "", line)
+        if (line !~ /^curl /) next
+        cmd = ""
+      } else {
+        sub(/^[ \t]+/, "", line)
+      }
+      if (line ~ /\\$/) { sub(/[ \t]*\\$/, " ", line); cmd = cmd line; cont = 1 }
+      else { cmd = cmd line; flush() }
+    }
+    END { flush() }' "$doc" >> "$work/http_commands"
+done
+touch "$work/http_commands"
+http_total=$(wc -l < "$work/http_commands")
+if (( http_total == 0 )); then
+  echo "FAIL: no curl command found in ${http_docs[*]}"
+  exit 1
+fi
+
 for doc in "${docs[@]}"; do
   awk '
     function flush() { if (cmd != "") print cmd; cmd = ""; cont = 0 }
@@ -65,7 +98,8 @@ if (( total == 0 )); then
 fi
 
 # The models scripts/serve.sh serves, under the same names.
-args=(--listen 127.0.0.1:0 --model "stories=$root/examples/models/stories260K")
+args=(--listen 127.0.0.1:0 --http-listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0
+      --model "stories=$root/examples/models/stories260K")
 [[ -f "$real/all-minilm-l6-v2/config.json" ]] ||
   { echo "FAIL: $real/all-minilm-l6-v2 missing (scripts/fetch-models.sh)"; exit 1; }
 args+=(--model "minilm=$real/all-minilm-l6-v2")
@@ -90,6 +124,15 @@ for _ in $(seq 1 600); do
 done
 [[ -n "$port" ]] || { cat "$work/inferd.log"; echo "FAIL: no port"; exit 1; }
 address="127.0.0.1:$port"
+http_port=""
+for _ in $(seq 1 600); do
+  http_port="$(sed -n 's/.*(http port \([0-9]*\)).*/\1/p' "$work/inferd.log" | head -n1)"
+  [[ -n "$http_port" ]] && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$work/inferd.log"; echo "FAIL: inferd exited"; exit 1; }
+  sleep 0.1
+done
+[[ -n "$http_port" ]] || { cat "$work/inferd.log"; echo "FAIL: no http port"; exit 1; }
+http_address="127.0.0.1:$http_port"
 serving=0
 for _ in $(seq 1 240); do
   if "$buf" curl --protocol grpc --http2-prior-knowledge --data '{}' \
@@ -123,6 +166,28 @@ while IFS= read -r cmd; do
     failed=$((failed + 1))
   fi
 done < "$work/commands"
+
+# The HTTP API: the documented address (scripts/serve.sh's 127.0.0.1:8080)
+# becomes the test server's; --fail-with-body makes an HTTP error fail.
+while IFS= read -r cmd; do
+  n=$((n + 1))
+  run="${cmd//127.0.0.1:8080/$http_address}"
+  run="${run//localhost:8080/$http_address}"
+  run="curl --fail-with-body${run#curl}"
+  ran=$((ran + 1))
+  if bash -c "$run" > "$work/out" 2> "$work/err" < /dev/null; then
+    if [[ -s "$work/out" ]]; then
+      echo "[$n] ok ($(wc -c < "$work/out") bytes): ${cmd:0:100}"
+    else
+      echo "[$n] FAIL (empty output): $cmd"
+      failed=$((failed + 1))
+    fi
+  else
+    echo "[$n] FAIL (exit $?): $cmd"
+    sed 's/^/    /' "$work/out" "$work/err"
+    failed=$((failed + 1))
+  fi
+done < "$work/http_commands"
 
 echo "$ran run, $failed failed"
 (( failed == 0 ))
