@@ -308,8 +308,15 @@ absl::StatusOr<ToolPlan> ToToolPlan(const v1::GenerateRequest& req,
     }
     schema["items"] = {{"anyOf", std::move(any)}};
   }
+  bool strict = true;
+  for (const v1::Tool& t : req.tools()) {
+    if (plan.mode == ToolPlan::Mode::kRequired || t.name() == plan.function) {
+      strict &= t.strict();
+    }
+  }
   p->sampling.response_format.type = ResponseFormat::Type::kJsonSchema;
   p->sampling.response_format.spec = schema.dump();
+  p->sampling.response_format.strict = strict;
   return plan;
 }
 

@@ -78,6 +78,26 @@ const char* ErrorType(int http_status) {
 // about (OpenAI's `param`).
 constexpr char kParamPayload[] = "type.inferd.dev/http-param";
 
+// The OpenAI name of the tool field a request-layer error names
+// ("tools[1].parameters: ..." -> tools[1].function.parameters), else "".
+std::string ToolParam(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument) return "";
+  absl::string_view m = status.message();
+  const size_t colon = m.find(": ");
+  if (colon == absl::string_view::npos) return "";
+  absl::string_view f = m.substr(0, colon);
+  if (absl::StartsWith(f, "tool_choice")) return "tool_choice";
+  if (f == "tools" || f == "parallel_tool_calls") return std::string(f);
+  if (absl::StartsWith(f, "tools[")) {
+    const size_t close = f.find(']');
+    if (close == absl::string_view::npos) return "";
+    absl::string_view rest = f.substr(close + 1);
+    return absl::StrCat(f.substr(0, close + 1),
+                        rest.empty() ? "" : absl::StrCat(".function", rest));
+  }
+  return "";
+}
+
 // OpenAI's error object, with the HTTP status of the gRPC code. `param`
 // names the request field when the error is about one (default: the one
 // Invalid recorded in the status).
@@ -90,6 +110,7 @@ void ReplyError(httplib::Response& res, const absl::Status& status,
       field = std::string(*p);
     }
   }
+  if (field.empty()) field = ToolParam(status);
   Json e = {{"message", std::string(status.message())},
             {"type", ErrorType(http)},
             {"param", field.empty() ? Json() : Json(field)},
@@ -329,6 +350,9 @@ absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
       }
       v1::Tool* out = req->add_tools();
       out->set_name((*f)["name"].get<std::string>());
+      if (auto st = f->find("strict"); st != f->end() && st->is_boolean()) {
+        out->set_strict(st->get<bool>());
+      }
       if (auto d = f->find("description"); d != f->end() && !d->is_null()) {
         if (!d->is_string()) {
           return Invalid(absl::StrCat(p, ".function.description"), "must be a string");

@@ -112,6 +112,13 @@ class GenerateStream {
     resp->set_text(std::move(d.content));
     resp->set_reasoning(std::move(d.reasoning));
     for (ToolCallDelta& t : d.tool_calls) {
+      // One entry per call in a message: the pieces of a call joined.
+      const int n = resp->tool_calls_size();
+      if (n > 0 && resp->tool_calls(n - 1).index() ==
+                       static_cast<uint32_t>(t.index)) {
+        resp->mutable_tool_calls(n - 1)->mutable_arguments()->append(t.arguments);
+        continue;
+      }
       v1::ToolCallDelta* out = resp->add_tool_calls();
       out->set_index(static_cast<uint32_t>(t.index));
       out->set_id(std::move(t.id));

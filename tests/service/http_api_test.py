@@ -21,6 +21,7 @@ usage: http_api_test.py --inferd BIN --stubs DIR --smollm2 GGUF --minilm DIR
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -47,6 +48,149 @@ def http(method, url, body=None, key=KEY):
         return e.code, json.loads(e.read() or b"null")
 
 
+WEATHER_PARAMS = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "enum": ["Paris", "Berlin", "Rome"]},
+                   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": False}
+TIME_PARAMS = {
+    "type": "object",
+    "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+    "required": ["zone"], "additionalProperties": False}
+PARAMS = {"get_weather": WEATHER_PARAMS, "get_time": TIME_PARAMS}
+
+
+def valid_calls(calls, jsonschema, only=None):
+    """Every call names a tool and its arguments validate against its schema."""
+    try:
+        for t in calls:
+            if only is not None and t["name"] != only:
+                return False
+            jsonschema.validate(json.loads(t["arguments"]), PARAMS[t["name"]])
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def check_tools(out, check, failures, jsonschema):
+    for name, only in [("required", None), ("named", "get_weather")]:
+        r = out[f"tools_{name}"]
+        s = out[f"tools_{name}_stream"]
+        check(r["finish"] == "tool_calls" and r["content"] is None and
+              len(r["calls"]) >= 1 and valid_calls(r["calls"], jsonschema, only) and
+              all(t["type"] == "function" and t["id"].startswith("call_")
+                  for t in r["calls"]),
+              f"tool_choice {name}: {r}")
+        check(s["finish"] == "tool_calls" and s["content"] == "" and
+              [(t["name"], t["arguments"]) for t in s["calls"]] ==
+              [(t["name"], t["arguments"]) for t in r["calls"]] and
+              s["firsts"] == list(range(len(s["calls"]))) and
+              all(t["type"] == "function" and t["id"] for t in s["calls"]),
+              f"tool_choice {name} streamed: {s} vs {r}")
+    check(len(out["tools_single"]) == 1 and valid_calls(out["tools_single"], jsonschema),
+          f"parallel_tool_calls false: {out['tools_single']}")
+    n = out["tools_none"]
+    check(n["calls"] == [] and isinstance(n["content"], str) and
+          n["finish"] in ("stop", "length") and
+          out["tools_none_stream"]["content"] == n["content"],
+          f"tool_choice none: {n} / {out['tools_none_stream']}")
+    a, s = out["tools_auto"], out["tools_auto_stream"]
+    # Whatever the tiny model says, the answer is well-formed: calls with
+    # JSON arguments and finish tool_calls, or content.
+    if a["calls"]:
+        check(a["finish"] == "tool_calls" and
+              all(t["name"] and json.loads(t["arguments"]) is not None
+                  for t in a["calls"]), f"tool_choice auto: {a}")
+    else:
+        check(isinstance(a["content"], str) and "<tool_call>" not in a["content"] and
+              a["finish"] in ("stop", "length"), f"tool_choice auto: {a}")
+    check(s["content"] == (a["content"] or "") and
+          [(t["name"], t["arguments"]) for t in s["calls"]] ==
+          [(t["name"], t["arguments"]) for t in a["calls"]],
+          f"tool_choice auto streamed: {s} vs {a}")
+    rt = out["tools_round_trip"]
+    check(isinstance(rt["content"], str) and rt["finish"] in ("stop", "length") and
+          rt["prompt_tokens"] > 0, f"tool result round trip: {rt}")
+
+
+def check_tools_grpc(stub, pb, md, out, check, jsonschema):
+    """The same tool requests over gRPC: the same calls as over HTTP."""
+    import grpc
+
+    def request(**choice):
+        r = pb.GenerateRequest(model="llm")
+        r.messages.add(role="user", content="What is the weather in Paris, in celsius?")
+        r.sampling.max_tokens = 120
+        r.sampling.temperature = 0
+        for name, desc, params in [("get_weather", "The weather in a city", WEATHER_PARAMS),
+                                   ("get_time", "The time in a zone", TIME_PARAMS)]:
+            r.tools.add(name=name, description=desc, parameters=json.dumps(params))
+        if "mode" in choice:
+            r.tool_choice.mode = choice["mode"]
+        else:
+            r.tool_choice.function_name = choice["function"]
+        return r
+
+    for label, req, http in [
+            ("required", request(mode=pb.TOOL_CHOICE_MODE_REQUIRED), out["tools_required"]),
+            ("named", request(function="get_weather"), out["tools_named"])]:
+        calls, text, finish, ids = {}, "", None, []
+        for m in stub.Generate(req, metadata=md, timeout=300):
+            text += m.text
+            for t in m.tool_calls:
+                cur = calls.setdefault(t.index, {"name": "", "arguments": ""})
+                if t.id:
+                    ids.append(t.id)
+                    cur["name"] = t.name
+                cur["arguments"] += t.arguments
+            if m.finish_reason:
+                finish = m.finish_reason
+        got = [calls[i] for i in sorted(calls)]
+        check(finish == pb.FINISH_REASON_TOOL_CALLS and text == "" and
+              len(ids) == len(got) and
+              got == [{"name": t["name"], "arguments": t["arguments"]}
+                      for t in http["calls"]],
+              f"gRPC tool_choice {label}: {got} finish {finish} vs HTTP {http}")
+    # tool_choice auto parses the model's own format (hermes here): the
+    # output forced by a regex, so the tiny model "calls" a tool; two
+    # samples, each parsed on its own; the markup never reaches the text.
+    forced = ('<think>\nThe user wants the time.\n</think>\n\nSure.\n<tool_call>\n'
+              '{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')
+    req = request(mode=pb.TOOL_CHOICE_MODE_AUTO)
+    req.response_format.regex = re.escape(forced)
+    req.sampling.n = 2
+    samples = {}
+    for m in stub.Generate(req, metadata=md, timeout=300):
+        s = samples.setdefault(m.sample_index, {"text": "", "reasoning": "", "calls": {},
+                                                "finish": None})
+        s["text"] += m.text
+        s["reasoning"] += m.reasoning
+        for t in m.tool_calls:
+            cur = s["calls"].setdefault(t.index, {"id": "", "name": "", "arguments": ""})
+            cur["id"] += t.id
+            cur["name"] += t.name
+            cur["arguments"] += t.arguments
+        if m.finish_reason:
+            s["finish"] = m.finish_reason
+    for i in (0, 1):
+        s = samples.get(i, {})
+        calls = list(s.get("calls", {}).values())
+        check(s.get("text") == "Sure." and
+              s.get("reasoning") == "\nThe user wants the time.\n" and
+              s.get("finish") == pb.FINISH_REASON_TOOL_CALLS and len(calls) == 1 and
+              calls[0]["name"] == "get_time" and calls[0]["id"].startswith("call_") and
+              json.loads(calls[0]["arguments"]) == {"zone": "UTC"},
+              f"gRPC tool_choice auto (hermes) sample {i}: {s}")
+    bad = request(function="nope")
+    try:
+        list(stub.Generate(bad, metadata=md, timeout=60))
+        check(False, "gRPC: an undefined tool_choice function was accepted")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
+              "tool_choice.function_name" in e.details(),
+              f"gRPC undefined function: {e.code()} {e.details()}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inferd", required=True)
@@ -68,7 +212,11 @@ def main():
         if not cond:
             failures.append(what)
 
-    models = [("llm", a.smollm2), ("embedder", a.minilm),
+    # SmolLM2's template shows no tool format: tool_choice auto parses its
+    # output as hermes (<tool_call>) by the per-model override.
+    # and <think> text as reasoning by reasoning_parser=think.
+    models = [("llm", a.smollm2 + ",tool_parser=hermes,reasoning_parser=think"),
+              ("embedder", a.minilm),
               ("reranker", os.path.join(a.test_models, "xlmr-reranker"))]
     with lib.InferdProcess(a.inferd, models, log_prefix="inferd-http-",
                            extra=["--http-listen", "127.0.0.1:0",
@@ -119,6 +267,7 @@ def main():
             return 1
         out = json.loads(p.stdout)
         print(json.dumps(out)[:3000])
+        print(json.dumps({k: v for k, v in out.items() if k.startswith("tool")}))
 
         check(out["models"] == ["embedder", "llm", "reranker"],
               f"models: {out['models']}")
@@ -175,7 +324,11 @@ def main():
         for name, status, cls, word in [
                 ("unknown_model", 404, "NotFoundError", "no-such-model"),
                 ("bad_n", 400, "BadRequestError", "n"),
-                ("tools", 400, "BadRequestError", "tools"),
+                ("tool_choice_undefined", 400, "BadRequestError", "tool_choice.function_name"),
+                ("tool_parameters_not_object", 400, "BadRequestError", "tools[0].parameters"),
+                ("tool_parameters_unsupported", 400, "BadRequestError", "tools"),
+                ("tool_choice_without_tools", 400, "BadRequestError", "tool_choice"),
+                ("tool_call_on_user_message", 400, "BadRequestError", "messages[0].tool_calls"),
                 ("bad_temperature", 400, "BadRequestError", "temperature"),
                 ("embed_with_llm_only_model", 400, "BadRequestError", "embed"),
                 ("bad_key", 401, "AuthenticationError", "API key")]:
@@ -183,6 +336,9 @@ def main():
             check(e["error"] == cls and e["status"] == status and
                   word in e["message"],
                   f"{name}: want {status} {cls} naming {word!r}, got {e}")
+
+        check_tools(out, check, failures, jsonschema)
+        check_tools_grpc(stub, pb, md, out, check, jsonschema)
 
         # Raw HTTP: the error object's shape.
         st, body = http("POST", base + "/v1/chat/completions", b"{not json")
