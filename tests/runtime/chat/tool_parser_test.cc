@@ -1,6 +1,9 @@
 #include "runtime/chat/tool_parser.h"
 
+#include <fstream>
 #include <functional>
+#include <sstream>
+#include <tuple>
 #include <memory>
 #include <string>
 #include <vector>
@@ -284,6 +287,35 @@ TEST(ToolParserTest, DetectsTheFormatFromTheTemplate) {
   EXPECT_EQ(NewToolParser("nope"), nullptr);
   EXPECT_TRUE(IsToolParser("hermes"));
   EXPECT_FALSE(IsToolParser("qwen"));
+}
+
+std::string ReadTemplate(const std::string& name) {
+  std::ifstream f(std::string(INFERD_SOURCE_DIR) + "/tests/data/chat_templates/" +
+                  name + ".jinja");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ToolParserTest, RealTemplatesPickTheirModelsFormats) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> want = {
+      {"Qwen-Qwen2.5-7B-Instruct", "hermes", ""},
+      {"Qwen-Qwen3-0.6B", "hermes", "think"},
+      {"Qwen-QwQ-32B", "hermes", "think"},
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", "hermes", ""},
+      {"meta-llama-Llama-3.1-8B-Instruct", "llama3_json", ""},
+      {"meta-llama-Llama-3.2-3B-Instruct", "llama3_json", ""},
+      {"mistralai-Mistral-Nemo-Instruct-2407", "mistral", ""},
+      {"mistralai-Mistral-Small-3.2-24B-Instruct-2506", "mistral", ""},
+      {"SmolLM2-135M-Instruct", "", ""},
+      {"google-gemma-2-2b-it", "", ""},
+  };
+  for (const auto& [name, tools, reasoning] : want) {
+    const std::string t = ReadTemplate(name);
+    ASSERT_FALSE(t.empty()) << name;
+    EXPECT_EQ(DetectToolParser(t), tools) << name;
+    EXPECT_EQ(DetectReasoningParser(t), reasoning) << name;
+  }
 }
 
 TEST(ToolParserTest, RandomIds) {
