@@ -251,6 +251,21 @@ absl::StatusOr<ToolPlan> ToToolPlan(const v1::GenerateRequest& req,
         return Invalid(absl::StrCat("tools[", i, "].parameters"),
                        "must describe an object (\"type\": \"object\")");
       }
+      // The keywords every template reads (tool.parameters.properties).
+      if (auto pr = schema.find("properties");
+          pr != schema.end() && !pr->is_object()) {
+        return Invalid(absl::StrCat("tools[", i, "].parameters"),
+                       "is not a JSON Schema: properties must be an object");
+      }
+      if (auto rq = schema.find("required"); rq != schema.end()) {
+        bool ok = rq->is_array();
+        for (const auto& x : ok ? *rq : nlohmann::json::array()) ok &= x.is_string();
+        if (!ok) {
+          return Invalid(absl::StrCat("tools[", i, "].parameters"),
+                         "is not a JSON Schema: required must be a list of "
+                         "property names");
+        }
+      }
     }
     p->tools.push_back(ChatTool{t.name(), t.description(), t.parameters()});
   }

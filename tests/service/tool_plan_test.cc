@@ -118,6 +118,12 @@ TEST(ToolPlanTest, BadInputNamesTheField) {
   r = Request();
   r.mutable_tools(0)->set_parameters(R"({"type": "string"})");
   ExpectInvalid(r, "tools[0].parameters");
+  r = Request();
+  r.mutable_tools(0)->set_parameters(R"({"type": "object", "properties": 5})");
+  ExpectInvalid(r, "tools[0].parameters");
+  r = Request();
+  r.mutable_tools(0)->set_parameters(R"({"type": "object", "required": "city"})");
+  ExpectInvalid(r, "tools[0].parameters");
 
   r = Request();
   r.clear_messages();
