@@ -167,9 +167,9 @@ class CallScanner {
           }
           value_ = ValueScanner();
           raw_.clear();
-          kind_ = key_ == "name"                              ? Kind::kName
+          kind_ = key_ == "name"                                ? Kind::kName
                   : key_ == "arguments" || key_ == "parameters" ? Kind::kArgs
-                                                              : Kind::kSkip;
+                                                                : Kind::kSkip;
           if (kind_ == Kind::kArgs && saw_args_) kind_ = Kind::kSkip;
           state_ = State::kValue;
           break;
@@ -183,7 +183,8 @@ class CallScanner {
           }
           ++*pos;
           raw_ += c;
-          if (kind_ == Kind::kArgs && !value_.string_value() && !value_.scalar()) {
+          if (kind_ == Kind::kArgs && !value_.string_value() &&
+              !value_.scalar()) {
             args_ += c;
           }
           if (step == ValueScanner::Step::kLast) {
@@ -222,8 +223,16 @@ class CallScanner {
 
  private:
   enum class State {
-    kOpen, kKeyOrClose, kKey, kKeyText, kColon, kValueStart, kValue,
-    kCommaOrClose, kDone, kError
+    kOpen,
+    kKeyOrClose,
+    kKey,
+    kKeyText,
+    kColon,
+    kValueStart,
+    kValue,
+    kCommaOrClose,
+    kDone,
+    kError
   };
   enum class Kind { kName, kArgs, kSkip };
 
@@ -283,10 +292,18 @@ class MarkupToolParser : public OutputParser {
   MarkupToolParser(Format format, ToolCallIdFn ids)
       : format_(format), ids_(std::move(ids)) {
     switch (format_) {
-      case Format::kHermes: marker_ = "<tool_call>"; break;
-      case Format::kMistral: marker_ = "[TOOL_CALLS]"; break;
-      case Format::kLlama3: state_ = State::kLlamaStart; break;
-      case Format::kRequired: state_ = State::kArrayOpen; break;
+      case Format::kHermes:
+        marker_ = "<tool_call>";
+        break;
+      case Format::kMistral:
+        marker_ = "[TOOL_CALLS]";
+        break;
+      case Format::kLlama3:
+        state_ = State::kLlamaStart;
+        break;
+      case Format::kRequired:
+        state_ = State::kArrayOpen;
+        break;
     }
   }
 
@@ -320,19 +337,19 @@ class MarkupToolParser : public OutputParser {
 
  private:
   enum class State {
-    kContent,        // text; marker_ opens a call
-    kPassthrough,    // everything is content
-    kObject,         // inside a call object (scanner_)
-    kAfterHermes,    // after a hermes object: </tool_call>
-    kSkipHermes,     // a broken hermes call: up to </tool_call>
-    kLlamaStart,     // llama3: calls or content, from the first bytes
-    kLlamaBetween,   // llama3: after an object: ';' or '{' or content
-    kArrayOpen,      // '[' of a call array (required, mistral)
-    kArrayItem,      // '{' of the next array item
-    kArrayNext,      // ',' or ']'
+    kContent,             // text; marker_ opens a call
+    kPassthrough,         // everything is content
+    kObject,              // inside a call object (scanner_)
+    kAfterHermes,         // after a hermes object: </tool_call>
+    kSkipHermes,          // a broken hermes call: up to </tool_call>
+    kLlamaStart,          // llama3: calls or content, from the first bytes
+    kLlamaBetween,        // llama3: after an object: ';' or '{' or content
+    kArrayOpen,           // '[' of a call array (required, mistral)
+    kArrayItem,           // '{' of the next array item
+    kArrayNext,           // ',' or ']'
     kMistralAfterMarker,  // '[' (array) or a name ([ARGS] form)
-    kMistralName,    // name up to [ARGS]
-    kMistralArgs,    // the arguments value after [ARGS]
+    kMistralName,         // name up to [ARGS]
+    kMistralArgs,         // the arguments value after [ARGS]
   };
 
   // Content, with trailing whitespace held: dropped if a call follows.
@@ -365,7 +382,8 @@ class MarkupToolParser : public OutputParser {
     }
     std::string args = scanner_.TakeArgs();
     if (!args.empty()) {
-      out->tool_calls.push_back(ToolCallDelta{calls_ - 1, "", "", std::move(args)});
+      out->tool_calls.push_back(
+          ToolCallDelta{calls_ - 1, "", "", std::move(args)});
     }
   }
 
@@ -595,9 +613,9 @@ class MarkupToolParser : public OutputParser {
   std::string marker_;
   State state_ = State::kContent;
   State after_object_ = State::kContent;
-  std::string buf_;       // text not consumed yet
-  std::string raw_;       // the current call's text so far (for fallback)
-  std::string held_ws_;   // trailing whitespace of content
+  std::string buf_;      // text not consumed yet
+  std::string raw_;      // the current call's text so far (for fallback)
+  std::string held_ws_;  // trailing whitespace of content
   CallScanner scanner_;
   bool name_sent_ = false;
   ValueScanner value_;
@@ -723,7 +741,9 @@ ToolCallIdFn OrDefault(ToolCallIdFn ids, ToolCallIdFn fallback) {
 
 }  // namespace
 
-std::string RandomToolCallId() { return absl::StrCat("call_", RandomAlnum(24)); }
+std::string RandomToolCallId() {
+  return absl::StrCat("call_", RandomAlnum(24));
+}
 std::string RandomMistralToolCallId() { return RandomAlnum(9); }
 
 std::vector<std::string> ToolParserNames() {
@@ -788,7 +808,8 @@ std::unique_ptr<OutputParser> NewNamedToolParser(std::string function,
       std::move(function), OrDefault(std::move(ids), RandomToolCallId));
 }
 
-std::unique_ptr<OutputParser> NewThinkParser(std::unique_ptr<OutputParser> inner) {
+std::unique_ptr<OutputParser> NewThinkParser(
+    std::unique_ptr<OutputParser> inner) {
   return std::make_unique<ThinkParser>(std::move(inner));
 }
 

@@ -99,7 +99,8 @@ std::unique_ptr<OutputParser> NewNamedToolParser(std::string function,
                                                  ToolCallIdFn ids = nullptr);
 // <think>...</think> at the start of the output becomes reasoning; the rest
 // goes to `inner` (may be null: content).
-std::unique_ptr<OutputParser> NewThinkParser(std::unique_ptr<OutputParser> inner);
+std::unique_ptr<OutputParser> NewThinkParser(
+    std::unique_ptr<OutputParser> inner);
 
 }  // namespace inferd
 

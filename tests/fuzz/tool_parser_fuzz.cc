@@ -20,11 +20,21 @@ std::unique_ptr<inferd::OutputParser> Make(uint8_t pick) {
   inferd::ToolCallIdFn id = [ids] { return std::to_string((*ids)++); };
   std::unique_ptr<inferd::OutputParser> p;
   switch (pick % 5) {
-    case 0: p = inferd::NewToolParser("hermes", id); break;
-    case 1: p = inferd::NewToolParser("llama3_json", id); break;
-    case 2: p = inferd::NewToolParser("mistral", id); break;
-    case 3: p = inferd::NewRequiredToolParser(id); break;
-    default: p = inferd::NewNamedToolParser("f", id); break;
+    case 0:
+      p = inferd::NewToolParser("hermes", id);
+      break;
+    case 1:
+      p = inferd::NewToolParser("llama3_json", id);
+      break;
+    case 2:
+      p = inferd::NewToolParser("mistral", id);
+      break;
+    case 3:
+      p = inferd::NewRequiredToolParser(id);
+      break;
+    default:
+      p = inferd::NewNamedToolParser("f", id);
+      break;
   }
   if ((pick / 5) % 2 == 1) p = inferd::NewThinkParser(std::move(p));
   return p;

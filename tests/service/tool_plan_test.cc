@@ -54,14 +54,17 @@ TEST(ToolPlanTest, RequiredConstrainsToAnArrayOfCallsNameFirst) {
   // llguidance keeps property order: the name comes before the arguments.
   EXPECT_EQ(any[0]["properties"].begin().key(), "name");
   EXPECT_EQ(any[0]["properties"]["name"]["const"], "get_weather");
-  EXPECT_EQ(any[0]["properties"]["arguments"], nlohmann::ordered_json::parse(kWeather));
-  EXPECT_EQ(any[1]["properties"]["arguments"], (nlohmann::ordered_json{{"type", "object"}}));
+  EXPECT_EQ(any[0]["properties"]["arguments"],
+            nlohmann::ordered_json::parse(kWeather));
+  EXPECT_EQ(any[1]["properties"]["arguments"],
+            (nlohmann::ordered_json{{"type", "object"}}));
   EXPECT_FALSE(p.sampling.response_format.strict);
 
   r.set_parallel_tool_calls(false);
   GenerateParams one;
   ASSERT_TRUE(Plan(r, &one).ok());
-  EXPECT_EQ(nlohmann::json::parse(one.sampling.response_format.spec)["maxItems"], 1);
+  EXPECT_EQ(
+      nlohmann::json::parse(one.sampling.response_format.spec)["maxItems"], 1);
 }
 
 TEST(ToolPlanTest, NamedConstrainsToItsArguments) {
@@ -122,7 +125,8 @@ TEST(ToolPlanTest, BadInputNamesTheField) {
   r.mutable_tools(0)->set_parameters(R"({"type": "object", "properties": 5})");
   ExpectInvalid(r, "tools[0].parameters");
   r = Request();
-  r.mutable_tools(0)->set_parameters(R"({"type": "object", "required": "city"})");
+  r.mutable_tools(0)->set_parameters(
+      R"({"type": "object", "required": "city"})");
   ExpectInvalid(r, "tools[0].parameters");
 
   r = Request();
@@ -178,7 +182,8 @@ TEST(ToolPlanTest, ChatMessagesKeepToolFields) {
   EXPECT_EQ(s.message().substr(0, 35), "messages[0].tool_calls[0].arguments");
   a->set_role("user");
   out.clear();
-  EXPECT_EQ(ToChatMessages(in, &out).message().substr(0, 22), "messages[0].tool_calls");
+  EXPECT_EQ(ToChatMessages(in, &out).message().substr(0, 22),
+            "messages[0].tool_calls");
 }
 
 }  // namespace

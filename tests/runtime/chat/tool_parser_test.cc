@@ -2,10 +2,10 @@
 
 #include <fstream>
 #include <functional>
-#include <sstream>
-#include <tuple>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -148,23 +148,25 @@ TEST(ToolParserTest, HermesBrokenCallIsContent) {
   EXPECT_TRUE(r.calls.empty());
   EXPECT_NE(r.content.find("not json"), std::string::npos);
   // A call cut short (max_tokens) keeps its name and the arguments so far.
-  const Result cut =
-      Whole(Tools("hermes"), "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1");
+  const Result cut = Whole(
+      Tools("hermes"), "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1");
   ASSERT_EQ(cut.calls.size(), 1u);
   EXPECT_EQ(cut.calls[0].arguments, "{\"a\": 1");
   EXPECT_EQ(cut.content, "");
 }
 
 TEST(ToolParserTest, Llama3Json) {
-  Result r = Whole(Tools("llama3_json"),
-                   "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}; "
-                   "{\"name\": \"g\", \"parameters\": {}}");
+  Result r =
+      Whole(Tools("llama3_json"),
+            "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}; "
+            "{\"name\": \"g\", \"parameters\": {}}");
   ASSERT_EQ(r.calls.size(), 2u);
   EXPECT_EQ(r.calls[0].name, "f");
   EXPECT_EQ(Args(r.calls[0]), nlohmann::json::parse(R"({"a": 1})"));
   EXPECT_EQ(r.calls[1].name, "g");
   EXPECT_EQ(r.content, "");
-  r = Whole(Tools("llama3_json"), "{\"name\": \"f\", \"arguments\": {\"x\": null}}");
+  r = Whole(Tools("llama3_json"),
+            "{\"name\": \"f\", \"arguments\": {\"x\": null}}");
   ASSERT_EQ(r.calls.size(), 1u);
   // Not calls: text, and JSON without a name.
   EXPECT_EQ(Whole(Tools("llama3_json"), "Hello {\"name\": 1}").content,
@@ -191,8 +193,7 @@ TEST(ToolParserTest, MistralBothForms) {
   EXPECT_EQ(Args(r.calls[0]), nlohmann::json::parse(R"({"city": "Paris"})"));
   EXPECT_EQ(r.calls[1].arguments, "{}");
   // Mistral's own ids: 9 letters and digits.
-  r = Whole([] { return NewToolParser("mistral"); },
-            "[TOOL_CALLS]f[ARGS]{}");
+  r = Whole([] { return NewToolParser("mistral"); }, "[TOOL_CALLS]f[ARGS]{}");
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(r.calls[0].id.size(), 9u);
 }
@@ -210,7 +211,9 @@ TEST(ToolParserTest, RequiredAndNamed) {
   EXPECT_EQ(r.calls[0].name, "f");
   EXPECT_EQ(r.calls[0].arguments, "{\"a\": 1}");
   // Even nothing generated is a call of the named function.
-  EXPECT_EQ(Whole([] { return NewNamedToolParser("f", Counter()); }, "").tool_calls, 1);
+  EXPECT_EQ(
+      Whole([] { return NewNamedToolParser("f", Counter()); }, "").tool_calls,
+      1);
 }
 
 TEST(ToolParserTest, ThinkSplitsReasoning) {
@@ -218,12 +221,14 @@ TEST(ToolParserTest, ThinkSplitsReasoning) {
                    "<think>\nStep 1.\n</think>\n\nThe answer.");
   EXPECT_EQ(r.reasoning, "\nStep 1.\n");
   EXPECT_EQ(r.content, "The answer.");
-  r = Whole([] { return NewThinkParser(nullptr); }, "No thinking <think>x</think>");
+  r = Whole([] { return NewThinkParser(nullptr); },
+            "No thinking <think>x</think>");
   EXPECT_EQ(r.reasoning, "");
   EXPECT_EQ(r.content, "No thinking <think>x</think>");
-  r = Whole([] { return NewThinkParser(NewToolParser("hermes", Counter())); },
-            "<think>call f</think>\n<tool_call>{\"name\": \"f\", \"arguments\": "
-            "{}}</tool_call>");
+  r = Whole(
+      [] { return NewThinkParser(NewToolParser("hermes", Counter())); },
+      "<think>call f</think>\n<tool_call>{\"name\": \"f\", \"arguments\": "
+      "{}}</tool_call>");
   EXPECT_EQ(r.reasoning, "call f");
   EXPECT_EQ(r.content, "");
   ASSERT_EQ(r.calls.size(), 1u);
@@ -232,19 +237,22 @@ TEST(ToolParserTest, ThinkSplitsReasoning) {
 TEST(ToolParserTest, EveryCutGivesTheWholeTextParse) {
   const std::vector<std::pair<Factory, std::vector<std::string>>> cases = {
       {Tools("hermes"),
-       {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+       {"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+        "\"arguments\": "
         "{\"city\": \"Pa\\\"ris}\", \"n\": [1, {\"x\": null}]}}\n</tool_call>\n"
-        "<tool_call>\n{\"name\": \"t\", \"arguments\": {}}\n</tool_call>\nDone.",
+        "<tool_call>\n{\"name\": \"t\", \"arguments\": "
+        "{}}\n</tool_call>\nDone.",
         "plain < text <tool_ca ll> with </tool_call> markup-like bits  ",
         "<tool_call>broken</tool_call> after",
         "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": tru",
-        "héllo 世界 <tool_call>{\"name\": \"é\", \"arguments\": {\"ü\": \"🙂\"}}"
+        "héllo 世界 <tool_call>{\"name\": \"é\", \"arguments\": {\"ü\": "
+        "\"🙂\"}}"
         "</tool_call>"}},
       {Tools("llama3_json"),
        {"<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}; "
         "{\"name\": \"g\", \"parameters\": {}}",
-        "  {\"name\": \"f\", \"parameters\": {\"a\": \"b\"}}",
-        "Just text.", "{\"answer\": [1, 2]} trailing", "<|python", ""}},
+        "  {\"name\": \"f\", \"parameters\": {\"a\": \"b\"}}", "Just text.",
+        "{\"answer\": [1, 2]} trailing", "<|python", ""}},
       {Tools("mistral"),
        {"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}}, "
         "{\"name\": \"g\", \"arguments\": {\"b\": \"]\"}}]",
@@ -268,9 +276,11 @@ TEST(ToolParserTest, MarkupNeverLeaksIntoContent) {
   for (const std::string& name : ToolParserNames()) {
     const Result r = Whole(
         Tools(name),
-        name == "hermes" ? "a <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"
-        : name == "mistral" ? "a [TOOL_CALLS]f[ARGS]{}"
-                            : "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}");
+        name == "hermes"
+            ? "a <tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"
+        : name == "mistral"
+            ? "a [TOOL_CALLS]f[ARGS]{}"
+            : "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}");
     ASSERT_EQ(r.calls.size(), 1u) << name;
     EXPECT_EQ(r.content.find("tool_call"), std::string::npos) << name;
     EXPECT_EQ(r.content.find("TOOL_CALLS"), std::string::npos) << name;
@@ -290,8 +300,8 @@ TEST(ToolParserTest, DetectsTheFormatFromTheTemplate) {
 }
 
 std::string ReadTemplate(const std::string& name) {
-  std::ifstream f(std::string(INFERD_SOURCE_DIR) + "/tests/data/chat_templates/" +
-                  name + ".jinja");
+  std::ifstream f(std::string(INFERD_SOURCE_DIR) +
+                  "/tests/data/chat_templates/" + name + ".jinja");
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
