@@ -204,34 +204,20 @@ nlohmann::ordered_json ArgumentsSchema(const ChatTool& t) {
 
 }  // namespace
 
-absl::StatusOr<ToolPlan> ToToolPlan(const v1::GenerateRequest& req,
-                                    GenerateParams* p) {
-  ToolPlan plan;
-  if (req.tools_size() == 0) {
-    if (req.has_tool_choice() &&
-        !(req.tool_choice().choice_case() == v1::ToolChoice::kMode &&
-          (req.tool_choice().mode() == v1::TOOL_CHOICE_MODE_NONE ||
-           req.tool_choice().mode() == v1::TOOL_CHOICE_MODE_UNSPECIFIED))) {
-      return Invalid("tool_choice", "needs tools");
-    }
-    return plan;
-  }
-  if (req.messages_size() == 0) {
-    return Invalid("tools", "need messages (a conversation for the chat "
-                            "template), not a prompt");
-  }
-  if (req.tools_size() > kMaxTools) {
-    return Invalid("tools", absl::StrCat(req.tools_size(), " tools; at most ",
+absl::Status ToChatTools(const google::protobuf::RepeatedPtrField<v1::Tool>& in,
+                         std::vector<ChatTool>* out) {
+  if (in.size() > kMaxTools) {
+    return Invalid("tools", absl::StrCat(in.size(), " tools; at most ",
                                          kMaxTools));
   }
-  for (int i = 0; i < req.tools_size(); ++i) {
-    const v1::Tool& t = req.tools(i);
+  for (int i = 0; i < in.size(); ++i) {
+    const v1::Tool& t = in[i];
     if (!ValidToolName(t.name())) {
       return Invalid(absl::StrCat("tools[", i, "].name"),
                      "must be 1 to 64 letters, digits, '_', '-' or '.'");
     }
     for (int j = 0; j < i; ++j) {
-      if (req.tools(j).name() == t.name()) {
+      if (in[j].name() == t.name()) {
         return Invalid(absl::StrCat("tools[", i, "].name"),
                        absl::StrCat("'", t.name(), "' is defined twice"));
       }
@@ -267,8 +253,28 @@ absl::StatusOr<ToolPlan> ToToolPlan(const v1::GenerateRequest& req,
         }
       }
     }
-    p->tools.push_back(ChatTool{t.name(), t.description(), t.parameters()});
+    out->push_back(ChatTool{t.name(), t.description(), t.parameters()});
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ToolPlan> ToToolPlan(const v1::GenerateRequest& req,
+                                    GenerateParams* p) {
+  ToolPlan plan;
+  if (req.tools_size() == 0) {
+    if (req.has_tool_choice() &&
+        !(req.tool_choice().choice_case() == v1::ToolChoice::kMode &&
+          (req.tool_choice().mode() == v1::TOOL_CHOICE_MODE_NONE ||
+           req.tool_choice().mode() == v1::TOOL_CHOICE_MODE_UNSPECIFIED))) {
+      return Invalid("tool_choice", "needs tools");
+    }
+    return plan;
+  }
+  if (req.messages_size() == 0) {
+    return Invalid("tools", "need messages (a conversation for the chat "
+                            "template), not a prompt");
+  }
+  RETURN_IF_ERROR(ToChatTools(req.tools(), &p->tools));
   plan.mode = ToolPlan::Mode::kAuto;
   if (req.has_tool_choice()) {
     const v1::ToolChoice& tc = req.tool_choice();

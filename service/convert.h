@@ -54,6 +54,10 @@ struct ToolPlan {
   Mode mode = Mode::kOff;
   std::string function;
 };
+// The tools of a request (names, parameters schemas; INVALID_ARGUMENT
+// naming the field).
+absl::Status ToChatTools(const google::protobuf::RepeatedPtrField<v1::Tool>& in,
+                         std::vector<ChatTool>* out);
 // Validates tools / tool_choice / parallel_tool_calls (INVALID_ARGUMENT
 // naming the field), fills p->tools, and for required or a named function
 // sets p->sampling.response_format to the constraint. Call after

@@ -324,13 +324,9 @@ absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
   return absl::OkStatus();
 }
 
-// tools, tool_choice, parallel_tool_calls (OpenAI's shapes).
-absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
-  if (auto f = body.find("functions");
-      f != body.end() && f->is_array() && !f->empty()) {
-    return Invalid("functions",
-                   "the legacy functions field is not supported; use tools");
-  }
+// `tools` (OpenAI's shape: function tools).
+absl::Status ToToolList(const Json& body,
+                        google::protobuf::RepeatedPtrField<v1::Tool>* tools) {
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
     if (!t->is_array()) return Invalid("tools", "must be an array");
     for (size_t i = 0; i < t->size(); ++i) {
@@ -348,7 +344,7 @@ absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
       if (!f->contains("name") || !(*f)["name"].is_string()) {
         return Invalid(absl::StrCat(p, ".function.name"), "must be a string");
       }
-      v1::Tool* out = req->add_tools();
+      v1::Tool* out = tools->Add();
       out->set_name((*f)["name"].get<std::string>());
       if (auto st = f->find("strict"); st != f->end() && st->is_boolean()) {
         out->set_strict(st->get<bool>());
@@ -368,6 +364,17 @@ absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
       }
     }
   }
+  return absl::OkStatus();
+}
+
+// tools, tool_choice, parallel_tool_calls (OpenAI's shapes).
+absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
+  if (auto f = body.find("functions");
+      f != body.end() && f->is_array() && !f->empty()) {
+    return Invalid("functions",
+                   "the legacy functions field is not supported; use tools");
+  }
+  RETURN_IF_ERROR(ToToolList(body, req->mutable_tools()));
   if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
     v1::ToolChoice* tc = req->mutable_tool_choice();
     if (c->is_string()) {
@@ -1117,6 +1124,7 @@ class Handlers {
         RETURN_IF_ERROR(Bool(body, "add_generation_prompt", &add));
         req->set_add_generation_prompt(add);
       }
+      RETURN_IF_ERROR(ToToolList(body, req->mutable_tools()));
     } else {
       if (prompt == body.end() || !prompt->is_string()) {
         return Invalid("prompt", "is required: a string (or give messages)");

@@ -398,6 +398,9 @@ absl::StatusOr<v1::TokenizeResponse> RequestLayer::Tokenize(
   if (!model.ok()) return model.status();
   if (model_name != nullptr) *model_name = (*model)->name();
   const bool chat = req.messages_size() > 0;
+  if (!chat && req.tools_size() > 0) {
+    return absl::InvalidArgumentError("tools: need messages");
+  }
   if (chat && !req.text().empty()) {
     return absl::InvalidArgumentError(
         "messages: give text or messages, not both");
@@ -410,12 +413,15 @@ absl::StatusOr<v1::TokenizeResponse> RequestLayer::Tokenize(
   if (chat) {
     std::vector<ChatMessage> messages;
     RETURN_IF_ERROR(ToChatMessages(req.messages(), &messages));
+    std::vector<ChatTool> tools;
+    RETURN_IF_ERROR(ToChatTools(req.tools(), &tools));
     ASSIGN_OR_RETURN(
         rendered,
         (*model)->chat_format()->Render(messages,
                                         req.has_add_generation_prompt()
                                             ? req.add_generation_prompt()
-                                            : true));
+                                            : true,
+                                        tools));
     resp.set_rendered_prompt(rendered);
   }
   ASSIGN_OR_RETURN(

@@ -24,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -191,6 +192,83 @@ def check_tools_grpc(stub, pb, md, out, check, jsonschema):
               f"gRPC undefined function: {e.code()} {e.details()}")
 
 
+REFERENCE = r"""
+import json, sys, warnings
+warnings.filterwarnings("ignore")
+from transformers.utils import chat_template_utils as ctu
+q = json.load(sys.stdin)
+out, _ = ctu.render_jinja_template(conversations=[q["messages"]], tools=q["tools"],
+                                   chat_template=q["template"],
+                                   add_generation_prompt=True, **q["special"])
+print(json.dumps(out[0]))
+"""
+
+
+def check_template_tools(stub, pb, md, check, venv_python, template, tok_config):
+    """A tool conversation sent over gRPC renders (Tokenize's rendered_prompt)
+    as transformers renders it after vLLM's preprocessing; the template alone
+    picks the model's tool format and reasoning."""
+    weather = {"type": "object", "properties": {"city": {"type": "string"}},
+               "required": ["city"]}
+    req = pb.TokenizeRequest(model="qwen3")
+    req.messages.add(role="system", content="Use tools.")
+    req.messages.add(role="user", content="Weather in Paris?")
+    a = req.messages.add(role="assistant")
+    a.tool_calls.add(id="call_1", name="get_weather", arguments='{"city": "Paris"}')
+    req.messages.add(role="tool", tool_call_id="call_1", name="get_weather",
+                     content='{"temp": 21}')
+    req.messages.add(role="assistant", content="It is 21.",
+                     reasoning_content="The tool said 21.")
+    req.messages.add(role="user", content="And Rome?")
+    req.tools.add(name="get_weather", description="The weather",
+                  parameters=json.dumps(weather))
+    got = stub.Tokenize(req, metadata=md, timeout=60).rendered_prompt
+    ref_messages = [
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "content": '{"temp": 21}', "tool_call_id": "call_1",
+         "name": "get_weather"},
+        {"role": "assistant", "content": "It is 21.",
+         "reasoning_content": "The tool said 21."},
+        {"role": "user", "content": "And Rome?"}]
+    ref_tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather", "parameters": weather}}]
+    p = subprocess.run([venv_python, "-c", REFERENCE], capture_output=True, text=True,
+                       timeout=120, input=json.dumps({
+                           "messages": ref_messages, "tools": ref_tools,
+                           "template": template,
+                           "special": {"bos_token": tok_config.get("bos_token") or "",
+                                       "eos_token": tok_config.get("eos_token") or ""}}))
+    want = json.loads(p.stdout) if p.returncode == 0 else p.stderr
+    check(got == want and "<tools>" in got and '"arguments": {"city": "Paris"}' in got,
+          f"Qwen3 template with tools over gRPC:\n{got!r}\n!= transformers:\n{want!r}")
+
+    # No tool_parser= given: Qwen3's template says hermes and <think>.
+    forced = ('<think>\nCheck Rome.\n</think>\n\n<tool_call>\n{"name": "get_weather", '
+              '"arguments": {"city": "Rome"}}\n</tool_call>')
+    gen = pb.GenerateRequest(model="qwen3")
+    gen.messages.add(role="user", content="Weather in Rome?")
+    gen.tools.add(name="get_weather", parameters=json.dumps(weather))
+    gen.response_format.regex = re.escape(forced)
+    gen.sampling.max_tokens = 200
+    text, reasoning, calls, finish = "", "", [], None
+    for m in stub.Generate(gen, metadata=md, timeout=300):
+        text += m.text
+        reasoning += m.reasoning
+        calls += [(t.index, t.id, t.name, t.arguments) for t in m.tool_calls]
+        if m.finish_reason:
+            finish = m.finish_reason
+    names = [c[2] for c in calls if c[2]]
+    args = "".join(c[3] for c in calls)
+    check(text == "" and reasoning == "\nCheck Rome.\n" and names == ["get_weather"] and
+          json.loads(args or "null") == {"city": "Rome"} and
+          finish == pb.FINISH_REASON_TOOL_CALLS,
+          f"qwen3 auto (format from its template): {text!r} {reasoning!r} {calls} {finish}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inferd", required=True)
@@ -212,12 +290,29 @@ def main():
         if not cond:
             failures.append(what)
 
+    # qwen3-tiny (random weights) with Qwen3's real chat template: its tool
+    # format (hermes) and reasoning (<think>) come from the template alone.
+    qwen_tmp = tempfile.TemporaryDirectory(prefix="inferd-qwen3-template-")
+    qwen_dir = qwen_tmp.name
+    src = os.path.join(a.test_models, "qwen3-tiny")
+    for f in os.listdir(src):
+        if f != "tokenizer_config.json":
+            os.symlink(os.path.join(src, f), os.path.join(qwen_dir, f))
+    with open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8") as f:
+        tok_config = json.load(f)
+    with open(os.path.join(HERE, "..", "data", "chat_templates", "Qwen-Qwen3-0.6B.jinja"),
+              encoding="utf-8") as f:
+        qwen3_template = f.read()
+    tok_config["chat_template"] = qwen3_template
+    with open(os.path.join(qwen_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tok_config, f)
     # SmolLM2's template shows no tool format: tool_choice auto parses its
     # output as hermes (<tool_call>) by the per-model override.
     # and <think> text as reasoning by reasoning_parser=think.
     models = [("llm", a.smollm2 + ",tool_parser=hermes,reasoning_parser=think"),
               ("embedder", a.minilm),
-              ("reranker", os.path.join(a.test_models, "xlmr-reranker"))]
+              ("reranker", os.path.join(a.test_models, "xlmr-reranker")),
+              ("qwen3", qwen_dir)]
     with lib.InferdProcess(a.inferd, models, log_prefix="inferd-http-",
                            extra=["--http-listen", "127.0.0.1:0",
                                   "--api-key", KEY]) as srv:
@@ -230,7 +325,7 @@ def main():
         st, health = http("GET", base + "/health", key=None)
         check(st == 200 and health["status"] == "ok" and
               health["models"] == {"llm": "ready", "embedder": "ready",
-                                   "reranker": "ready"},
+                                   "reranker": "ready", "qwen3": "ready"},
               f"/health once ready: {st} {health}")
 
         # The same requests over gRPC, for reference.
@@ -269,7 +364,7 @@ def main():
         print(json.dumps(out)[:3000])
         print(json.dumps({k: v for k, v in out.items() if k.startswith("tool")}))
 
-        check(out["models"] == ["embedder", "llm", "reranker"],
+        check(out["models"] == ["embedder", "llm", "qwen3", "reranker"],
               f"models: {out['models']}")
         check(out["model"] == "llm", f"models.retrieve: {out['model']}")
         c = out["chat"]
@@ -339,6 +434,8 @@ def main():
 
         check_tools(out, check, failures, jsonschema)
         check_tools_grpc(stub, pb, md, out, check, jsonschema)
+        check_template_tools(stub, pb, md, check, a.venv_python, qwen3_template,
+                             tok_config)
 
         # Raw HTTP: the error object's shape.
         st, body = http("POST", base + "/v1/chat/completions", b"{not json")
