@@ -70,9 +70,10 @@ sources_for() {
     tokenizer_fuzz)
       echo "$root"/runtime/tokenizer/*.cc "$root/device/tensor.cc" ;;
     chat_template_fuzz)
-      echo "$root"/runtime/chat/*.cc ;;
+      echo "$root"/runtime/chat/*.cc "$root/runtime/common/registry.cc" ;;
     tool_parser_fuzz)
-      echo "$root/runtime/chat/tool_parser.cc" ;;
+      echo "$root/runtime/chat/tool_parser.cc" \
+           "$root/runtime/common/registry.cc" ;;
     structured_output_fuzz)
       echo "$root/runtime/gen/structured_output.cc" ;;
     request_fuzz)

@@ -5,10 +5,12 @@
 #include <random>
 #include <utility>
 
+#include "absl/base/call_once.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/registry.h"
 
 namespace inferd {
 
@@ -746,24 +748,94 @@ std::string RandomToolCallId() {
 }
 std::string RandomMistralToolCallId() { return RandomAlnum(9); }
 
+namespace {
+
+// The built-in formats, registered on first use.
+void RegisterBuiltinToolParsers() {
+  static absl::once_flag once;
+  absl::call_once(once, [] {
+    auto add = [](const char* name, const char* description,
+                  ToolParserFormat f) {
+      absl::Status s = RegisterToolParser(name, description, std::move(f));
+      (void)s;  // Only a plug-in registering first could clash.
+    };
+    add("hermes",
+        "<tool_call>{\"name\", \"arguments\"}</tool_call> (Qwen2.5, Qwen3, "
+        "QwQ, SmolLM3, Hermes)",
+        {[](ToolCallIdFn ids) {
+           return std::make_unique<MarkupToolParser>(
+               Format::kHermes, OrDefault(std::move(ids), RandomToolCallId));
+         },
+         false, 0,
+         [](absl::string_view t) {
+           return absl::StrContains(t, "<tool_call>");
+         }});
+    add("mistral",
+        "[TOOL_CALLS][{...}] or [TOOL_CALLS]name[ARGS]{...} (Mistral)",
+        {[](ToolCallIdFn ids) {
+           return std::make_unique<MarkupToolParser>(
+               Format::kMistral,
+               OrDefault(std::move(ids), RandomMistralToolCallId));
+         },
+         true, 1,
+         [](absl::string_view t) {
+           return absl::StrContains(t, "[TOOL_CALLS]");
+         }});
+    add("llama3_json",
+        "<|python_tag|>? {\"name\", \"parameters\"}; ... (Llama 3.x JSON)",
+        {[](ToolCallIdFn ids) {
+           return std::make_unique<MarkupToolParser>(
+               Format::kLlama3, OrDefault(std::move(ids), RandomToolCallId));
+         },
+         true, 2,
+         [](absl::string_view t) {
+           return absl::StrContains(t, "<|python_tag|>") ||
+                  (absl::StrContains(t, "<|start_header_id|>") &&
+                   absl::StrContains(t, "\"parameters\""));
+         }});
+  });
+}
+
+const ToolParserFormat* FindFormat(absl::string_view name) {
+  RegisterBuiltinToolParsers();
+  const Registry::Entry* e =
+      Registry::Global().Find(registry_kind::kToolParser, name);
+  return e == nullptr ? nullptr : std::any_cast<ToolParserFormat>(&e->value);
+}
+
+}  // namespace
+
+absl::Status RegisterToolParser(std::string name, std::string description,
+                                ToolParserFormat format, std::string origin) {
+  if (format.make == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tool_parser '", name, "' has no factory"));
+  }
+  return Registry::Global().Add(Registry::Entry{
+      registry_kind::kToolParser, std::move(name), std::move(description),
+      std::move(origin), std::move(format)});
+}
+
 std::vector<std::string> ToolParserNames() {
-  return {"hermes", "llama3_json", "mistral"};
+  RegisterBuiltinToolParsers();
+  return Registry::Global().Names(registry_kind::kToolParser);
 }
 
 bool IsToolParser(absl::string_view name) {
-  for (const std::string& n : ToolParserNames()) {
-    if (n == name) return true;
-  }
-  return false;
+  return FindFormat(name) != nullptr;
 }
 
 std::string DetectToolParser(absl::string_view t) {
-  if (absl::StrContains(t, "<tool_call>")) return "hermes";
-  if (absl::StrContains(t, "[TOOL_CALLS]")) return "mistral";
-  if (absl::StrContains(t, "<|python_tag|>") ||
-      (absl::StrContains(t, "<|start_header_id|>") &&
-       absl::StrContains(t, "\"parameters\""))) {
-    return "llama3_json";
+  std::vector<std::pair<int, std::string>> order;
+  for (const std::string& name : ToolParserNames()) {
+    const ToolParserFormat* f = FindFormat(name);
+    if (f != nullptr && f->matches_template != nullptr) {
+      order.emplace_back(f->priority, name);
+    }
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [priority, name] : order) {
+    if (FindFormat(name)->matches_template(t)) return name;
   }
   return "";
 }
@@ -777,24 +849,14 @@ bool IsReasoningParser(absl::string_view name) {
 }
 
 bool ToolParserNeedsSpecialTokens(absl::string_view name) {
-  return name == "mistral" || name == "llama3_json";
+  const ToolParserFormat* f = FindFormat(name);
+  return f != nullptr && f->keep_special_tokens;
 }
 
 std::unique_ptr<OutputParser> NewToolParser(absl::string_view name,
                                             ToolCallIdFn ids) {
-  if (name == "hermes") {
-    return std::make_unique<MarkupToolParser>(
-        Format::kHermes, OrDefault(std::move(ids), RandomToolCallId));
-  }
-  if (name == "llama3_json") {
-    return std::make_unique<MarkupToolParser>(
-        Format::kLlama3, OrDefault(std::move(ids), RandomToolCallId));
-  }
-  if (name == "mistral") {
-    return std::make_unique<MarkupToolParser>(
-        Format::kMistral, OrDefault(std::move(ids), RandomMistralToolCallId));
-  }
-  return nullptr;
+  const ToolParserFormat* f = FindFormat(name);
+  return f == nullptr ? nullptr : f->make(std::move(ids));
 }
 
 std::unique_ptr<OutputParser> NewRequiredToolParser(ToolCallIdFn ids) {

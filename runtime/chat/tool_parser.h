@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace inferd {
@@ -73,12 +74,37 @@ class OutputParser {
   virtual int tool_calls() const { return 0; }
 };
 
-// The tool-call formats by name (the `tool_parser=` values).
+namespace registry_kind {
+// A tool-call format's name -> its ToolParserFormat.
+inline constexpr char kToolParser[] = "tool_parser";
+}  // namespace registry_kind
+
+// A tool-call format, as registered (kind "tool_parser" in the process's
+// Registry; the built-ins hermes, mistral and llama3_json register
+// themselves on first use; a plug-in may add more).
+struct ToolParserFormat {
+  // A parser; `ids` null: the format's own id maker.
+  std::function<std::unique_ptr<OutputParser>(ToolCallIdFn ids)> make;
+  // Its markers are special tokens that decoding must keep.
+  bool keep_special_tokens = false;
+  // DetectToolParser tries formats by priority (lower first), then name.
+  int priority = 100;
+  // Whether a chat template writes this format (may be null: never picked
+  // from a template, only by tool_parser=).
+  std::function<bool(absl::string_view chat_template)> matches_template;
+};
+// ALREADY_EXISTS when the name is taken.
+absl::Status RegisterToolParser(std::string name, std::string description,
+                                ToolParserFormat format,
+                                std::string origin = "builtin");
+
+// The tool-call formats by name (the `tool_parser=` values), sorted.
 std::vector<std::string> ToolParserNames();
 bool IsToolParser(absl::string_view name);
 // The format a chat template writes, from its text (empty when it shows
 // none): <tool_call> -> hermes, [TOOL_CALLS] -> mistral, <|python_tag|> or
-// Llama 3's "parameters" JSON -> llama3_json.
+// Llama 3's "parameters" JSON -> llama3_json (the first registered format,
+// by priority, whose matches_template says so).
 std::string DetectToolParser(absl::string_view chat_template);
 // "think" when the template writes <think> (the `reasoning_parser=` values
 // are "think" and "none"), else empty.

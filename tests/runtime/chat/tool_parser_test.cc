@@ -273,7 +273,7 @@ TEST(ToolParserTest, EveryCutGivesTheWholeTextParse) {
 }
 
 TEST(ToolParserTest, MarkupNeverLeaksIntoContent) {
-  for (const std::string& name : ToolParserNames()) {
+  for (const std::string name : {"hermes", "mistral", "llama3_json"}) {
     const Result r = Whole(
         Tools(name),
         name == "hermes"
@@ -326,6 +326,30 @@ TEST(ToolParserTest, RealTemplatesPickTheirModelsFormats) {
     EXPECT_EQ(DetectToolParser(t), tools) << name;
     EXPECT_EQ(DetectReasoningParser(t), reasoning) << name;
   }
+}
+
+TEST(ToolParserTest, RegistryTakesMoreFormats) {
+  ToolParserFormat f;
+  f.make = [](ToolCallIdFn ids) {
+    return NewNamedToolParser("echo", std::move(ids));
+  };
+  f.priority = -1;  // before the built-ins
+  f.matches_template = [](absl::string_view t) {
+    return t.find("<echo_call>") != absl::string_view::npos;
+  };
+  ASSERT_TRUE(RegisterToolParser("test_echo", "a test format", f).ok());
+  EXPECT_EQ(RegisterToolParser("test_echo", "again", f).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(RegisterToolParser("hermes", "clash", f).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(IsToolParser("test_echo"));
+  EXPECT_EQ(DetectToolParser("<echo_call> <tool_call>"), "test_echo");
+  EXPECT_EQ(DetectToolParser("<tool_call>"), "hermes");
+  const Result r = Whole(Tools("test_echo"), "{}");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "echo");
+  EXPECT_FALSE(ToolParserNeedsSpecialTokens("test_echo"));
+  EXPECT_TRUE(ToolParserNeedsSpecialTokens("mistral"));
 }
 
 TEST(ToolParserTest, RandomIds) {
