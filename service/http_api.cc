@@ -81,7 +81,10 @@ constexpr char kParamPayload[] = "type.inferd.dev/http-param";
 // The OpenAI name of the tool field a request-layer error names
 // ("tools[1].parameters: ..." -> tools[1].function.parameters), else "".
 std::string ToolParam(const absl::Status& status) {
-  if (status.code() != absl::StatusCode::kInvalidArgument) return "";
+  if (status.code() != absl::StatusCode::kInvalidArgument &&
+      status.code() != absl::StatusCode::kFailedPrecondition) {
+    return "";
+  }
   absl::string_view m = status.message();
   const size_t colon = m.find(": ");
   if (colon == absl::string_view::npos) return "";

@@ -312,7 +312,8 @@ def main():
     models = [("llm", a.smollm2 + ",tool_parser=hermes,reasoning_parser=think"),
               ("embedder", a.minilm),
               ("reranker", os.path.join(a.test_models, "xlmr-reranker")),
-              ("qwen3", qwen_dir)]
+              ("qwen3", qwen_dir),
+              ("plain", os.path.join(a.test_models, "qwen2-tiny"))]
     with lib.InferdProcess(a.inferd, models, log_prefix="inferd-http-",
                            extra=["--http-listen", "127.0.0.1:0",
                                   "--api-key", KEY]) as srv:
@@ -325,7 +326,8 @@ def main():
         st, health = http("GET", base + "/health", key=None)
         check(st == 200 and health["status"] == "ok" and
               health["models"] == {"llm": "ready", "embedder": "ready",
-                                   "reranker": "ready", "qwen3": "ready"},
+                                   "reranker": "ready", "qwen3": "ready",
+                                   "plain": "ready"},
               f"/health once ready: {st} {health}")
 
         # The same requests over gRPC, for reference.
@@ -364,7 +366,7 @@ def main():
         print(json.dumps(out)[:3000])
         print(json.dumps({k: v for k, v in out.items() if k.startswith("tool")}))
 
-        check(out["models"] == ["embedder", "llm", "qwen3", "reranker"],
+        check(out["models"] == ["embedder", "llm", "plain", "qwen3", "reranker"],
               f"models: {out['models']}")
         check(out["model"] == "llm", f"models.retrieve: {out['model']}")
         c = out["chat"]
@@ -436,6 +438,36 @@ def main():
         check_tools_grpc(stub, pb, md, out, check, jsonschema)
         check_template_tools(stub, pb, md, check, a.venv_python, qwen3_template,
                              tok_config)
+
+        # A model whose template shows no tool format (and no tool_parser=):
+        # auto is refused saying what to do; required still works (the
+        # constraint needs no format; one call, or this random model would
+        # call until max_tokens); none is plain content.
+        tool = {"type": "function", "function": {
+            "name": "f", "parameters": {"type": "object", "properties": {
+                "x": {"type": "integer", "minimum": 0, "maximum": 9}},
+                "required": ["x"], "additionalProperties": False}}}
+        plain = {"model": "plain", "messages": [{"role": "user", "content": "hi"}],
+                 "tools": [tool], "max_tokens": 300, "temperature": 0}
+        st, body = http("POST", base + "/v1/chat/completions", plain)
+        check(st == 400 and body["error"]["code"] == "failed_precondition" and
+              "tool_parser=" in body["error"]["message"] and
+              body["error"]["param"] == "tool_choice",
+              f"auto without a known format: {st} {body}")
+        st, body = http("POST", base + "/v1/chat/completions",
+                        dict(plain, tool_choice="required",
+                             parallel_tool_calls=False))
+        calls = body.get("choices", [{}])[0].get("message", {}).get("tool_calls") \
+            if st == 200 else None
+        check(st == 200 and body["choices"][0]["finish_reason"] == "tool_calls" and
+              calls and calls[0]["function"]["name"] == "f" and
+              0 <= json.loads(calls[0]["function"]["arguments"])["x"] <= 9,
+              f"required without a known format: {st} {body}")
+        st, body = http("POST", base + "/v1/chat/completions",
+                        dict(plain, tool_choice="none"))
+        check(st == 200 and "tool_calls" not in body["choices"][0]["message"] and
+              isinstance(body["choices"][0]["message"]["content"], str),
+              f"none without a known format: {st} {body}")
 
         # Raw HTTP: the error object's shape.
         st, body = http("POST", base + "/v1/chat/completions", b"{not json")
