@@ -261,6 +261,12 @@ absl::Status ToTokenIds(const Json& ids, const std::string& param,
   return absl::OkStatus();
 }
 
+// An object's string field, "" when absent or not a string (never throws).
+std::string StringField(const Json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 // One chat message (OpenAI's shape) as inferd's; `i` its index. Assistant
 // messages may carry tool_calls (content then may be null), tool messages
 // tool_call_id (and name).
@@ -287,7 +293,7 @@ absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
         return Invalid(q, "must be {\"id\", \"type\": \"function\", "
                           "\"function\": {\"name\", \"arguments\"}}");
       }
-      if (c.value("type", "function") != "function") {
+      if ((c.contains("type") && StringField(c, "type") != "function")) {
         return Invalid(absl::StrCat(q, ".type"), "must be \"function\"");
       }
       const Json& f = c["function"];
@@ -335,7 +341,7 @@ absl::Status ToToolList(const Json& body,
     for (size_t i = 0; i < t->size(); ++i) {
       const Json& tool = (*t)[i];
       const std::string p = absl::StrCat("tools[", i, "]");
-      if (!tool.is_object() || tool.value("type", "") != "function") {
+      if (!tool.is_object() || StringField(tool, "type") != "function") {
         return Invalid(absl::StrCat(p, ".type"),
                        "only {\"type\": \"function\", \"function\": {...}} "
                        "tools are supported");
@@ -393,7 +399,7 @@ absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
                        "must be none, auto, required or {\"type\": "
                        "\"function\", \"function\": {\"name\": ...}}");
       }
-    } else if (c->is_object() && c->value("type", "") == "function" &&
+    } else if (c->is_object() && StringField(*c, "type") == "function" &&
                c->contains("function") && (*c)["function"].is_object() &&
                (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
