@@ -70,7 +70,10 @@ sources_for() {
     tokenizer_fuzz)
       echo "$root"/runtime/tokenizer/*.cc "$root/device/tensor.cc" ;;
     chat_template_fuzz)
-      echo "$root"/runtime/chat/*.cc ;;
+      echo "$root"/runtime/chat/*.cc "$root/runtime/common/registry.cc" ;;
+    tool_parser_fuzz)
+      echo "$root/runtime/chat/tool_parser.cc" \
+           "$root/runtime/common/registry.cc" ;;
     structured_output_fuzz)
       echo "$root/runtime/gen/structured_output.cc" ;;
     request_fuzz)
@@ -96,7 +99,7 @@ cflags_for() {
     # share the generated protobuf objects.)
     request_fuzz|request_parse_fuzz)
       echo "-I$proto_gen $(pkg-config --cflags protobuf)" ;;
-    safetensors_fuzz|config_fuzz|gguf_fuzz) ;;
+    safetensors_fuzz|config_fuzz|gguf_fuzz|tool_parser_fuzz) ;;
     # llguidance.h from the crate sources the build fetched (runtime/gen).
     structured_output_fuzz)
       local inc
@@ -110,7 +113,7 @@ libs_for() {
   case "$1" in
     request_fuzz) pkg-config --libs protobuf ;;
     request_parse_fuzz) pkg-config --libs protobuf grpc++ ;;
-    safetensors_fuzz|config_fuzz|gguf_fuzz|chat_template_fuzz) ;;
+    safetensors_fuzz|config_fuzz|gguf_fuzz|chat_template_fuzz|tool_parser_fuzz) ;;
     # The llguidance static library the build made (runtime/gen/llg).
     structured_output_fuzz)
       echo "$build_dir/llg/release/libinferd_llg.a -lpthread -ldl -lm -lrt -lutil" ;;

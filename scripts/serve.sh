@@ -64,6 +64,9 @@ a line for every RPC):
     -d '{"model":"smollm2","messages":[{"role":"user","content":"What is the capital of France?"}],"max_tokens":60,"temperature":0}'
   curl -s http://$http_listen/v1/embeddings -H 'Content-Type: application/json' \
     -d '{"model":"minilm","input":["A man is playing a guitar."]}'
+  # a tool call (tool_choice required: the arguments validate against the schema):
+  curl -s http://$http_listen/v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"smollm2","messages":[{"role":"user","content":"Weather in Paris?"}],"max_tokens":60,"temperature":0,"tool_choice":"required","parallel_tool_calls":false,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":20}},"required":["city"],"additionalProperties":false}}}]}'
   # with the openai SDK (pip install openai):
   python3 -c 'from openai import OpenAI; c = OpenAI(base_url="http://$http_listen/v1", api_key="none"); print(c.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Hi!"}], max_tokens=40).choices[0].message.content)'
 

@@ -7,7 +7,9 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
@@ -154,9 +156,189 @@ absl::Status ToChatMessages(
       return Invalid(absl::StrCat("messages[", i, "].role"),
                      "must not be empty (e.g. \"user\")");
     }
-    out->push_back(ChatMessage{in[i].role(), in[i].content()});
+    const v1::ChatMessage& m = in[i];
+    ChatMessage c{m.role(), m.content()};
+    if (m.tool_calls_size() > 0 && m.role() != "assistant") {
+      return Invalid(absl::StrCat("messages[", i, "].tool_calls"),
+                     "only assistant messages call tools");
+    }
+    for (int j = 0; j < m.tool_calls_size(); ++j) {
+      const v1::ToolCall& t = m.tool_calls(j);
+      const std::string field =
+          absl::StrCat("messages[", i, "].tool_calls[", j, "]");
+      if (t.name().empty()) {
+        return Invalid(absl::StrCat(field, ".name"), "must not be empty");
+      }
+      if (!t.arguments().empty() &&
+          nlohmann::json::parse(t.arguments(), nullptr, false).is_discarded()) {
+        return Invalid(absl::StrCat(field, ".arguments"), "must be JSON text");
+      }
+      c.tool_calls.push_back(ChatToolCall{t.id(), t.name(), t.arguments()});
+    }
+    c.tool_call_id = m.tool_call_id();
+    c.name = m.name();
+    c.reasoning_content = m.reasoning_content();
+    out->push_back(std::move(c));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+bool ValidToolName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' &&
+        c != '-' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The JSON Schema of a tool's arguments (an object schema).
+nlohmann::ordered_json ArgumentsSchema(const ChatTool& t) {
+  if (t.parameters.empty()) return {{"type", "object"}};
+  return nlohmann::ordered_json::parse(t.parameters);
+}
+
+}  // namespace
+
+absl::Status ToChatTools(const google::protobuf::RepeatedPtrField<v1::Tool>& in,
+                         std::vector<ChatTool>* out) {
+  if (in.size() > kMaxTools) {
+    return Invalid("tools", absl::StrCat(in.size(), " tools; at most ",
+                                         kMaxTools));
+  }
+  for (int i = 0; i < in.size(); ++i) {
+    const v1::Tool& t = in[i];
+    if (!ValidToolName(t.name())) {
+      return Invalid(absl::StrCat("tools[", i, "].name"),
+                     "must be 1 to 64 letters, digits, '_', '-' or '.'");
+    }
+    for (int j = 0; j < i; ++j) {
+      if (in[j].name() == t.name()) {
+        return Invalid(absl::StrCat("tools[", i, "].name"),
+                       absl::StrCat("'", t.name(), "' is defined twice"));
+      }
+    }
+    if (!t.parameters().empty()) {
+      auto schema = nlohmann::json::parse(t.parameters(), nullptr, false);
+      if (schema.is_discarded()) {
+        return Invalid(absl::StrCat("tools[", i, "].parameters"),
+                       "is not JSON (a JSON Schema as text)");
+      }
+      if (!schema.is_object()) {
+        return Invalid(absl::StrCat("tools[", i, "].parameters"),
+                       "is not a JSON Schema (must be an object)");
+      }
+      if (auto ty = schema.find("type");
+          ty != schema.end() && !(ty->is_string() && *ty == "object")) {
+        return Invalid(absl::StrCat("tools[", i, "].parameters"),
+                       "must describe an object (\"type\": \"object\")");
+      }
+      // The keywords every template reads (tool.parameters.properties).
+      if (auto pr = schema.find("properties");
+          pr != schema.end() && !pr->is_object()) {
+        return Invalid(absl::StrCat("tools[", i, "].parameters"),
+                       "is not a JSON Schema: properties must be an object");
+      }
+      if (auto rq = schema.find("required"); rq != schema.end()) {
+        bool ok = rq->is_array();
+        for (const auto& x : ok ? *rq : nlohmann::json::array()) ok &= x.is_string();
+        if (!ok) {
+          return Invalid(absl::StrCat("tools[", i, "].parameters"),
+                         "is not a JSON Schema: required must be a list of "
+                         "property names");
+        }
+      }
+    }
+    out->push_back(ChatTool{t.name(), t.description(), t.parameters()});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ToolPlan> ToToolPlan(const v1::GenerateRequest& req,
+                                    GenerateParams* p) {
+  ToolPlan plan;
+  if (req.tools_size() == 0) {
+    if (req.has_tool_choice() &&
+        !(req.tool_choice().choice_case() == v1::ToolChoice::kMode &&
+          (req.tool_choice().mode() == v1::TOOL_CHOICE_MODE_NONE ||
+           req.tool_choice().mode() == v1::TOOL_CHOICE_MODE_UNSPECIFIED))) {
+      return Invalid("tool_choice", "needs tools");
+    }
+    return plan;
+  }
+  if (req.messages_size() == 0) {
+    return Invalid("tools", "need messages (a conversation for the chat "
+                            "template), not a prompt");
+  }
+  RETURN_IF_ERROR(ToChatTools(req.tools(), &p->tools));
+  plan.mode = ToolPlan::Mode::kAuto;
+  if (req.has_tool_choice()) {
+    const v1::ToolChoice& tc = req.tool_choice();
+    if (tc.choice_case() == v1::ToolChoice::kFunctionName) {
+      plan.mode = ToolPlan::Mode::kNamed;
+      plan.function = tc.function_name();
+      bool found = false;
+      for (const ChatTool& t : p->tools) found |= t.name == plan.function;
+      if (!found) {
+        return Invalid("tool_choice.function_name",
+                       absl::StrCat("'", plan.function,
+                                    "' is not one of the request's tools"));
+      }
+    } else if (tc.mode() == v1::TOOL_CHOICE_MODE_NONE) {
+      plan.mode = ToolPlan::Mode::kNone;
+    } else if (tc.mode() == v1::TOOL_CHOICE_MODE_REQUIRED) {
+      plan.mode = ToolPlan::Mode::kRequired;
+    } else if (tc.mode() != v1::TOOL_CHOICE_MODE_AUTO &&
+               tc.mode() != v1::TOOL_CHOICE_MODE_UNSPECIFIED) {
+      return Invalid("tool_choice.mode", "unknown value");
+    }
+  }
+  if (plan.mode != ToolPlan::Mode::kNamed &&
+      plan.mode != ToolPlan::Mode::kRequired) {
+    return plan;
+  }
+  if (p->sampling.response_format.type != ResponseFormat::Type::kText) {
+    return Invalid("response_format",
+                   "cannot be combined with tool_choice required or a "
+                   "named function (both constrain the output)");
+  }
+  // The constraint: llguidance keeps the schema's property order, so the
+  // name comes before the arguments (ordered_json).
+  nlohmann::ordered_json schema;
+  if (plan.mode == ToolPlan::Mode::kNamed) {
+    for (const ChatTool& t : p->tools) {
+      if (t.name == plan.function) schema = ArgumentsSchema(t);
+    }
+  } else {
+    nlohmann::ordered_json any = nlohmann::ordered_json::array();
+    for (const ChatTool& t : p->tools) {
+      any.push_back({{"type", "object"},
+                     {"properties",
+                      {{"name", {{"type", "string"}, {"const", t.name}}},
+                       {"arguments", ArgumentsSchema(t)}}},
+                     {"required", {"name", "arguments"}},
+                     {"additionalProperties", false}});
+    }
+    schema = {{"type", "array"}, {"minItems", 1}};
+    if (req.has_parallel_tool_calls() && !req.parallel_tool_calls()) {
+      schema["maxItems"] = 1;
+    }
+    schema["items"] = {{"anyOf", std::move(any)}};
+  }
+  bool strict = true;
+  for (const v1::Tool& t : req.tools()) {
+    if (plan.mode == ToolPlan::Mode::kRequired || t.name() == plan.function) {
+      strict &= t.strict();
+    }
+  }
+  p->sampling.response_format.type = ResponseFormat::Type::kJsonSchema;
+  p->sampling.response_format.spec = schema.dump();
+  p->sampling.response_format.strict = strict;
+  return plan;
 }
 
 namespace {

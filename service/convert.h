@@ -39,6 +39,33 @@ absl::Status ToChatMessages(
     const google::protobuf::RepeatedPtrField<v1::ChatMessage>& in,
     std::vector<ChatMessage>* out);
 
+// Most tools a request may define.
+inline constexpr int kMaxTools = 128;
+
+// What a Generate request asks of tool calling, after ToToolPlan.
+struct ToolPlan {
+  enum class Mode {
+    kOff,       // no tools
+    kNone,      // tools rendered, output not parsed
+    kAuto,      // the model's own format parsed
+    kRequired,  // constrained to an array of {"name", "arguments"}
+    kNamed,     // constrained to `function`'s arguments
+  };
+  Mode mode = Mode::kOff;
+  std::string function;
+};
+// The tools of a request (names, parameters schemas; INVALID_ARGUMENT
+// naming the field).
+absl::Status ToChatTools(const google::protobuf::RepeatedPtrField<v1::Tool>& in,
+                         std::vector<ChatTool>* out);
+// Validates tools / tool_choice / parallel_tool_calls (INVALID_ARGUMENT
+// naming the field), fills p->tools, and for required or a named function
+// sets p->sampling.response_format to the constraint. Call after
+// ToGenerateParams (a response_format of the request cannot be combined
+// with such a constraint).
+absl::StatusOr<ToolPlan> ToToolPlan(const v1::GenerateRequest& req,
+                                    GenerateParams* p);
+
 absl::StatusOr<GenerateParams> ToGenerateParams(const v1::GenerateRequest& req,
                                                 const ServedModelInfo& model,
                                                 absl::Time deadline);

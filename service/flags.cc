@@ -8,8 +8,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "runtime/chat/tool_parser.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/gen/speculative.h"
 #include "service/config_file.h"
@@ -193,6 +195,17 @@ absl::Status BuildModel(const std::string& name, const std::string& path,
                     "(sample_detokenize, or one a plug-in registers)");
       }
       spec->overrides.sampler = v;
+    } else if (k == "tool_parser") {
+      if (!IsToolParser(v)) {
+        return fail(absl::StrCat("tool_parser must be one of ",
+                                 absl::StrJoin(ToolParserNames(), ", ")));
+      }
+      spec->overrides.tool_parser = v;
+    } else if (k == "reasoning_parser") {
+      if (!IsReasoningParser(v)) {
+        return fail("reasoning_parser must be think or none");
+      }
+      spec->overrides.reasoning_parser = v;
     } else if (k == "bidirectional") {
       absl::StatusOr<bool> b = ParseBool(k, v);
       if (!b.ok()) return fail(b.status().message());
@@ -252,7 +265,9 @@ const FlagDoc kFlags[] = {
      "Serve PATH as NAME: a Hugging Face model directory or a .gguf file; "
      "repeatable. "
      "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
-     "bidirectional=true|false, sampler=<registered sampler>, and any "
+     "bidirectional=true|false, sampler=<registered sampler>, "
+     "tool_parser=hermes|llama3_json|mistral, reasoning_parser=think|none, "
+     "and any "
      "engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
     {"http-listen", "HOST:PORT", "(off)",
@@ -805,6 +820,13 @@ std::string ConfigYaml(const ServerOptions& o) {
     }
     if (m.overrides.sampler) {
       out << YAML::Key << "sampler" << YAML::Value << *m.overrides.sampler;
+    }
+    if (m.overrides.tool_parser) {
+      out << YAML::Key << "tool_parser" << YAML::Value << *m.overrides.tool_parser;
+    }
+    if (m.overrides.reasoning_parser) {
+      out << YAML::Key << "reasoning_parser" << YAML::Value
+          << *m.overrides.reasoning_parser;
     }
     // Per-model values that differ from the server-wide ones.
     const auto own = EngineSettings(m.engine);

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
+#include "runtime/chat/tool_parser.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
@@ -77,6 +78,29 @@ const char* ErrorType(int http_status) {
 // about (OpenAI's `param`).
 constexpr char kParamPayload[] = "type.inferd.dev/http-param";
 
+// The OpenAI name of the tool field a request-layer error names
+// ("tools[1].parameters: ..." -> tools[1].function.parameters), else "".
+std::string ToolParam(const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument &&
+      status.code() != absl::StatusCode::kFailedPrecondition) {
+    return "";
+  }
+  absl::string_view m = status.message();
+  const size_t colon = m.find(": ");
+  if (colon == absl::string_view::npos) return "";
+  absl::string_view f = m.substr(0, colon);
+  if (absl::StartsWith(f, "tool_choice")) return "tool_choice";
+  if (f == "tools" || f == "parallel_tool_calls") return std::string(f);
+  if (absl::StartsWith(f, "tools[")) {
+    const size_t close = f.find(']');
+    if (close == absl::string_view::npos) return "";
+    absl::string_view rest = f.substr(close + 1);
+    return absl::StrCat(f.substr(0, close + 1),
+                        rest.empty() ? "" : absl::StrCat(".function", rest));
+  }
+  return "";
+}
+
 // OpenAI's error object, with the HTTP status of the gRPC code. `param`
 // names the request field when the error is about one (default: the one
 // Invalid recorded in the status).
@@ -89,6 +113,7 @@ void ReplyError(httplib::Response& res, const absl::Status& status,
       field = std::string(*p);
     }
   }
+  if (field.empty()) field = ToolParam(status);
   Json e = {{"message", std::string(status.message())},
             {"type", ErrorType(http)},
             {"param", field.empty() ? Json() : Json(field)},
@@ -240,7 +265,15 @@ absl::Status ToTokenIds(const Json& ids, const std::string& param,
   return absl::OkStatus();
 }
 
-// One chat message (OpenAI's shape) as inferd's; `i` its index.
+// An object's string field, "" when absent or not a string (never throws).
+std::string StringField(const Json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// One chat message (OpenAI's shape) as inferd's; `i` its index. Assistant
+// messages may carry tool_calls (content then may be null), tool messages
+// tool_call_id (and name).
 absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
   const std::string p = absl::StrCat("messages[", i, "]");
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
@@ -248,15 +281,144 @@ absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
   }
   std::string role = m["role"].get<std::string>();
   if (role == "developer") role = "system";  // OpenAI's newer name
-  if (role == "tool" || m.contains("tool_calls")) {
-    return Invalid(p, "tool messages and tool calls are not supported by "
-                      "this server yet");
-  }
   ASSIGN_OR_RETURN(std::string content,
                    ContentText(m.value("content", Json()),
                                absl::StrCat(p, ".content")));
+  if (auto calls = m.find("tool_calls");
+      calls != m.end() && !calls->is_null()) {
+    const std::string cp = absl::StrCat(p, ".tool_calls");
+    if (role != "assistant") return Invalid(cp, "only assistant messages call tools");
+    if (!calls->is_array()) return Invalid(cp, "must be an array");
+    for (size_t j = 0; j < calls->size(); ++j) {
+      const Json& c = (*calls)[j];
+      const std::string q = absl::StrCat(cp, "[", j, "]");
+      if (!c.is_object() || !c.contains("function") ||
+          !c["function"].is_object()) {
+        return Invalid(q, "must be {\"id\", \"type\": \"function\", "
+                          "\"function\": {\"name\", \"arguments\"}}");
+      }
+      if ((c.contains("type") && StringField(c, "type") != "function")) {
+        return Invalid(absl::StrCat(q, ".type"), "must be \"function\"");
+      }
+      const Json& f = c["function"];
+      if (!f.contains("name") || !f["name"].is_string()) {
+        return Invalid(absl::StrCat(q, ".function.name"), "must be a string");
+      }
+      v1::ToolCall* t = out->add_tool_calls();
+      if (c.contains("id") && c["id"].is_string()) t->set_id(c["id"].get<std::string>());
+      t->set_name(f["name"].get<std::string>());
+      if (auto a = f.find("arguments"); a != f.end() && !a->is_null()) {
+        // OpenAI clients send a string; an object is taken as well.
+        if (a->is_string()) {
+          t->set_arguments(a->get<std::string>());
+        } else if (a->is_object()) {
+          t->set_arguments(a->dump());
+        } else {
+          return Invalid(absl::StrCat(q, ".function.arguments"),
+                         "must be a JSON string");
+        }
+      }
+    }
+  }
+  if (auto id = m.find("tool_call_id"); id != m.end() && !id->is_null()) {
+    if (!id->is_string()) return Invalid(absl::StrCat(p, ".tool_call_id"), "must be a string");
+    out->set_tool_call_id(id->get<std::string>());
+  }
+  if (auto n = m.find("name"); n != m.end() && n->is_string()) {
+    out->set_name(n->get<std::string>());
+  }
+  for (const char* key : {"reasoning_content", "reasoning"}) {
+    if (auto r = m.find(key); r != m.end() && r->is_string()) {
+      out->set_reasoning_content(r->get<std::string>());
+    }
+  }
   out->set_role(std::move(role));
   out->set_content(std::move(content));
+  return absl::OkStatus();
+}
+
+// `tools` (OpenAI's shape: function tools).
+absl::Status ToToolList(const Json& body,
+                        google::protobuf::RepeatedPtrField<v1::Tool>* tools) {
+  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+    if (!t->is_array()) return Invalid("tools", "must be an array");
+    for (size_t i = 0; i < t->size(); ++i) {
+      const Json& tool = (*t)[i];
+      const std::string p = absl::StrCat("tools[", i, "]");
+      if (!tool.is_object() || StringField(tool, "type") != "function") {
+        return Invalid(absl::StrCat(p, ".type"),
+                       "only {\"type\": \"function\", \"function\": {...}} "
+                       "tools are supported");
+      }
+      auto f = tool.find("function");
+      if (f == tool.end() || !f->is_object()) {
+        return Invalid(absl::StrCat(p, ".function"), "must be an object");
+      }
+      if (!f->contains("name") || !(*f)["name"].is_string()) {
+        return Invalid(absl::StrCat(p, ".function.name"), "must be a string");
+      }
+      v1::Tool* out = tools->Add();
+      out->set_name((*f)["name"].get<std::string>());
+      if (auto st = f->find("strict"); st != f->end() && st->is_boolean()) {
+        out->set_strict(st->get<bool>());
+      }
+      if (auto d = f->find("description"); d != f->end() && !d->is_null()) {
+        if (!d->is_string()) {
+          return Invalid(absl::StrCat(p, ".function.description"), "must be a string");
+        }
+        out->set_description(d->get<std::string>());
+      }
+      if (auto ps = f->find("parameters"); ps != f->end() && !ps->is_null()) {
+        if (!ps->is_object()) {
+          return Invalid(absl::StrCat(p, ".function.parameters"),
+                         "must be a JSON Schema object");
+        }
+        out->set_parameters(ps->dump());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// tools, tool_choice, parallel_tool_calls (OpenAI's shapes).
+absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
+  if (auto f = body.find("functions");
+      f != body.end() && f->is_array() && !f->empty()) {
+    return Invalid("functions",
+                   "the legacy functions field is not supported; use tools");
+  }
+  RETURN_IF_ERROR(ToToolList(body, req->mutable_tools()));
+  if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
+    v1::ToolChoice* tc = req->mutable_tool_choice();
+    if (c->is_string()) {
+      const std::string v = c->get<std::string>();
+      if (v == "none") {
+        tc->set_mode(v1::TOOL_CHOICE_MODE_NONE);
+      } else if (v == "auto") {
+        tc->set_mode(v1::TOOL_CHOICE_MODE_AUTO);
+      } else if (v == "required") {
+        tc->set_mode(v1::TOOL_CHOICE_MODE_REQUIRED);
+      } else {
+        return Invalid("tool_choice",
+                       "must be none, auto, required or {\"type\": "
+                       "\"function\", \"function\": {\"name\": ...}}");
+      }
+    } else if (c->is_object() && StringField(*c, "type") == "function" &&
+               c->contains("function") && (*c)["function"].is_object() &&
+               (*c)["function"].contains("name") &&
+               (*c)["function"]["name"].is_string()) {
+      tc->set_function_name((*c)["function"]["name"].get<std::string>());
+    } else {
+      return Invalid("tool_choice",
+                     "must be none, auto, required or {\"type\": "
+                     "\"function\", \"function\": {\"name\": ...}}");
+    }
+  }
+  if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    bool v = true;
+    RETURN_IF_ERROR(Bool(body, "parallel_tool_calls", &v));
+    req->set_parallel_tool_calls(v);
+  }
   return absl::OkStatus();
 }
 
@@ -384,22 +546,8 @@ absl::Status ToResponseFormat(const Json& body, v1::GenerateRequest* req) {
                  "must be text, json_object or json_schema");
 }
 
-// Fields a chat request may carry that this server cannot honour yet.
-absl::Status Unsupported(const Json& body) {
-  if (auto t = body.find("tools");
-      t != body.end() && t->is_array() && !t->empty()) {
-    return Invalid("tools", "tool calling is not supported by this server yet");
-  }
-  if (auto t = body.find("functions");
-      t != body.end() && t->is_array() && !t->empty()) {
-    return Invalid("functions",
-                   "function calling is not supported by this server yet");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req) {
-  RETURN_IF_ERROR(Unsupported(body));
+  RETURN_IF_ERROR(ToTools(body, req));
   auto msgs = body.find("messages");
   if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
     return Invalid("messages", "must be a non-empty array");
@@ -452,6 +600,8 @@ const char* FinishReasonName(v1::FinishReason r) {
     case v1::FINISH_REASON_STOP:
     case v1::FINISH_REASON_EOS:
       return "stop";
+    case v1::FINISH_REASON_TOOL_CALLS:
+      return "tool_calls";
     default:
       return "stop";
   }
@@ -1018,6 +1168,7 @@ class Handlers {
         RETURN_IF_ERROR(Bool(body, "add_generation_prompt", &add));
         req->set_add_generation_prompt(add);
       }
+      RETURN_IF_ERROR(ToToolList(body, req->mutable_tools()));
     } else {
       if (prompt == body.end() || !prompt->is_string()) {
         return Invalid("prompt", "is required: a string (or give messages)");
@@ -1092,6 +1243,8 @@ class Handlers {
                        const std::string& echo) {
     struct Choice {
       std::string text;
+      std::string reasoning;
+      std::vector<ToolCallDelta> tool_calls;
       std::string finish = "stop";
       google::protobuf::RepeatedPtrField<v1::SampledLogprobs> logprobs;
       bool any_logprobs = false;
@@ -1113,6 +1266,11 @@ class Handlers {
         choices[i].echoed = true;
       }
       choices[i].text += m->text();
+      choices[i].reasoning += m->reasoning();
+      for (const v1::ToolCallDelta& t : m->tool_calls()) {
+        choices[i].tool_calls.push_back(ToolCallDelta{
+            static_cast<int>(t.index()), t.id(), t.name(), t.arguments()});
+      }
       for (const auto& lp : m->logprobs()) *choices[i].logprobs.Add() = lp;
       choices[i].any_logprobs |= m->logprobs_size() > 0;
       if (m->finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
@@ -1125,7 +1283,22 @@ class Handlers {
     for (size_t i = 0; i < choices.size(); ++i) {
       Json c = {{"index", i}};
       if (chat) {
-        c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+        Json msg = {{"role", "assistant"}, {"content", choices[i].text}};
+        if (!choices[i].tool_calls.empty()) {
+          Json calls = Json::array();
+          for (const ToolCall& t : JoinToolCalls(choices[i].tool_calls)) {
+            calls.push_back({{"id", t.id},
+                             {"type", "function"},
+                             {"function", {{"name", t.name},
+                                           {"arguments", t.arguments}}}});
+          }
+          msg["tool_calls"] = std::move(calls);
+          if (choices[i].text.empty()) msg["content"] = Json();
+        }
+        if (!choices[i].reasoning.empty()) {
+          msg["reasoning_content"] = choices[i].reasoning;
+        }
+        c["message"] = std::move(msg);
       } else {
         c["text"] = choices[i].text;
       }
@@ -1191,7 +1364,27 @@ class Handlers {
         delta["role"] = "assistant";
         st.role_sent[i] = true;
       }
-      delta["content"] = m->text();
+      if (!m->reasoning().empty()) delta["reasoning_content"] = m->reasoning();
+      delta["content"] =
+          m->text().empty() && (m->tool_calls_size() > 0 || !m->reasoning().empty())
+              ? Json()
+              : Json(m->text());
+      if (m->tool_calls_size() > 0) {
+        Json calls = Json::array();
+        for (const v1::ToolCallDelta& t : m->tool_calls()) {
+          Json c = {{"index", t.index()}};
+          if (!t.id().empty()) {
+            c["id"] = t.id();
+            c["type"] = "function";
+          }
+          Json f = Json::object();
+          if (!t.name().empty()) f["name"] = t.name();
+          f["arguments"] = t.arguments();
+          c["function"] = std::move(f);
+          calls.push_back(std::move(c));
+        }
+        delta["tool_calls"] = std::move(calls);
+      }
       choice["delta"] = delta;
     } else {
       // An echo puts the prompt before each choice's first text.

@@ -5,9 +5,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "runtime/chat/tool_parser.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -41,18 +44,36 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
   return model;
 }
 
+// A parameters schema the constraint engine refused names the tools.
+absl::Status ToolConstraintError(const absl::Status& s) {
+  if (s.code() != absl::StatusCode::kInvalidArgument ||
+      !absl::StartsWith(s.message(), "response_format")) {
+    return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tools: a parameters schema cannot constrain the tool call (tool_choice "
+      "required or a function): ", s.message()));
+}
+
 // One generation's bookkeeping between engine chunks: the response
 // messages, and for the observer the gaps between output tokens (per
 // sample: n > 1 interleaves them) and the completion tokens of every
 // sample.
 class GenerateStream {
  public:
+  // `parsers` (may be null): makes each sample's output parser (tool calls,
+  // reasoning); `tool_constraint`: the output was constrained to calls
+  // (tool_choice required or a function).
   GenerateStream(RequestLayer::GenerateSink sink, std::string request_id,
-                 const ServedModel* model, RpcObserver* observer)
+                 const ServedModel* model, RpcObserver* observer,
+                 std::function<std::unique_ptr<OutputParser>()> parsers,
+                 bool tool_constraint)
       : sink_(std::move(sink)),
         request_id_(std::move(request_id)),
         model_(model->name()),
-        observer_(observer) {
+        observer_(observer),
+        new_parser_(std::move(parsers)),
+        tool_constraint_(tool_constraint) {
     naming_.token = [model](int32_t id) {
       return model->tokenizer().IdToToken(id);
     };
@@ -63,7 +84,9 @@ class GenerateStream {
 
   void OnChunk(const absl::StatusOr<GenerateChunk>& chunk) {
     if (!chunk.ok()) {
-      sink_(chunk.status(), /*last=*/true);
+      sink_(tool_constraint_ ? ToolConstraintError(chunk.status())
+                             : chunk.status(),
+            /*last=*/true);
       return;
     }
     const GenerateChunk& c = *chunk;
@@ -71,10 +94,44 @@ class GenerateStream {
     if (observer_ != nullptr) Observe(c, last);
     v1::GenerateResponse resp;
     FillGenerateResponse(c, request_id_, naming_, &resp);
+    if (new_parser_ != nullptr) Parse(c, &resp);
     sink_(std::move(resp), last);
   }
 
  private:
+  // The sample's text through its parser: content, reasoning, tool calls.
+  void Parse(const GenerateChunk& c, v1::GenerateResponse* resp) {
+    absl::MutexLock lock(&parse_mu_);
+    const size_t sample = static_cast<size_t>(std::max(c.sample_index, 0));
+    if (sample >= parsers_.size()) parsers_.resize(sample + 1);
+    std::unique_ptr<OutputParser>& parser = parsers_[sample];
+    if (parser == nullptr) parser = new_parser_();
+    ParsedDelta d = parser->Feed(c.text);
+    const bool finished = c.finish != FinishReason::kNone;
+    if (finished) d.Append(parser->Finish());
+    resp->set_text(std::move(d.content));
+    resp->set_reasoning(std::move(d.reasoning));
+    for (ToolCallDelta& t : d.tool_calls) {
+      // One entry per call in a message: the pieces of a call joined.
+      const int n = resp->tool_calls_size();
+      if (n > 0 && resp->tool_calls(n - 1).index() ==
+                       static_cast<uint32_t>(t.index)) {
+        resp->mutable_tool_calls(n - 1)->mutable_arguments()->append(t.arguments);
+        continue;
+      }
+      v1::ToolCallDelta* out = resp->add_tool_calls();
+      out->set_index(static_cast<uint32_t>(t.index));
+      out->set_id(std::move(t.id));
+      out->set_name(std::move(t.name));
+      out->set_arguments(std::move(t.arguments));
+    }
+    if (finished && parser->tool_calls() > 0 &&
+        (c.finish == FinishReason::kStop || c.finish == FinishReason::kEos)) {
+      resp->set_finish_reason(v1::FINISH_REASON_TOOL_CALLS);
+    }
+  }
+
+
   void Observe(const GenerateChunk& c, bool last) {
     absl::MutexLock lock(&mu_);
     const size_t sample = static_cast<size_t>(std::max(c.sample_index, 0));
@@ -112,11 +169,57 @@ class GenerateStream {
   const std::string model_;
   TokenNaming naming_;
   RpcObserver* const observer_;
+  const std::function<std::unique_ptr<OutputParser>()> new_parser_;
+  const bool tool_constraint_;
+  absl::Mutex parse_mu_;
+  std::vector<std::unique_ptr<OutputParser>> parsers_ ABSL_GUARDED_BY(parse_mu_);
   absl::Mutex mu_;
   std::vector<absl::Time> last_token_ ABSL_GUARDED_BY(mu_);
   int64_t completion_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<double> inter_token_seconds_ ABSL_GUARDED_BY(mu_);
 };
+
+// The output parser of each sample of a chat request: tool calls (by the
+// tool plan) under the model's reasoning parser. Null when neither
+// applies. FAILED_PRECONDITION for tool_choice auto on a model whose
+// tool-call format is unknown.
+absl::StatusOr<std::function<std::unique_ptr<OutputParser>()>> OutputParsers(
+    const ServedModel& model, const v1::GenerateRequest& req,
+    const ToolPlan& plan) {
+  if (req.messages_size() == 0) return nullptr;
+  const ModelOverrides& o = model.spec().overrides;
+  std::string reasoning = o.reasoning_parser.value_or(
+      model.chat_format()->reasoning_parser());
+  if (reasoning == "none") reasoning.clear();
+  std::string tool_format;
+  if (plan.mode == ToolPlan::Mode::kAuto) {
+    tool_format = o.tool_parser.value_or(model.chat_format()->tool_parser());
+    if (tool_format.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "tool_choice: auto needs the model's tool-call format, and the chat "
+          "template of model '", model.name(), "' shows none; start the "
+          "server with --model ", model.name(), "=PATH,tool_parser=NAME (",
+          absl::StrJoin(ToolParserNames(), ", "), ") or use tool_choice "
+          "required or a named function"));
+    }
+  }
+  if (reasoning.empty() && tool_format.empty() &&
+      plan.mode != ToolPlan::Mode::kRequired &&
+      plan.mode != ToolPlan::Mode::kNamed) {
+    return nullptr;
+  }
+  return [reasoning, tool_format, plan]() -> std::unique_ptr<OutputParser> {
+    std::unique_ptr<OutputParser> tools;
+    switch (plan.mode) {
+      case ToolPlan::Mode::kAuto: tools = NewToolParser(tool_format); break;
+      case ToolPlan::Mode::kRequired: tools = NewRequiredToolParser(); break;
+      case ToolPlan::Mode::kNamed: tools = NewNamedToolParser(plan.function); break;
+      default: break;
+    }
+    if (reasoning.empty()) return tools;
+    return NewThinkParser(std::move(tools));
+  };
+}
 
 void ReportPrefill(RpcObserver* observer, absl::string_view task,
                    absl::string_view model, int64_t inputs, int64_t tokens,
@@ -180,16 +283,38 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
   if (model_name != nullptr) *model_name = (*model)->name();
   auto params = ToGenerateParams(req, (*model)->info(), deadline);
   if (!params.ok()) return params.status();
+  ASSIGN_OR_RETURN(ToolPlan plan, ToToolPlan(req, &*params));
+  if (plan.mode != ToolPlan::Mode::kOff &&
+      !(*model)->chat_format()->has_template()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tools: model '", (*model)->name(), "' has no usable chat template "
+        "to show tools to"));
+  }
+  ASSIGN_OR_RETURN(auto parsers, OutputParsers(**model, req, plan));
+  if (plan.mode == ToolPlan::Mode::kAuto &&
+      !req.sampling().has_skip_special_tokens()) {
+    const std::string format = (*model)->spec().overrides.tool_parser.value_or(
+        (*model)->chat_format()->tool_parser());
+    // Mistral's [TOOL_CALLS] and Llama's <|python_tag|> are special tokens.
+    if (ToolParserNeedsSpecialTokens(format)) {
+      params->sampling.skip_special_tokens = false;
+    }
+  }
   if (params->request_id.empty()) {
     params->request_id = absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()));
   }
+  const bool constrained = plan.mode == ToolPlan::Mode::kRequired ||
+                           plan.mode == ToolPlan::Mode::kNamed;
   auto stream = std::make_shared<GenerateStream>(
-      std::move(sink), params->request_id, *model, observer_);
-  return (*model)->engine().SubmitGenerate(
+      std::move(sink), params->request_id, *model, observer_,
+      std::move(parsers), constrained);
+  auto handle = (*model)->engine().SubmitGenerate(
       std::move(params).value(),
       [stream](const absl::StatusOr<GenerateChunk>& chunk) {
         stream->OnChunk(chunk);
       });
+  if (!handle.ok() && constrained) return ToolConstraintError(handle.status());
+  return handle;
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Embed(
@@ -273,6 +398,9 @@ absl::StatusOr<v1::TokenizeResponse> RequestLayer::Tokenize(
   if (!model.ok()) return model.status();
   if (model_name != nullptr) *model_name = (*model)->name();
   const bool chat = req.messages_size() > 0;
+  if (!chat && req.tools_size() > 0) {
+    return absl::InvalidArgumentError("tools: need messages");
+  }
   if (chat && !req.text().empty()) {
     return absl::InvalidArgumentError(
         "messages: give text or messages, not both");
@@ -285,12 +413,15 @@ absl::StatusOr<v1::TokenizeResponse> RequestLayer::Tokenize(
   if (chat) {
     std::vector<ChatMessage> messages;
     RETURN_IF_ERROR(ToChatMessages(req.messages(), &messages));
+    std::vector<ChatTool> tools;
+    RETURN_IF_ERROR(ToChatTools(req.tools(), &tools));
     ASSIGN_OR_RETURN(
         rendered,
         (*model)->chat_format()->Render(messages,
                                         req.has_add_generation_prompt()
                                             ? req.add_generation_prompt()
-                                            : true));
+                                            : true,
+                                        tools));
     resp.set_rendered_prompt(rendered);
   }
   ASSIGN_OR_RETURN(

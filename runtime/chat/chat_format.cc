@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/chat/tool_parser.h"
 
 namespace inferd {
 
@@ -14,6 +15,8 @@ std::shared_ptr<const ChatFormat> ChatFormat::Create(std::string model_name,
   f->model_name_ = std::move(model_name);
   f->bos_token_ = std::move(bos_token);
   f->eos_token_ = std::move(eos_token);
+  f->tool_parser_ = DetectToolParser(source);
+  f->reasoning_parser_ = DetectReasoningParser(source);
   if (!source.empty()) {
     auto parsed = ChatTemplate::Parse(source);
     if (parsed.ok()) {
@@ -26,8 +29,8 @@ std::shared_ptr<const ChatFormat> ChatFormat::Create(std::string model_name,
 }
 
 absl::StatusOr<std::string> ChatFormat::Render(
-    const std::vector<ChatMessage>& messages,
-    bool add_generation_prompt) const {
+    const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+    const std::vector<ChatTool>& tools) const {
   if (template_ == nullptr) {
     if (!parse_error_.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -39,8 +42,8 @@ absl::StatusOr<std::string> ChatFormat::Render(
         "' has no chat template (tokenizer_config.json chat_template or "
         "GGUF tokenizer.chat_template); send a prompt instead of messages"));
   }
-  auto text = template_->Render(messages, add_generation_prompt, bos_token_,
-                                eos_token_);
+  auto text = template_->Render(messages, tools, add_generation_prompt,
+                                bos_token_, eos_token_);
   if (!text.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("messages: the chat template of model '", model_name_,

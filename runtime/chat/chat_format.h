@@ -28,12 +28,19 @@ class ChatFormat {
   // The conversation rendered with the template. FAILED_PRECONDITION when
   // the model has none (or it could not be parsed: the message says why);
   // INVALID_ARGUMENT when the template rejects the conversation.
+  // `tools` go to the template as transformers passes them (ChatContext).
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
-                                     bool add_generation_prompt) const;
+                                     bool add_generation_prompt,
+                                     const std::vector<ChatTool>& tools = {}) const;
 
   bool has_template() const { return template_ != nullptr; }
   // Empty when the template parsed (or there is none); else why not.
   const std::string& parse_error() const { return parse_error_; }
+  // The tool-call format the template writes (tool_parser.h
+  // DetectToolParser), empty when it shows none; "think" when it writes
+  // <think> reasoning, else empty.
+  const std::string& tool_parser() const { return tool_parser_; }
+  const std::string& reasoning_parser() const { return reasoning_parser_; }
 
  private:
   ChatFormat() = default;
@@ -41,6 +48,8 @@ class ChatFormat {
   std::string model_name_;
   std::unique_ptr<const ChatTemplate> template_;
   std::string parse_error_;
+  std::string tool_parser_;
+  std::string reasoning_parser_;
   std::string bos_token_;
   std::string eos_token_;
 };

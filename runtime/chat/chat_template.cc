@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
@@ -53,22 +54,76 @@ absl::StatusOr<std::string> ChatTemplate::Render(
 absl::StatusOr<std::string> ChatTemplate::Render(
     const std::vector<ChatMessage>& messages, bool add_generation_prompt,
     const std::string& bos_token, const std::string& eos_token) const {
-  std::vector<jinja::Value> list;
-  list.reserve(messages.size());
+  return Render(messages, {}, add_generation_prompt, bos_token, eos_token);
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(
+    const std::vector<ChatMessage>& messages, const std::vector<ChatTool>& tools,
+    bool add_generation_prompt, const std::string& bos_token,
+    const std::string& eos_token) const {
+  ASSIGN_OR_RETURN(nlohmann::ordered_json ctx,
+                   ChatContext(messages, tools, add_generation_prompt,
+                               bos_token, eos_token));
+  return Render(ctx, jinja::RenderOptions());
+}
+
+absl::StatusOr<nlohmann::ordered_json> ChatContext(
+    const std::vector<ChatMessage>& messages, const std::vector<ChatTool>& tools,
+    bool add_generation_prompt, const std::string& bos_token,
+    const std::string& eos_token) {
+  using Json = nlohmann::ordered_json;
+  Json list = Json::array();
   for (const ChatMessage& m : messages) {
-    auto d = std::make_shared<jinja::ValueDict>();
-    d->entries.emplace_back(jinja::Value::String("role"), jinja::Value::String(m.role));
-    d->entries.emplace_back(jinja::Value::String("content"),
-                            jinja::Value::String(m.content));
-    list.push_back(jinja::Value::Dict(std::move(d)));
+    Json j = {{"role", m.role}, {"content", m.content}};
+    if (!m.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const ChatToolCall& c : m.tool_calls) {
+        // vLLM parses the arguments (templates print them with tojson);
+        // text that is not JSON stays text.
+        Json args = Json::object();
+        if (!c.arguments.empty()) {
+          args = Json::parse(c.arguments, nullptr, false);
+          if (args.is_discarded()) args = c.arguments;
+        }
+        calls.push_back({{"id", c.id},
+                         {"type", "function"},
+                         {"function", {{"name", c.name}, {"arguments", args}}}});
+      }
+      j["tool_calls"] = std::move(calls);
+    }
+    if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty()) j["name"] = m.name;
+    if (!m.reasoning_content.empty()) {
+      j["reasoning"] = m.reasoning_content;
+      j["reasoning_content"] = m.reasoning_content;
+    }
+    list.push_back(std::move(j));
   }
-  auto ctx = std::make_shared<jinja::ValueDict>();
-  ctx->Set(jinja::Value::String("messages"), jinja::Value::List(std::move(list)));
-  ctx->Set(jinja::Value::String("add_generation_prompt"),
-           jinja::Value::Bool(add_generation_prompt));
-  ctx->Set(jinja::Value::String("bos_token"), jinja::Value::String(bos_token));
-  ctx->Set(jinja::Value::String("eos_token"), jinja::Value::String(eos_token));
-  return RenderValue(jinja::Value::Dict(std::move(ctx)), jinja::RenderOptions());
+  Json ctx = {{"messages", std::move(list)}};
+  if (tools.empty()) {
+    ctx["tools"] = nullptr;
+  } else {
+    Json ts = Json::array();
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const ChatTool& t = tools[i];
+      Json f = {{"name", t.name}};
+      if (!t.description.empty()) f["description"] = t.description;
+      if (!t.parameters.empty()) {
+        Json p = Json::parse(t.parameters, nullptr, false);
+        if (p.is_discarded()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("tools[", i, "].parameters: not JSON"));
+        }
+        f["parameters"] = std::move(p);
+      }
+      ts.push_back({{"type", "function"}, {"function", std::move(f)}});
+    }
+    ctx["tools"] = std::move(ts);
+  }
+  ctx["add_generation_prompt"] = add_generation_prompt;
+  ctx["bos_token"] = bos_token;
+  ctx["eos_token"] = eos_token;
+  return ctx;
 }
 
 }  // namespace inferd

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,10 +19,50 @@
 
 namespace inferd {
 
+// A tool call of an assistant turn; `arguments` is JSON text (OpenAI's
+// shape).
+struct ChatToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c)
+      : role(std::move(r)), content(std::move(c)) {}
+
   std::string role;
   std::string content;
+  // Assistant turns that called tools.
+  std::vector<ChatToolCall> tool_calls;
+  // Tool results (role "tool"): the call answered, and the tool's name.
+  std::string tool_call_id;
+  std::string name;
+  // An assistant turn's reasoning (templates that re-render it).
+  std::string reasoning_content;
 };
+
+// A function the model may call; `parameters` is a JSON Schema as text
+// (empty: none given).
+struct ChatTool {
+  std::string name;
+  std::string description;
+  std::string parameters;
+};
+
+// The template context transformers' apply_chat_template(messages,
+// tools=...) builds for these messages, the way vLLM passes an OpenAI
+// request: each message {role, content}, plus `tool_calls` ({id, type:
+// "function", function: {name, arguments}}, arguments parsed into an
+// object when they are JSON, {} when empty), `tool_call_id`, `name`,
+// `reasoning_content` (and its alias `reasoning`) when set; tools as
+// [{"type": "function", "function": {name, description?, parameters?}}],
+// or none. INVALID_ARGUMENT when a tool's parameters are not JSON.
+absl::StatusOr<nlohmann::ordered_json> ChatContext(
+    const std::vector<ChatMessage>& messages, const std::vector<ChatTool>& tools,
+    bool add_generation_prompt, const std::string& bos_token,
+    const std::string& eos_token);
 
 class ChatTemplate {
  public:
@@ -41,6 +82,12 @@ class ChatTemplate {
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& context) const;
   absl::StatusOr<std::string> Render(const nlohmann::json& context) const;
   absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
+                                     bool add_generation_prompt,
+                                     const std::string& bos_token,
+                                     const std::string& eos_token) const;
+  // The same with tools (ChatContext).
+  absl::StatusOr<std::string> Render(const std::vector<ChatMessage>& messages,
+                                     const std::vector<ChatTool>& tools,
                                      bool add_generation_prompt,
                                      const std::string& bos_token,
                                      const std::string& eos_token) const;

@@ -219,7 +219,8 @@ absl::StatusOr<std::vector<int32_t>> TokenizingInputProcessor::ProcessPrompt(
     }
     ASSIGN_OR_RETURN(std::string text,
                      options_.chat->Render(params.messages,
-                                           params.add_generation_prompt));
+                                           params.add_generation_prompt,
+                                           params.tools));
     ASSIGN_OR_RETURN(Encoding enc,
                      tokenizer_->Encode(text, params.add_special_tokens));
     return std::move(enc.ids);

@@ -110,6 +110,7 @@ struct GenerateParams {
   std::vector<int32_t> prompt_token_ids;  // or
   // A conversation for the model's chat template.
   std::vector<ChatMessage> messages;
+  std::vector<ChatTool> tools;  // for the chat template
   bool add_generation_prompt = true;
   bool add_special_tokens = true;
   SamplingParams sampling;

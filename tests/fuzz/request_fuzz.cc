@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "inferd/v1/inference.pb.h"
+#include "nlohmann/json.hpp"
 #include "runtime/engine/model_info.h"
 #include "service/convert.h"
 
@@ -64,6 +65,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Check(!p->prompt_token_ids.empty() || !p->messages.empty() ||
             req.input_case() == inferd::v1::GenerateRequest::kPrompt);
       for (const auto& m : p->messages) Check(!m.role.empty());
+      // Tools: an accepted plan names tools of the request; a constraint
+      // is valid JSON.
+      auto plan = inferd::ToToolPlan(req, &*p);
+      if (plan.ok() && plan->mode != inferd::ToolPlan::Mode::kOff) {
+        Check(static_cast<int>(p->tools.size()) == req.tools_size());
+        if (plan->mode == inferd::ToolPlan::Mode::kRequired ||
+            plan->mode == inferd::ToolPlan::Mode::kNamed) {
+          Check(!nlohmann::json::parse(p->sampling.response_format.spec, nullptr,
+                                       false).is_discarded());
+        }
+      }
       break;
     }
     case 1: {

@@ -76,6 +76,22 @@ TEST(FlagsTest, KvCacheMemoryAcceptsFractionAndSize) {
   EXPECT_EQ(g->engine.kv_cache_bytes, 2LL << 30);
 }
 
+TEST(FlagsTest, ToolAndReasoningParsersPerModel) {
+  auto o = Parse({"--model", "a=/m/a,tool_parser=mistral,reasoning_parser=none",
+                  "--model", "b=/m/b"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->models[0].overrides.tool_parser.value_or(""), "mistral");
+  EXPECT_EQ(o->models[0].overrides.reasoning_parser.value_or(""), "none");
+  EXPECT_FALSE(o->models[1].overrides.tool_parser.has_value());
+  auto bad = Parse({"--model", "a=/m/a,tool_parser=qwen"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("tool_parser must be one of hermes, "
+                                        "llama3_json, mistral"),
+            std::string::npos)
+      << bad.status();
+  EXPECT_FALSE(Parse({"--model", "a=/m/a,reasoning_parser=deepseek"}).ok());
+}
+
 TEST(FlagsTest, RejectsUnknownFlagWithItsName) {
   auto o = Parse({"--model", "a=/x", "--no-such-flag", "1"});
   ASSERT_FALSE(o.ok());

@@ -21,8 +21,10 @@ usage: http_api_test.py --inferd BIN --stubs DIR --smollm2 GGUF --minilm DIR
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -47,6 +49,226 @@ def http(method, url, body=None, key=KEY):
         return e.code, json.loads(e.read() or b"null")
 
 
+WEATHER_PARAMS = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "enum": ["Paris", "Berlin", "Rome"]},
+                   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": False}
+TIME_PARAMS = {
+    "type": "object",
+    "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+    "required": ["zone"], "additionalProperties": False}
+PARAMS = {"get_weather": WEATHER_PARAMS, "get_time": TIME_PARAMS}
+
+
+def valid_calls(calls, jsonschema, only=None):
+    """Every call names a tool and its arguments validate against its schema."""
+    try:
+        for t in calls:
+            if only is not None and t["name"] != only:
+                return False
+            jsonschema.validate(json.loads(t["arguments"]), PARAMS[t["name"]])
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def check_tools(out, check, failures, jsonschema):
+    for name, only in [("required", None), ("named", "get_weather")]:
+        r = out[f"tools_{name}"]
+        s = out[f"tools_{name}_stream"]
+        check(r["finish"] == "tool_calls" and r["content"] is None and
+              len(r["calls"]) >= 1 and valid_calls(r["calls"], jsonschema, only) and
+              all(t["type"] == "function" and t["id"].startswith("call_")
+                  for t in r["calls"]),
+              f"tool_choice {name}: {r}")
+        check(s["finish"] == "tool_calls" and s["content"] == "" and
+              [(t["name"], t["arguments"]) for t in s["calls"]] ==
+              [(t["name"], t["arguments"]) for t in r["calls"]] and
+              s["firsts"] == list(range(len(s["calls"]))) and
+              all(t["type"] == "function" and t["id"] for t in s["calls"]),
+              f"tool_choice {name} streamed: {s} vs {r}")
+    check(len(out["tools_single"]) == 1 and valid_calls(out["tools_single"], jsonschema),
+          f"parallel_tool_calls false: {out['tools_single']}")
+    n = out["tools_none"]
+    check(n["calls"] == [] and isinstance(n["content"], str) and
+          n["finish"] in ("stop", "length") and
+          out["tools_none_stream"]["content"] == n["content"],
+          f"tool_choice none: {n} / {out['tools_none_stream']}")
+    a, s = out["tools_auto"], out["tools_auto_stream"]
+    # Whatever the tiny model says, the answer is well-formed: calls with
+    # JSON arguments and finish tool_calls, or content.
+    if a["calls"]:
+        check(a["finish"] == "tool_calls" and
+              all(t["name"] and json.loads(t["arguments"]) is not None
+                  for t in a["calls"]), f"tool_choice auto: {a}")
+    else:
+        check(isinstance(a["content"], str) and "<tool_call>" not in a["content"] and
+              a["finish"] in ("stop", "length"), f"tool_choice auto: {a}")
+    check(s["content"] == (a["content"] or "") and
+          [(t["name"], t["arguments"]) for t in s["calls"]] ==
+          [(t["name"], t["arguments"]) for t in a["calls"]],
+          f"tool_choice auto streamed: {s} vs {a}")
+    rt = out["tools_round_trip"]
+    check(isinstance(rt["content"], str) and rt["finish"] in ("stop", "length") and
+          rt["prompt_tokens"] > 0, f"tool result round trip: {rt}")
+
+
+def check_tools_grpc(stub, pb, md, out, check, jsonschema):
+    """The same tool requests over gRPC: the same calls as over HTTP."""
+    import grpc
+
+    def request(**choice):
+        r = pb.GenerateRequest(model="llm")
+        r.messages.add(role="user", content="What is the weather in Paris, in celsius?")
+        r.sampling.max_tokens = 120
+        r.sampling.temperature = 0
+        for name, desc, params in [("get_weather", "The weather in a city", WEATHER_PARAMS),
+                                   ("get_time", "The time in a zone", TIME_PARAMS)]:
+            r.tools.add(name=name, description=desc, parameters=json.dumps(params))
+        if "mode" in choice:
+            r.tool_choice.mode = choice["mode"]
+        else:
+            r.tool_choice.function_name = choice["function"]
+        return r
+
+    for label, req, http in [
+            ("required", request(mode=pb.TOOL_CHOICE_MODE_REQUIRED), out["tools_required"]),
+            ("named", request(function="get_weather"), out["tools_named"])]:
+        calls, text, finish, ids = {}, "", None, []
+        for m in stub.Generate(req, metadata=md, timeout=300):
+            text += m.text
+            for t in m.tool_calls:
+                cur = calls.setdefault(t.index, {"name": "", "arguments": ""})
+                if t.id:
+                    ids.append(t.id)
+                    cur["name"] = t.name
+                cur["arguments"] += t.arguments
+            if m.finish_reason:
+                finish = m.finish_reason
+        got = [calls[i] for i in sorted(calls)]
+        check(finish == pb.FINISH_REASON_TOOL_CALLS and text == "" and
+              len(ids) == len(got) and
+              got == [{"name": t["name"], "arguments": t["arguments"]}
+                      for t in http["calls"]],
+              f"gRPC tool_choice {label}: {got} finish {finish} vs HTTP {http}")
+    # tool_choice auto parses the model's own format (hermes here): the
+    # output forced by a regex, so the tiny model "calls" a tool; two
+    # samples, each parsed on its own; the markup never reaches the text.
+    forced = ('<think>\nThe user wants the time.\n</think>\n\nSure.\n<tool_call>\n'
+              '{"name": "get_time", "arguments": {"zone": "UTC"}}\n</tool_call>')
+    req = request(mode=pb.TOOL_CHOICE_MODE_AUTO)
+    req.response_format.regex = re.escape(forced)
+    req.sampling.n = 2
+    samples = {}
+    for m in stub.Generate(req, metadata=md, timeout=300):
+        s = samples.setdefault(m.sample_index, {"text": "", "reasoning": "", "calls": {},
+                                                "finish": None})
+        s["text"] += m.text
+        s["reasoning"] += m.reasoning
+        for t in m.tool_calls:
+            cur = s["calls"].setdefault(t.index, {"id": "", "name": "", "arguments": ""})
+            cur["id"] += t.id
+            cur["name"] += t.name
+            cur["arguments"] += t.arguments
+        if m.finish_reason:
+            s["finish"] = m.finish_reason
+    for i in (0, 1):
+        s = samples.get(i, {})
+        calls = list(s.get("calls", {}).values())
+        check(s.get("text") == "Sure." and
+              s.get("reasoning") == "\nThe user wants the time.\n" and
+              s.get("finish") == pb.FINISH_REASON_TOOL_CALLS and len(calls) == 1 and
+              calls[0]["name"] == "get_time" and calls[0]["id"].startswith("call_") and
+              json.loads(calls[0]["arguments"]) == {"zone": "UTC"},
+              f"gRPC tool_choice auto (hermes) sample {i}: {s}")
+    bad = request(function="nope")
+    try:
+        list(stub.Generate(bad, metadata=md, timeout=60))
+        check(False, "gRPC: an undefined tool_choice function was accepted")
+    except grpc.RpcError as e:
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT and
+              "tool_choice.function_name" in e.details(),
+              f"gRPC undefined function: {e.code()} {e.details()}")
+
+
+REFERENCE = r"""
+import json, sys, warnings
+warnings.filterwarnings("ignore")
+from transformers.utils import chat_template_utils as ctu
+q = json.load(sys.stdin)
+out, _ = ctu.render_jinja_template(conversations=[q["messages"]], tools=q["tools"],
+                                   chat_template=q["template"],
+                                   add_generation_prompt=True, **q["special"])
+print(json.dumps(out[0]))
+"""
+
+
+def check_template_tools(stub, pb, md, check, venv_python, template, tok_config):
+    """A tool conversation sent over gRPC renders (Tokenize's rendered_prompt)
+    as transformers renders it after vLLM's preprocessing; the template alone
+    picks the model's tool format and reasoning."""
+    weather = {"type": "object", "properties": {"city": {"type": "string"}},
+               "required": ["city"]}
+    req = pb.TokenizeRequest(model="qwen3")
+    req.messages.add(role="system", content="Use tools.")
+    req.messages.add(role="user", content="Weather in Paris?")
+    a = req.messages.add(role="assistant")
+    a.tool_calls.add(id="call_1", name="get_weather", arguments='{"city": "Paris"}')
+    req.messages.add(role="tool", tool_call_id="call_1", name="get_weather",
+                     content='{"temp": 21}')
+    req.messages.add(role="assistant", content="It is 21.",
+                     reasoning_content="The tool said 21.")
+    req.messages.add(role="user", content="And Rome?")
+    req.tools.add(name="get_weather", description="The weather",
+                  parameters=json.dumps(weather))
+    got = stub.Tokenize(req, metadata=md, timeout=60).rendered_prompt
+    ref_messages = [
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "content": '{"temp": 21}', "tool_call_id": "call_1",
+         "name": "get_weather"},
+        {"role": "assistant", "content": "It is 21.",
+         "reasoning_content": "The tool said 21."},
+        {"role": "user", "content": "And Rome?"}]
+    ref_tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather", "parameters": weather}}]
+    p = subprocess.run([venv_python, "-c", REFERENCE], capture_output=True, text=True,
+                       timeout=120, input=json.dumps({
+                           "messages": ref_messages, "tools": ref_tools,
+                           "template": template,
+                           "special": {"bos_token": tok_config.get("bos_token") or "",
+                                       "eos_token": tok_config.get("eos_token") or ""}}))
+    want = json.loads(p.stdout) if p.returncode == 0 else p.stderr
+    check(got == want and "<tools>" in got and '"arguments": {"city": "Paris"}' in got,
+          f"Qwen3 template with tools over gRPC:\n{got!r}\n!= transformers:\n{want!r}")
+
+    # No tool_parser= given: Qwen3's template says hermes and <think>.
+    forced = ('<think>\nCheck Rome.\n</think>\n\n<tool_call>\n{"name": "get_weather", '
+              '"arguments": {"city": "Rome"}}\n</tool_call>')
+    gen = pb.GenerateRequest(model="qwen3")
+    gen.messages.add(role="user", content="Weather in Rome?")
+    gen.tools.add(name="get_weather", parameters=json.dumps(weather))
+    gen.response_format.regex = re.escape(forced)
+    gen.sampling.max_tokens = 200
+    text, reasoning, calls, finish = "", "", [], None
+    for m in stub.Generate(gen, metadata=md, timeout=300):
+        text += m.text
+        reasoning += m.reasoning
+        calls += [(t.index, t.id, t.name, t.arguments) for t in m.tool_calls]
+        if m.finish_reason:
+            finish = m.finish_reason
+    names = [c[2] for c in calls if c[2]]
+    args = "".join(c[3] for c in calls)
+    check(text == "" and reasoning == "\nCheck Rome.\n" and names == ["get_weather"] and
+          json.loads(args or "null") == {"city": "Rome"} and
+          finish == pb.FINISH_REASON_TOOL_CALLS,
+          f"qwen3 auto (format from its template): {text!r} {reasoning!r} {calls} {finish}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inferd", required=True)
@@ -68,8 +290,30 @@ def main():
         if not cond:
             failures.append(what)
 
-    models = [("llm", a.smollm2), ("embedder", a.minilm),
-              ("reranker", os.path.join(a.test_models, "xlmr-reranker"))]
+    # qwen3-tiny (random weights) with Qwen3's real chat template: its tool
+    # format (hermes) and reasoning (<think>) come from the template alone.
+    qwen_tmp = tempfile.TemporaryDirectory(prefix="inferd-qwen3-template-")
+    qwen_dir = qwen_tmp.name
+    src = os.path.join(a.test_models, "qwen3-tiny")
+    for f in os.listdir(src):
+        if f != "tokenizer_config.json":
+            os.symlink(os.path.join(src, f), os.path.join(qwen_dir, f))
+    with open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8") as f:
+        tok_config = json.load(f)
+    with open(os.path.join(HERE, "..", "data", "chat_templates", "Qwen-Qwen3-0.6B.jinja"),
+              encoding="utf-8") as f:
+        qwen3_template = f.read()
+    tok_config["chat_template"] = qwen3_template
+    with open(os.path.join(qwen_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tok_config, f)
+    # SmolLM2's template shows no tool format: tool_choice auto parses its
+    # output as hermes (<tool_call>) by the per-model override.
+    # and <think> text as reasoning by reasoning_parser=think.
+    models = [("llm", a.smollm2 + ",tool_parser=hermes,reasoning_parser=think"),
+              ("embedder", a.minilm),
+              ("reranker", os.path.join(a.test_models, "xlmr-reranker")),
+              ("qwen3", qwen_dir),
+              ("plain", os.path.join(a.test_models, "qwen2-tiny"))]
     with lib.InferdProcess(a.inferd, models, log_prefix="inferd-http-",
                            extra=["--http-listen", "127.0.0.1:0",
                                   "--api-key", KEY]) as srv:
@@ -82,7 +326,8 @@ def main():
         st, health = http("GET", base + "/health", key=None)
         check(st == 200 and health["status"] == "ok" and
               health["models"] == {"llm": "ready", "embedder": "ready",
-                                   "reranker": "ready"},
+                                   "reranker": "ready", "qwen3": "ready",
+                                   "plain": "ready"},
               f"/health once ready: {st} {health}")
 
         # The same requests over gRPC, for reference.
@@ -119,8 +364,9 @@ def main():
             return 1
         out = json.loads(p.stdout)
         print(json.dumps(out)[:3000])
+        print(json.dumps({k: v for k, v in out.items() if k.startswith("tool")}))
 
-        check(out["models"] == ["embedder", "llm", "reranker"],
+        check(out["models"] == ["embedder", "llm", "plain", "qwen3", "reranker"],
               f"models: {out['models']}")
         check(out["model"] == "llm", f"models.retrieve: {out['model']}")
         c = out["chat"]
@@ -175,7 +421,11 @@ def main():
         for name, status, cls, word in [
                 ("unknown_model", 404, "NotFoundError", "no-such-model"),
                 ("bad_n", 400, "BadRequestError", "n"),
-                ("tools", 400, "BadRequestError", "tools"),
+                ("tool_choice_undefined", 400, "BadRequestError", "tool_choice.function_name"),
+                ("tool_parameters_not_object", 400, "BadRequestError", "tools[0].parameters"),
+                ("tool_parameters_unsupported", 400, "BadRequestError", "tools"),
+                ("tool_choice_without_tools", 400, "BadRequestError", "tool_choice"),
+                ("tool_call_on_user_message", 400, "BadRequestError", "messages[0].tool_calls"),
                 ("bad_temperature", 400, "BadRequestError", "temperature"),
                 ("embed_with_llm_only_model", 400, "BadRequestError", "embed"),
                 ("bad_key", 401, "AuthenticationError", "API key")]:
@@ -183,6 +433,41 @@ def main():
             check(e["error"] == cls and e["status"] == status and
                   word in e["message"],
                   f"{name}: want {status} {cls} naming {word!r}, got {e}")
+
+        check_tools(out, check, failures, jsonschema)
+        check_tools_grpc(stub, pb, md, out, check, jsonschema)
+        check_template_tools(stub, pb, md, check, a.venv_python, qwen3_template,
+                             tok_config)
+
+        # A model whose template shows no tool format (and no tool_parser=):
+        # auto is refused saying what to do; required still works (the
+        # constraint needs no format; one call, or this random model would
+        # call until max_tokens); none is plain content.
+        tool = {"type": "function", "function": {
+            "name": "f", "parameters": {"type": "object", "properties": {
+                "x": {"type": "integer", "minimum": 0, "maximum": 9}},
+                "required": ["x"], "additionalProperties": False}}}
+        plain = {"model": "plain", "messages": [{"role": "user", "content": "hi"}],
+                 "tools": [tool], "max_tokens": 300, "temperature": 0}
+        st, body = http("POST", base + "/v1/chat/completions", plain)
+        check(st == 400 and body["error"]["code"] == "failed_precondition" and
+              "tool_parser=" in body["error"]["message"] and
+              body["error"]["param"] == "tool_choice",
+              f"auto without a known format: {st} {body}")
+        st, body = http("POST", base + "/v1/chat/completions",
+                        dict(plain, tool_choice="required",
+                             parallel_tool_calls=False))
+        calls = body.get("choices", [{}])[0].get("message", {}).get("tool_calls") \
+            if st == 200 else None
+        check(st == 200 and body["choices"][0]["finish_reason"] == "tool_calls" and
+              calls and calls[0]["function"]["name"] == "f" and
+              0 <= json.loads(calls[0]["function"]["arguments"])["x"] <= 9,
+              f"required without a known format: {st} {body}")
+        st, body = http("POST", base + "/v1/chat/completions",
+                        dict(plain, tool_choice="none"))
+        check(st == 200 and "tool_calls" not in body["choices"][0]["message"] and
+              isinstance(body["choices"][0]["message"]["content"], str),
+              f"none without a known format: {st} {body}")
 
         # Raw HTTP: the error object's shape.
         st, body = http("POST", base + "/v1/chat/completions", b"{not json")

@@ -18,6 +18,89 @@ def err(e):
             "message": str(e)}
 
 
+WEATHER_PARAMS = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "enum": ["Paris", "Berlin", "Rome"]},
+                   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"], "additionalProperties": False}
+TIME_PARAMS = {
+    "type": "object",
+    "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}},
+    "required": ["zone"], "additionalProperties": False}
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": WEATHER_PARAMS}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "The time in a zone",
+        "parameters": TIME_PARAMS}},
+]
+
+
+def calls_of(message):
+    return [{"id": t.id, "type": t.type, "name": t.function.name,
+             "arguments": t.function.arguments}
+            for t in (message.tool_calls or [])]
+
+
+def streamed_calls(stream):
+    """Reassembles streamed tool-call deltas by index, as clients do."""
+    calls, content, finish, first_pieces = {}, [], None, []
+    for chunk in stream:
+        for ch in chunk.choices:
+            if ch.delta.content:
+                content.append(ch.delta.content)
+            for t in ch.delta.tool_calls or []:
+                cur = calls.setdefault(t.index, {"id": None, "type": None,
+                                                 "name": None, "arguments": ""})
+                if t.id:
+                    first_pieces.append(t.index)
+                    cur["id"], cur["type"] = t.id, t.type
+                if t.function and t.function.name:
+                    cur["name"] = t.function.name
+                if t.function and t.function.arguments:
+                    cur["arguments"] += t.function.arguments
+            if ch.finish_reason:
+                finish = ch.finish_reason
+    return {"calls": [calls[i] for i in sorted(calls)], "content": "".join(content),
+            "finish": finish, "firsts": first_pieces}
+
+
+def tools_section(c, llm, out):
+    tq = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
+    kw = dict(model=llm, messages=tq, tools=TOOLS, max_tokens=120, temperature=0)
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for name, choice in [("required", "required"), ("named", named)]:
+        r = c.chat.completions.create(tool_choice=choice, **kw)
+        m = r.choices[0].message
+        out[f"tools_{name}"] = {"calls": calls_of(m), "content": m.content,
+                                "finish": r.choices[0].finish_reason}
+        out[f"tools_{name}_stream"] = streamed_calls(c.chat.completions.create(
+            tool_choice=choice, stream=True, **kw))
+    r = c.chat.completions.create(tool_choice="required", parallel_tool_calls=False, **kw)
+    out["tools_single"] = calls_of(r.choices[0].message)
+    for name in ("none", "auto"):
+        r = c.chat.completions.create(tool_choice=name, **kw)
+        m = r.choices[0].message
+        out[f"tools_{name}"] = {"calls": calls_of(m), "content": m.content,
+                                "finish": r.choices[0].finish_reason}
+        out[f"tools_{name}_stream"] = streamed_calls(c.chat.completions.create(
+            tool_choice=name, stream=True, **kw))
+    # The round trip: the call sent back with the tool's answer.
+    call = out["tools_required"]["calls"][0]
+    back = tq + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call["id"], "type": "function",
+             "function": {"name": call["name"], "arguments": call["arguments"]}}]},
+        {"role": "tool", "tool_call_id": call["id"],
+         "content": json.dumps({"temperature": 21, "sky": "clear"})}]
+    r = c.chat.completions.create(model=llm, messages=back, tools=TOOLS,
+                                  max_tokens=24, temperature=0)
+    out["tools_round_trip"] = {"content": r.choices[0].message.content,
+                               "finish": r.choices[0].finish_reason,
+                               "prompt_tokens": r.usage.prompt_tokens}
+
+
 def main():
     base, key, llm, embedder = sys.argv[1:5]
     c = openai.OpenAI(base_url=base, api_key=key, max_retries=0, timeout=300)
@@ -109,9 +192,22 @@ def main():
         "unknown_model": lambda: c.chat.completions.create(
             model="no-such-model", messages=q),
         "bad_n": lambda: c.chat.completions.create(model=llm, messages=q, n=0),
-        "tools": lambda: c.chat.completions.create(
+        "tool_choice_undefined": lambda: c.chat.completions.create(
+            model=llm, messages=q, tools=TOOLS,
+            tool_choice={"type": "function", "function": {"name": "nope"}}),
+        "tool_parameters_not_object": lambda: c.chat.completions.create(
             model=llm, messages=q, tools=[{"type": "function", "function": {
-                "name": "f", "parameters": {"type": "object"}}}]),
+                "name": "f", "parameters": {"type": "string"}}}]),
+        "tool_parameters_unsupported": lambda: c.chat.completions.create(
+            model=llm, messages=q, tool_choice="required",
+            tools=[{"type": "function", "function": {
+                "name": "f", "parameters": {"type": "object", "properties": {
+                    "a": {"type": "string", "not": {"const": "x"}}}}}}]),
+        "tool_choice_without_tools": lambda: c.chat.completions.create(
+            model=llm, messages=q, tool_choice="required"),
+        "tool_call_on_user_message": lambda: c.chat.completions.create(
+            model=llm, tools=TOOLS, messages=[{"role": "user", "content": "x",
+                                               "tool_calls": []}]),
         "bad_temperature": lambda: c.chat.completions.create(
             model=llm, messages=q, temperature=-1),
         "embed_with_llm_only_model": lambda: c.embeddings.create(
@@ -119,6 +215,7 @@ def main():
         "bad_key": lambda: openai.OpenAI(base_url=base, api_key="wrong",
                                          max_retries=0).models.list(),
     }
+    tools_section(c, llm, out)
     for name, call in cases.items():
         try:
             call()

@@ -39,6 +39,7 @@ SPECIAL = {
     "Qwen": ("", "<|im_end|>"),
     "mistralai": ("<s>", "</s>"),
     "google-gemma": ("<bos>", "<eos>"),
+    "NousResearch": ("<|begin_of_text|>", "<|im_end|>"),
 }
 
 TOOLS = [
@@ -144,6 +145,53 @@ SNIPPETS = [
 ]
 
 
+# Conversations as an OpenAI client sends them (tool-call arguments as JSON
+# text, content null beside tool calls), rendered through the server's own
+# conversion (render_cli "api") and, for the reference, the way vLLM hands
+# them to transformers: content None -> "", arguments parsed into dicts
+# (empty -> {}), tools as given.
+def api_conversations():
+    u = lambda c: {"role": "user", "content": c}  # noqa: E731
+    call = lambda i, name, args: {"id": i, "type": "function",  # noqa: E731
+                                  "function": {"name": name, "arguments": args}}
+    tools2 = TOOLS + [{"type": "function", "function": {
+        "name": "get_time", "description": "Current time in a zone",
+        "parameters": {"type": "object", "properties": {
+            "zone": {"type": "string", "enum": ["UTC", "CET"]}}, "required": []}}}]
+    first = [{"role": "system", "content": "You can use tools."}, u("Weather in Paris, and the time?")]
+    calls = {"role": "assistant", "content": None, "tool_calls": [
+        call("call0abc9", "get_weather", "{\"city\": \"Paris\", \"days\": 2}"),
+        call("call1xyz8", "get_time", "{\"zone\": \"CET\"}")]}
+    results = [{"role": "tool", "tool_call_id": "call0abc9", "name": "get_weather",
+                "content": "{\"temp\": 21.5, \"sky\": \"clear\"}"},
+               {"role": "tool", "tool_call_id": "call1xyz8", "name": "get_time",
+                "content": "14:05"}]
+    return {
+        "api_tools_user": (first, tools2),
+        "api_tool_calls": (first + [calls], tools2),
+        "api_tool_results": (first + [calls] + results, tools2),
+        "api_second_turn": (first + [calls] + results + [
+            {"role": "assistant", "content": "Sunny, 21.5 °C; it is 14:05."},
+            u("Thanks! And tomorrow?")], tools2),
+        "api_content_and_call": ([u("Weather?"), {
+            "role": "assistant", "content": "Checking.",
+            "tool_calls": [call("call2abc7", "get_weather", "")]},
+            {"role": "tool", "tool_call_id": "call2abc7", "content": "rain"}], TOOLS),
+        "api_no_tools": ([u("Hi")], []),
+    }
+
+
+def vllm_view(messages):
+    out = copy.deepcopy(messages)
+    for m in out:
+        if m.get("content") is None:
+            m["content"] = ""
+        for c in m.get("tool_calls") or []:
+            a = c["function"].get("arguments")
+            c["function"]["arguments"] = json.loads(a) if a else {}
+    return out
+
+
 def render_reference(template, messages, extra, agp, bos, eos):
     kwargs = dict(extra)
     tools = kwargs.pop("tools", None)
@@ -205,6 +253,20 @@ def main():
                 expected = render_reference(template, messages, extra, agp, bos, eos)
                 line = {"template": template,
                         "context": context_for(messages, extra, agp, bos, eos),
+                        "now": FIXED_NOW.strftime("%Y-%m-%dT%H:%M:%S")}
+                cases.append((path.stem, conv_name, agp, expected, line))
+
+    for path in sorted(pathlib.Path(args.templates).glob("*.jinja")):
+        template = path.read_text(encoding="utf-8")
+        bos, eos = next((v for k, v in SPECIAL.items() if path.stem.startswith(k)), ("<s>", "</s>"))
+        for conv_name, (messages, tools) in api_conversations().items():
+            for agp in (False, True):
+                extra = {"tools": tools} if tools else {}
+                expected = render_reference(template, vllm_view(messages), extra, agp, bos, eos)
+                line = {"template": template,
+                        "api": {"messages": messages, "tools": tools,
+                                "add_generation_prompt": agp,
+                                "bos_token": bos, "eos_token": eos},
                         "now": FIXED_NOW.strftime("%Y-%m-%dT%H:%M:%S")}
                 cases.append((path.stem, conv_name, agp, expected, line))
 
