@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -560,15 +561,41 @@ absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req) {
 }
 
 // `*echo`: the request asks for its prompt before each completion.
+// Completions' `echo`: the prompt text before each choice; with
+// `logprobs`, the prompt's tokens lead each choice's logprobs (the first
+// one with null logprob, as it has no context); with `max_tokens` 0 the
+// answer is the prompt alone (how evaluation harnesses score a text: the
+// engine generates one token, which is dropped).
+struct EchoPlan {
+  bool echo = false;
+  bool logprobs = false;
+  bool prompt_only = false;
+  std::string text;         // the prompt as text
+  std::string first_token;  // the prompt's first token as text
+};
+
 absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
-                                 bool* echo) {
-  *echo = false;
-  RETURN_IF_ERROR(Bool(body, "echo", echo));
-  if (*echo && body.contains("logprobs") && !body["logprobs"].is_null() &&
-      !(body["logprobs"].is_number_integer() &&
-        body["logprobs"].get<int64_t>() == 0)) {
-    return Invalid("echo", "together with logprobs is not supported yet "
-                           "(the prompt's logprobs); ask without logprobs");
+                                 EchoPlan* echo) {
+  *echo = EchoPlan();
+  RETURN_IF_ERROR(Bool(body, "echo", &echo->echo));
+  const Json* source = &body;
+  Json with_one_token;
+  if (echo->echo) {
+    int64_t logprobs = 0;
+    bool has_logprobs = false;
+    RETURN_IF_ERROR(Number(body, "logprobs", &logprobs, &has_logprobs));
+    echo->logprobs = has_logprobs && logprobs >= 0;
+    if (auto m = body.find("max_tokens");
+        m != body.end() && m->is_number_integer() && m->get<int64_t>() == 0) {
+      echo->prompt_only = true;
+      with_one_token = body;
+      with_one_token["max_tokens"] = 1;
+      source = &with_one_token;
+    }
+    if (echo->logprobs) {
+      req->mutable_sampling()->set_prompt_logprobs(static_cast<uint32_t>(
+          std::clamp<int64_t>(logprobs, 1, 20)));
+    }
   }
   if (body.contains("suffix") && !body["suffix"].is_null()) {
     return Invalid("suffix", "is not supported");
@@ -589,8 +616,8 @@ absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
     return Invalid("prompt",
                    "must be a string or token ids (one prompt per request)");
   }
-  RETURN_IF_ERROR(ToSampling(body, req, /*chat=*/false));
-  return ToResponseFormat(body, req);
+  RETURN_IF_ERROR(ToSampling(*source, req, /*chat=*/false));
+  return ToResponseFormat(*source, req);
 }
 
 const char* FinishReasonName(v1::FinishReason r) {
@@ -699,6 +726,29 @@ Json LegacyLogprobsJson(
               {"token_logprobs", token_logprobs},
               {"top_logprobs", top_logprobs},
               {"text_offset", text_offset}};
+}
+
+// Completions' logprobs with an echo: the prompt's first token (null
+// logprob and alternatives: it has no context), the prompt's other tokens,
+// then the generated ones, offsets running over all of them.
+Json EchoLogprobsJson(
+    const std::string& first_token,
+    const google::protobuf::RepeatedPtrField<v1::SampledLogprobs>& prompt,
+    const google::protobuf::RepeatedPtrField<v1::SampledLogprobs>& generated,
+    int top) {
+  google::protobuf::RepeatedPtrField<v1::SampledLogprobs> all = prompt;
+  for (const v1::SampledLogprobs& lp : generated) *all.Add() = lp;
+  int64_t offset = TextLength(first_token);
+  Json rest = LegacyLogprobsJson(all, top, &offset);
+  Json out = {{"tokens", Json::array({first_token})},
+              {"token_logprobs", Json::array({nullptr})},
+              {"top_logprobs", Json::array({nullptr})},
+              {"text_offset", Json::array({0})}};
+  for (const char* key :
+       {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+    for (Json& v : rest[key]) out[key].push_back(std::move(v));
+  }
+  return out;
 }
 
 Json LogprobsJson(const google::protobuf::RepeatedPtrField<v1::SampledLogprobs>& lps,
@@ -824,23 +874,18 @@ class Handlers {
     if (!body.ok()) return;
     v1::GenerateRequest gen;
     gen.set_model(body->value("model", ""));
-    bool echo = false;
+    EchoPlan echo;
     absl::Status s = chat ? ToChatRequest(*body, &gen)
                           : ToCompletionRequest(*body, &gen, &echo);
-    // The prompt text an echo puts before each completion.
-    std::string echo_text;
-    if (s.ok() && echo) {
-      absl::StatusOr<std::string> text = PromptText(gen);
-      s = text.status();
-      if (s.ok()) echo_text = *std::move(text);
+    bool stream = false;
+    if (s.ok()) s = Bool(*body, "stream", &stream);
+    if (s.ok() && stream && (echo.logprobs || echo.prompt_only)) {
+      s = Invalid("stream", "echo with logprobs or max_tokens 0 is answered "
+                            "whole; ask with stream false");
     }
+    if (s.ok() && echo.echo) s = FillEcho(gen, &echo);
     if (!s.ok()) {
       Fail(call, res, s);
-      return;
-    }
-    bool stream = false;
-    if (absl::Status b = Bool(*body, "stream", &stream); !b.ok()) {
-      Fail(call, res, b);
       return;
     }
     bool include_usage = false;
@@ -870,14 +915,14 @@ class Handlers {
     const std::string object = chat ? "chat.completion" : "text_completion";
     if (!stream) {
       Complete(res, call, *queue, chat, id, created, model, object,
-               top_logprobs, echo_text);
+               top_logprobs, echo);
       return;
     }
     // Server-sent events; the provider runs on this worker thread, pulling
     // the engine's messages as they come.
     auto state = std::make_shared<StreamState>();
     state->handle = *handle;
-    state->echo = std::move(echo_text);
+    state->echo = std::move(echo.text);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -1076,6 +1121,33 @@ class Handlers {
     return text.text();
   }
 
+  // The echo's prompt text and, with logprobs, its first token.
+  absl::Status FillEcho(const v1::GenerateRequest& gen, EchoPlan* echo) {
+    ASSIGN_OR_RETURN(echo->text, PromptText(gen));
+    if (!echo->logprobs) return absl::OkStatus();
+    uint32_t first = 0;
+    if (gen.has_prompt_token_ids()) {
+      first = gen.prompt_token_ids().ids(0);
+    } else {
+      // The ids Generate will see: the same tokenizer defaults.
+      v1::TokenizeRequest t;
+      t.set_model(gen.model());
+      t.set_text(gen.prompt());
+      ASSIGN_OR_RETURN(v1::TokenizeResponse ids, requests_->Tokenize(t));
+      if (ids.token_ids_size() == 0) {
+        return Invalid("prompt", "has no tokens");
+      }
+      first = ids.token_ids(0);
+    }
+    v1::DetokenizeRequest d;
+    d.set_model(gen.model());
+    d.add_token_ids(first);
+    d.set_skip_special_tokens(false);
+    ASSIGN_OR_RETURN(v1::DetokenizeResponse text, requests_->Detokenize(d));
+    echo->first_token = text.text();
+    return absl::OkStatus();
+  }
+
   // The error answer of a counted call.
   static void Fail(HttpCall& call, httplib::Response& res,
                    const absl::Status& s) {
@@ -1240,7 +1312,7 @@ class Handlers {
                        MessageQueue& queue, bool chat, const std::string& id,
                        int64_t created, const std::string& model,
                        const std::string& object, int top_logprobs,
-                       const std::string& echo) {
+                       const EchoPlan& echo) {
     struct Choice {
       std::string text;
       std::string reasoning;
@@ -1252,6 +1324,8 @@ class Handlers {
     };
     std::vector<Choice> choices;
     uint32_t prompt_tokens = 0, completion_tokens = 0;
+    // Echo with logprobs: the prompt's entries (sample 0 carries them).
+    google::protobuf::RepeatedPtrField<v1::SampledLogprobs> prompt_logprobs;
     bool last = false;
     while (!last) {
       absl::StatusOr<v1::GenerateResponse> m = queue.Pop(&last);
@@ -1262,8 +1336,17 @@ class Handlers {
       const size_t i = m->sample_index();
       if (i >= choices.size()) choices.resize(i + 1);
       if (!choices[i].echoed) {
-        choices[i].text = echo;
+        choices[i].text = echo.text;
         choices[i].echoed = true;
+      }
+      if (m->prompt_logprobs_size() > 0) prompt_logprobs = m->prompt_logprobs();
+      if (echo.prompt_only) {
+        // The one generated token is not part of the answer.
+        if (m->finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+          choices[i].finish = "length";
+          prompt_tokens = m->usage().prompt_tokens();
+        }
+        continue;
       }
       choices[i].text += m->text();
       choices[i].reasoning += m->reasoning();
@@ -1304,7 +1387,9 @@ class Handlers {
       }
       int64_t offset = 0;
       c["logprobs"] =
-          !choices[i].any_logprobs ? Json()
+          echo.logprobs ? EchoLogprobsJson(echo.first_token, prompt_logprobs,
+                                           choices[i].logprobs, top_logprobs)
+          : !choices[i].any_logprobs ? Json()
           : chat ? LogprobsJson(choices[i].logprobs, top_logprobs)
                  : LegacyLogprobsJson(choices[i].logprobs, top_logprobs,
                                       &offset);

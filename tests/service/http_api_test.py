@@ -514,11 +514,51 @@ def main():
                         streamed += ch["text"]
         check(streamed == "Once upon a time" + want_comp,
               f"streamed echo: {streamed!r}")
+        # Echo with logprobs (evaluation harnesses' loglikelihood): the
+        # prompt's tokens lead the logprobs, the first with null, the others
+        # equal to gRPC's prompt_logprobs; max_tokens 0 answers the prompt
+        # alone.
+        plp = pb.GenerateRequest(model="llm", prompt="Once upon a time")
+        plp.sampling.max_tokens = 1
+        plp.sampling.temperature = 0
+        plp.sampling.prompt_logprobs = 2
+        first = next(iter(stub.Generate(plp, metadata=md, timeout=300)))
+        want_plp = [(e.sampled.token_id, e.sampled.logprob)
+                    for e in first.prompt_logprobs]
+        for max_tokens in (0, 4):
+            st, body = http("POST", base + "/v1/completions",
+                            {"model": "llm", "prompt": "Once upon a time",
+                             "max_tokens": max_tokens, "temperature": 0,
+                             "echo": True, "logprobs": 2})
+            ok = st == 200
+            if ok:
+                c, u = body["choices"][0], body["usage"]
+                lp = c["logprobs"]
+                n_prompt = u["prompt_tokens"]
+                ok = (c["text"].startswith("Once upon a time") and
+                      (max_tokens > 0 or c["text"] == "Once upon a time") and
+                      u["completion_tokens"] == max_tokens and
+                      len(lp["tokens"]) == n_prompt + max_tokens and
+                      n_prompt == len(want_plp) + 1 and
+                      lp["token_logprobs"][0] is None and
+                      lp["top_logprobs"][0] is None and
+                      all(abs(a - b) < 1e-6 for a, (_, b) in
+                          zip(lp["token_logprobs"][1:n_prompt], want_plp)) and
+                      all(len(t) <= 2 for t in lp["top_logprobs"][1:]) and
+                      lp["text_offset"] == sorted(lp["text_offset"]) and
+                      (max_tokens == 0 or
+                       c["text"] == "Once upon a time" + want_comp[:len(
+                           c["text"]) - len("Once upon a time")]))
+            check(ok, f"echo + logprobs, max_tokens {max_tokens}: {st} {body}")
         st, body = http("POST", base + "/v1/completions",
                         {"model": "llm", "prompt": "x", "echo": True,
-                         "logprobs": 1})
-        check(st == 400 and body["error"]["message"].startswith("echo:"),
-              f"echo with logprobs: {st} {body}")
+                         "logprobs": 1, "stream": True})
+        check(st == 400 and body["error"]["param"] == "stream",
+              f"streamed echo with logprobs: {st} {body}")
+        st, body = http("POST", base + "/v1/completions",
+                        {"model": "llm", "prompt": "x", "max_tokens": 0})
+        check(st == 400 and body["error"]["param"] == "max_tokens",
+              f"max_tokens 0 without echo: {st} {body}")
 
         # Rerank, tokenize and detokenize, against the same gRPC calls.
         query = "what plays music?"
