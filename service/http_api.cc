@@ -170,17 +170,35 @@ class MessageQueue {
   absl::StatusOr<v1::GenerateResponse> Pop(bool* last) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !queue_.empty(); });
+    return Take(last);
+  }
+  // Pop, waiting at most `timeout`; nothing when none came by then.
+  std::optional<absl::StatusOr<v1::GenerateResponse>> PopFor(
+      absl::Duration timeout, bool* last) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                      [this] { return !queue_.empty(); })) {
+      return std::nullopt;
+    }
+    return Take(last);
+  }
+
+ private:
+  absl::StatusOr<v1::GenerateResponse> Take(bool* last) {
     auto item = std::move(queue_.front());
     queue_.pop_front();
     *last = item.second;
     return std::move(item.first);
   }
 
- private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<absl::StatusOr<v1::GenerateResponse>, bool>> queue_;
 };
+
+// Non-streaming answers: how often a space is written while the engine
+// works, to notice a client that left.
+constexpr double kHeartbeatSeconds = 0.5;
 
 // Counts an HTTP call as active (the drain waits for it) and reports it.
 class HttpCall {
@@ -912,9 +930,8 @@ class Handlers {
     const std::string id =
         absl::StrCat(chat ? "chatcmpl-" : "cmpl-", NowNanos());
     const int64_t created = NowSeconds();
-    const std::string object = chat ? "chat.completion" : "text_completion";
     if (!stream) {
-      Complete(res, call, *queue, chat, id, created, model, object,
+      Complete(res, call_ptr, queue, *handle, chat, id, created, model,
                top_logprobs, echo);
       return;
     }
@@ -1308,11 +1325,77 @@ class Handlers {
   }
 
   // A non-streaming answer: every message, then one response.
-  static void Complete(httplib::Response& res, HttpCall& call,
-                       MessageQueue& queue, bool chat, const std::string& id,
-                       int64_t created, const std::string& model,
-                       const std::string& object, int top_logprobs,
-                       const EchoPlan& echo) {
+  // A non-streaming answer, built message by message.
+  class Completion {
+   public:
+    Completion(bool chat, const EchoPlan& echo) : chat_(chat), echo_(echo) {}
+
+    void Add(const v1::GenerateResponse& m) {
+      const size_t i = m.sample_index();
+      if (i >= choices_.size()) choices_.resize(i + 1);
+      Choice& c = choices_[i];
+      if (!c.echoed) {
+        c.text = echo_.text;
+        c.echoed = true;
+      }
+      if (m.prompt_logprobs_size() > 0) prompt_logprobs_ = m.prompt_logprobs();
+      if (echo_.prompt_only) {
+        // The one generated token is not part of the answer.
+        if (m.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+          c.finish = "length";
+          prompt_tokens_ = m.usage().prompt_tokens();
+        }
+        return;
+      }
+      c.text += m.text();
+      c.reasoning += m.reasoning();
+      for (const v1::ToolCallDelta& t : m.tool_calls()) {
+        c.tool_calls.push_back(ToolCallDelta{static_cast<int>(t.index()),
+                                             t.id(), t.name(), t.arguments()});
+      }
+      for (const auto& lp : m.logprobs()) *c.logprobs.Add() = lp;
+      c.any_logprobs |= m.logprobs_size() > 0;
+      if (m.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+        c.finish = FinishReasonName(m.finish_reason());
+        prompt_tokens_ = m.usage().prompt_tokens();
+        completion_tokens_ += m.usage().completion_tokens();
+      }
+    }
+
+    Json Finish(const std::string& id, int64_t created,
+                const std::string& model, int top_logprobs) const {
+      Json out_choices = Json::array();
+      for (size_t i = 0; i < choices_.size(); ++i) {
+        const Choice& ch = choices_[i];
+        Json c = {{"index", i}};
+        if (chat_) {
+          c["message"] = Message(ch);
+        } else {
+          c["text"] = ch.text;
+        }
+        int64_t offset = 0;
+        c["logprobs"] =
+            echo_.logprobs ? EchoLogprobsJson(echo_.first_token,
+                                              prompt_logprobs_, ch.logprobs,
+                                              top_logprobs)
+            : !ch.any_logprobs ? Json()
+            : chat_ ? LogprobsJson(ch.logprobs, top_logprobs)
+                    : LegacyLogprobsJson(ch.logprobs, top_logprobs, &offset);
+        c["finish_reason"] = ch.finish;
+        out_choices.push_back(std::move(c));
+      }
+      return Json{{"id", id},
+                  {"object", chat_ ? "chat.completion" : "text_completion"},
+                  {"created", created},
+                  {"model", model},
+                  {"choices", out_choices},
+                  {"usage",
+                   {{"prompt_tokens", prompt_tokens_},
+                    {"completion_tokens", completion_tokens_},
+                    {"total_tokens", prompt_tokens_ + completion_tokens_}}}};
+    }
+
+   private:
     struct Choice {
       std::string text;
       std::string reasoning;
@@ -1322,92 +1405,97 @@ class Handlers {
       bool any_logprobs = false;
       bool echoed = false;
     };
-    std::vector<Choice> choices;
-    uint32_t prompt_tokens = 0, completion_tokens = 0;
+
+    static Json Message(const Choice& ch) {
+      Json msg = {{"role", "assistant"}, {"content", ch.text}};
+      if (!ch.tool_calls.empty()) {
+        Json calls = Json::array();
+        for (const ToolCall& t : JoinToolCalls(ch.tool_calls)) {
+          calls.push_back({{"id", t.id},
+                           {"type", "function"},
+                           {"function", {{"name", t.name},
+                                         {"arguments", t.arguments}}}});
+        }
+        msg["tool_calls"] = std::move(calls);
+        if (ch.text.empty()) msg["content"] = Json();
+      }
+      if (!ch.reasoning.empty()) msg["reasoning_content"] = ch.reasoning;
+      return msg;
+    }
+
+    const bool chat_;
+    const EchoPlan echo_;
+    std::vector<Choice> choices_;
+    uint32_t prompt_tokens_ = 0;
+    uint32_t completion_tokens_ = 0;
     // Echo with logprobs: the prompt's entries (sample 0 carries them).
-    google::protobuf::RepeatedPtrField<v1::SampledLogprobs> prompt_logprobs;
+    google::protobuf::RepeatedPtrField<v1::SampledLogprobs> prompt_logprobs_;
+  };
+
+  // A non-streaming answer. The first message (or the error a request
+  // meets in preparation) decides the status; when more follow, the answer
+  // is sent chunked, a space (JSON's leading whitespace) every
+  // kHeartbeatSeconds while the engine works: a client that left fails
+  // that write and its generation is aborted, as a stream's is. An error
+  // after that point is the body's error object (the status was sent).
+  void Complete(httplib::Response& res, std::shared_ptr<HttpCall> call,
+                std::shared_ptr<MessageQueue> queue,
+                std::shared_ptr<RequestHandle> handle, bool chat,
+                const std::string& id, int64_t created,
+                const std::string& model, int top_logprobs,
+                const EchoPlan& echo) {
+    auto built = std::make_shared<Completion>(chat, echo);
     bool last = false;
-    while (!last) {
-      absl::StatusOr<v1::GenerateResponse> m = queue.Pop(&last);
-      if (!m.ok()) {
-        Fail(call, res, m.status());
-        return;
-      }
-      const size_t i = m->sample_index();
-      if (i >= choices.size()) choices.resize(i + 1);
-      if (!choices[i].echoed) {
-        choices[i].text = echo.text;
-        choices[i].echoed = true;
-      }
-      if (m->prompt_logprobs_size() > 0) prompt_logprobs = m->prompt_logprobs();
-      if (echo.prompt_only) {
-        // The one generated token is not part of the answer.
-        if (m->finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-          choices[i].finish = "length";
-          prompt_tokens = m->usage().prompt_tokens();
-        }
-        continue;
-      }
-      choices[i].text += m->text();
-      choices[i].reasoning += m->reasoning();
-      for (const v1::ToolCallDelta& t : m->tool_calls()) {
-        choices[i].tool_calls.push_back(ToolCallDelta{
-            static_cast<int>(t.index()), t.id(), t.name(), t.arguments()});
-      }
-      for (const auto& lp : m->logprobs()) *choices[i].logprobs.Add() = lp;
-      choices[i].any_logprobs |= m->logprobs_size() > 0;
-      if (m->finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-        choices[i].finish = FinishReasonName(m->finish_reason());
-        prompt_tokens = m->usage().prompt_tokens();
-        completion_tokens += m->usage().completion_tokens();
-      }
+    absl::StatusOr<v1::GenerateResponse> first = queue->Pop(&last);
+    if (!first.ok()) {
+      Fail(*call, res, first.status());
+      return;
     }
-    Json out_choices = Json::array();
-    for (size_t i = 0; i < choices.size(); ++i) {
-      Json c = {{"index", i}};
-      if (chat) {
-        Json msg = {{"role", "assistant"}, {"content", choices[i].text}};
-        if (!choices[i].tool_calls.empty()) {
-          Json calls = Json::array();
-          for (const ToolCall& t : JoinToolCalls(choices[i].tool_calls)) {
-            calls.push_back({{"id", t.id},
-                             {"type", "function"},
-                             {"function", {{"name", t.name},
-                                           {"arguments", t.arguments}}}});
+    built->Add(*first);
+    call->set_status(absl::OkStatus());
+    if (last) {
+      res.set_content(built->Finish(id, created, model, top_logprobs).dump(),
+                      "application/json");
+      return;
+    }
+    auto done = std::make_shared<bool>(false);
+    auto next_beat = std::make_shared<absl::Time>(
+        absl::Now() + absl::Seconds(kHeartbeatSeconds));
+    res.set_chunked_content_provider(
+        "application/json",
+        [queue, built, done, next_beat, id, created, model, top_logprobs](
+            size_t, httplib::DataSink& sink) {
+          // A heartbeat when one is due, however busy the queue is.
+          if (absl::Now() >= *next_beat) {
+            *next_beat = absl::Now() + absl::Seconds(kHeartbeatSeconds);
+            if (!sink.write(" ", 1)) return false;
           }
-          msg["tool_calls"] = std::move(calls);
-          if (choices[i].text.empty()) msg["content"] = Json();
-        }
-        if (!choices[i].reasoning.empty()) {
-          msg["reasoning_content"] = choices[i].reasoning;
-        }
-        c["message"] = std::move(msg);
-      } else {
-        c["text"] = choices[i].text;
-      }
-      int64_t offset = 0;
-      c["logprobs"] =
-          echo.logprobs ? EchoLogprobsJson(echo.first_token, prompt_logprobs,
-                                           choices[i].logprobs, top_logprobs)
-          : !choices[i].any_logprobs ? Json()
-          : chat ? LogprobsJson(choices[i].logprobs, top_logprobs)
-                 : LegacyLogprobsJson(choices[i].logprobs, top_logprobs,
-                                      &offset);
-      c["finish_reason"] = choices[i].finish;
-      out_choices.push_back(std::move(c));
-    }
-    call.set_status(absl::OkStatus());
-    res.set_content(
-        Json{{"id", id},
-             {"object", object},
-             {"created", created},
-             {"model", model},
-             {"choices", out_choices},
-             {"usage", {{"prompt_tokens", prompt_tokens},
-                        {"completion_tokens", completion_tokens},
-                        {"total_tokens", prompt_tokens + completion_tokens}}}}
-            .dump(),
-        "application/json");
+          bool last = false;
+          std::optional<absl::StatusOr<v1::GenerateResponse>> m =
+              queue->PopFor(*next_beat - absl::Now(), &last);
+          if (!m.has_value()) return true;  // the heartbeat comes next
+          std::string body;
+          if (!m->ok()) {
+            httplib::Response err;
+            ReplyError(err, m->status());
+            body = err.body;
+          } else {
+            built->Add(**m);
+            if (!last) return true;
+            body = built->Finish(id, created, model, top_logprobs).dump();
+          }
+          *done = true;
+          if (!sink.write(body.data(), body.size())) return false;
+          sink.done();
+          return true;
+        },
+        [handle, call, done](bool success) {
+          if (!success || !*done) {
+            handle->Abort();
+            call->set_status(
+                absl::CancelledError("the client closed the connection"));
+          }
+        });
   }
 
   static bool Send(httplib::DataSink& sink, const Json& j) {

@@ -250,6 +250,67 @@ class HostileHttpTest(unittest.TestCase):
                 s.close()
         self.assert_alive()
 
+    def metric(self, name, **labels):
+        try:
+            return lib.metric_value(self.server.scrape(), name, labels)
+        except AssertionError:  # not exported yet
+            return 0.0
+
+    def wait_idle(self):
+        """Polls the metrics until nothing runs or waits and no KV block is
+        held (at most 120 s)."""
+        def state():
+            return tuple(self.metric(n, model="llm") for n in (
+                "inferd_num_requests_running", "inferd_num_requests_waiting",
+                "inferd_kv_cache_usage_perc"))
+        deadline = time.monotonic() + 120
+        while state() != (0, 0, 0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(state(), (0, 0, 0))
+
+    def test_a_client_leaving_a_non_streamed_request_aborts_it(self):
+        """16 samples x 2,000 tokens, not streamed; the client leaves once
+        the headers came: the heartbeat write fails, the generation is
+        aborted (cancelled) long before its 32,000 tokens."""
+        tokens_before = self.metric("inferd_generation_tokens_total",
+                                    model="llm")
+        cancelled_before = self.metric("inferd_request_success_total",
+                                       model="llm",
+                                       finished_reason="cancelled")
+        body = json.dumps({"model": "llm", "prompt": "Once upon a time",
+                           "max_tokens": 2000, "n": 16, "ignore_eos": True,
+                           "temperature": 1.0}).encode()
+        with socket.create_connection(("127.0.0.1", self.port),
+                                      timeout=120) as s:
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                      b"Content-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = s.recv(4096)
+                self.assertTrue(chunk, head)
+                head += chunk
+            self.assertTrue(head.startswith(b"HTTP/1.1 200"), head[:200])
+        self.wait_idle()
+        generated = self.metric("inferd_generation_tokens_total",
+                                model="llm") - tokens_before
+        cancelled = self.metric("inferd_request_success_total", model="llm",
+                                finished_reason="cancelled") - cancelled_before
+        self.assertGreaterEqual(cancelled, 1)
+        self.assertLess(generated, 16 * 2000)
+        self.assert_alive()
+
+    def test_a_non_streamed_answer_is_json_after_its_heartbeats(self):
+        """A long non-streamed answer (chunked, spaces while the engine
+        works) parses as the usual JSON object."""
+        st, body = http(self.port, "POST", "/v1/completions",
+                        {"model": "llm", "prompt": "Once upon a time",
+                         "max_tokens": 1500, "n": 4, "ignore_eos": True})
+        self.assertEqual(st, 200)
+        out = json.loads(body)
+        self.assertEqual(len(out["choices"]), 4)
+        self.assertEqual(out["usage"]["completion_tokens"], 4 * 1500)
+
     def test_a_thousand_dropped_streams_free_everything(self):
         body = json.dumps({"model": "llm", "prompt": "Once upon a time",
                            "max_tokens": 300, "temperature": 0.8,
