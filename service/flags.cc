@@ -275,6 +275,11 @@ const FlagDoc kFlags[] = {
      "/v1/completions, /v1/embeddings, /v1/models, /health) on this address, "
      "on the same models and engines, with the same API key (Authorization: "
      "Bearer)."},
+    {"http-max-concurrent-requests", "N", "256",
+     "HTTP API requests served at once (worker threads; a streaming answer "
+     "holds one until its last event, a keep-alive connection one while it "
+     "waits for its next request); further connections wait to be "
+     "accepted."},
     {"metrics-listen", "HOST:PORT", "(off)",
      "Serve Prometheus metrics over HTTP at /metrics on this address."},
     {"health-listen", "HOST:PORT", "(off)",
@@ -459,6 +464,9 @@ absl::Status ApplySetting(const std::string& name, const std::string& value,
       return Bad(name, value, "expected HOST:PORT, e.g. 0.0.0.0:8081");
     }
     o->health_listen = value;
+  } else if (name == "http-max-concurrent-requests") {
+    ASSIGN_OR_RETURN(o->http_max_concurrent_requests,
+                     ParseInt(name, value, 1, 65536));
   } else if (name == "max-inputs-per-request") {
     ASSIGN_OR_RETURN(o->max_inputs_per_request,
                      ParseInt(name, value, 1, 1 << 20));
@@ -756,6 +764,8 @@ std::string ConfigYaml(const ServerOptions& o) {
       {"metrics-listen", o.metrics_listen},
       {"health-listen", o.health_listen},
       {"http-listen", o.http_listen},
+      {"http-max-concurrent-requests",
+       absl::StrCat(o.http_max_concurrent_requests)},
   };
   for (auto& kv : EngineSettings(o.engine)) settings.push_back(kv);
   std::vector<std::pair<std::string, std::string>> more = {

@@ -20,6 +20,9 @@ struct ServerOptions {
   std::string metrics_listen;  // empty: no metrics endpoint
   std::string health_listen;   // empty: health only on --listen
   std::string http_listen;     // empty: no OpenAI-compatible HTTP API
+  // HTTP requests served at once (cpp-httplib worker threads; a stream
+  // holds one until its last event).
+  int http_max_concurrent_requests = 256;
   std::vector<ModelSpec> models;
   EngineOptions engine;  // defaults every model starts from
   int max_inputs_per_request = 256;

@@ -38,8 +38,8 @@ namespace inferd {
 struct HttpApiOptions {
   std::string listen;  // HOST:PORT; port 0 picks a free one
   // Concurrent requests (HTTP worker threads; a streaming response holds
-  // one for its duration).
-  int max_concurrent_requests = 64;
+  // one for its duration). --http-max-concurrent-requests.
+  int max_concurrent_requests = 256;
   // Largest request body accepted.
   size_t max_body_bytes = 16 << 20;
   // HTTPS with the gRPC port's TLS files (--tls-cert, --tls-key; with

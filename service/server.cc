@@ -203,6 +203,7 @@ absl::Status Server::StartSideListeners(
   if (!options_.http_listen.empty()) {
     HttpApiOptions http;
     http.listen = options_.http_listen;
+    http.max_concurrent_requests = options_.http_max_concurrent_requests;
     http.max_body_bytes =
         static_cast<size_t>(options_.max_receive_message_bytes);
     http.tls_cert = options_.tls_cert;

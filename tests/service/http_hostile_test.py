@@ -85,7 +85,9 @@ class HostileHttpTest(unittest.TestCase):
         cls.server = lib.InferdProcess(
             ARGS.inferd, models, log_prefix="inferd-hostile-",
             extra=["--http-listen", "127.0.0.1:0",
-                   "--metrics-listen", "127.0.0.1:0"])
+                   "--metrics-listen", "127.0.0.1:0",
+                   "--http-max-concurrent-requests", "320",
+                   "--max-seqs", "320"])
         cls.server.wait_for(r"(\d+) of \d+ model\(s\) ready after", timeout=300)
         cls.port = cls.server.http_port
         st, body = http(cls.port, "POST", "/v1/completions",
@@ -310,6 +312,45 @@ class HostileHttpTest(unittest.TestCase):
         out = json.loads(body)
         self.assertEqual(len(out["choices"]), 4)
         self.assertEqual(out["usage"]["completion_tokens"], 4 * 1500)
+
+    def test_three_hundred_streams_are_held_at_once(self):
+        """300 streamed completions open together (2,000 tokens each, far
+        longer than the test takes to read 300 first chunks): each gets its
+        first chunk, and the server counts 300 HTTP calls in flight at once
+        (--http-max-concurrent-requests 320; with fewer worker threads the
+        others would wait unaccepted). Then they are dropped and everything
+        is freed."""
+        body = json.dumps({"model": "llm", "prompt": "Once upon a time",
+                           "max_tokens": 2000, "ignore_eos": True,
+                           "stream": True}).encode()
+        request = (b"POST /v1/completions HTTP/1.1\r\nHost: t\r\n"
+                   b"Content-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        socks = []
+        try:
+            for _ in range(300):
+                s = socket.create_connection(("127.0.0.1", self.port),
+                                             timeout=120)
+                s.sendall(request)
+                socks.append(s)
+            for s in socks:
+                data = b""
+                while b"data: " not in data:
+                    chunk = s.recv(4096)
+                    self.assertTrue(chunk, data[:200])
+                    data += chunk
+                self.assertTrue(data.startswith(b"HTTP/1.1 200"), data[:200])
+            in_flight = [float(line.split()[-1])
+                         for line in self.server.scrape().splitlines()
+                         if line.split(" ")[0] in ("inferd_rpc_in_flight",
+                                                   "inferd_rpc_in_flight{}")]
+            self.assertEqual(len(in_flight), 1)
+            self.assertGreaterEqual(in_flight[0], 300)
+        finally:
+            for s in socks:
+                s.close()
+        self.wait_idle()
+        self.assert_alive()
 
     def test_a_thousand_dropped_streams_free_everything(self):
         body = json.dumps({"model": "llm", "prompt": "Once upon a time",
