@@ -161,8 +161,167 @@ void AddValue(MetricFamily* f, std::vector<ClientMetric::Label> labels,
 
 }  // namespace
 
-// Reads engine and model state when /metrics is scraped, so gauges are
-// never stale and counters equal the engines' own totals.
+// The engine-state families of one scrape (engine and model state read
+// when /metrics is scraped, so gauges are never stale and counters equal
+// the engines' own totals).
+struct EngineFamilies {
+  MetricFamily running = NewFamily(
+      "inferd_num_requests_running",
+      "Requests the engine is running (scheduled in the current batch).",
+      MetricType::Gauge);
+  MetricFamily waiting = NewFamily(
+      "inferd_num_requests_waiting",
+      "Requests queued in the engine, not yet scheduled.", MetricType::Gauge);
+  MetricFamily kv_usage =
+      NewFamily("inferd_kv_cache_usage_perc",
+                "Fraction of KV cache blocks in use (0 to 1; 1 = full).",
+                MetricType::Gauge);
+  MetricFamily kv_blocks =
+      NewFamily("inferd_kv_cache_blocks", "KV cache blocks of the model.",
+                MetricType::Gauge);
+  MetricFamily kv_bytes = NewFamily(
+      "inferd_kv_cache_bytes",
+      "KV cache memory of the model: reserved, and resident (committed "
+      "as blocks are first written).",
+      MetricType::Gauge);
+  MetricFamily prefix_queries = NewFamily(
+      "inferd_prefix_cache_queries_total",
+      "Prompt tokens looked up in the prefix cache.", MetricType::Counter);
+  MetricFamily prefix_hits = NewFamily(
+      "inferd_prefix_cache_hits_total",
+      "Prompt tokens found in the prefix cache.", MetricType::Counter);
+  MetricFamily preemptions =
+      NewFamily("inferd_num_preemptions_total",
+                "Sequences preempted (KV cache full; recomputed later).",
+                MetricType::Counter);
+  MetricFamily spec_drafts =
+      NewFamily("inferd_spec_decode_draft_tokens_total",
+                "Speculative decoding: prompt-lookup draft tokens verified.",
+                MetricType::Counter);
+  MetricFamily spec_accepted = NewFamily(
+      "inferd_spec_decode_accepted_tokens_total",
+      "Speculative decoding: draft tokens accepted (each saved a forward "
+      "pass).",
+      MetricType::Counter);
+  MetricFamily forward_passes = NewFamily(
+      "inferd_model_forward_passes_total",
+      "Forward passes (engine steps) the model ran.", MetricType::Counter);
+  MetricFamily batched_tokens = NewFamily(
+      "inferd_batched_tokens_total",
+      "Tokens processed across every forward pass.", MetricType::Counter);
+  MetricFamily state = NewFamily(
+      "inferd_model_state",
+      "1 for the model's current state (loading, ready, failed), else 0.",
+      MetricType::Gauge);
+  MetricFamily load_seconds = NewFamily(
+      "inferd_model_load_seconds",
+      "Wall time the model took to load (tokenizer, weights, engine).",
+      MetricType::Gauge);
+  MetricFamily weight_bytes = NewFamily(
+      "inferd_model_weight_bytes",
+      "Bytes of the model's weight files (memory-mapped).", MetricType::Gauge);
+  // The model-server protocol of the Gateway API Inference Extension:
+  // its endpoint picker reads these names (vLLM's) by default to route
+  // by queue depth, KV cache use and prefix affinity. Same values as the
+  // inferd_ gauges above; label model_name.
+  MetricFamily gie_waiting = NewFamily(
+      "vllm:num_requests_waiting",
+      "Requests queued in the engine (= inferd_num_requests_waiting), for "
+      "the inference gateway's endpoint picker.",
+      MetricType::Gauge);
+  MetricFamily gie_running = NewFamily(
+      "vllm:num_requests_running",
+      "Requests the engine is running (= inferd_num_requests_running), for "
+      "the inference gateway's endpoint picker.",
+      MetricType::Gauge);
+  MetricFamily gie_kv_usage = NewFamily(
+      "vllm:kv_cache_usage_perc",
+      "Fraction of KV cache blocks in use, 0 to 1 (= "
+      "inferd_kv_cache_usage_perc; 0 for models without a KV cache), for "
+      "the inference gateway's endpoint picker.",
+      MetricType::Gauge);
+  MetricFamily gie_cache_config = NewFamily(
+      "vllm:cache_config_info",
+      "1, labelled with the KV cache's block_size (tokens) and "
+      "num_gpu_blocks (blocks), for the inference gateway's prefix-cache "
+      "scorer.",
+      MetricType::Gauge);
+
+  // Adds the values of one model.
+  void AddModel(const ServedModel& served) {
+    const ServedModel* m = &served;
+    const ServedModelInfo info = m->info();
+    std::vector<ClientMetric::Label> model = {{"model", info.name}};
+    for (ModelState s :
+         {ModelState::kLoading, ModelState::kReady, ModelState::kFailed}) {
+      AddValue(&state,
+               {{"model", info.name}, {"state", std::string(StateName(s))}},
+               info.state == s ? 1 : 0);
+    }
+    if (info.state != ModelState::kReady) return;
+    AddValue(&load_seconds, model, info.load_seconds);
+    AddValue(&weight_bytes, model, static_cast<double>(info.weight_bytes));
+    const EngineStats st = m->engine().Stats();
+    AddValue(&running, model, static_cast<double>(st.running_requests));
+    AddValue(&waiting, model, static_cast<double>(st.waiting_requests));
+    const std::vector<ClientMetric::Label> model_name = {
+        {"model_name", info.name}};
+    AddValue(&gie_running, model_name,
+             static_cast<double>(st.running_requests));
+    AddValue(&gie_waiting, model_name,
+             static_cast<double>(st.waiting_requests));
+    AddValue(&gie_kv_usage, model_name,
+             st.kv_blocks_total > 0
+                 ? 1.0 - static_cast<double>(st.kv_blocks_free) /
+                             static_cast<double>(st.kv_blocks_total)
+                 : 0.0);
+    const Engine::KvCacheSummary& kv = m->engine().kv_cache_summary();
+    if (kv.blocks > 0) {
+      AddValue(&gie_cache_config,
+               {{"model_name", info.name},
+                {"block_size", std::to_string(kv.block_size)},
+                {"num_gpu_blocks", std::to_string(kv.blocks)}},
+               1);
+    }
+    AddValue(&forward_passes, model, static_cast<double>(st.model_calls));
+    AddValue(&batched_tokens, model, static_cast<double>(st.batched_tokens));
+    if (st.kv_blocks_total > 0) {
+      AddValue(&kv_usage, model,
+               1.0 - static_cast<double>(st.kv_blocks_free) /
+                         static_cast<double>(st.kv_blocks_total));
+      AddValue(&kv_blocks, {{"model", info.name}, {"state", "free"}},
+               static_cast<double>(st.kv_blocks_free));
+      AddValue(&kv_blocks, {{"model", info.name}, {"state", "used"}},
+               static_cast<double>(st.kv_blocks_total - st.kv_blocks_free));
+      AddValue(&kv_bytes, {{"model", info.name}, {"state", "reserved"}},
+               static_cast<double>(st.kv_cache_bytes));
+      AddValue(&kv_bytes, {{"model", info.name}, {"state", "resident"}},
+               static_cast<double>(st.kv_cache_resident_bytes));
+      AddValue(&prefix_queries, model,
+               static_cast<double>(st.prefix_cache_queries));
+      AddValue(&prefix_hits, model, static_cast<double>(st.prefix_cache_hits));
+      AddValue(&preemptions, model, static_cast<double>(st.preemptions));
+      AddValue(&spec_drafts, model, static_cast<double>(st.spec_draft_tokens));
+      AddValue(&spec_accepted, model,
+               static_cast<double>(st.spec_accepted_tokens));
+    }
+  }
+
+  // The families that got values, in a fixed order.
+  std::vector<MetricFamily> Take() {
+    std::vector<MetricFamily> out;
+    for (MetricFamily* f :
+         {&running, &waiting, &kv_usage, &kv_blocks, &kv_bytes, &prefix_queries,
+          &prefix_hits, &preemptions, &spec_drafts, &spec_accepted,
+          &forward_passes, &batched_tokens, &state, &load_seconds,
+          &weight_bytes, &gie_waiting, &gie_running, &gie_kv_usage,
+          &gie_cache_config}) {
+      if (!f->metric.empty()) out.push_back(std::move(*f));
+    }
+    return out;
+  }
+};
+
 class Metrics::EngineCollector : public prometheus::Collectable {
  public:
   EngineCollector(const ModelManager* models,
@@ -170,156 +329,9 @@ class Metrics::EngineCollector : public prometheus::Collectable {
       : models_(models), in_flight_(std::move(in_flight)) {}
 
   std::vector<MetricFamily> Collect() const override {
-    MetricFamily running = NewFamily(
-        "inferd_num_requests_running",
-        "Requests the engine is running (scheduled in the current batch).",
-        MetricType::Gauge);
-    MetricFamily waiting = NewFamily(
-        "inferd_num_requests_waiting",
-        "Requests queued in the engine, not yet scheduled.", MetricType::Gauge);
-    MetricFamily kv_usage =
-        NewFamily("inferd_kv_cache_usage_perc",
-                  "Fraction of KV cache blocks in use (0 to 1; 1 = full).",
-                  MetricType::Gauge);
-    MetricFamily kv_blocks =
-        NewFamily("inferd_kv_cache_blocks", "KV cache blocks of the model.",
-                  MetricType::Gauge);
-    MetricFamily kv_bytes = NewFamily(
-        "inferd_kv_cache_bytes",
-        "KV cache memory of the model: reserved, and resident (committed "
-        "as blocks are first written).",
-        MetricType::Gauge);
-    MetricFamily prefix_queries = NewFamily(
-        "inferd_prefix_cache_queries_total",
-        "Prompt tokens looked up in the prefix cache.", MetricType::Counter);
-    MetricFamily prefix_hits = NewFamily(
-        "inferd_prefix_cache_hits_total",
-        "Prompt tokens found in the prefix cache.", MetricType::Counter);
-    MetricFamily preemptions =
-        NewFamily("inferd_num_preemptions_total",
-                  "Sequences preempted (KV cache full; recomputed later).",
-                  MetricType::Counter);
-    MetricFamily spec_drafts = NewFamily(
-        "inferd_spec_decode_draft_tokens_total",
-        "Speculative decoding: prompt-lookup draft tokens verified.",
-        MetricType::Counter);
-    MetricFamily spec_accepted = NewFamily(
-        "inferd_spec_decode_accepted_tokens_total",
-        "Speculative decoding: draft tokens accepted (each saved a forward "
-        "pass).",
-        MetricType::Counter);
-    MetricFamily forward_passes = NewFamily(
-        "inferd_model_forward_passes_total",
-        "Forward passes (engine steps) the model ran.", MetricType::Counter);
-    MetricFamily batched_tokens = NewFamily(
-        "inferd_batched_tokens_total",
-        "Tokens processed across every forward pass.", MetricType::Counter);
-    MetricFamily state = NewFamily(
-        "inferd_model_state",
-        "1 for the model's current state (loading, ready, failed), else 0.",
-        MetricType::Gauge);
-    MetricFamily load_seconds = NewFamily(
-        "inferd_model_load_seconds",
-        "Wall time the model took to load (tokenizer, weights, engine).",
-        MetricType::Gauge);
-    MetricFamily weight_bytes =
-        NewFamily("inferd_model_weight_bytes",
-                  "Bytes of the model's weight files (memory-mapped).",
-                  MetricType::Gauge);
-    // The model-server protocol of the Gateway API Inference Extension:
-    // its endpoint picker reads these names (vLLM's) by default to route
-    // by queue depth, KV cache use and prefix affinity. Same values as the
-    // inferd_ gauges above; label model_name.
-    MetricFamily gie_waiting = NewFamily(
-        "vllm:num_requests_waiting",
-        "Requests queued in the engine (= inferd_num_requests_waiting), for "
-        "the inference gateway's endpoint picker.",
-        MetricType::Gauge);
-    MetricFamily gie_running = NewFamily(
-        "vllm:num_requests_running",
-        "Requests the engine is running (= inferd_num_requests_running), for "
-        "the inference gateway's endpoint picker.",
-        MetricType::Gauge);
-    MetricFamily gie_kv_usage = NewFamily(
-        "vllm:kv_cache_usage_perc",
-        "Fraction of KV cache blocks in use, 0 to 1 (= "
-        "inferd_kv_cache_usage_perc; 0 for models without a KV cache), for "
-        "the inference gateway's endpoint picker.",
-        MetricType::Gauge);
-    MetricFamily gie_cache_config = NewFamily(
-        "vllm:cache_config_info",
-        "1, labelled with the KV cache's block_size (tokens) and "
-        "num_gpu_blocks (blocks), for the inference gateway's prefix-cache "
-        "scorer.",
-        MetricType::Gauge);
-    for (const auto& m : models_->models()) {
-      const ServedModelInfo info = m->info();
-      std::vector<ClientMetric::Label> model = {{"model", info.name}};
-      for (ModelState s :
-           {ModelState::kLoading, ModelState::kReady, ModelState::kFailed}) {
-        AddValue(&state,
-                 {{"model", info.name}, {"state", std::string(StateName(s))}},
-                 info.state == s ? 1 : 0);
-      }
-      if (info.state != ModelState::kReady) continue;
-      AddValue(&load_seconds, model, info.load_seconds);
-      AddValue(&weight_bytes, model, static_cast<double>(info.weight_bytes));
-      const EngineStats st = m->engine().Stats();
-      AddValue(&running, model, static_cast<double>(st.running_requests));
-      AddValue(&waiting, model, static_cast<double>(st.waiting_requests));
-      const std::vector<ClientMetric::Label> model_name = {
-          {"model_name", info.name}};
-      AddValue(&gie_running, model_name,
-               static_cast<double>(st.running_requests));
-      AddValue(&gie_waiting, model_name,
-               static_cast<double>(st.waiting_requests));
-      AddValue(&gie_kv_usage, model_name,
-               st.kv_blocks_total > 0
-                   ? 1.0 - static_cast<double>(st.kv_blocks_free) /
-                               static_cast<double>(st.kv_blocks_total)
-                   : 0.0);
-      const Engine::KvCacheSummary& kv = m->engine().kv_cache_summary();
-      if (kv.blocks > 0) {
-        AddValue(&gie_cache_config,
-                 {{"model_name", info.name},
-                  {"block_size", std::to_string(kv.block_size)},
-                  {"num_gpu_blocks", std::to_string(kv.blocks)}},
-                 1);
-      }
-      AddValue(&forward_passes, model, static_cast<double>(st.model_calls));
-      AddValue(&batched_tokens, model, static_cast<double>(st.batched_tokens));
-      if (st.kv_blocks_total > 0) {
-        AddValue(&kv_usage, model,
-                 1.0 - static_cast<double>(st.kv_blocks_free) /
-                           static_cast<double>(st.kv_blocks_total));
-        AddValue(&kv_blocks, {{"model", info.name}, {"state", "free"}},
-                 static_cast<double>(st.kv_blocks_free));
-        AddValue(&kv_blocks, {{"model", info.name}, {"state", "used"}},
-                 static_cast<double>(st.kv_blocks_total - st.kv_blocks_free));
-        AddValue(&kv_bytes, {{"model", info.name}, {"state", "reserved"}},
-                 static_cast<double>(st.kv_cache_bytes));
-        AddValue(&kv_bytes, {{"model", info.name}, {"state", "resident"}},
-                 static_cast<double>(st.kv_cache_resident_bytes));
-        AddValue(&prefix_queries, model,
-                 static_cast<double>(st.prefix_cache_queries));
-        AddValue(&prefix_hits, model,
-                 static_cast<double>(st.prefix_cache_hits));
-        AddValue(&preemptions, model, static_cast<double>(st.preemptions));
-        AddValue(&spec_drafts, model,
-                 static_cast<double>(st.spec_draft_tokens));
-        AddValue(&spec_accepted, model,
-                 static_cast<double>(st.spec_accepted_tokens));
-      }
-    }
-    std::vector<MetricFamily> out;
-    for (MetricFamily* f :
-         {&running, &waiting, &kv_usage, &kv_blocks, &kv_bytes, &prefix_queries,
-          &prefix_hits, &preemptions, &spec_drafts, &spec_accepted,
-          &forward_passes, &batched_tokens, &state,
-          &load_seconds, &weight_bytes, &gie_waiting, &gie_running,
-          &gie_kv_usage, &gie_cache_config}) {
-      if (!f->metric.empty()) out.push_back(std::move(*f));
-    }
+    EngineFamilies f;
+    for (const auto& m : models_->models()) f.AddModel(*m);
+    std::vector<MetricFamily> out = f.Take();
     if (in_flight_) {
       MetricFamily rpcs =
           NewFamily("inferd_rpc_in_flight", "inferd.v1 calls in flight.",
