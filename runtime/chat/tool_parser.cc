@@ -750,14 +750,26 @@ std::string RandomMistralToolCallId() { return RandomAlnum(9); }
 
 namespace {
 
-// The built-in formats, registered on first use.
+absl::Status AddFormat(std::string name, std::string description,
+                       ToolParserFormat format, std::string origin) {
+  if (format.make == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tool_parser '", name, "' has no factory"));
+  }
+  return Registry::Global().Add(Registry::Entry{
+      registry_kind::kToolParser, std::move(name), std::move(description),
+      std::move(origin), std::move(format)});
+}
+
+// The built-in formats, registered on first use (before any other
+// registration: RegisterToolParser calls this first).
 void RegisterBuiltinToolParsers() {
   static absl::once_flag once;
   absl::call_once(once, [] {
     auto add = [](const char* name, const char* description,
                   ToolParserFormat f) {
-      absl::Status s = RegisterToolParser(name, description, std::move(f));
-      (void)s;  // Only a plug-in registering first could clash.
+      absl::Status s = AddFormat(name, description, std::move(f), "builtin");
+      (void)s;  // registered once, before anything else
     };
     add("hermes",
         "<tool_call>{\"name\", \"arguments\"}</tool_call> (Qwen2.5, Qwen3, "
@@ -807,13 +819,11 @@ const ToolParserFormat* FindFormat(absl::string_view name) {
 
 absl::Status RegisterToolParser(std::string name, std::string description,
                                 ToolParserFormat format, std::string origin) {
-  if (format.make == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tool_parser '", name, "' has no factory"));
-  }
-  return Registry::Global().Add(Registry::Entry{
-      registry_kind::kToolParser, std::move(name), std::move(description),
-      std::move(origin), std::move(format)});
+  // The built-ins first, so that a name of theirs is taken (ALREADY_EXISTS)
+  // whoever registers first.
+  RegisterBuiltinToolParsers();
+  return AddFormat(std::move(name), std::move(description), std::move(format),
+                   std::move(origin));
 }
 
 std::vector<std::string> ToolParserNames() {

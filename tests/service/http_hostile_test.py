@@ -87,7 +87,9 @@ class HostileHttpTest(unittest.TestCase):
             extra=["--http-listen", "127.0.0.1:0",
                    "--metrics-listen", "127.0.0.1:0",
                    "--http-max-concurrent-requests", "320",
-                   "--max-seqs", "320"])
+                   # 300 streams of 2,000 tokens run at once: sequences and
+                   # KV cache for all of them (committed as used).
+                   "--max-seqs", "320", "--kv-cache-memory", "1GiB"])
         cls.server.wait_for(r"(\d+) of \d+ model\(s\) ready after", timeout=300)
         cls.port = cls.server.http_port
         st, body = http(cls.port, "POST", "/v1/completions",
