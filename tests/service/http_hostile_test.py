@@ -318,9 +318,9 @@ class HostileHttpTest(unittest.TestCase):
     def test_three_hundred_streams_are_held_at_once(self):
         """300 streamed completions open together (2,000 tokens each, far
         longer than the test takes to read 300 first chunks): each gets its
-        first chunk, and the server counts 300 HTTP calls in flight at once
-        (--http-max-concurrent-requests 320; with fewer worker threads the
-        others would wait unaccepted). Then they are dropped and everything
+        first chunk, and the server counts at least 250 HTTP calls in
+        flight at once (--http-max-concurrent-requests 320; with fewer
+        worker threads the others would wait unaccepted). Then they are dropped and everything
         is freed."""
         body = json.dumps({"model": "llm", "prompt": "Once upon a time",
                            "max_tokens": 2000, "ignore_eos": True,
@@ -347,7 +347,10 @@ class HostileHttpTest(unittest.TestCase):
                          if line.split(" ")[0] in ("inferd_rpc_in_flight",
                                                    "inferd_rpc_in_flight{}")]
             self.assertEqual(len(in_flight), 1)
-            self.assertGreaterEqual(in_flight[0], 300)
+            # A few streams may have ended by the scrape (CI runs saw 294
+            # of 300); a pool of 64 threads holds at most 64 (this test
+            # sees 44 with --http-max-concurrent-requests 64).
+            self.assertGreaterEqual(in_flight[0], 250)
         finally:
             for s in socks:
                 s.close()
