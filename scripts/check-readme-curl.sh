@@ -38,42 +38,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The commands: lines starting with `buf curl` (after an optional `$ `
-# prompt; `$buf curl` counts too), joined
-# with their backslash continuations, one per line in $work/commands.
-# HTTP_CURL_DOCS (space-separated paths) replaces the default HTTP pages.
-if [[ -n "${HTTP_CURL_DOCS:-}" ]]; then
-  read -r -a http_docs <<< "$HTTP_CURL_DOCS"
-else
-  http_docs=("$root/docs/http-api.md")
-fi
-# `curl` commands (the HTTP API), joined likewise, in $work/http_commands.
-for doc in "${http_docs[@]}"; do
-  awk '
-    function flush() { if (cmd != "") print cmd; cmd = ""; cont = 0 }
-    {
-      line = $0
-      if (!cont) {
-        sub(/^[ \t]*(\$ )?/, "", line)
-        if (line !~ /^curl /) next
-        cmd = ""
-      } else {
-        sub(/^[ \t]+/, "", line)
-      }
-      if (line ~ /\\$/) { sub(/[ \t]*\\$/, " ", line); cmd = cmd line; cont = 1 }
-      else { cmd = cmd line; flush() }
-    }
-    END { flush() }' "$doc" >> "$work/http_commands"
-done
-touch "$work/http_commands"
-http_total=$(wc -l < "$work/http_commands")
-if (( http_total == 0 )); then
-  echo "FAIL: no curl command found in ${http_docs[*]}"
-  exit 1
-fi
-
-for doc in "${docs[@]}"; do
-  awk '
+# extract_commands PREFIX FILE...: the lines starting with PREFIX ("buf
+# curl" or "curl"; after an optional `$ ` prompt, and `$buf curl` counts as
+# buf curl), joined with their backslash continuations, one per line.
+extract_commands() {
+  local prefix="$1"
+  shift
+  awk -v prefix="$prefix " '
     function flush() { if (cmd != "") print cmd; cmd = ""; cont = 0 }
     {
       line = $0
@@ -81,7 +52,7 @@ for doc in "${docs[@]}"; do
         sub(/^[ \t]*(\$ )?/, "", line)
         # buf may be spelled through a variable: $buf, ${buf}, "$buf".
         sub(/^("\$buf"|"\$\{buf\}"|\$buf|\$\{buf\}) curl /, "buf curl ", line)
-        if (line !~ /^buf curl /) next
+        if (index(line, prefix) != 1) next
         cmd = ""
       } else {
         sub(/^[ \t]+/, "", line)
@@ -89,11 +60,25 @@ for doc in "${docs[@]}"; do
       if (line ~ /\\$/) { sub(/[ \t]*\\$/, " ", line); cmd = cmd line; cont = 1 }
       else { cmd = cmd line; flush() }
     }
-    END { flush() }' "$doc" >> "$work/commands"
-done
+    END { flush() }' "$@"
+}
+
+# HTTP_CURL_DOCS (space-separated paths) replaces the default HTTP pages.
+if [[ -n "${HTTP_CURL_DOCS:-}" ]]; then
+  read -r -a http_docs <<< "$HTTP_CURL_DOCS"
+else
+  http_docs=("$root/docs/http-api.md")
+fi
+extract_commands "buf curl" "${docs[@]}" > "$work/commands"
+extract_commands "curl" "${http_docs[@]}" > "$work/http_commands"
 total=$(wc -l < "$work/commands")
 if (( total == 0 )); then
   echo "FAIL: no buf curl command found in ${docs[*]}"
+  exit 1
+fi
+http_total=$(wc -l < "$work/http_commands")
+if (( http_total == 0 )); then
+  echo "FAIL: no curl command found in ${http_docs[*]}"
   exit 1
 fi
 
