@@ -7,7 +7,7 @@
 //   offset), so the offsets need no activation sums and the decode is one
 //   shuffle per 16 weights; Q8_0 and Q6_K convert integers (vcvtdq2ps) and
 //   scale per block (Q6_K: per 16 values).
-// - M = 1 with Q4_0 / Q4_1 / Q8_0 when the CPU has AVX512_VNNI (chosen by
+// - M = 1 with Q4_0 / Q4_1 / Q8_0 / Q4_K / Q6_K when the CPU has AVX512_VNNI (chosen by
 //   quant_linear_cpu.cc at the avx512_bf16 level): int8 dot products
 //   (vpdpbusd) on the blocks as stored, against x quantized per block of 32
 //   to 16 bits as two int8 levels (GemvVnniRows; the F32 kernels above stay
@@ -996,7 +996,7 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
 }
 
 // ---- Decode GEMV with int8 dot products (AVX512_VNNI) ----------------------
-// M = 1 for Q4_0, Q4_1 and Q8_0 (GemvVnniRows). x is quantized once per call
+// M = 1 for Q4_0, Q4_1 and Q8_0 (GemvVnniRows; Q4_K and Q6_K below). x is quantized once per call
 // per block of 32 to 16-bit integers v = round(x / sx), sx = max|x| / 32512,
 // kept as two int8 levels v = 256 h + l (h = floor((v + 128) / 256) in
 // [-127, 127], l = v - 256 h in [-128, 127]): |x - sx v| <= sx / 2 =
@@ -1187,9 +1187,219 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
   ReduceRows<R>(acc, off, -128.0f, out);
 }
 
+// ---- Decode GEMV with int8 dot products: Q4_K and Q6_K ---------------------
+// x is quantized per super-block of 256 (not 32) to 16-bit v = 256 h + l as
+// above (sx = the super-block's max |x| / 32512), so that d sx is one
+// factor per super-block and row and the sub-block scales (integers) apply
+// to the int32 sums: per super-block and row
+//   Q4_K: d sx sum_s sc_s T_s - dmin sum_s m_s S_s,
+//   Q6_K: d sx sum_g sc_g (T_g - 32 V_g),
+// T = sum u v over a sub-block (Q4_K, 32 values) or group (Q6_K, 16),
+// V_g = sum v over the group, S_s = sx V_s. The products with sc are exact
+// in int32 (vpmulld), summed over the super-block, then converted once.
+// Bounds per int32 lane (4 values each, |v| <= 32512): Q4_K |T| <= 4 x 15 x
+// 32512 = 1.95e6, x sc <= 63, 4 vectors summed: 4.9e8; Q6_K |q - 32| <= 32:
+// 4 x 32 x 32512 x 128 (|sc| <= 128) x 4 vectors = 2,130,706,432 < 2^31.
+// The error is that of x alone (|x - sx v| <= max|x| / 65024 per
+// super-block: 128 times below the int8-per-256 activations of ggml's
+// K-quant dot products) plus F32 rounding.
+//
+// Activation layout per super-block:
+//   Q4_K (640 bytes): a 64-byte load p (0, 1) of the 128 nibble bytes holds
+//   sub-blocks 4p (low nibbles of its first 32 bytes), 4p + 1 (their high
+//   nibbles), 4p + 2, 4p + 3 (the next 32 bytes); at 256 p: [h of sub-blocks
+//   4p, 4p + 2][h of 4p + 1, 4p + 3][l of 4p, 4p + 2][l of 4p + 1, 4p + 3];
+//   at 512: 16 floats, 0 at lanes 0..7 and S_s at lane 8 + s; at 576: sx.
+//   Q6_K (832 bytes): [h of values 0..255 in order][l][int32 per lane of 4
+//   values: -32 sum v (the l sums start there)][sx at 768].
+
+constexpr int64_t kQ4_KXBytes = 640, kQ6_KXBytes = 832;
+
+// Lane j of a dword permute: sub-block (or group) index per lane.
+struct DwordIndex {
+  int32_t v[16];
+};
+constexpr DwordIndex TwoSubBlocks(int a, int b) {
+  DwordIndex t{};
+  for (int j = 0; j < 16; ++j) t.v[j] = j < 8 ? a : b;
+  return t;
+}
+constexpr DwordIndex FourGroups(int first) {
+  DwordIndex t{};
+  for (int j = 0; j < 16; ++j) t.v[j] = first + j / 4;
+  return t;
+}
+// Q4_K: the vectors lo_0, hi_0, lo_1, hi_1 (see the layout) and their
+// sub-blocks.
+constexpr DwordIndex kQ4_KScaleLanes[4] = {TwoSubBlocks(0, 2), TwoSubBlocks(1, 3),
+                                           TwoSubBlocks(4, 6), TwoSubBlocks(5, 7)};
+constexpr DwordIndex kQ6_KScaleLanes[4] = {FourGroups(0), FourGroups(4), FourGroups(8),
+                                           FourGroups(12)};
+
+inline __m512i LoadDwords(const DwordIndex& t) { return _mm512_loadu_si512(t.v); }
+
+// One weight vector's contribution: sc per lane x (256 sum u h + sum u l),
+// with the l sums starting at l_init.
+__attribute__((target("avx512vnni"))) inline __m512i ScaledLevels(__m512i u, const uint8_t* h, const uint8_t* l,
+                            __m512i l_init, __m512i sc) {
+  const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512(h));
+  const __m512i sl = _mm512_dpbusd_epi32(l_init, u, _mm512_load_si512(l));
+  return _mm512_mullo_epi32(_mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl), sc);
+}
+
+// [sc_0..7, m_0..7] of a Q4_K super-block as int32 lanes (the 6-bit values
+// unpacked four at a time in 32-bit words).
+inline __m512i ScaleMinsQ4_K(const uint8_t* blk) {
+  uint32_t u[3];
+  std::memcpy(u, blk + 4, 12);
+  const uint32_t sc_lo = u[0] & 0x3F3F3F3Fu;
+  const uint32_t m_lo = u[1] & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  return _mm512_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
+                                             static_cast<int>(m_lo), static_cast<int>(m_hi)));
+}
+
+// out[r] = dot(row w[r], x) for R rows of nsb Q4_K super-blocks.
+template <int R>
+__attribute__((target("avx512vnni"))) void GemvVnniQ4_K(
+    const uint8_t* const* w, int64_t nsb, const uint8_t* xg, size_t ahead,
+    float* out) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i lanes[4] = {LoadDwords(kQ4_KScaleLanes[0]), LoadDwords(kQ4_KScaleLanes[1]),
+                            LoadDwords(kQ4_KScaleLanes[2]), LoadDwords(kQ4_KScaleLanes[3])};
+  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc[R], off[R];
+  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* xa = xg + kQ4_KXBytes * sb;
+    const __m512 s = _mm512_load_ps(xa + 512);
+    const float sx = *reinterpret_cast<const float*>(xa + 576);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w[r] + 144 * sb;
+      Prefetch(blk + ahead);
+      Prefetch(blk + ahead + 64);
+      Prefetch(blk + ahead + 128);
+      const __m512i scm = ScaleMinsQ4_K(blk);
+      __m512i t = zero;
+      for (int p = 0; p < 2; ++p) {
+        const __m512i q = _mm512_loadu_si512(blk + 16 + 64 * p);
+        const __m512i lo = _mm512_and_si512(q, low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+        const uint8_t* xp = xa + 256 * p;
+        t = _mm512_add_epi32(t, ScaledLevels(lo, xp, xp + 128, zero,
+                                             _mm512_permutexvar_epi32(lanes[2 * p], scm)));
+        t = _mm512_add_epi32(t, ScaledLevels(hi, xp + 64, xp + 192, zero,
+                                             _mm512_permutexvar_epi32(lanes[2 * p + 1], scm)));
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(HalfAt(blk) * sx), acc[r]);
+      // Lanes 8..15: m_s S_s (s is zero at lanes 0..7, which hold sc).
+      off[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(scm), s),
+                               _mm512_set1_ps(HalfAt(blk + 2)), off[r]);
+    }
+  }
+  ReduceRows<R>(acc, off, -1.0f, out);
+}
+
+// out[r] = dot(row w[r], x) for R rows of nsb Q6_K super-blocks.
+template <int R>
+__attribute__((target("avx512vnni"))) void GemvVnniQ6_K(
+    const uint8_t* const* w, int64_t nsb, const uint8_t* xg, size_t ahead,
+    float* out) {
+  const __m512i low = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30);
+  const __m512i lanes[4] = {LoadDwords(kQ6_KScaleLanes[0]), LoadDwords(kQ6_KScaleLanes[1]),
+                            LoadDwords(kQ6_KScaleLanes[2]), LoadDwords(kQ6_KScaleLanes[3])};
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* xa = xg + kQ6_KXBytes * sb;
+    const float sx = *reinterpret_cast<const float*>(xa + 768);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* blk = w[r] + 210 * sb;
+      for (int b = 0; b < 256; b += 64) Prefetch(blk + ahead + b);
+      const __m512i sc = _mm512_cvtepi8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+      __m512i t = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        // As UnpackQ6_K: u = the 6-bit q (0..63) of values 128 h + 0..63
+        // (u01) and 128 h + 64..127 (u23).
+        const __m512i l = _mm512_loadu_si512(blk + 64 * h);
+        const __m256i qh =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+        const __m512i hx = _mm512_inserti64x4(_mm512_castsi256_si512(qh),
+                                              _mm256_srli_epi16(qh, 2), 1);
+        const __m512i u01 = _mm512_or_si512(
+            _mm512_and_si512(l, low), _mm512_and_si512(_mm512_slli_epi16(hx, 4), two));
+        const __m512i u23 = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi16(l, 4), low), _mm512_and_si512(hx, two));
+        const uint8_t* x0 = xa + 128 * h;
+        const __m512i* init = reinterpret_cast<const __m512i*>(xa + 512) + 2 * h;
+        t = _mm512_add_epi32(t, ScaledLevels(u01, x0, x0 + 256, _mm512_load_si512(init),
+                                             _mm512_permutexvar_epi32(lanes[2 * h], sc)));
+        t = _mm512_add_epi32(t, ScaledLevels(u23, x0 + 64, x0 + 320, _mm512_load_si512(init + 1),
+                                             _mm512_permutexvar_epi32(lanes[2 * h + 1], sc)));
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(HalfAt(blk + 208) * sx),
+                               acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+// x[0, k) (k a multiple of 256) quantized per super-block for dtype (Q4_K
+// or Q6_K) in the layout above.
+void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, uint8_t* xg) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512i half = _mm512_set1_epi32(128);
+  const bool q4k = dtype == DType::kQ4_K;
+  for (int64_t sb = 0; sb < k / 256; ++sb) {
+    const float* xs = x + 256 * sb;
+    __m512 mx = _mm512_setzero_ps();
+    for (int j = 0; j < 256; j += 16) mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(xs + j)));
+    const float step = _mm512_reduce_max_ps(mx) / 32512.0f;
+    const __m512 inv = _mm512_set1_ps(InverseStep(step));
+    uint8_t* g = xg + (q4k ? kQ4_KXBytes : kQ6_KXBytes) * sb;
+    alignas(64) float f[16] = {};
+    int32_t v_sum[8] = {};
+    // 16 values at a time: sub-block s = j / 32; in Q4_K's layout values
+    // 32 s + i go to byte i of half (s / 2) % 2 of vector s % 2 of load s / 4.
+    for (int j = 0; j < 256; j += 16) {
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + j), inv));
+      const __m512i hq = _mm512_srai_epi32(_mm512_add_epi32(q, half), 8);
+      const __m512i lq = _mm512_sub_epi32(q, _mm512_slli_epi32(hq, 8));
+      int64_t at = j;  // Q6_K: in order
+      if (q4k) {
+        const int s = j / 32;
+        at = 256 * (s / 4) + 64 * (s % 2) + 32 * ((s / 2) % 2) + j % 32;
+      }
+      const int64_t l_at = q4k ? at + 128 : at + 256;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(g + at), _mm512_cvtepi32_epi8(hq));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(g + l_at), _mm512_cvtepi32_epi8(lq));
+      if (q4k) {
+        v_sum[j / 32] += _mm512_reduce_add_epi32(q);
+      } else {
+        // -32 x the sum of each 4 values, one int32 lane each.
+        alignas(64) int32_t v[16];
+        _mm512_store_si512(v, q);
+        int32_t* init = reinterpret_cast<int32_t*>(g + 512) + j / 4;
+        for (int i = 0; i < 4; ++i) {
+          init[i] = -32 * (v[4 * i] + v[4 * i + 1] + v[4 * i + 2] + v[4 * i + 3]);
+        }
+      }
+    }
+    if (q4k) {
+      for (int s = 0; s < 8; ++s) f[8 + s] = step * static_cast<float>(v_sum[s]);
+      std::memcpy(g + 512, f, 64);
+    }
+    std::memcpy(g + (q4k ? 576 : 768), &step, sizeof(step));
+  }
+}
+
 template <int R>
 int64_t GemvVnniRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
-  const int64_t nb = g.k / 32;
+  const int64_t nb = g.k / 32, nsb = g.k / 256;
   // As Gemv: each pass prefetches the next one's rows.
   const size_t ahead = R * g.row_bytes;
   for (; n + R <= n_end; n += R) {
@@ -1199,6 +1409,8 @@ int64_t GemvVnniRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
     switch (g.dtype) {
       case DType::kQ8_0: GemvVnniQ8_0<R>(w, nb, g.xq, ahead, out); break;
       case DType::kQ4_0: GemvVnniQ4<R, true>(w, nb, g.xq, ahead, out); break;
+      case DType::kQ4_K: GemvVnniQ4_K<R>(w, nsb, g.xq, ahead, out); break;
+      case DType::kQ6_K: GemvVnniQ6_K<R>(w, nsb, g.xq, ahead, out); break;
       default: GemvVnniQ4<R, false>(w, nb, g.xq, ahead, out); break;
     }
     for (int r = 0; r < R; ++r) {
@@ -1274,16 +1486,22 @@ void PackVnniWeights(ThreadPool* pool, const QuantGemmArgs& g, uint8_t* out) {
 }
 
 bool GemvVnniSupports(DType dtype) {
-  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1) &&
+  return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
+          dtype == DType::kQ4_K || dtype == DType::kQ6_K) &&
          __builtin_cpu_supports("avx512vnni");
 }
 
 int64_t GemvVnniXBytes(int64_t k) {
-  // 96 bytes per block in groups of 4 (Q4), 128 in groups of 2 (Q8_0).
+  // 96 bytes per block in groups of 4 (Q4), 128 in groups of 2 (Q8_0); 640
+  // and 832 per super-block of 256 (Q4_K, Q6_K).
   return 128 * ((k / 32 + kQ4Group - 1) / kQ4Group * kQ4Group);
 }
 
 void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xg) {
+  if (dtype == DType::kQ4_K || dtype == DType::kQ6_K) {
+    QuantizeXSuperBlocks(dtype, x, k, xg);
+    return;
+  }
   const int64_t nb = k / 32;
   const bool q4 = dtype != DType::kQ8_0;
   const int64_t group = q4 ? kQ4Group : kQ8Group;

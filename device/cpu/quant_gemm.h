@@ -66,18 +66,19 @@ int64_t VnniPackedBytes(DType dtype, int64_t n, int64_t k);
 // Unpacks every panel of args.w (dtype, n, k, row_bytes) into out
 // (VnniPackedBytes, 64-byte aligned), panels split over `pool`.
 void PackVnniWeights(ThreadPool* pool, const QuantGemmArgs& args, uint8_t* out);
-// Decode (M = 1) GEMV with int8 dot products for Q4_0, Q4_1 and Q8_0,
-// exact to 16-bit activations: x is quantized per block of 32 to v =
-// round(x / sx), sx = the block's max |x| / 32512, stored as two int8
-// levels v = 256 h + l, and vpdpbusd takes the weight bytes as GGUF stores
-// them (no repacking). Error: sum_k |w_k| sx_k / 2 (256 times below an int8
-// activation's) plus F32 rounding.
-// Whether GemvVnniRows handles dtype on this CPU (the three formats with
+// Decode (M = 1) GEMV with int8 dot products for Q4_0, Q4_1, Q8_0, Q4_K
+// and Q6_K, exact to 16-bit activations: x is quantized per block of 32
+// (per super-block of 256 for Q4_K / Q6_K) to v = round(x / sx), sx = the
+// block's max |x| / 32512, stored as two int8 levels v = 256 h + l, and
+// vpdpbusd takes the weight bytes as GGUF stores them (no repacking).
+// Error: sum_k |w_k| sx_k / 2 (256 times below an int8 activation's) plus
+// F32 rounding.
+// Whether GemvVnniRows handles dtype on this CPU (the five formats with
 // AVX512_VNNI).
 bool GemvVnniSupports(DType dtype);
 // Bytes of the activation buffer GemvVnniQuantizeX fills for k values.
 int64_t GemvVnniXBytes(int64_t k);
-// Quantizes x[0, k) (k a multiple of 32) into xq (GemvVnniXBytes(k) bytes,
+// Quantizes x[0, k) (k a multiple of the dtype's block) into xq (GemvVnniXBytes(k) bytes,
 // 64-byte aligned) in the layout the kernel for dtype reads: the two int8
 // levels, sx and sx sum v per block.
 void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xq);

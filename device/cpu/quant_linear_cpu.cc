@@ -1,10 +1,11 @@
 // Linear with F16 or ggml block-quantized weights (device/quant.h) on the
 // CPU:
-// - M = 1 (decode) with Q4_0, Q4_1 or Q8_0 weights at the avx512_bf16 level
-//   (AVX512_VNNI checked): int8 dot products on the blocks as stored,
-//   against x quantized to 16 bits per block of 32 as two int8 levels
-//   (cpu_avx512::GemvVnniRows; error 1 / 65024 of the block's max |x| per
-//   value, 256 times below an int8 activation's);
+// - M = 1 (decode) with Q4_0, Q4_1, Q8_0, Q4_K or Q6_K weights at the
+//   avx512_bf16 level (AVX512_VNNI checked): int8 dot products on the blocks
+//   as stored, against x quantized to 16 bits per block of 32 (K-quants: per
+//   super-block of 256) as two int8 levels (cpu_avx512::GemvVnniRows; error
+//   1 / 65024 of the block's max |x| per value, 256 times below an int8
+//   activation's);
 // - other M <= kQuantSmallMMaxM: F32 activations
 //   and F32 math; weights stream from memory once and are decoded in registers
 //   (quant_avx2.cc; quant_avx512.cc also decodes 4-row panels once for all

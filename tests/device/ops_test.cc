@@ -162,24 +162,25 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
           ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k, ldx), wv, use_bias ? bv : TensorView{},
                              View2(y_ref.data(), m, n)).ok());
           const bool int8_x = m > 64 && Bf16DotActive() && dtype != DType::kF16;
-          const bool int16_x = m == 1 && Bf16DotActive() &&
-                               (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 ||
-                                dtype == DType::kQ4_1);
+          const bool int16_x = m == 1 && Bf16DotActive() && dtype != DType::kF16;
           const double levels = int8_x ? 127.0 : 32512.0;
+          // x blocks: 32 values, but a K-quant super-block (256) for the
+          // 16-bit GEMV.
+          const int64_t xblock = int16_x ? block : 32;
           for (int64_t i = 0; i < m; ++i) {
             // Half the quantization step of each block of x row i.
-            std::vector<double> half_step(k / 32 + 1, 0.0);
+            std::vector<double> half_step(k / xblock + 1, 0.0);
             if (int8_x || int16_x) {
               for (int64_t p = 0; p < k; ++p) {
-                half_step[p / 32] = std::max(half_step[p / 32],
-                                             std::fabs(x[i * ldx + p]) / levels / 2.0);
+                half_step[p / xblock] = std::max(half_step[p / xblock],
+                                                 std::fabs(x[i * ldx + p]) / levels / 2.0);
               }
             }
             for (int64_t j = 0; j < n; ++j) {
               double mag = 0, rounding = 0;
               for (int64_t p = 0; p < k; ++p) {
                 mag += std::fabs(x[i * ldx + p]) * (std::fabs(wf[j * k + p]) + off[j * k + p]);
-                rounding += std::fabs(wf[j * k + p]) * half_step[p / 32];
+                rounding += std::fabs(wf[j * k + p]) * half_step[p / xblock];
               }
               ASSERT_NEAR(y[i * n + j], y_ref[i * n + j], 1e-5 * mag + 1.001 * rounding + 1e-6)
                   << DTypeName(dtype) << " m=" << m << " n=" << n << " k=" << k
@@ -192,21 +193,52 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
   }
 }
 
-// The decode GEMV of Q4_0, Q4_1 and Q8_0 at the avx512_bf16 level against
-// a float64 dot product with x quantized as documented (quant_gemm.h:
-// per block of 32, sx = max|x| / 32512 in F32, v = x * (1 / sx) rounded to
-// nearest even, 1 / sx = 0 for sx below the smallest normal float): only
-// F32 rounding may separate them, 2e-6 relative to sum |x^| (|w| + |block
-// offset|) (offsets: 8 d for Q4_0, |m| for Q4_1,
-// 128 d for Q8_0, which the kernel folds in per block). And the same
+// |offset| a block-quantized value's dequantization adds to d q, for value
+// p of the row at `row` (the magnitude the kernels' F32 sums carry beside
+// |w|): Q4_0 8 d, Q4_1 |m|, Q8_0 128 d (the int8 kernels fold it in), Q4_K
+// dmin m of the value's sub-block, Q6_K 32 |d sc| of its group of 16.
+double BlockOffset(DType dtype, const uint8_t* row, int64_t p) {
+  const uint8_t* blk = row + (p / DTypeBlockElements(dtype)) * DTypeBlockBytes(dtype);
+  auto half = [&](int at) {
+    uint16_t h;
+    std::memcpy(&h, blk + at, 2);
+    return std::fabs(static_cast<double>(F16ToFloat(h)));
+  };
+  switch (dtype) {
+    case DType::kQ4_0: return 8.0 * half(0);
+    case DType::kQ4_1: return half(2);
+    case DType::kQ8_0: return 128.0 * half(0);
+    case DType::kQ4_K: {
+      const uint8_t* q = blk + 4;
+      const int j = static_cast<int>(p % 256) / 32;
+      const int m = j < 4 ? q[j + 4] & 63 : (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+      return half(2) * m;
+    }
+    case DType::kQ6_K: {
+      const int8_t sc = static_cast<int8_t>(blk[192 + (p % 256) / 16]);
+      return 32.0 * half(208) * std::abs(static_cast<int>(sc));
+    }
+    default: return 0.0;
+  }
+}
+
+// The decode GEMV of the block-quantized formats at the avx512_bf16 level
+// against a float64 dot product with x quantized as documented
+// (quant_gemm.h: per block of 32, per super-block of 256 for Q4_K / Q6_K;
+// sx = max|x| / 32512 in F32, v = x * (1 / sx) rounded to nearest even,
+// 1 / sx = 0 for sx below the smallest normal float): only F32 rounding may
+// separate them, 2e-6 relative to sum |x^| (|w| + |block offset|)
+// (BlockOffset: the kernels fold the offsets in per block). And the same
 // against the unquantized x: within sum |w| sx / 2. Activations span six
 // decades (a large value per block, tiny ones, an all-zero block, an
 // all-negative block), where an 8-bit activation would be off by ~1/254 of
 // each block's max. At the other levels the F32 kernels are held to 1e-5.
 TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
   uint32_t seed = 7000;
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1}) {
-    for (int64_t k : {32, 96, 160, 2080, 5632}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K, DType::kQ6_K}) {
+    const int64_t xb = DTypeBlockElements(dtype);  // x's quantization block
+    for (int64_t k : {32, 96, 160, 256, 2080, 2304, 5632}) {
+      if (k % xb != 0) continue;
       const int64_t n = 11, nb = k / 32;
       std::vector<float> x = RandomVector(k, seed++, -1.0f, 1.0f);
       std::mt19937 rng(seed++);
@@ -221,22 +253,23 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
           xb[rng() % 32] = 3.0f;
         }
       }
+      // An all-zero super-block (its step 0).
+      if (xb == 256 && k >= 512) std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
       std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
       const size_t row_bytes = DTypeRowBytes(dtype, k);
-      const size_t block_bytes = DTypeBlockBytes(dtype);
       std::vector<float> wf(n * k);
       for (int64_t r = 0; r < n; ++r) {
         ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, wf.data() + r * k).ok());
       }
       std::vector<float> xq(k);
-      std::vector<double> half_step(nb);
-      for (int64_t b = 0; b < nb; ++b) {
+      std::vector<double> half_step(k / xb);
+      for (int64_t b = 0; b < k / xb; ++b) {
         float amax = 0.0f;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+        for (int j = 0; j < xb; ++j) amax = std::max(amax, std::fabs(x[xb * b + j]));
         const float sx = amax / 32512.0f;
         const float inv = sx >= std::numeric_limits<float>::min() ? 1.0f / sx : 0.0f;
-        for (int j = 0; j < 32; ++j) {
-          xq[32 * b + j] = sx * std::nearbyint(x[32 * b + j] * inv);
+        for (int j = 0; j < xb; ++j) {
+          xq[xb * b + j] = sx * std::nearbyint(x[xb * b + j] * inv);
         }
         half_step[b] = sx / 2.0;
       }
@@ -246,17 +279,12 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
       for (int64_t j = 0; j < n; ++j) {
         double exact = 0, quantized = 0, mag = 0, qmag = 0, rounding = 0;
         for (int64_t p = 0; p < k; ++p) {
-          const uint8_t* blk = w.data() + j * row_bytes + (p / 32) * block_bytes;
-          uint16_t h;
-          std::memcpy(&h, blk + (dtype == DType::kQ4_1 ? 2 : 0), 2);
-          const double coef = std::fabs(F16ToFloat(h)) * (dtype == DType::kQ4_0   ? 8.0
-                                                          : dtype == DType::kQ8_0 ? 128.0
-                                                                                  : 1.0);
+          const double coef = BlockOffset(dtype, w.data() + j * row_bytes, p);
           exact += static_cast<double>(x[p]) * wf[j * k + p];
           quantized += static_cast<double>(xq[p]) * wf[j * k + p];
           mag += std::fabs(x[p] * wf[j * k + p]);
           qmag += std::fabs(xq[p]) * (std::fabs(wf[j * k + p]) + coef);
-          rounding += std::fabs(wf[j * k + p]) * half_step[p / 32];
+          rounding += std::fabs(wf[j * k + p]) * half_step[p / xb];
         }
         if (Bf16DotActive()) {
           ASSERT_NEAR(y[j], quantized, 2e-6 * qmag + 1e-9)
