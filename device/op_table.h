@@ -22,6 +22,7 @@ class ThreadPool;
 struct KernelContext {
   Device* device = nullptr;
   ThreadPool* pool = nullptr;  // nullptr: run serially on the caller
+  bool decode_rows = false;    // ExecutionContext::decode_rows
 };
 
 // A nullptr entry: ops.cc runs the reference kernel instead (host memory

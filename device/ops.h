@@ -41,6 +41,13 @@ struct ExecutionContext {
   // nullptr: the shared "cpu" device from DeviceRegistry.
   Device* device = nullptr;
   KernelChoice kernels = KernelChoice::kOptimized;
+  // The rows of x are decode tokens, one per sequence (a decode-only step):
+  // kernels may round their activations more coarsely for speed, as batched
+  // decoding in llama.cpp does (CPU: int8 activations for block-quantized
+  // Linear weights from 8 rows on, else only above 64; a single row keeps
+  // its 16-bit GEMV). Prompt rows stay exact up to 64 tokens, so a short
+  // prompt's first token matches the float64 reference.
+  bool decode_rows = false;
 };
 
 // ---------------------------------------------------------------------------

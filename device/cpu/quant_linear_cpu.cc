@@ -11,10 +11,18 @@
 //   (quant_avx2.cc; quant_avx512.cc also decodes 4-row panels once for all
 //   M >= 2 activation rows), or, at the scalar level, a weight row is
 //   decoded to F32 and dotted with the auto-vectorized loop below;
-// - larger M (prefill): the block-quantized formats at the avx512_bf16
-//   level (whose CPUs all have AVX512_VNNI; checked) run int8 dot products
-//   against activations quantized per block of 32, as ggml's q8_0
-//   (cpu_avx512::QuantGemmVnni, ~2.7x the F32 path). Otherwise (F16, lower
+// - M >= kQuantVnniMinDecodeM in a decode-only step (8+ sequences, each
+//   row its next token; KernelContext::decode_rows), and any M above
+//   kQuantSmallMMaxM (prefill): the
+//   block-quantized formats at the avx512_bf16 level (whose CPUs all have
+//   AVX512_VNNI; checked) run int8 dot products against activations
+//   quantized per block of 32, as ggml's q8_0 (cpu_avx512::QuantGemmVnni,
+//   ~2.7x the F32 path at M = 512, 1.5x at M = 16). Each activation row is
+//   quantized on its own and every output is summed in the same order
+//   whatever the row's position, so a row's result does not depend on the
+//   other rows of the batch (ops_test: bit for bit); it does depend on the
+//   batch size's class (M = 1: 16-bit GEMV; 2..7: F32; 8+: int8), within
+//   the tolerances ops_test holds each path to. Above M = 64, otherwise (F16, lower
 //   levels) tiles of W are decoded to F32 (vectorized at avx512,
 //   DequantizeRow below) and run through the blocked F32 GEMM (RunGemm).
 //   Not the vdpbf16ps GEMM: on the 2-vCPU Xeon of 2026-11-24 (family 6
@@ -38,6 +46,16 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kQuantSmallMMaxM = 64;
+// From this M on, in a decode-only step (KernelContext::decode_rows: 8+
+// sequences), the block-quantized formats take the int8 GEMM
+// (QuantGemmVnni) at the avx512_bf16 level; other rows (prompts) above
+// kQuantSmallMMaxM. BM_QuantLinearSmallM, 2048 x 2048, one thread, weights
+// unpacked per call (decoders keep no packed copy): M = 8 q4_0 1.12 -> 1.01
+// ms, q8_0 1.19 -> 0.89, q6_k 2.11 -> 1.84 (q4_k 1.04 -> 1.20); M = 16
+// 1.93 -> 1.29, 2.03 -> 1.28, 3.27 -> 1.92, 1.88 -> 1.45; M = 32 3.34 ->
+// 1.41 (q4_0). At M = 2..4 unpacking the panels costs what the int8 dot
+// products save (bench/README.md, "Batched decode").
+constexpr int64_t kQuantVnniMinDecodeM = 8;
 // Weight rows decoded per tile on the large-M path (a tile of K F32 values
 // per row is packed by the GEMM next; 64 rows keep its N blocking useful).
 constexpr int64_t kDecodeTileRows = 64;
@@ -154,7 +172,8 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
 
   const CpuIsa isa = ActiveCpuIsa();
-  if (g.m > kQuantSmallMMaxM && isa >= CpuIsa::kAvx512Bf16 &&
+  const int64_t vnni_min_m = ctx.decode_rows ? kQuantVnniMinDecodeM : kQuantSmallMMaxM + 1;
+  if (g.m >= vnni_min_m && isa >= CpuIsa::kAvx512Bf16 &&
       cpu_avx512::QuantVnniSupports(g.dtype)) {
     g.packed = static_cast<const uint8_t*>(
         PackedPanels(w, static_cast<uint32_t>(PackedFormat::kVnniPanels)));

@@ -48,7 +48,9 @@
 //    registry kind "output_stage"); the built-in label_scores and
 //    relevance_scores processors give logits, the `scores` stage applies
 //    softmax / sigmoid.
-#define INFERD_PLUGIN_API_VERSION 6
+// 7: ExecutionContext::decode_rows (a decode-only step; set by the model
+//    runner, read by the device's kernels).
+#define INFERD_PLUGIN_API_VERSION 7
 
 namespace inferd {
 

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -106,12 +108,13 @@ std::vector<uint8_t> RandomWeights(DType dtype, int64_t n, int64_t k,
 // small M, decoded tiles), N and K not multiples of the kernels' blocking.
 // Tolerance 1e-5 relative to sum |x| (|w| + |block offset|): the kernels
 // accumulate d * sum(x q) + m * sum(x) in F32, whose terms can exceed |w|.
-// Above M = 64 at the avx512_bf16 level the block-quantized formats quantize x per
-// block of 32 to int8 (step dx = the block's max |x| / 127) for vpdpbusd:
-// plus sum |w| dx / 2 (the rounding of x), with 1e-3 of slack. At M = 1
-// Q4_0, Q4_1 and Q8_0 run int8 dot products on x quantized to 16 bits per
-// block of 32 (two int8 levels, step dx = the block's max |x| / 32512):
-// the same bound with that step.
+// Above M = 64 (and from M = 8 on in a decode-only step,
+// ExecutionContext::decode_rows) at the avx512_bf16 level the
+// block-quantized formats quantize x per block of 32 to int8 (step dx = the
+// block's max |x| / 127) for vpdpbusd: plus sum |w| dx / 2 (the rounding of x),
+// with 1e-3 of slack. At M = 1 Q4_0, Q4_1 and Q8_0 run int8 dot products on x
+// quantized to 16 bits per block of 32 (two int8 levels, step dx = the block's
+// max |x| / 32512): the same bound with that step.
 TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
   uint32_t seed = 100;
   for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
@@ -131,60 +134,78 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
       // 67: 2 panels of 32 rows + 3; 40: a second panel half empty.
       for (int64_t n : {1, 5, 17, 40, 67}) {
         for (int64_t k : ks) {
-          const int64_t ldx = k + (m % 2);
-          std::vector<float> x = RandomVector(m * ldx, seed++);
-          std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
-          std::vector<float> bias = RandomVector(n, seed++);
-          std::vector<float> wf(n * k);
-          const size_t row_bytes = DTypeRowBytes(dtype, k);
-          for (int64_t r = 0; r < n; ++r) {
-            ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, wf.data() + r * k).ok());
-          }
-          // |block offset| per value: Q4_1 m, Q4_K dmin * min (from the
-          // dequantized value of q = 0 is not available; bound by the
-          // block's largest |w|).
-          std::vector<float> off(n * k, 0.0f);
-          if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K) {
+          for (bool decode_rows : {false, true}) {
+            ExecutionContext ctx = kOpt;
+            ctx.decode_rows = decode_rows;
+            const int64_t ldx = k + (m % 2);
+            std::vector<float> x = RandomVector(m * ldx, seed++);
+            std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
+            std::vector<float> bias = RandomVector(n, seed++);
+            std::vector<float> wf(n * k);
+            const size_t row_bytes = DTypeRowBytes(dtype, k);
             for (int64_t r = 0; r < n; ++r) {
-              for (int64_t b = 0; b < k; b += 32) {
-                float mx = 0;
-                for (int j = 0; j < 32; ++j) mx = std::max(mx, std::fabs(wf[r * k + b + j]));
-                for (int j = 0; j < 32; ++j) off[r * k + b + j] = mx;
+              ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k,
+                                        wf.data() + r * k)
+                              .ok());
+            }
+            // |block offset| per value: Q4_1 m, Q4_K dmin * min (from the
+            // dequantized value of q = 0 is not available; bound by the
+            // block's largest |w|).
+            std::vector<float> off(n * k, 0.0f);
+            if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K) {
+              for (int64_t r = 0; r < n; ++r) {
+                for (int64_t b = 0; b < k; b += 32) {
+                  float mx = 0;
+                  for (int j = 0; j < 32; ++j)
+                    mx = std::max(mx, std::fabs(wf[r * k + b + j]));
+                  for (int j = 0; j < 32; ++j) off[r * k + b + j] = mx;
+                }
               }
             }
-          }
-          const TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});
-          const TensorView bv = TensorView::Contiguous(bias.data(), DType::kF32, {n});
-          const bool use_bias = (m + n) % 2 == 0;
-          std::vector<float> y(m * n), y_ref(m * n);
-          ASSERT_TRUE(Linear(kOpt, View2(x.data(), m, k, ldx), wv, use_bias ? bv : TensorView{},
-                             View2(y.data(), m, n)).ok());
-          ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k, ldx), wv, use_bias ? bv : TensorView{},
-                             View2(y_ref.data(), m, n)).ok());
-          const bool int8_x = m > 64 && Bf16DotActive() && dtype != DType::kF16;
-          const bool int16_x = m == 1 && Bf16DotActive() && dtype != DType::kF16;
-          const double levels = int8_x ? 127.0 : 32512.0;
-          // x blocks: 32 values, but a K-quant super-block (256) for the
-          // 16-bit GEMV.
-          const int64_t xblock = int16_x ? block : 32;
-          for (int64_t i = 0; i < m; ++i) {
-            // Half the quantization step of each block of x row i.
-            std::vector<double> half_step(k / xblock + 1, 0.0);
-            if (int8_x || int16_x) {
-              for (int64_t p = 0; p < k; ++p) {
-                half_step[p / xblock] = std::max(half_step[p / xblock],
-                                                 std::fabs(x[i * ldx + p]) / levels / 2.0);
+            const TensorView wv =
+                TensorView::Contiguous(w.data(), dtype, {n, k});
+            const TensorView bv =
+                TensorView::Contiguous(bias.data(), DType::kF32, {n});
+            const bool use_bias = (m + n) % 2 == 0;
+            std::vector<float> y(m * n), y_ref(m * n);
+            ASSERT_TRUE(Linear(ctx, View2(x.data(), m, k, ldx), wv,
+                               use_bias ? bv : TensorView{},
+                               View2(y.data(), m, n))
+                            .ok());
+            ASSERT_TRUE(Linear(kRef, View2(x.data(), m, k, ldx), wv,
+                               use_bias ? bv : TensorView{},
+                               View2(y_ref.data(), m, n))
+                            .ok());
+            const bool int8_x = (m > 64 || (decode_rows && m >= 8)) &&
+                                Bf16DotActive() && dtype != DType::kF16;
+            const bool int16_x =
+                m == 1 && Bf16DotActive() && dtype != DType::kF16;
+            const double levels = int8_x ? 127.0 : 32512.0;
+            // x blocks: 32 values, but a K-quant super-block (256) for the
+            // 16-bit GEMV.
+            const int64_t xblock = int16_x ? block : 32;
+            for (int64_t i = 0; i < m; ++i) {
+              // Half the quantization step of each block of x row i.
+              std::vector<double> half_step(k / xblock + 1, 0.0);
+              if (int8_x || int16_x) {
+                for (int64_t p = 0; p < k; ++p) {
+                  half_step[p / xblock] =
+                      std::max(half_step[p / xblock],
+                               std::fabs(x[i * ldx + p]) / levels / 2.0);
+                }
               }
-            }
-            for (int64_t j = 0; j < n; ++j) {
-              double mag = 0, rounding = 0;
-              for (int64_t p = 0; p < k; ++p) {
-                mag += std::fabs(x[i * ldx + p]) * (std::fabs(wf[j * k + p]) + off[j * k + p]);
-                rounding += std::fabs(wf[j * k + p]) * half_step[p / xblock];
+              for (int64_t j = 0; j < n; ++j) {
+                double mag = 0, rounding = 0;
+                for (int64_t p = 0; p < k; ++p) {
+                  mag += std::fabs(x[i * ldx + p]) *
+                         (std::fabs(wf[j * k + p]) + off[j * k + p]);
+                  rounding += std::fabs(wf[j * k + p]) * half_step[p / xblock];
+                }
+                ASSERT_NEAR(y[i * n + j], y_ref[i * n + j],
+                            1e-5 * mag + 1.001 * rounding + 1e-6)
+                    << DTypeName(dtype) << " m=" << m << " n=" << n
+                    << " k=" << k << " at (" << i << "," << j << ")";
               }
-              ASSERT_NEAR(y[i * n + j], y_ref[i * n + j], 1e-5 * mag + 1.001 * rounding + 1e-6)
-                  << DTypeName(dtype) << " m=" << m << " n=" << n << " k=" << k
-                  << " at (" << i << "," << j << ")";
             }
           }
         }
@@ -293,6 +314,47 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
               << DTypeName(dtype) << " k=" << k << " row " << j;
         } else {
           ASSERT_NEAR(y[j], exact, 1e-5 * qmag + 1e-9) << DTypeName(dtype) << " k=" << k;
+        }
+      }
+    }
+  }
+}
+
+// Batch invariance in a decode-only step (ExecutionContext::decode_rows): a
+// row's output does not depend on the other rows of the batch. One
+// activation row, placed at several positions among random others, in
+// batches of every size class: its output must be bit for bit the same
+// within each path (int8 GEMM from M = 8 at the avx512_bf16 level; the F32
+// kernels at M = 2..7 and, below avx512_bf16, up to 64), and within the
+// paths' tolerances (MatchesReferenceForQuantizedAndF16Weights) across
+// them.
+TEST_P(LinearTest, RowOutputDoesNotDependOnBatchMates) {
+  uint32_t seed = 9100;
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
+                      DType::kQ6_K, DType::kF16}) {
+    const int64_t n = 37, k = 512;
+    std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
+    const TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});
+    const std::vector<float> row = RandomVector(k, seed++);
+    // Output of `row` per path class, from the first batch of that class.
+    std::map<std::string, std::vector<float>> first;
+    for (int64_t m : {2, 3, 5, 7, 8, 9, 13, 33, 64, 65, 130}) {
+      const bool int8_x = m >= 8 && Bf16DotActive() && dtype != DType::kF16;
+      const std::string path = int8_x ? "int8" : m > 64 ? "f32-tiles" : "f32-small-m";
+      for (int64_t at : {int64_t{0}, m / 2, m - 1}) {
+        std::vector<float> x = RandomVector(m * k, seed++);
+        std::copy(row.begin(), row.end(), x.begin() + at * k);
+        std::vector<float> y(m * n);
+        ExecutionContext decode = kOpt;
+        decode.decode_rows = true;
+        ASSERT_TRUE(Linear(decode, View2(x.data(), m, k), wv, TensorView{},
+                           View2(y.data(), m, n)).ok());
+        std::vector<float> got(y.begin() + at * n, y.begin() + (at + 1) * n);
+        auto [it, inserted] = first.emplace(path, got);
+        if (inserted) continue;
+        for (int64_t j = 0; j < n; ++j) {
+          ASSERT_EQ(got[j], it->second[j]) << DTypeName(dtype) << " " << path << " m=" << m
+                                           << " at row " << at << " column " << j;
         }
       }
     }
