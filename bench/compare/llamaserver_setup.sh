@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's HTTP server (llama-server, the C++ one with continuous
-# batching over --parallel slots) for bench/compare/llm_load_vs_llamaserver.py.
-# For benchmarks only: never used by inferd, its tests or CI.
+# batching over --parallel slots) for bench/compare/llm_load_vs_llamaserver.py,
+# and its llama-quantize (the tool GGUF users make Q4_K_M etc. files with;
+# bench/compare/make_quantized.sh). For benchmarks only: never used by inferd,
+# its tests or CI.
 #
 # The source is the llama.cpp tree vendored in the llama-cpp-python sdist from
 # PyPI (the same pinned version as llamacpp_setup.sh, so both benchmarks run
@@ -19,7 +21,8 @@ version="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 cpu_key="$(bench_cpu_key)"
 out="$build/bench-llamaserver/$cpu_key"
 bin="$out/bin/llama-server"
-if [[ -x "$bin" && -f "$out/.version" && "$(cat "$out/.version")" == "$version" ]]; then
+if [[ -x "$bin" && -x "$out/bin/llama-quantize" && -x "$out/bin/llama-bench" && -f "$out/.version" &&
+      "$(cat "$out/.version")" == "$version" ]]; then
   echo "$bin"
   exit 0
 fi
@@ -50,10 +53,13 @@ echo "llamaserver_setup: building llama-server (llama-cpp-python $version's" \
 cmake -S "$src" -B "$out/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
   -DGGML_OPENMP=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >&2
-cmake --build "$out/build" --target llama-server -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}" >&2
+cmake --build "$out/build" --target llama-server llama-quantize llama-bench \
+  -j "${CMAKE_BUILD_PARALLEL_LEVEL:-2}" >&2
 mkdir -p "$out/bin"
-cp "$out/build/bin/llama-server" "$bin"
-[[ -x "$bin" ]] || { echo "llamaserver_setup: $bin was not built" >&2; exit 1; }
+cp "$out/build/bin/llama-server" "$out/build/bin/llama-quantize" "$out/build/bin/llama-bench" "$out/bin/"
+for b in llama-server llama-quantize llama-bench; do
+  [[ -x "$out/bin/$b" ]] || { echo "llamaserver_setup: $b was not built" >&2; exit 1; }
+done
 rm -rf "$src" "$out/build"
 echo "$version" > "$out/.version"
 echo "$bin"

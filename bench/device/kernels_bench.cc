@@ -30,6 +30,9 @@ namespace bench {
 
 double FmaLoop(int64_t iters);
 double Bf16DotLoop(int64_t iters);
+double VnniDotLoop(int64_t iters);
+double AmxBf16Loop(int64_t iters);
+double AmxInt8Loop(int64_t iters);
 void EigenLinear(const float* x, const float* w, float* y, int64_t m,
                  int64_t n, int64_t k, int64_t n_begin, int64_t n_end);
 
@@ -45,10 +48,9 @@ double ThreadCpuSeconds() {
 // GFLOP/s of `loop` on `threads` threads at once (best of 3). Each thread's
 // rate is taken over its own CPU time, so time the thread spent descheduled
 // on a busy machine does not count: this is the uncontended peak.
-double MeasurePeak(double (*loop)(int64_t), int threads) {
+double MeasurePeak(double (*loop)(int64_t), int threads, int64_t iters = 20'000'000) {
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    const int64_t iters = 20'000'000;
     std::vector<std::thread> ts;
     std::vector<double> rate(threads);
     for (int t = 0; t < threads; ++t) {
@@ -100,9 +102,14 @@ double MeasureBandwidth(int threads) {
   return best;
 }
 
+// GFLOP/s (GOP/s for the integer units) by thread count 1, 2; 0 where the
+// CPU lacks the unit.
 struct Machine {
-  double fma_peak[3] = {0, 0, 0};   // by thread count 1, 2
+  double fma_peak[3] = {0, 0, 0};
   double bf16_peak[3] = {0, 0, 0};
+  double vnni_peak[3] = {0, 0, 0};      // vpdpbusd (int8)
+  double amx_bf16_peak[3] = {0, 0, 0};  // tdpbf16ps
+  double amx_int8_peak[3] = {0, 0, 0};  // tdpbusd
   double bandwidth[3] = {0, 0, 0};
 };
 
@@ -111,15 +118,32 @@ const Machine& GetMachine() {
     auto* mm = new Machine;
     const bool avx512 = DetectedCpuIsa() >= CpuIsa::kAvx512;
     const bool bf16 = DetectedCpuIsa() >= CpuIsa::kAvx512Bf16;
+    const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
+    std::string no_amx;
+    const bool amx = AmxUsable(&no_amx);
     for (int t : {1, 2}) {
       if (avx512) mm->fma_peak[t] = MeasurePeak(&FmaLoop, t);
       if (bf16) mm->bf16_peak[t] = MeasurePeak(&Bf16DotLoop, t);
+      if (vnni) mm->vnni_peak[t] = MeasurePeak(&VnniDotLoop, t);
+      if (amx) {
+        // A tile instruction does 16-32x an AVX-512 one's work.
+        mm->amx_bf16_peak[t] = MeasurePeak(&AmxBf16Loop, t, 1'000'000);
+        mm->amx_int8_peak[t] = MeasurePeak(&AmxInt8Loop, t, 1'000'000);
+      }
       mm->bandwidth[t] = MeasureBandwidth(t);
       std::fprintf(stderr,
                    "machine, %d thread(s): FP32 FMA peak %.1f GFLOP/s, BF16 "
-                   "dot peak %.1f GFLOP/s, stream read %.1f GB/s\n",
-                   t, mm->fma_peak[t], mm->bf16_peak[t], mm->bandwidth[t]);
+                   "dot peak %.1f GFLOP/s, int8 dot (vpdpbusd) peak %.1f GOP/s, "
+                   "stream read %.1f GB/s\n",
+                   t, mm->fma_peak[t], mm->bf16_peak[t], mm->vnni_peak[t], mm->bandwidth[t]);
+      if (amx) {
+        std::fprintf(stderr,
+                     "machine, %d thread(s): AMX BF16 (tdpbf16ps) peak %.1f GFLOP/s, "
+                     "AMX INT8 (tdpbusd) peak %.1f GOP/s\n",
+                     t, mm->amx_bf16_peak[t], mm->amx_int8_peak[t]);
+      }
     }
+    if (!amx) std::fprintf(stderr, "machine: no AMX peaks measured: %s\n", no_amx.c_str());
     if (DetectedCpuIsa() >= CpuIsa::kAvx512Bf16) {
       std::fprintf(stderr,
                    "BF16-weight GEMM policy auto: vdpbf16ps / FMA rate %.2f -> %s\n",
@@ -204,6 +228,8 @@ void BM_QuantLinear(benchmark::State& state) {
     for (int c = 1; c < copies; ++c) std::copy(w.begin(), w.begin() + bytes, w.begin() + c * bytes);
   }
   ExecutionContext ctx{DeviceWithThreads(threads), KernelChoice::kOptimized};
+  // Up to 64 rows: a decode-only step's (the model runner's decode_rows).
+  ctx.decode_rows = m <= 64;
   int c = 0;
   for (auto _ : state) {
     const TensorView wv = TensorView::Contiguous(w.data() + c * bytes, dtype, {n, k});
@@ -219,6 +245,24 @@ void BM_QuantLinear(benchmark::State& state) {
   state.counters["weight_GB/s"] =
       benchmark::Counter(bytes / 1e9 * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["mem_bw_GB/s"] = mach.bandwidth[threads];
+  // The unit this path computes on (quant_linear_cpu.cc: int8 dot products
+  // for block-quantized weights from M = 8 in decode, above 64 otherwise,
+  // and the M = 1 GEMV) and the fraction of its peak reached; with AMX the
+  // fraction of its INT8 tile peak too (no inferd kernel uses AMX yet).
+  const bool int8 = IsBlockQuantized(dtype) && mach.vnni_peak[threads] > 0 &&
+                    ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+  const double peak = int8 ? mach.vnni_peak[threads] : mach.fma_peak[threads];
+  state.counters["peak_GOP/s"] = peak;
+  if (peak > 0) {
+    state.counters["of_peak"] = benchmark::Counter(
+        2.0 * m * n * k * state.iterations() / 1e9 / peak, benchmark::Counter::kIsRate);
+  }
+  if (mach.amx_int8_peak[threads] > 0) {
+    state.counters["of_amx_int8_peak"] =
+        benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9 /
+                               mach.amx_int8_peak[threads],
+                           benchmark::Counter::kIsRate);
+  }
 }
 
 // TinyLlama-1.1B projections (q/o, gate/up, down, lm_head), M = 1 and 16.

@@ -1,4 +1,4 @@
-// Register-only AVX-512 loops measuring FMA and vdpbf16ps peak throughput,
+// Register-only AVX-512 loops measuring FMA, vdpbf16ps and vpdpbusd peak throughput,
 // and an Eigen GEMM (built for AVX-512) for comparison.
 #include <immintrin.h>
 
@@ -39,6 +39,23 @@ double Bf16DotLoop(int64_t iters) {
   volatile float sink = _mm512_reduce_add_ps(s);
   (void)sink;
   return static_cast<double>(iters) * 12 * 32 * 2;  // 2 products/lane
+}
+
+// Operations executed (2 per multiply-add): vpdpbusd, 64 u8 x s8 products
+// per instruction.
+__attribute__((target("avx512vnni"))) double VnniDotLoop(int64_t iters) {
+  __m512i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(2);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  }
+  __m512i s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
+  volatile int sink = _mm512_reduce_add_epi32(s);
+  (void)sink;
+  return static_cast<double>(iters) * 12 * 64 * 2;
 }
 
 // y[m, n] = x[m, k] * w[n, k]^T with Eigen (single-threaded over a slice).

@@ -4,6 +4,12 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "device/cpu/gemm.h"
 
@@ -58,6 +64,34 @@ Bf16GemmPolicy PolicyFromEnv() {
   return Bf16GemmPolicy::kAuto;
 }
 
+// Empty when AMX is usable, else what is missing.
+std::string AmxProbe() {
+#if defined(__linux__) && defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(0), "c"(0));
+  if (eax < 0xD) return "CPUID has no leaf 0xD";
+  __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(7), "c"(0));
+  const bool tile = edx & (1u << 24), bf16 = edx & (1u << 22), int8 = edx & (1u << 25);
+  if (!(tile && bf16 && int8)) {
+    return std::string("the CPU reports no AMX (AMX-TILE ") + (tile ? "yes" : "no") +
+           ", AMX-BF16 " + (bf16 ? "yes" : "no") + ", AMX-INT8 " + (int8 ? "yes" : "no") + ")";
+  }
+  // OSXSAVE (leaf 1 ECX bit 27), then XCR0's tile config / data bits.
+  __asm__ volatile("cpuid" : "=a"(eax), "=b"(ebx), "=c"(ecx), "=d"(edx) : "a"(1), "c"(0));
+  if (!(ecx & (1u << 27))) return "the OS has not enabled XSAVE";
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return "the OS has not enabled the AMX tile state (XCR0)";
+  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    return "Linux refused the AMX tile data permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+  }
+  return "";
+#else
+  return "not an x86-64 Linux build";
+#endif
+}
+
 std::atomic<int>& Policy() {
   static std::atomic<int> policy{static_cast<int>(PolicyFromEnv())};
   return policy;
@@ -78,6 +112,12 @@ absl::string_view CpuIsaName(CpuIsa isa) {
 CpuIsa DetectedCpuIsa() {
   static const CpuIsa detected = Detect();
   return detected;
+}
+
+bool AmxUsable(std::string* why) {
+  static const std::string* missing = new std::string(AmxProbe());
+  if (why != nullptr) *why = *missing;
+  return missing->empty();
 }
 
 void SetCpuIsaCap(CpuIsa cap) {

@@ -3,6 +3,8 @@
 #ifndef INFERD_DEVICE_CPU_CPU_FEATURES_H_
 #define INFERD_DEVICE_CPU_CPU_FEATURES_H_
 
+#include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace inferd {
@@ -28,6 +30,15 @@ CpuIsa CpuIsaCap();
 
 // min(DetectedCpuIsa(), CpuIsaCap()): what kernels use right now.
 CpuIsa ActiveCpuIsa();
+
+// Whether this process can run AMX tile instructions (Intel Advanced Matrix
+// Extensions, BF16 and INT8 tile dot products): the CPU reports AMX-TILE,
+// AMX-BF16 and AMX-INT8 (CPUID leaf 7, EDX bits 24, 22, 25), the OS enables
+// the tile state (XCR0 bits 17 and 18) and Linux grants the process the
+// tile data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, asked
+// once). When not, *why (if not null) says which of these is missing. No
+// inferd kernel uses AMX yet; the kernels bench measures its peaks.
+bool AmxUsable(std::string* why = nullptr);
 
 // How GEMMs with BF16 weights run at the avx512_bf16 level: kDot uses
 // vdpbf16ps on activations rounded to BF16 pairs; kWiden widens the weights

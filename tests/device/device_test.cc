@@ -1,5 +1,7 @@
 // Device registry, CPU device memory/meminfo, ISA cap (the thread pool:
 // thread_pool_test.cc).
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "device/cpu/cpu_features.h"
@@ -55,6 +57,34 @@ TEST(CpuFeaturesTest, CapLimitsActiveIsa) {
   SetCpuIsaCap(CpuIsa::kAvx512Bf16);
   EXPECT_EQ(ActiveCpuIsa(), DetectedCpuIsa());
   SetCpuIsaCap(saved);
+}
+
+// AMX detection against the kernel's own view of the CPU: /proc/cpuinfo's
+// amx_tile, amx_bf16 and amx_int8 flags (Linux lists them only when the
+// CPU has them and the kernel supports the tile state). Without them
+// AmxUsable is false and says why; with them it is true (Linux 5.16+ grants
+// the tile data permission to any process that asks).
+TEST(CpuFeaturesTest, AmxUsableAgreesWithProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo to compare with";
+  std::string line, flags;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      flags = " " + line.substr(line.find(':') + 1) + " ";
+      break;
+    }
+  }
+  ASSERT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+  const bool listed = flags.find(" amx_tile ") != std::string::npos &&
+                      flags.find(" amx_bf16 ") != std::string::npos &&
+                      flags.find(" amx_int8 ") != std::string::npos;
+  std::string why;
+  const bool usable = AmxUsable(&why);
+  EXPECT_EQ(usable, listed) << "AmxUsable says: " << why;
+  EXPECT_EQ(why.empty(), usable) << why;
+  if (!usable) {
+    EXPECT_NE(why.find("AMX"), std::string::npos) << why;
+  }
 }
 
 }  // namespace
