@@ -188,7 +188,14 @@ enum class RopeStyle {
   kGptJ,  // interleaved: pairs (2i, 2i + 1)             (GPT-J, some others)
 };
 
-enum class RopeScalingType { kNone, kLinear, kDynamicNtk, kLlama3, kYarn };
+enum class RopeScalingType {
+  kNone,
+  kLinear,
+  kDynamicNtk,
+  kLlama3,
+  kYarn,
+  kLongRope,  // Phi-3: per-dimension short/long factors
+};
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
@@ -207,6 +214,16 @@ struct RopeScaling {
   double mscale_all_dim = 0.0;   // 0 = unset
   double attention_factor = 0.0; // 0 = derived from factor/mscale
   bool truncate = true;
+  // longrope: per-dimension divisors (rotary_dim / 2 each) for sequences of
+  // up to original_max_position_embeddings tokens (short) and longer ones
+  // (long); attention_factor 0 = sqrt(1 + ln(factor) / ln(original max)).
+  std::vector<double> short_factors;
+  std::vector<double> long_factors;
+  // Any type: per-dimension divisors of the inverse frequencies (rotary_dim
+  // / 2 values) applied after the type's own scaling, inv_freq[i] /
+  // freq_factors[i], as llama.cpp applies a GGUF file's rope_freqs tensor
+  // (Llama 3.1-style scaling precomputed by its converter). Empty = none.
+  std::vector<double> freq_factors;
 };
 
 struct RopeConfig {
@@ -228,21 +245,22 @@ class RopeCache {
   const RopeConfig& config() const { return config_; }
   int rotary_dim() const { return config_.rotary_dim; }
   // inv_freq[rotary_dim / 2] for sequences of up to `seq_len` tokens (only
-  // dynamic NTK depends on seq_len; it rescales theta when seq_len exceeds
-  // the original context).
+  // dynamic NTK and longrope depend on seq_len: past the original context
+  // the former rescales theta, the latter takes its long factors).
   std::vector<float> InvFreq(int64_t seq_len = 0) const;
   // Multiplies cos and sin (yarn's mscale; 1 otherwise).
   float attention_factor() const { return attention_factor_; }
 
   // cos_sin: F32 [T, rotary_dim]: row t = [cos(p*f_0..f_{r/2-1}) |
-  // sin(...)] * attention_factor for p = positions[t]. For dynamic NTK the
-  // sequence length is max(positions) + 1.
+  // sin(...)] * attention_factor for p = positions[t]. For dynamic NTK and
+  // longrope the sequence length is max(positions) + 1.
   absl::Status ComputeCosSin(absl::Span<const int32_t> positions,
                              std::vector<float>* cos_sin) const;
 
  private:
   RopeConfig config_;
   std::vector<float> inv_freq_;  // static part (all types but dynamic)
+  std::vector<float> long_inv_freq_;  // longrope past the original context
   float attention_factor_ = 1.0f;
 };
 

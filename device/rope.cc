@@ -1,5 +1,6 @@
 // RopeCache: RoPE inverse frequencies with the scaling variants of HF
-// transformers (linear, dynamic NTK, Llama 3, YaRN).
+// transformers (linear, dynamic NTK, Llama 3, YaRN, LongRoPE) and llama.cpp's
+// per-dimension frequency factors.
 #include <algorithm>
 #include <cmath>
 
@@ -54,11 +55,37 @@ absl::StatusOr<RopeCache> RopeCache::Create(const RopeConfig& input) {
   const double original_max = s.original_max_position_embeddings > 0
                                    ? s.original_max_position_embeddings
                                    : config.max_position_embeddings;
-  if (original_max <= 0 && (s.type == RopeScalingType::kLlama3 ||
-                            s.type == RopeScalingType::kYarn ||
-                            s.type == RopeScalingType::kDynamicNtk)) {
+  if (original_max <= 0 &&
+      (s.type == RopeScalingType::kLlama3 || s.type == RopeScalingType::kYarn ||
+       s.type == RopeScalingType::kDynamicNtk ||
+       s.type == RopeScalingType::kLongRope)) {
     return absl::InvalidArgumentError(
         "RoPE: scaling needs (original_)max_position_embeddings");
+  }
+  // Per-dimension divisors: one per rotated pair, finite and positive.
+  auto check_factors = [&](const std::vector<double>& f,
+                           const char* what) -> absl::Status {
+    if (static_cast<int>(f.size()) != dim / 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RoPE: ", what, " has ", f.size(),
+                       " values; rotary_dim / 2 is ", dim / 2));
+    }
+    for (double x : f) {
+      if (!(x > 0) || !std::isfinite(x)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "RoPE: ", what, " values must be finite and > 0, got ", x));
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (!s.freq_factors.empty()) {
+    absl::Status st = check_factors(s.freq_factors, "freq_factors");
+    if (!st.ok()) return st;
+  }
+  if (s.type == RopeScalingType::kLongRope) {
+    absl::Status st = check_factors(s.short_factors, "longrope short_factor");
+    if (st.ok()) st = check_factors(s.long_factors, "longrope long_factor");
+    if (!st.ok()) return st;
   }
 
   RopeCache cache;
@@ -121,6 +148,24 @@ absl::StatusOr<RopeCache> RopeCache::Create(const RopeConfig& input) {
       }
       break;
     }
+    case RopeScalingType::kLongRope: {
+      if (s.attention_factor > 0) {
+        attention_factor = s.attention_factor;
+      } else if (s.factor > 1.0) {
+        attention_factor =
+            std::sqrt(1.0 + std::log(s.factor) / std::log(original_max));
+      }
+      std::vector<double> long_inv = inv;
+      for (int i = 0; i < dim / 2; ++i) {
+        inv[i] /= s.short_factors[i];
+        long_inv[i] /= s.long_factors[i];
+      }
+      cache.long_inv_freq_.assign(long_inv.begin(), long_inv.end());
+      break;
+    }
+  }
+  if (!s.freq_factors.empty()) {
+    for (int i = 0; i < dim / 2; ++i) inv[i] /= s.freq_factors[i];
   }
   cache.config_ = config;
   cache.inv_freq_.assign(inv.begin(), inv.end());
@@ -130,16 +175,22 @@ absl::StatusOr<RopeCache> RopeCache::Create(const RopeConfig& input) {
 
 std::vector<float> RopeCache::InvFreq(int64_t seq_len) const {
   const RopeScaling& s = config_.scaling;
-  if (s.type != RopeScalingType::kDynamicNtk) return inv_freq_;
   const double max_pos = s.original_max_position_embeddings > 0
                              ? s.original_max_position_embeddings
                              : config_.max_position_embeddings;
+  if (s.type == RopeScalingType::kLongRope) {
+    return static_cast<double>(seq_len) > max_pos ? long_inv_freq_ : inv_freq_;
+  }
+  if (s.type != RopeScalingType::kDynamicNtk) return inv_freq_;
   const double len = std::max<double>(static_cast<double>(seq_len), max_pos);
   const int dim = config_.rotary_dim;
   const double base =
       config_.theta * std::pow(s.factor * len / max_pos - (s.factor - 1),
                                static_cast<double>(dim) / (dim - 2));
   std::vector<double> inv = BaseInvFreq(base, dim);
+  if (!s.freq_factors.empty()) {
+    for (int i = 0; i < dim / 2; ++i) inv[i] /= s.freq_factors[i];
+  }
   return std::vector<float>(inv.begin(), inv.end());
 }
 
@@ -154,8 +205,9 @@ absl::Status RopeCache::ComputeCosSin(absl::Span<const int32_t> positions,
     }
     max_pos = std::max(max_pos, p);
   }
+  const RopeScalingType type = config_.scaling.type;
   const std::vector<float> inv =
-      config_.scaling.type == RopeScalingType::kDynamicNtk
+      type == RopeScalingType::kDynamicNtk || type == RopeScalingType::kLongRope
           ? InvFreq(int64_t{max_pos} + 1)
           : inv_freq_;
   cos_sin->resize(positions.size() * 2 * half);

@@ -657,6 +657,16 @@ MODELS = {
                                 "high_freq_factor": 4.0,
                                 "original_max_position_embeddings": 8192,
                                 "rope_type": "llama3"}}),
+    # Llama 3.1-style scaling that reaches the short wavelengths of a tiny
+    # model: an original context of 64 (wavelengths above 64 interpolated by
+    # 8, 16..64 smoothed), so prompts of tens of tokens feel it.
+    "llama31-tiny": dict(
+        kind="decoder", family="llama", arch="LlamaForCausalLM", tok="llama",
+        shape=dict(TINY_DEC, rope_theta=10000.0, max_pos=2048),
+        extra={"rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0,
+                                "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 64,
+                                "rope_type": "llama3"}}),
     "mistral-tiny": dict(
         kind="decoder", family="mistral", arch="MistralForCausalLM",
         tok="mistral", shape=dict(TINY_DEC, max_pos=4096),

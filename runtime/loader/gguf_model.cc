@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -11,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/optional.h"
+#include "device/bf16.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/status_macros.h"
 #include "runtime/loader/json_util.h"
@@ -148,6 +151,34 @@ absl::StatusOr<int64_t> RequiredInt(const GgufFile& f, const std::string& key) {
         absl::StrCat(f.path(), ": '", key, "' is ", v, "; it must be > 0"));
   }
   return v;
+}
+
+// The values of a per-dimension RoPE factor tensor (rope_freqs: one F32 or
+// F16 value per rotated pair of a head); empty when the file has none.
+absl::StatusOr<std::vector<double>> RopeFactors(const GgufFile& f,
+                                                const std::string& name,
+                                                int64_t rotary_dim) {
+  const GgufTensorInfo* t = f.FindTensor(name);
+  if (t == nullptr) return std::vector<double>();
+  if (t->numel() != rotary_dim / 2 || (t->type->id != 0 && t->type->id != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.path(), ": tensor ", name, " (", t->type->name, ", ", t->numel(),
+        " values) must be F32 or F16 with one value per rotated pair (",
+        rotary_dim / 2, ")"));
+  }
+  std::vector<double> out(static_cast<size_t>(t->numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (t->type->id == 0) {
+      float v;
+      std::memcpy(&v, t->data + 4 * i, 4);
+      out[i] = v;
+    } else {
+      uint16_t h;
+      std::memcpy(&h, t->data + 2 * i, 2);
+      out[i] = F16ToFloat(h);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> Architecture(const GgufFile& f) {
@@ -299,13 +330,6 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
                          "' is not supported (none, linear, yarn)"));
       }
     }
-    if (f.FindTensor("rope_freqs.weight") != nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          f.path(),
-          " carries per-dimension RoPE frequency factors (rope_freqs.weight, "
-          "Llama 3.1-style scaling), which inferd does not apply yet; serve "
-          "the Hugging Face directory of this model instead"));
-    }
     c["tie_word_embeddings"] = f.FindTensor("output.weight") == nullptr;
     c["attention_bias"] = f.FindTensor("blk.0.attn_q.bias") != nullptr;
   } else {
@@ -339,6 +363,10 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
 
   auto config = ParseModelConfig(c.dump(), f.path());
   if (!config.ok()) return Annotate(config.status(), f);
+  if (spec.decoder) {
+    ASSIGN_OR_RETURN(config->rope_freq_factors,
+                     RopeFactors(f, "rope_freqs.weight", config->head_dim));
+  }
   // llama.cpp's converter interleaves each head's q/k rows for `llama`
   // files only (qwen2/qwen3 keep the Hugging Face order).
   config->rope_interleaved = spec.rope_interleaved;

@@ -83,6 +83,11 @@ struct ModelConfig {
   // llama.cpp's `llama` architecture): rotary pairs are (2i, 2i+1) instead
   // of (i, i + head_dim/2). Never set by config.json.
   bool rope_interleaved = false;
+  // Per-dimension divisors of the RoPE inverse frequencies (head_dim / 2
+  // values), applied after rope_scaling: a GGUF file's rope_freqs tensor
+  // (llama.cpp's converter writes Llama 3.1-style scaling so). Never set by
+  // config.json.
+  std::vector<double> rope_freq_factors;
   bool mlp_bias = false;
   // The attention window of layers >= max_window_layers (Mistral: every
   // layer; Qwen2/Qwen3: only when use_sliding_window). nullopt = full

@@ -200,6 +200,7 @@ absl::StatusOr<RopeConfig> RopeConfigFromModelConfig(
   rope.max_position_embeddings = config.max_position_embeddings;
   rope.style =
       config.rope_interleaved ? RopeStyle::kGptJ : RopeStyle::kNeox;
+  rope.scaling.freq_factors = config.rope_freq_factors;
   if (!config.rope_scaling.has_value()) return rope;
   const RopeScalingConfig& in = *config.rope_scaling;
   RopeScaling& s = rope.scaling;

@@ -792,6 +792,84 @@ TEST(RopeTest, InvFreqFollowsScalingFormulas) {
     EXPECT_NEAR(RopeCache::Create(c)->attention_factor(),
                 (0.1 * std::log(4.0) + 1) / (0.05 * std::log(4.0) + 1), 1e-6);
   }
+  {  // longrope: short factors up to the original context, long beyond
+    RopeConfig c = base;
+    c.max_position_embeddings = 131072;
+    c.scaling.type = RopeScalingType::kLongRope;
+    c.scaling.factor = 32;
+    c.scaling.original_max_position_embeddings = 4096;
+    for (int i = 0; i < dim / 2; ++i) {
+      c.scaling.short_factors.push_back(1.0 + 0.01 * i);
+      c.scaling.long_factors.push_back(1.0 + 2.0 * i);
+    }
+    auto rope = RopeCache::Create(c);
+    ASSERT_TRUE(rope.ok()) << rope.status();
+    EXPECT_NEAR(rope->attention_factor(),
+                std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-6);
+    const std::vector<float> at_orig = rope->InvFreq(4096);
+    const std::vector<float> past = rope->InvFreq(4097);
+    for (int i = 0; i < dim / 2; ++i) {
+      const double s = f0[i] / c.scaling.short_factors[i];
+      const double l = f0[i] / c.scaling.long_factors[i];
+      EXPECT_NEAR(at_orig[i], s, 1e-6 * s) << i;
+      EXPECT_NEAR(past[i], l, 1e-6 * l) << i;
+    }
+    // Positions decide: a batch reaching position 4096 (length 4097) rotates
+    // with the long factors.
+    std::vector<float> cs;
+    ASSERT_TRUE(rope->ComputeCosSin({4096}, &cs).ok());
+    const float angle = 4096.0f * past[dim / 2 - 1];
+    EXPECT_NEAR(cs[dim / 2 - 1],
+                std::cos(static_cast<double>(angle)) * rope->attention_factor(),
+                1e-6);
+    c.scaling.attention_factor = 1.25;
+    EXPECT_FLOAT_EQ(RopeCache::Create(c)->attention_factor(), 1.25f);
+    c.scaling.long_factors.pop_back();
+    EXPECT_FALSE(RopeCache::Create(c).ok());
+  }
+}
+
+// Per-dimension divisors (a GGUF file's rope_freqs) reproduce Llama 3.1
+// scaling when they hold the factors llama.cpp's converter derives from it.
+TEST(RopeTest, FreqFactorsDivideInverseFrequencies) {
+  const int dim = 64;
+  RopeConfig llama3;
+  llama3.head_dim = dim;
+  llama3.theta = 500000.0;
+  llama3.max_position_embeddings = 131072;
+  llama3.scaling.type = RopeScalingType::kLlama3;
+  llama3.scaling.factor = 8;
+  llama3.scaling.low_freq_factor = 1;
+  llama3.scaling.high_freq_factor = 4;
+  llama3.scaling.original_max_position_embeddings = 8192;
+  RopeConfig factors = llama3;
+  factors.scaling = RopeScaling();
+  int scaled = 0;
+  for (double f : DefaultInvFreq(500000.0, dim)) {
+    const double wavelen = 2 * M_PI / f;
+    double r = 1;
+    if (wavelen > 8192.0) {
+      r = 8;
+    } else if (wavelen >= 8192.0 / 4) {
+      const double smooth = (8192.0 / wavelen - 1) / (4 - 1);
+      r = 1 / ((1 - smooth) / 8 + smooth);
+    }
+    scaled += r != 1 ? 1 : 0;
+    // Stored as F32 in the file.
+    factors.scaling.freq_factors.push_back(static_cast<float>(r));
+  }
+  EXPECT_GT(scaled, 4);
+  const std::vector<float> want = RopeCache::Create(llama3)->InvFreq();
+  auto rope = RopeCache::Create(factors);
+  ASSERT_TRUE(rope.ok()) << rope.status();
+  const std::vector<float> got = rope->InvFreq();
+  for (int i = 0; i < dim / 2; ++i) {
+    EXPECT_NEAR(got[i], want[i], 2e-7 * want[i]) << i;
+  }
+  factors.scaling.freq_factors.resize(dim / 2 - 1);
+  EXPECT_FALSE(RopeCache::Create(factors).ok());
+  factors.scaling.freq_factors.assign(dim / 2, 0.0);
+  EXPECT_FALSE(RopeCache::Create(factors).ok());
 }
 
 class RopeApplyTest : public IsaCapTest {};

@@ -176,6 +176,10 @@ def load(path):
     }
     tensors = {}
     for t in r.tensors:
+        if t.name == "rope_freqs.weight":
+            # Per-dimension divisors of the RoPE frequencies (llama.cpp).
+            cfg["rope_freqs"] = dequantized(t).reshape(-1).tolist()
+            continue
         name = hf_name(t.name)
         if name is None:
             continue

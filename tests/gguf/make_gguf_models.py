@@ -3,8 +3,9 @@
 (tools/make_test_models.py), the way llama.cpp's converter lays them out,
 with the PyPI `gguf` package (GGUFWriter, gguf.quants): `<arch>.*`
 hyper-parameters, tensors under GGUF names (llama: each head's q/k rows
-interleaved), GEMM weights quantized to a chosen type, and the tokenizer
-from the model's tokenizer.json: byte-level BPE (`tokenizer.ggml.model`
+interleaved; a `llama3` rope_scaling as the rope_freqs tensor), GEMM
+weights quantized to a chosen type, and the tokenizer from the model's
+tokenizer.json: byte-level BPE (`tokenizer.ggml.model`
 gpt2) for the decoders; for `bert` encoders WordPiece (`bert`) spelt as
 convert_hf_to_gguf's BertModel.set_vocab writes it (control tokens
 verbatim, "##x" continuations as "x", other tokens as "\u2581x"), special
@@ -12,12 +13,13 @@ ids and add_* flags as gguf.SpecialVocab derives them, and
 `bert.pooling_type` from the sentence-transformers Pooling module.
 
 Runs in the venv (gguf, numpy).
-usage: make_gguf_models.py --test-models DIR --out DIR
-Writes DIR/<name>.gguf for every entry of MODELS.
+usage: make_gguf_models.py --test-models DIR --out DIR [--only a,b]
+Writes DIR/<name>.gguf for every entry of MODELS (or those named).
 """
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 
@@ -32,6 +34,9 @@ import reference as REF  # noqa: E402
 MODELS = {
     "llama-tiny-q8_0": ("llama-tiny", "llama", "Q8_0"),
     "llama-tiny-f16": ("llama-tiny", "llama", "F16"),
+    # Llama 3.1-style rope scaling as llama.cpp's converter writes it: a
+    # rope_freqs tensor of per-dimension factors.
+    "llama31-tiny-f32": ("llama31-tiny", "llama", "F32"),
     "qwen2-tiny-q4_0": ("qwen2-tiny", "qwen2", "Q4_0"),
     "qwen3-tiny-q4_1": ("qwen3-tiny", "qwen3", "Q4_1"),
     "qwen3-tiny-bf16": ("qwen3-tiny", "qwen3", "BF16"),
@@ -89,6 +94,31 @@ def interleave(w, heads):
     return w.reshape(heads, 2, d // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def llama3_rope_freqs(cfg, head_dim):
+    """The per-dimension divisors llama.cpp's converter derives from a
+    `llama3` rope_scaling (its rope_freqs tensor), or None."""
+    rs = cfg.get("rope_scaling") or {}
+    if rs.get("rope_type", rs.get("type")) != "llama3":
+        return None
+    base = cfg.get("rope_theta", 10000.0)
+    factor = rs.get("factor", 8.0)
+    low, high = rs.get("low_freq_factor", 1.0), rs.get("high_freq_factor", 4.0)
+    old_ctx = rs.get("original_max_position_embeddings", 8192)
+    low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+    out = []
+    for i in range(0, head_dim, 2):
+        freq = 1.0 / base ** (i / head_dim)
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (old_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.asarray(out, dtype=np.float32)
+
+
 def write(src, out_path, arch, qtype):
     cfg = json.load(open(os.path.join(src, "config.json")))
     tensors = REF.load_weights(src)
@@ -111,6 +141,9 @@ def write(src, out_path, arch, qtype):
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     w.add_vocab_size(cfg["vocab_size"])
+    rope_freqs = llama3_rope_freqs(cfg, head_dim) if arch == "llama" else None
+    if rope_freqs is not None:
+        w.add_tensor("rope_freqs.weight", rope_freqs)
 
     # Tokenizer: every id up to the embedding rows (padding ids unused).
     vocab = dict(tok["model"]["vocab"])
@@ -153,6 +186,8 @@ def write(src, out_path, arch, qtype):
         name = gguf_name(hf)
         if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:
             w.add_tensor(name, a.astype(np.float16))
+        elif qt == gguf.GGMLQuantizationType.F32:
+            w.add_tensor(name, a)
         elif a.ndim == 2 and a.shape[1] % block == 0:
             # Quantized (and BF16) data: uint8 rows; the writer derives the
             # element shape from the byte shape.
@@ -274,9 +309,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--test-models", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="", help="comma-separated names")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    only = [n for n in args.only.split(",") if n]
     for name, (src, arch, qtype) in MODELS.items():
+        if only and name not in only:
+            continue
         writer = write_bert if arch == "bert" else (
             lambda s, o, q, arch=arch: write(s, o, arch, q))
         writer(os.path.join(args.test_models, src),

@@ -231,7 +231,16 @@ def _yarn_mscale(scale, mscale=1.0):
 
 
 def rope_inv_freq(cfg, head_dim, seq_len):
-    """(inv_freq [head_dim/2], attention scale applied to cos/sin)."""
+    """(inv_freq [head_dim/2], attention scale applied to cos/sin). A GGUF
+    file's per-dimension factors (cfg["rope_freqs"], its rope_freqs tensor)
+    divide the frequencies after the scaling, as llama.cpp applies them."""
+    inv, scale = _scaled_inv_freq(cfg, head_dim, seq_len)
+    if cfg.get("rope_freqs") is not None:
+        inv = inv / np.asarray(cfg["rope_freqs"], dtype=np.float64)
+    return inv, scale
+
+
+def _scaled_inv_freq(cfg, head_dim, seq_len):
     theta, s = rope_parameters(cfg)
     dim = head_dim
     inv = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)

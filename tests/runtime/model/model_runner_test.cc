@@ -446,8 +446,9 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
-                         ::testing::Values("llama-tiny", "mistral-tiny",
-                                           "qwen2-tiny", "qwen3-tiny"),
+                         ::testing::Values("llama-tiny", "llama31-tiny",
+                                           "mistral-tiny", "qwen2-tiny",
+                                           "qwen3-tiny"),
                          ModelTestName);
 
 TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
@@ -623,6 +624,74 @@ TEST(ModelRunnerTest, Bf16CheckpointsLoadInPlaceOrWidened) {
   ExpectClose(result->seqs[0].values, (*ref)["hidden_states"],
               (*f32)->hidden_size(), kF32Tol, "bf16 checkpoint, f32 compute");
 }
+
+// ---------------------------------------------------------------------------
+// A family's GGUF file (written by tests/gguf/make_gguf_models.py from the
+// tiny model's weights, F32, as llama.cpp's converter lays it out) gives
+// the logits of its Hugging Face directory, and both the float64
+// reference's.
+
+struct GgufCase {
+  std::string hf_model;  // generated tiny model directory
+  std::string gguf;      // make_gguf_models.py entry
+};
+
+// Test names and logs show the case by name.
+void PrintTo(const GgufCase& c, std::ostream* os) { *os << c.gguf; }
+
+class GgufMatchesHfTest : public ::testing::TestWithParam<GgufCase> {};
+
+// Logits at every position of `ids`, prefilled in one step.
+std::vector<float> AllLogits(ModelRunnerBase& runner,
+                             const std::vector<int32_t>& ids) {
+  const BlockLayout layout;
+  EXPECT_TRUE(runner.AllocateKvCache(layout.per_seq, layout.block_size).ok());
+  BatchPlan plan;
+  SequencePlan s;
+  s.token_ids = ids;
+  s.block_table = layout.Table(0, static_cast<int64_t>(ids.size()));
+  s.output = StepOutput::kAllLogits;
+  plan.seqs.push_back(s);
+  auto result = runner.Execute(plan);
+  EXPECT_TRUE(result.ok()) << result.status();
+  return result.ok() ? result->seqs[0].values : std::vector<float>();
+}
+
+TEST_P(GgufMatchesHfTest, GgufLogitsEqualHfLogitsAndReference) {
+  const GgufCase& c = GetParam();
+  const std::string dir = absl::StrCat(INFERD_BINARY_DIR, "/model_test_gguf");
+  const std::string cmd = absl::StrCat(
+      INFERD_BINARY_DIR, "/venv/bin/python ", INFERD_SOURCE_DIR,
+      "/tests/gguf/make_gguf_models.py --test-models ", INFERD_TEST_MODELS_DIR,
+      " --out ", dir, " --only ", c.gguf, " > /dev/null");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto hf = Runner(c.hf_model);
+  ASSERT_NE(hf, nullptr);
+  auto gguf = MakeRunner(absl::StrCat(dir, "/", c.gguf, ".gguf"));
+  ASSERT_TRUE(gguf.ok()) << gguf.status();
+  const int64_t v = hf->vocab_size();
+  ASSERT_EQ((*gguf)->vocab_size(), v);
+  // 40 positions: past the short wavelengths the tiny models' rope scaling
+  // changes (llama31-tiny's original context is 64).
+  const std::vector<int32_t> ids = RandomIds(40, 5, 2000, 41);
+  const std::vector<float> from_hf = AllLogits(*hf, ids);
+  const std::vector<float> from_gguf = AllLogits(**gguf, ids);
+  ASSERT_EQ(from_hf.size(), static_cast<size_t>(40 * v));
+  auto ref = RunReference(TestModelDir(c.hf_model), ids, "--logits all");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  // Same weights, same arithmetic up to the RoPE layout and the F32
+  // rounding of the GGUF's factors: 1e-5 of the largest logit.
+  ExpectClose(from_gguf, from_hf, v, 1e-5, c.gguf + " vs " + c.hf_model);
+  ExpectClose(from_hf, (*ref)["logits"], v, kF32Tol, c.hf_model);
+  ExpectClose(from_gguf, (*ref)["logits"], v, kF32Tol, c.gguf);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, GgufMatchesHfTest,
+                         ::testing::Values(GgufCase{"llama31-tiny",
+                                                    "llama31-tiny-f32"}),
+                         [](const ::testing::TestParamInfo<GgufCase>& info) {
+                           return TestNameOf(info.param.gguf);
+                         });
 
 TEST(ModelRunnerTest, ReportsModelMetadataAndKvBlockSize) {
   auto runner = Runner("mistral-tiny");
