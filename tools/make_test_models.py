@@ -528,6 +528,16 @@ def decoder_config(arch, family, vocab, s, extra):
                     "head_dim": s["hidden"] // s["heads"]})
     elif family == "mistral":
         cfg.update({"sliding_window": 4096, "head_dim": s["hidden"] // s["heads"]})
+    elif family == "smollm3":
+        # As transformers saves SmolLM3Config: the derived per-layer lists
+        # beside the interval (every 4th layer without RoPE).
+        layers = s["layers"]
+        cfg.update({"attention_bias": False, "mlp_bias": False,
+                    "no_rope_layer_interval": 4,
+                    "no_rope_layers": [int((i + 1) % 4 != 0) for i in range(layers)],
+                    "layer_types": ["full_attention"] * layers,
+                    "use_sliding_window": False, "sliding_window": None,
+                    "pad_token_id": None})
     elif family == "qwen2":
         cfg.update({"use_sliding_window": False, "sliding_window": None,
                     "max_window_layers": s["layers"]})
@@ -667,6 +677,11 @@ MODELS = {
                                 "high_freq_factor": 4.0,
                                 "original_max_position_embeddings": 64,
                                 "rope_type": "llama3"}}),
+    # SmolLM3: 4 layers, so the 4th has no RoPE.
+    "smollm3-tiny": dict(
+        kind="decoder", family="smollm3", arch="SmolLM3ForCausalLM", tok="llama",
+        shape=dict(TINY_DEC, layers=4, rope_theta=100000.0, max_pos=4096),
+        extra={"tie_word_embeddings": True}),
     "mistral-tiny": dict(
         kind="decoder", family="mistral", arch="MistralForCausalLM",
         tok="mistral", shape=dict(TINY_DEC, max_pos=4096),

@@ -286,6 +286,7 @@ void RegisterArchitectures() {
   AddArchitecture("MistralForCausalLM", "Mistral causal LM", CausalLm());
   AddArchitecture("Qwen2ForCausalLM", "Qwen2 causal LM", CausalLm());
   AddArchitecture("Qwen3ForCausalLM", "Qwen3 causal LM", CausalLm());
+  AddArchitecture("SmolLM3ForCausalLM", "SmolLM3 causal LM", CausalLm());
   AddArchitecture("Qwen3Model",
                   "Qwen3 decoder embedder (Qwen3-Embedding: last-token "
                   "pooling)",

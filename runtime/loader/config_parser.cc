@@ -137,6 +137,63 @@ ConfigParser Qwen3() {
   return p;
 }
 
+// SmolLM3Config: Llama's blocks with RoPE left out of some layers
+// (no_rope_layers, or every no_rope_layer_interval-th layer), and a sliding
+// window only with use_sliding_window, on the layers layer_types (derived:
+// those without RoPE) marks.
+ConfigParser SmolLM3() {
+  ConfigParser p = Llama();
+  p.architecture_prefix = "SmolLM3";
+  ModelConfig& d = p.defaults;
+  d.intermediate_size = 11008;
+  d.max_position_embeddings = 32768;
+  d.num_key_value_heads = 4;
+  d.rope_theta = 2000000.0;
+  d.bos_token_id = 128000;
+  d.eos_token_ids = {128001};
+  d.pad_token_id = 128004;
+  d.tie_word_embeddings = true;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    const int64_t layers = c.num_hidden_layers;
+    if (const nlohmann::json* v = f.Find("no_rope_layers")) {
+      if (!v->is_array() || static_cast<int64_t>(v->size()) != layers) {
+        return f.Error("no_rope_layers",
+                       "must list one 0 or 1 per hidden layer");
+      }
+      for (const auto& x : *v) {
+        absl::optional<int64_t> flag = loader_internal::AsInt(x);
+        if (!flag.has_value() || (*flag != 0 && *flag != 1)) {
+          return f.Error("no_rope_layers",
+                         "must list one 0 or 1 per hidden layer");
+        }
+        c.layer_uses_rope.push_back(*flag == 1);
+      }
+    } else {
+      ASSIGN_OR_RETURN(int64_t interval, f.Int("no_rope_layer_interval", 4));
+      if (interval <= 0) {
+        return f.Error("no_rope_layer_interval", "must be positive");
+      }
+      for (int64_t i = 0; i < layers; ++i) {
+        c.layer_uses_rope.push_back((i + 1) % interval != 0);
+      }
+    }
+    ASSIGN_OR_RETURN(c.use_sliding_window, f.Bool("use_sliding_window", false));
+    ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
+    if (!c.use_sliding_window) c.sliding_window = absl::nullopt;
+    if (c.sliding_window.has_value() && c.layer_types.empty()) {
+      for (int64_t i = 0; i < layers; ++i) {
+        c.layer_types.push_back(c.layer_uses_rope[static_cast<size_t>(i)]
+                                    ? "full_attention"
+                                    : "sliding_attention");
+      }
+    }
+    return absl::OkStatus();
+  };
+  return p;
+}
+
 }  // namespace
 
 void RegisterBuiltinConfigParsers() {
@@ -156,10 +213,14 @@ void RegisterBuiltinConfigParsers() {
         {"qwen3",
          "Qwen3Config defaults; q/k RMSNorm, head_dim 128; Qwen2's sliding "
          "window rule"},
+        {"smollm3",
+         "SmolLM3Config defaults; no RoPE on no_rope_layers (every 4th by "
+         "default)"},
     };
-    const ConfigParser kParsers[] = {Bert(),    Roberta("Roberta"),
-                                     Roberta("XLMRoberta"), Llama(),
-                                     Mistral(), Qwen2(), Qwen3()};
+    const ConfigParser kParsers[] = {
+        Bert(),  Roberta("Roberta"), Roberta("XLMRoberta"),
+        Llama(), Mistral(),          Qwen2(),
+        Qwen3(), SmolLM3()};
     for (size_t i = 0; i < std::size(kParsers); ++i) {
       absl::Status s = AddConfigParser(kDescriptions[i].first,
                                        kDescriptions[i].second, kParsers[i],

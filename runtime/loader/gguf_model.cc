@@ -39,6 +39,10 @@ constexpr ArchSpec kArchs[] = {
     {"llama", "llama", "LlamaForCausalLM", true, true, false},
     {"qwen2", "qwen2", "Qwen2ForCausalLM", true, false, true},
     {"qwen3", "qwen3", "Qwen3ForCausalLM", true, false, true},
+    // llama.cpp's converter permutes q/k as for llama; the layers without
+    // RoPE are every 4th, as in llama.cpp (no metadata key says so), which
+    // is SmolLM3Config's default no_rope_layer_interval.
+    {"smollm3", "smollm3", "SmolLM3ForCausalLM", true, true, false},
     {"bert", "bert", "BertModel", false, false, false},
 };
 

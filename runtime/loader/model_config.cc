@@ -153,6 +153,13 @@ absl::optional<int64_t> ModelConfig::SlidingWindowForLayer(
   return absl::nullopt;
 }
 
+bool ModelConfig::LayerUsesRope(int64_t layer) const {
+  if (layer < 0 || layer >= static_cast<int64_t>(layer_uses_rope.size())) {
+    return true;
+  }
+  return layer_uses_rope[static_cast<size_t>(layer)];
+}
+
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
                                              absl::string_view source) {
   ASSIGN_OR_RETURN(nlohmann::json root,
@@ -199,6 +206,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
   c.architectures = std::move(architectures);
   c.eos_token_ids.clear();
   c.layer_types.clear();
+  c.layer_uses_rope.clear();
 
   ASSIGN_OR_RETURN(c.vocab_size, f.RequiredInt("vocab_size"));
   ASSIGN_OR_RETURN(c.hidden_size, f.RequiredInt("hidden_size"));

@@ -71,7 +71,7 @@ struct ModelConfig {
   // convention) instead of 0.
   bool position_ids_after_padding = false;
 
-  // Decoders (Llama, Mistral, Qwen2).
+  // Decoders (Llama, Mistral, Qwen2, Qwen3, SmolLM3).
   double rms_norm_eps = 0.0;
   double rope_theta = 0.0;
   absl::optional<RopeScalingConfig> rope_scaling;
@@ -99,6 +99,10 @@ struct ModelConfig {
   // Per-layer "full_attention" / "sliding_attention" when the file lists
   // them (newer configs); overrides the rules above.
   std::vector<std::string> layer_types;
+  // Per layer: whether RoPE rotates its queries and keys (SmolLM3's
+  // no_rope_layers, where 0 marks a layer without positions). Empty = every
+  // layer.
+  std::vector<bool> layer_uses_rope;
 
   // Special token ids (from config.json; the tokenizer may know more).
   absl::optional<int64_t> bos_token_id;
@@ -128,6 +132,8 @@ struct ModelConfig {
   int64_t position_id_offset() const;
   // Attention window for `layer`; nullopt = full causal attention.
   absl::optional<int64_t> SlidingWindowForLayer(int64_t layer) const;
+  // Whether `layer` applies RoPE (layer_uses_rope; true when empty).
+  bool LayerUsesRope(int64_t layer) const;
 };
 
 // Parses config.json text with the ConfigParser registered for its

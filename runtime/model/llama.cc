@@ -27,6 +27,7 @@ class DecoderModel : public Model {
     AttentionLayer attention;
     RmsNormLayer post_attention_norm;
     GatedMlp mlp;
+    bool rope = true;  // false: no positions in this layer (SmolLM3)
   };
 
   explicit DecoderModel(RopeCache rope) : rope_(std::move(rope)) {}
@@ -104,6 +105,7 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
     Block& b = blocks_[static_cast<size_t>(i)];
     const std::string p = loader.Base(absl::StrCat("layers.", i, "."));
     AttentionParams params = base;
+    b.rope = config.LayerUsesRope(i);
     const absl::optional<int64_t> window = config.SlidingWindowForLayer(i);
     if (window.has_value() && info_.causal) {
       params.sliding_window = static_cast<int>(*window);
@@ -170,8 +172,8 @@ absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
   RETURN_IF_ERROR(blocks_[0].input_norm.Forward(ctx.exec, residual, x));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
-    RETURN_IF_ERROR(
-        b.attention.Forward(ctx, x, cos_sin, rope_.config().style, tmp));
+    RETURN_IF_ERROR(b.attention.Forward(ctx, x, b.rope ? cos_sin : TensorView{},
+                                        rope_.config().style, tmp));
     RETURN_IF_ERROR(
         b.post_attention_norm.AddForward(ctx.exec, tmp, residual, x));
     RETURN_IF_ERROR(b.mlp.Forward(ctx, x, tmp));

@@ -1,8 +1,10 @@
 // Llama-style decoders: LlamaForCausalLM, MistralForCausalLM (sliding-window
-// attention), Qwen2ForCausalLM (q/k/v biases, often tied embeddings), and the
-// same stacks without an LM head (LlamaModel, MistralModel, Qwen2Model) used
-// as embedders, optionally bidirectional (LLM2Vec-style). Pre-RMSNorm
-// blocks, RoPE (with HF rope scaling), SwiGLU MLP.
+// attention), Qwen2ForCausalLM (q/k/v biases, often tied embeddings),
+// Qwen3ForCausalLM (q/k norms), SmolLM3ForCausalLM (layers without RoPE),
+// and the same stacks without an LM head (LlamaModel, MistralModel,
+// Qwen2Model, ...) used as embedders, optionally bidirectional
+// (LLM2Vec-style). Pre-RMSNorm blocks, RoPE (with HF rope scaling), SwiGLU
+// MLP.
 // Factories only; see model.h for the threading contract.
 #ifndef INFERD_RUNTIME_MODEL_LLAMA_H_
 #define INFERD_RUNTIME_MODEL_LLAMA_H_

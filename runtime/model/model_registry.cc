@@ -45,6 +45,8 @@ void RegisterBuiltinModels() {
          "Qwen2 decoder (q/k/v bias) + LM head"},
         {"Qwen3ForCausalLM", &CreateDecoderForCausalLM,
          "Qwen3 decoder (per-head q/k RMSNorm) + LM head"},
+        {"SmolLM3ForCausalLM", &CreateDecoderForCausalLM,
+         "SmolLM3 decoder (no RoPE on some layers) + LM head"},
         {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
         {"Qwen3Model", &CreateDecoderModel,
          "Qwen3 decoder, no head (Qwen3-Embedding style)"},

@@ -69,7 +69,11 @@ BERT_GLOBAL = {
 }
 POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
 ARCHS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-         "qwen3": "Qwen3ForCausalLM"}
+         "qwen3": "Qwen3ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
+# q/k rows interleaved by llama.cpp's converter. smollm3: no metadata key
+# names the layers without RoPE; llama.cpp takes every 4th, as
+# SmolLM3Config's default no_rope_layer_interval does (reference.py).
+INTERLEAVED = ("llama", "smollm3")
 
 
 def field(reader, key, default=None):
@@ -184,7 +188,7 @@ def load(path):
         if name is None:
             continue
         a = dequantized(t)
-        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if arch in INTERLEAVED and name.endswith(("q_proj.weight", "k_proj.weight")):
             a = uninterleave(a, heads if "q_proj" in name else kv)
         tensors[name] = a
     cfg["tie_word_embeddings"] = "lm_head.weight" not in tensors

@@ -2,8 +2,8 @@
 """Writes tiny GGUF models from the generated Hugging Face test models
 (tools/make_test_models.py), the way llama.cpp's converter lays them out,
 with the PyPI `gguf` package (GGUFWriter, gguf.quants): `<arch>.*`
-hyper-parameters, tensors under GGUF names (llama: each head's q/k rows
-interleaved; a `llama3` rope_scaling as the rope_freqs tensor), GEMM
+hyper-parameters, tensors under GGUF names (llama, smollm3: each head's
+q/k rows interleaved; a `llama3` rope_scaling as the rope_freqs tensor), GEMM
 weights quantized to a chosen type, and the tokenizer from the model's
 tokenizer.json: byte-level BPE (`tokenizer.ggml.model`
 gpt2) for the decoders; for `bert` encoders WordPiece (`bert`) spelt as
@@ -38,11 +38,17 @@ MODELS = {
     # rope_freqs tensor of per-dimension factors.
     "llama31-tiny-f32": ("llama31-tiny", "llama", "F32"),
     "qwen2-tiny-q4_0": ("qwen2-tiny", "qwen2", "Q4_0"),
+    "smollm3-tiny-q8_0": ("smollm3-tiny", "smollm3", "Q8_0"),
+    "smollm3-tiny-f32": ("smollm3-tiny", "smollm3", "F32"),
     "qwen3-tiny-q4_1": ("qwen3-tiny", "qwen3", "Q4_1"),
     "qwen3-tiny-bf16": ("qwen3-tiny", "qwen3", "BF16"),
     "bert-embed-f16": ("bert-embed", "bert", "F16"),
     "bert-mean-q8_0": ("bert-mean", "bert", "Q8_0"),
 }
+
+# Architectures whose q/k rows llama.cpp's converter interleaves (its
+# LlamaModel and subclasses).
+INTERLEAVED = ("llama", "smollm3")
 
 BERT_LAYER = {
     "attention.self.query": "attn_q",
@@ -141,7 +147,7 @@ def write(src, out_path, arch, qtype):
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     w.add_vocab_size(cfg["vocab_size"])
-    rope_freqs = llama3_rope_freqs(cfg, head_dim) if arch == "llama" else None
+    rope_freqs = llama3_rope_freqs(cfg, head_dim) if arch in INTERLEAVED else None
     if rope_freqs is not None:
         w.add_tensor("rope_freqs.weight", rope_freqs)
 
@@ -181,7 +187,7 @@ def write(src, out_path, arch, qtype):
         if hf.endswith("rotary_emb.inv_freq"):
             continue
         a = np.asarray(a, dtype=np.float32)
-        if arch == "llama" and hf.endswith(("q_proj.weight", "k_proj.weight")):
+        if arch in INTERLEAVED and hf.endswith(("q_proj.weight", "k_proj.weight")):
             a = interleave(a, heads if "q_proj" in hf else kv)
         name = gguf_name(hf)
         if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:

@@ -5,11 +5,13 @@ numerics against.
 
 Families: BERT and XLM-RoBERTa encoders (post-LN, exact erf GELU, absolute
 positions, token types, sequence-classification heads) and Llama / Mistral /
-Qwen2 decoders (RMSNorm, rotary embeddings in the rotate-half layout with
-linear / dynamic / llama3 / yarn scaling, grouped-query attention, causal or
-bidirectional masks, Mistral/Qwen2 sliding windows, SwiGLU MLP, tied or
-untied LM head). Sentence-transformers pooling (CLS / MEAN / MAX / LAST) and
-normalization follow the model directory's modules.json.
+Qwen2 / Qwen3 / SmolLM3 decoders (RMSNorm, rotary embeddings in the
+rotate-half layout with linear / dynamic / llama3 / yarn scaling and GGUF
+per-dimension factors, SmolLM3's layers without RoPE, grouped-query
+attention, causal or bidirectional masks, Mistral/Qwen2 sliding windows,
+SwiGLU MLP, tied or untied LM head). Sentence-transformers pooling (CLS /
+MEAN / MAX / LAST) and normalization follow the model directory's
+modules.json.
 
 CLI:
   reference.py --model DIR --ids 1,2,3 [--type-ids 0,0,1] [--bidirectional]
@@ -303,10 +305,28 @@ def apply_rope(x, positions, inv_freq, scale):
     return x * cos[None] + rotated * sin[None]
 
 
+def layer_uses_rope(cfg, layer):
+    """SmolLM3 leaves RoPE out of the layers whose no_rope_layers entry is 0
+    (by default every no_rope_layer_interval-th layer, counting from 1)."""
+    if cfg["model_type"] != "smollm3":
+        return True
+    flags = cfg.get("no_rope_layers")
+    if flags is None:
+        return (layer + 1) % cfg.get("no_rope_layer_interval", 4) != 0
+    return bool(flags[layer])
+
+
 def sliding_window_for_layer(cfg, layer):
     window = cfg.get("sliding_window")
     if window is None:
         return None
+    if cfg["model_type"] == "smollm3":
+        # Only with use_sliding_window, on "sliding_attention" layers
+        # (without layer_types: the layers without RoPE).
+        if not cfg.get("use_sliding_window", False):
+            return None
+        if not cfg.get("layer_types"):
+            return None if layer_uses_rope(cfg, layer) else window
     if cfg.get("layer_types"):
         return window if cfg["layer_types"][layer] == "sliding_attention" else None
     if cfg["model_type"] == "mistral":
@@ -392,8 +412,10 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
     inv_freq, rope_scale = rope_inv_freq(cfg, D, T)
 
     def attend(layer, q, k, v):
-        q = apply_rope(_heads_first(q), positions, inv_freq, rope_scale)
-        k = apply_rope(_heads_first(k), positions, inv_freq, rope_scale)
+        q, k = _heads_first(q), _heads_first(k)
+        if layer_uses_rope(cfg, layer):
+            q = apply_rope(q, positions, inv_freq, rope_scale)
+            k = apply_rope(k, positions, inv_freq, rope_scale)
         mask = decoder_mask(T, sliding_window_for_layer(cfg, layer), bidirectional)
         return attention(q, k, _heads_first(v), mask).transpose(1, 0, 2).reshape(T, heads * D)
 
@@ -416,9 +438,10 @@ def _attend_cached(cfg, layer, q, k, v, cache, start):
     heads, _, D = _decoder_dims(cfg)
     positions = np.arange(start, start + T, dtype=np.float64)
     inv_freq, rope_scale = rope_inv_freq(cfg, D, start + T)
-    q = apply_rope(_heads_first(q), positions, inv_freq, rope_scale)
-    k = apply_rope(_heads_first(k), positions, inv_freq, rope_scale)
-    v = _heads_first(v)
+    q, k, v = _heads_first(q), _heads_first(k), _heads_first(v)
+    if layer_uses_rope(cfg, layer):
+        q = apply_rope(q, positions, inv_freq, rope_scale)
+        k = apply_rope(k, positions, inv_freq, rope_scale)
     if layer in cache:
         pk, pv = cache[layer]
         k = np.concatenate([pk, k], axis=1)

@@ -170,6 +170,51 @@ TEST(ModelConfigTest, Qwen3DefaultsQkNormAndHeadDim) {
   EXPECT_FALSE(MustParse(qwen2).qk_norm);
 }
 
+TEST(ModelConfigTest, SmolLM3LayersWithoutRopeAndWindow) {
+  nlohmann::json j = Minimal("SmolLM3ForCausalLM", "smollm3");
+  j["num_hidden_layers"] = 8;
+  ModelConfig c = MustParse(j);
+  EXPECT_EQ(c.model_type, "smollm3");
+  EXPECT_EQ(c.rope_theta, 2000000.0);  // SmolLM3Config's default_theta
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.num_key_value_heads, 4);
+  // no_rope_layer_interval 4: layers 3 and 7 have no RoPE.
+  EXPECT_THAT(c.layer_uses_rope,
+              ElementsAre(true, true, true, false, true, true, true, false));
+  EXPECT_FALSE(c.LayerUsesRope(3));
+  EXPECT_TRUE(c.LayerUsesRope(4));
+  EXPECT_FALSE(c.SlidingWindowForLayer(3).has_value());
+  j["no_rope_layer_interval"] = 2;
+  EXPECT_FALSE(MustParse(j).LayerUsesRope(1));
+  EXPECT_TRUE(MustParse(j).LayerUsesRope(2));
+  // An explicit list wins over the interval.
+  j["no_rope_layers"] = {0, 1, 1, 1, 1, 1, 1, 1};
+  ModelConfig e = MustParse(j);
+  EXPECT_FALSE(e.LayerUsesRope(0));
+  EXPECT_TRUE(e.LayerUsesRope(1));
+  // A window only with use_sliding_window, on the layers without RoPE.
+  j["sliding_window"] = 16;
+  EXPECT_FALSE(MustParse(j).SlidingWindowForLayer(0).has_value());
+  j["use_sliding_window"] = true;
+  ModelConfig w = MustParse(j);
+  EXPECT_EQ(w.SlidingWindowForLayer(0), 16);
+  EXPECT_FALSE(w.SlidingWindowForLayer(1).has_value());
+  // Other families rotate every layer.
+  EXPECT_TRUE(MustParse(Minimal("LlamaForCausalLM", "llama")).LayerUsesRope(1));
+  // Bad lists are refused naming the key.
+  j["no_rope_layers"] = {1, 1};
+  auto bad = ParseModelConfig(j.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("no_rope_layers"));
+  j.erase("no_rope_layers");
+  j["no_rope_layer_interval"] = 0;
+  EXPECT_FALSE(ParseModelConfig(j.dump(), "test/config.json").ok());
+  // Without model_type the architecture names the family.
+  nlohmann::json base = Minimal("SmolLM3ForCausalLM", "");
+  base.erase("model_type");
+  EXPECT_EQ(MustParse(base).model_type, "smollm3");
+}
+
 TEST(ModelConfigTest, MissingRequiredFieldNamesFieldAndFile) {
   for (const char* field : {"architectures", "vocab_size", "hidden_size",
                             "num_hidden_layers", "num_attention_heads"}) {

@@ -103,6 +103,8 @@ INSTANTIATE_TEST_SUITE_P(
                PoolingMode::kCls, 0},
         Expect{"qwen2-tiny", "qwen2", "Qwen2ForCausalLM", false,
                PoolingMode::kCls, 0},
+        Expect{"smollm3-tiny", "smollm3", "SmolLM3ForCausalLM", false,
+               PoolingMode::kCls, 0},
         Expect{"qwen2-embed", "qwen2", "Qwen2Model", true,
                PoolingMode::kLastToken, 0},
         Expect{"mistral-embed", "mistral", "MistralModel", true,

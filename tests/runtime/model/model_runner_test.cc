@@ -448,7 +448,7 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
 INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
                          ::testing::Values("llama-tiny", "llama31-tiny",
                                            "mistral-tiny", "qwen2-tiny",
-                                           "qwen3-tiny"),
+                                           "qwen3-tiny", "smollm3-tiny"),
                          ModelTestName);
 
 TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
@@ -686,12 +686,13 @@ TEST_P(GgufMatchesHfTest, GgufLogitsEqualHfLogitsAndReference) {
   ExpectClose(from_gguf, (*ref)["logits"], v, kF32Tol, c.gguf);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, GgufMatchesHfTest,
-                         ::testing::Values(GgufCase{"llama31-tiny",
-                                                    "llama31-tiny-f32"}),
-                         [](const ::testing::TestParamInfo<GgufCase>& info) {
-                           return TestNameOf(info.param.gguf);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    TinyModels, GgufMatchesHfTest,
+    ::testing::Values(GgufCase{"llama31-tiny", "llama31-tiny-f32"},
+                      GgufCase{"smollm3-tiny", "smollm3-tiny-f32"}),
+    [](const ::testing::TestParamInfo<GgufCase>& info) {
+      return TestNameOf(info.param.gguf);
+    });
 
 TEST(ModelRunnerTest, ReportsModelMetadataAndKvBlockSize) {
   auto runner = Runner("mistral-tiny");
