@@ -528,6 +528,19 @@ def decoder_config(arch, family, vocab, s, extra):
                     "head_dim": s["hidden"] // s["heads"]})
     elif family == "mistral":
         cfg.update({"sliding_window": 4096, "head_dim": s["hidden"] // s["heads"]})
+    elif family == "phi3":
+        # Phi-4-mini's traits: 3/4 of each head rotates; LongRoPE factors
+        # for the rotated pairs, switched past the original context.
+        D = s["hidden"] // s["heads"]
+        pairs = int(D * s["partial_rotary"]) // 2
+        cfg.update({"partial_rotary_factor": s["partial_rotary"],
+                    "original_max_position_embeddings": s["orig_max_pos"],
+                    "rope_scaling": {
+                        "type": "longrope",
+                        "short_factor": [1.0 + 0.25 * i for i in range(pairs)],
+                        "long_factor": [2.0 + 2.0 * i for i in range(pairs)]},
+                    "sliding_window": None, "resid_pdrop": 0.0,
+                    "embd_pdrop": 0.0, "pad_token_id": None})
     elif family == "smollm3":
         # As transformers saves SmolLM3Config: the derived per-layer lists
         # beside the interval (every 4th layer without RoPE).
@@ -559,6 +572,15 @@ def decoder_specs(cfg, family, causal_lm):
     qkv_bias = family == "qwen2" or cfg.get("attention_bias", False)
     for i in range(cfg["num_hidden_layers"]):
         L = "%slayers.%d." % (p, i)
+        if family == "phi3":
+            # Phi-3: q|k|v and gate|up as single projections.
+            specs += [(L + "input_layernorm.weight", (H,)),
+                      (L + "self_attn.qkv_proj.weight", ((heads + 2 * kv) * D, H)),
+                      (L + "self_attn.o_proj.weight", (H, heads * D)),
+                      (L + "post_attention_layernorm.weight", (H,)),
+                      (L + "mlp.gate_up_proj.weight", (2 * I, H)),
+                      (L + "mlp.down_proj.weight", (H, I))]
+            continue
         specs += [(L + "input_layernorm.weight", (H,)),
                   (L + "self_attn.q_proj.weight", (heads * D, H)),
                   (L + "self_attn.k_proj.weight", (kv * D, H)),
@@ -682,6 +704,13 @@ MODELS = {
         kind="decoder", family="smollm3", arch="SmolLM3ForCausalLM", tok="llama",
         shape=dict(TINY_DEC, layers=4, rope_theta=100000.0, max_pos=4096),
         extra={"tie_word_embeddings": True}),
+    # Phi-3 / Phi-4-mini: fused projections, partial rotary (0.75: 12 of 16
+    # dims), LongRoPE with an original context of 32 (longer prompts take
+    # the long factors).
+    "phi3-tiny": dict(
+        kind="decoder", family="phi3", arch="Phi3ForCausalLM", tok="llama",
+        shape=dict(TINY_DEC, rms_eps=1e-05, max_pos=4096, orig_max_pos=32,
+                   partial_rotary=0.75)),
     "mistral-tiny": dict(
         kind="decoder", family="mistral", arch="MistralForCausalLM",
         tok="mistral", shape=dict(TINY_DEC, max_pos=4096),

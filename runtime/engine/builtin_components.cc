@@ -287,6 +287,8 @@ void RegisterArchitectures() {
   AddArchitecture("Qwen2ForCausalLM", "Qwen2 causal LM", CausalLm());
   AddArchitecture("Qwen3ForCausalLM", "Qwen3 causal LM", CausalLm());
   AddArchitecture("SmolLM3ForCausalLM", "SmolLM3 causal LM", CausalLm());
+  AddArchitecture("Phi3ForCausalLM", "Phi-3 / Phi-4-mini causal LM",
+                  CausalLm());
   AddArchitecture("Qwen3Model",
                   "Qwen3 decoder embedder (Qwen3-Embedding: last-token "
                   "pooling)",

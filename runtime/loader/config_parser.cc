@@ -194,6 +194,84 @@ ConfigParser SmolLM3() {
   return p;
 }
 
+// Phi3Config: Llama's blocks with fused q|k|v and gate|up projections (the
+// model reads them from the weights), partial rotary dimensions
+// (partial_rotary_factor, Phi-4-mini) and longrope scaling whose original
+// context is the top-level original_max_position_embeddings; a
+// sliding_window, when set, on every layer.
+ConfigParser Phi3() {
+  ConfigParser p = Llama();
+  p.architecture_prefix = "Phi3";
+  ModelConfig& d = p.defaults;
+  d.intermediate_size = 8192;
+  d.max_position_embeddings = 4096;
+  d.rms_norm_eps = 1e-5;
+  d.bos_token_id = 1;
+  d.eos_token_ids = {32000};
+  d.pad_token_id = 32000;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
+    c.max_window_layers = 0;
+    // partial_rotary_factor: top level, or inside rope_parameters.
+    const nlohmann::json* params = f.Find("rope_parameters");
+    double partial = 1.0;
+    if (params != nullptr && params->is_object() &&
+        params->contains("partial_rotary_factor")) {
+      JsonFields pf(*params, absl::StrCat(source, " rope_parameters"));
+      ASSIGN_OR_RETURN(partial, pf.Double("partial_rotary_factor", 1.0));
+    }
+    ASSIGN_OR_RETURN(c.partial_rotary_factor,
+                     f.Double("partial_rotary_factor", partial));
+    const int64_t rotary = static_cast<int64_t>(
+        static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+    if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) ||
+        rotary < 2 || rotary % 2 != 0) {
+      return f.Error("partial_rotary_factor",
+                     absl::StrCat("must give an even number of rotary "
+                                  "dimensions in (0, head_dim], got ",
+                                  rotary));
+    }
+    if (!c.rope_scaling.has_value() || c.rope_scaling->type != "longrope") {
+      if (c.rope_scaling.has_value()) {
+        return f.Error("rope_scaling",
+                       absl::StrCat("type '", c.rope_scaling->type,
+                                    "' is not supported for Phi-3 (longrope)"));
+      }
+      return absl::OkStatus();
+    }
+    // transformers' Phi3Config: the top-level original context wins over
+    // the rope parameters'; without a factor, max / original.
+    RopeScalingConfig& r = *c.rope_scaling;
+    ASSIGN_OR_RETURN(r.original_max_position_embeddings,
+                     f.Int("original_max_position_embeddings",
+                           r.original_max_position_embeddings > 0
+                               ? r.original_max_position_embeddings
+                               : 4096));
+    if (r.original_max_position_embeddings <= 0) {
+      return f.Error("original_max_position_embeddings", "must be positive");
+    }
+    const nlohmann::json* rs = f.Find("rope_scaling");
+    const bool has_factor =
+        (rs != nullptr && rs->is_object() && rs->contains("factor")) ||
+        (params != nullptr && params->is_object() &&
+         params->contains("factor"));
+    if (!has_factor) {
+      r.factor = static_cast<double>(c.max_position_embeddings) /
+                 static_cast<double>(r.original_max_position_embeddings);
+    }
+    const size_t pairs = static_cast<size_t>(rotary / 2);
+    if (r.short_factor.size() != pairs || r.long_factor.size() != pairs) {
+      return f.Error("rope_scaling",
+                     absl::StrCat("short_factor and long_factor need ", pairs,
+                                  " values (rotary dimensions / 2)"));
+    }
+    return absl::OkStatus();
+  };
+  return p;
+}
+
 }  // namespace
 
 void RegisterBuiltinConfigParsers() {
@@ -216,11 +294,14 @@ void RegisterBuiltinConfigParsers() {
         {"smollm3",
          "SmolLM3Config defaults; no RoPE on no_rope_layers (every 4th by "
          "default)"},
+        {"phi3",
+         "Phi3Config defaults; partial rotary, longrope with the top-level "
+         "original context, sliding_window on every layer"},
     };
     const ConfigParser kParsers[] = {
         Bert(),  Roberta("Roberta"), Roberta("XLMRoberta"),
         Llama(), Mistral(),          Qwen2(),
-        Qwen3(), SmolLM3()};
+        Qwen3(), SmolLM3(),          Phi3()};
     for (size_t i = 0; i < std::size(kParsers); ++i) {
       absl::Status s = AddConfigParser(kDescriptions[i].first,
                                        kDescriptions[i].second, kParsers[i],

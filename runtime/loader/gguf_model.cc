@@ -33,6 +33,10 @@ struct ArchSpec {
   // A sliding window in the file applies through use_sliding_window (Qwen
   // config keys); false: the model_type's parser reads sliding_window alone.
   bool window_via_use_flag;
+  // llama.cpp's phi3 layout: fused attn_qkv, ffn_up holding gate|up,
+  // rope.dimension_count below the head size (partial rotary) and longrope
+  // factors as the rope_factors_short / rope_factors_long tensors.
+  bool phi3_layout = false;
 };
 
 constexpr ArchSpec kArchs[] = {
@@ -43,6 +47,7 @@ constexpr ArchSpec kArchs[] = {
     // RoPE are every 4th, as in llama.cpp (no metadata key says so), which
     // is SmolLM3Config's default no_rope_layer_interval.
     {"smollm3", "smollm3", "SmolLM3ForCausalLM", true, true, false},
+    {"phi3", "phi3", "Phi3ForCausalLM", true, false, false, true},
     {"bert", "bert", "BertModel", false, false, false},
 };
 
@@ -90,6 +95,7 @@ constexpr LayerName kDecoderLayer[] = {
     {"attn_k", "self_attn.k_proj"},
     {"attn_v", "self_attn.v_proj"},
     {"attn_output", "self_attn.o_proj"},
+    {"attn_qkv", "self_attn.qkv_proj"},
     {"attn_q_norm", "self_attn.q_norm"},
     {"attn_k_norm", "self_attn.k_norm"},
     {"ffn_norm", "post_attention_layernorm"},
@@ -229,6 +235,9 @@ std::string GgufTensorHfName(absl::string_view arch, absl::string_view name) {
     int64_t layer = 0;
     if (!absl::SimpleAtoi(rest.substr(0, dot2), &layer) || layer < 0) return "";
     const absl::string_view part = rest.substr(dot2 + 1);
+    if (spec->phi3_layout && part == "ffn_up") {
+      return absl::StrCat("model.layers.", layer, ".mlp.gate_up_proj", suffix);
+    }
     if (spec->decoder) {
       for (const LayerName& n : kDecoderLayer) {
         if (part == n.gguf) {
@@ -303,7 +312,10 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
     ASSIGN_OR_RETURN(auto rope_dims, OptInt(f, p + "rope.dimension_count"));
     const int64_t head_dim = key_length.value_or(hidden / heads);
     c["head_dim"] = head_dim;
-    if (rope_dims.has_value() && *rope_dims != head_dim) {
+    if (spec.phi3_layout && rope_dims.has_value()) {
+      c["partial_rotary_factor"] =
+          static_cast<double>(*rope_dims) / static_cast<double>(head_dim);
+    } else if (rope_dims.has_value() && *rope_dims != head_dim) {
       return absl::InvalidArgumentError(absl::StrCat(
           f.path(), ": ", p, "rope.dimension_count is ", *rope_dims,
           " but the head dimension is ", head_dim,
@@ -333,6 +345,32 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
             absl::StrCat(f.path(), ": ", p, "rope.scaling.type '", type,
                          "' is not supported (none, linear, yarn)"));
       }
+    }
+    if (spec.phi3_layout &&
+        f.FindTensor("rope_factors_short.weight") != nullptr) {
+      // LongRoPE as Phi3Config reads it: the per-dimension factors, the
+      // original context and the attention factor the converter computed.
+      const int64_t rotary = rope_dims.value_or(head_dim);
+      nlohmann::json rs;
+      rs["rope_type"] = "longrope";
+      ASSIGN_OR_RETURN(std::vector<double> short_factors,
+                       RopeFactors(f, "rope_factors_short.weight", rotary));
+      ASSIGN_OR_RETURN(std::vector<double> long_factors,
+                       RopeFactors(f, "rope_factors_long.weight", rotary));
+      if (long_factors.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(f.path(),
+                         " has rope_factors_short.weight but no "
+                         "rope_factors_long.weight"));
+      }
+      rs["short_factor"] = short_factors;
+      rs["long_factor"] = long_factors;
+      ASSIGN_OR_RETURN(auto attn, OptDouble(f, p + "rope.scaling.attn_factor"));
+      if (attn.has_value()) rs["attention_factor"] = *attn;
+      ASSIGN_OR_RETURN(auto orig,
+                       OptInt(f, p + "rope.scaling.original_context_length"));
+      if (orig.has_value()) c["original_max_position_embeddings"] = *orig;
+      c["rope_scaling"] = rs;
     }
     c["tie_word_embeddings"] = f.FindTensor("output.weight") == nullptr;
     c["attention_bias"] = f.FindTensor("blk.0.attn_q.bias") != nullptr;

@@ -83,6 +83,9 @@ struct ModelConfig {
   // llama.cpp's `llama` architecture): rotary pairs are (2i, 2i+1) instead
   // of (i, i + head_dim/2). Never set by config.json.
   bool rope_interleaved = false;
+  // Fraction of each head's dimensions RoPE rotates (the first
+  // head_dim * partial_rotary_factor; Phi-4-mini: 0.75).
+  double partial_rotary_factor = 1.0;
   // Per-dimension divisors of the RoPE inverse frequencies (head_dim / 2
   // values), applied after rope_scaling: a GGUF file's rope_freqs tensor
   // (llama.cpp's converter writes Llama 3.1-style scaling so). Never set by

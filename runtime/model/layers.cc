@@ -146,7 +146,12 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(
   const int64_t kv_dim = int64_t{params.num_kv_heads} * params.head_dim;
   layer.q_dim_ = q_dim;
   layer.kv_dim_ = kv_dim;
-  if (loader.fuse_qkv()) {
+  if (!names.qkv.empty()) {
+    ASSIGN_OR_RETURN(layer.qkv_,
+                     LinearLayer::Load(loader, names.qkv, q_dim + 2 * kv_dim,
+                                       hidden, qkv_bias));
+    layer.fused_ = true;
+  } else if (loader.fuse_qkv()) {
     // Biases all present or all absent (kIfPresent), else no fusion.
     const std::vector<std::string> bias_names = {
         absl::StrCat(names.q, ".bias"), absl::StrCat(names.k, ".bias"),
@@ -271,6 +276,17 @@ absl::StatusOr<GatedMlp> GatedMlp::Load(WeightLoader& loader,
                                         Activation act, BiasMode bias) {
   GatedMlp mlp;
   mlp.act_ = act;
+  const std::string gate_up = absl::StrCat(prefix, "gate_up_proj");
+  if (loader.Has(absl::StrCat(gate_up, ".weight"))) {
+    ASSIGN_OR_RETURN(
+        mlp.gate_up_,
+        LinearLayer::Load(loader, gate_up, 2 * intermediate, hidden, bias));
+    mlp.fused_ = true;
+    ASSIGN_OR_RETURN(
+        mlp.down_, LinearLayer::Load(loader, absl::StrCat(prefix, "down_proj"),
+                                     hidden, intermediate, bias));
+    return mlp;
+  }
   ASSIGN_OR_RETURN(mlp.gate_,
                    LinearLayer::Load(loader, absl::StrCat(prefix, "gate_proj"),
                                      intermediate, hidden, bias));
@@ -286,6 +302,16 @@ absl::StatusOr<GatedMlp> GatedMlp::Load(WeightLoader& loader,
 absl::Status GatedMlp::Forward(const ForwardContext& ctx, const TensorView& x,
                                const TensorView& out) const {
   const int64_t tokens = x.shape[0];
+  if (fused_) {
+    const int64_t inter = down_.in_features();
+    ASSIGN_OR_RETURN(TensorView gate_up,
+                     ctx.ws->Get(WsSlot::kFfnB, tokens, 2 * inter));
+    ASSIGN_OR_RETURN(TensorView act, ctx.ws->Get(WsSlot::kFfnA, tokens, inter));
+    RETURN_IF_ERROR(gate_up_.Forward(ctx.exec, x, gate_up));
+    // act(first half) * second half.
+    RETURN_IF_ERROR(GatedActivate(ctx.exec, act_, gate_up, act));
+    return down_.Forward(ctx.exec, act, out);
+  }
   const int64_t inter = gate_.out_features();
   ASSIGN_OR_RETURN(TensorView gate, ctx.ws->Get(WsSlot::kFfnA, tokens, inter));
   ASSIGN_OR_RETURN(TensorView up, ctx.ws->Get(WsSlot::kFfnB, tokens, inter));

@@ -115,6 +115,9 @@ class AttentionLayer {
  public:
   struct Names {
     std::string q, k, v, o;  // Linear names (without ".weight")
+    // Non-empty: q|k|v stored as one projection [q_dim + 2 kv_dim, hidden]
+    // under this name (Phi-3); q, k and v are then unused.
+    std::string qkv;
     // Per-head RMSNorm of queries and keys before RoPE (Qwen3): weight
     // names (without ".weight"), empty for none, and their epsilon.
     std::string q_norm, k_norm;
@@ -170,7 +173,9 @@ class GeluMlp {
 class GatedMlp {
  public:
   GatedMlp() = default;
-  // `prefix`gate_proj / up_proj / down_proj.
+  // `prefix`gate_proj / up_proj / down_proj, or `prefix`gate_up_proj (gate
+  // and up stacked as one [2 * intermediate, hidden] projection, Phi-3)
+  // when the checkpoint has it.
   static absl::StatusOr<GatedMlp> Load(WeightLoader& loader,
                                        absl::string_view prefix, int64_t hidden,
                                        int64_t intermediate, Activation act,
@@ -180,6 +185,8 @@ class GatedMlp {
 
  private:
   LinearLayer gate_, up_, down_;
+  LinearLayer gate_up_;  // when fused_
+  bool fused_ = false;
   Activation act_ = Activation::kSilu;
 };
 

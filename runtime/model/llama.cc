@@ -1,5 +1,6 @@
 #include "runtime/model/llama.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,8 @@ class DecoderModel : public Model {
   explicit DecoderModel(RopeCache rope) : rope_(std::move(rope)) {}
   absl::Status Load(const ModelConfig& config, const WeightStore& weights,
                     const ModelLoadOptions& options, bool lm_head);
+  // cos_sin_ for the step's tokens.
+  absl::Status ComputeCosSin(const ForwardBatch& batch);
 
   RopeCache rope_;
   std::vector<float> cos_sin_;  // [T, rotary_dim] of the current step
@@ -119,6 +122,10 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
     names.k = absl::StrCat(p, "self_attn.k_proj");
     names.v = absl::StrCat(p, "self_attn.v_proj");
     names.o = absl::StrCat(p, "self_attn.o_proj");
+    // Phi-3 checkpoints store q|k|v as one projection.
+    if (loader.Has(absl::StrCat(p, "self_attn.qkv_proj.weight"))) {
+      names.qkv = absl::StrCat(p, "self_attn.qkv_proj");
+    }
     if (config.qk_norm) {
       names.q_norm = absl::StrCat(p, "self_attn.q_norm");
       names.k_norm = absl::StrCat(p, "self_attn.k_norm");
@@ -160,7 +167,7 @@ absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
 
   // RoPE angles once per step, shared by every layer. Host memory: the
   // runner only drives host-accessible devices.
-  RETURN_IF_ERROR(rope_.ComputeCosSin(batch.rope_positions, &cos_sin_));
+  RETURN_IF_ERROR(ComputeCosSin(batch));
   const TensorView cos_sin = TensorView::Contiguous(
       cos_sin_.data(), DType::kF32, {tokens, rope_.rotary_dim()});
 
@@ -184,6 +191,34 @@ absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
   return x;
 }
 
+absl::Status DecoderModel::ComputeCosSin(const ForwardBatch& batch) {
+  const RopeScalingType type = rope_.config().scaling.type;
+  if (type != RopeScalingType::kDynamicNtk &&
+      type != RopeScalingType::kLongRope) {
+    return rope_.ComputeCosSin(batch.rope_positions, &cos_sin_);
+  }
+  // Frequencies that depend on the length (dynamic NTK, LongRoPE) follow
+  // each sequence's own length (its largest position in the step + 1), as
+  // that sequence decoded alone would; a batch-wide length would make one
+  // long sequence switch the others' frequencies.
+  const int64_t dim = rope_.rotary_dim();
+  cos_sin_.resize(static_cast<size_t>(batch.num_tokens * dim));
+  const int32_t* cu = batch.cu_seqlens.as<const int32_t>();
+  std::vector<float> part;
+  for (int64_t s = 0; s < batch.num_seqs; ++s) {
+    const int32_t begin = cu[s];
+    const int32_t end = cu[s + 1];
+    if (end <= begin) continue;
+    RETURN_IF_ERROR(rope_.ComputeCosSin(
+        batch.rope_positions.subspan(static_cast<size_t>(begin),
+                                     static_cast<size_t>(end - begin)),
+        &part));
+    std::copy(part.begin(), part.end(),
+              cos_sin_.begin() + static_cast<int64_t>(begin) * dim);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DecoderModel::ComputeLogits(const ForwardContext& ctx,
                                          const TensorView& rows,
                                          const TensorView& out) {
@@ -197,7 +232,9 @@ absl::StatusOr<RopeConfig> RopeConfigFromModelConfig(
     const ModelConfig& config) {
   RopeConfig rope;
   rope.head_dim = static_cast<int>(config.head_dim);
-  rope.rotary_dim = static_cast<int>(config.head_dim);
+  // transformers: int(head_dim * partial_rotary_factor).
+  rope.rotary_dim = static_cast<int>(static_cast<double>(config.head_dim) *
+                                     config.partial_rotary_factor);
   rope.theta = config.rope_theta > 0 ? config.rope_theta : 10000.0;
   rope.max_position_embeddings = config.max_position_embeddings;
   rope.style =
@@ -214,6 +251,10 @@ absl::StatusOr<RopeConfig> RopeConfigFromModelConfig(
     s.type = RopeScalingType::kLlama3;
   } else if (in.type == "yarn") {
     s.type = RopeScalingType::kYarn;
+  } else if (in.type == "longrope") {
+    s.type = RopeScalingType::kLongRope;
+    s.short_factors = in.short_factor;
+    s.long_factors = in.long_factor;
   } else if (in.type.empty() || in.type == "default") {
     return rope;
   } else {

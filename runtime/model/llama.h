@@ -1,6 +1,7 @@
 // Llama-style decoders: LlamaForCausalLM, MistralForCausalLM (sliding-window
 // attention), Qwen2ForCausalLM (q/k/v biases, often tied embeddings),
 // Qwen3ForCausalLM (q/k norms), SmolLM3ForCausalLM (layers without RoPE),
+// Phi3ForCausalLM (fused q|k|v and gate|up, partial rotary, longrope),
 // and the same stacks without an LM head (LlamaModel, MistralModel,
 // Qwen2Model, ...) used as embedders, optionally bidirectional
 // (LLM2Vec-style). Pre-RMSNorm blocks, RoPE (with HF rope scaling), SwiGLU
@@ -29,7 +30,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateDecoderModel(
     const ModelLoadOptions& options);
 
 // The RoPE parameters of a decoder config (UNIMPLEMENTED for rope types
-// inferd does not implement, e.g. longrope).
+// inferd does not implement).
 absl::StatusOr<RopeConfig> RopeConfigFromModelConfig(const ModelConfig& config);
 
 }  // namespace inferd

@@ -47,6 +47,9 @@ void RegisterBuiltinModels() {
          "Qwen3 decoder (per-head q/k RMSNorm) + LM head"},
         {"SmolLM3ForCausalLM", &CreateDecoderForCausalLM,
          "SmolLM3 decoder (no RoPE on some layers) + LM head"},
+        {"Phi3ForCausalLM", &CreateDecoderForCausalLM,
+         "Phi-3 / Phi-4-mini decoder (fused projections, partial rotary, "
+         "longrope) + LM head"},
         {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
         {"Qwen3Model", &CreateDecoderModel,
          "Qwen3 decoder, no head (Qwen3-Embedding style)"},

@@ -23,7 +23,7 @@ enum class WsSlot : int {
   kAttnOut,   // [T, heads * head_dim]
   kProj,      // [T, H] output projections, embedding scratch
   kFfnA,      // [T, I] MLP intermediate (gate / GELU input)
-  kFfnB,      // [T, I] MLP up projection
+  kFfnB,      // [T, I] MLP up projection ([T, 2I] gate|up when fused)
   kGather,    // [S, H] selected rows (last tokens, first tokens)
   kHeadTmp,   // [S, H] classifier intermediate
   kHeadOut,   // [S, V or labels] head outputs

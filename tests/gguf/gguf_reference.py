@@ -42,6 +42,7 @@ LAYER = {
     "attn_k": "self_attn.k_proj",
     "attn_v": "self_attn.v_proj",
     "attn_output": "self_attn.o_proj",
+    "attn_qkv": "self_attn.qkv_proj",
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
     "ffn_norm": "post_attention_layernorm",
@@ -69,7 +70,8 @@ BERT_GLOBAL = {
 }
 POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
 ARCHS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-         "qwen3": "Qwen3ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
+         "qwen3": "Qwen3ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
+         "phi3": "Phi3ForCausalLM"}
 # q/k rows interleaved by llama.cpp's converter. smollm3: no metadata key
 # names the layers without RoPE; llama.cpp takes every 4th, as
 # SmolLM3Config's default no_rope_layer_interval does (reference.py).
@@ -83,10 +85,13 @@ def field(reader, key, default=None):
     return f.contents()
 
 
-def hf_name(name):
+def hf_name(name, arch=None):
     stem, suffix = name.rsplit(".", 1)
     if stem.startswith("blk."):
         _, layer, part = stem.split(".", 2)
+        if arch == "phi3" and part == "ffn_up":
+            # llama.cpp's phi3 keeps gate | up stacked in ffn_up.
+            return "layers.%s.mlp.gate_up_proj.%s" % (layer, suffix)
         if part not in LAYER:
             return None
         return "layers.%s.%s.%s" % (layer, LAYER[part], suffix)
@@ -178,19 +183,40 @@ def load(path):
         "hidden_act": "silu",
         "max_position_embeddings": int(field(r, p + "context_length", 2048)),
     }
+    if arch == "phi3":
+        # Phi3Config's view of llama.cpp's phi3 keys: partial rotary from
+        # rope.dimension_count, the original context, a sliding window
+        # (0: none), longrope from the factor tensors below.
+        rope_dims = int(field(r, p + "rope.dimension_count", cfg["head_dim"]))
+        cfg["partial_rotary_factor"] = rope_dims / cfg["head_dim"]
+        orig = field(r, p + "rope.scaling.original_context_length")
+        if orig is not None:
+            cfg["original_max_position_embeddings"] = int(orig)
+        window = int(field(r, p + "attention.sliding_window", 0))
+        cfg["sliding_window"] = window if window > 0 else None
+    factors = {}
     tensors = {}
     for t in r.tensors:
         if t.name == "rope_freqs.weight":
             # Per-dimension divisors of the RoPE frequencies (llama.cpp).
             cfg["rope_freqs"] = dequantized(t).reshape(-1).tolist()
             continue
-        name = hf_name(t.name)
+        if t.name in ("rope_factors_short.weight", "rope_factors_long.weight"):
+            factors[t.name.split("_")[2].split(".")[0]] = \
+                dequantized(t).reshape(-1).tolist()
+            continue
+        name = hf_name(t.name, arch)
         if name is None:
             continue
         a = dequantized(t)
         if arch in INTERLEAVED and name.endswith(("q_proj.weight", "k_proj.weight")):
             a = uninterleave(a, heads if "q_proj" in name else kv)
         tensors[name] = a
+    if factors:
+        cfg["rope_scaling"] = {
+            "rope_type": "longrope", "short_factor": factors["short"],
+            "long_factor": factors["long"],
+            "attention_factor": float(field(r, p + "rope.scaling.attn_factor"))}
     cfg["tie_word_embeddings"] = "lm_head.weight" not in tensors
     eos = []
     for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"):

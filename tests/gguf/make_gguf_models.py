@@ -3,7 +3,8 @@
 (tools/make_test_models.py), the way llama.cpp's converter lays them out,
 with the PyPI `gguf` package (GGUFWriter, gguf.quants): `<arch>.*`
 hyper-parameters, tensors under GGUF names (llama, smollm3: each head's
-q/k rows interleaved; a `llama3` rope_scaling as the rope_freqs tensor), GEMM
+q/k rows interleaved; a `llama3` rope_scaling as the rope_freqs tensor; phi3:
+fused attn_qkv and gate|up ffn_up, longrope factor tensors), GEMM
 weights quantized to a chosen type, and the tokenizer from the model's
 tokenizer.json: byte-level BPE (`tokenizer.ggml.model`
 gpt2) for the decoders; for `bert` encoders WordPiece (`bert`) spelt as
@@ -40,6 +41,8 @@ MODELS = {
     "qwen2-tiny-q4_0": ("qwen2-tiny", "qwen2", "Q4_0"),
     "smollm3-tiny-q8_0": ("smollm3-tiny", "smollm3", "Q8_0"),
     "smollm3-tiny-f32": ("smollm3-tiny", "smollm3", "F32"),
+    "phi3-tiny-q8_0": ("phi3-tiny", "phi3", "Q8_0"),
+    "phi3-tiny-f32": ("phi3-tiny", "phi3", "F32"),
     "qwen3-tiny-q4_1": ("qwen3-tiny", "qwen3", "Q4_1"),
     "qwen3-tiny-bf16": ("qwen3-tiny", "qwen3", "BF16"),
     "bert-embed-f16": ("bert-embed", "bert", "F16"),
@@ -73,6 +76,8 @@ LAYER = {
     "self_attn.k_proj": "attn_k",
     "self_attn.v_proj": "attn_v",
     "self_attn.o_proj": "attn_output",
+    "self_attn.qkv_proj": "attn_qkv",
+    "mlp.gate_up_proj": "ffn_up",  # phi3: gate | up stacked
     "self_attn.q_norm": "attn_q_norm",
     "self_attn.k_norm": "attn_k_norm",
     "post_attention_layernorm": "ffn_norm",
@@ -125,6 +130,29 @@ def llama3_rope_freqs(cfg, head_dim):
     return np.asarray(out, dtype=np.float32)
 
 
+def add_phi3_rope(w, cfg, head_dim):
+    """As llama.cpp's converter writes Phi-3: rotated dims per head, the
+    original context, the sliding window (0: none) and, for longrope, the
+    attention factor and the rope_factors_short / rope_factors_long
+    tensors."""
+    rope_dims = int(head_dim * cfg.get("partial_rotary_factor", 1.0))
+    w.add_rope_dimension_count(rope_dims)
+    orig = cfg.get("original_max_position_embeddings",
+                   cfg["max_position_embeddings"])
+    w.add_rope_scaling_orig_ctx_len(orig)
+    w.add_sliding_window(cfg.get("sliding_window") or 0)
+    rs = cfg.get("rope_scaling")
+    if rs is None:
+        return
+    scale = cfg["max_position_embeddings"] / orig
+    attn = math.sqrt(1 + math.log(scale) / math.log(orig)) if scale > 1 else 1.0
+    w.add_rope_scaling_attn_factors(attn)
+    w.add_tensor("rope_factors_long.weight",
+                 np.asarray(rs["long_factor"], dtype=np.float32))
+    w.add_tensor("rope_factors_short.weight",
+                 np.asarray(rs["short_factor"], dtype=np.float32))
+
+
 def write(src, out_path, arch, qtype):
     cfg = json.load(open(os.path.join(src, "config.json")))
     tensors = REF.load_weights(src)
@@ -134,7 +162,11 @@ def write(src, out_path, arch, qtype):
     kv = cfg.get("num_key_value_heads") or heads
     hidden = cfg["hidden_size"]
     head_dim = cfg.get("head_dim") or hidden // heads
-    w.add_context_length(min(cfg["max_position_embeddings"], 4096))
+    if arch == "phi3":
+        # The real context: longrope's default factor is max / original.
+        w.add_context_length(cfg["max_position_embeddings"])
+    else:
+        w.add_context_length(min(cfg["max_position_embeddings"], 4096))
     w.add_embedding_length(hidden)
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_feed_forward_length(cfg["intermediate_size"])
@@ -142,7 +174,10 @@ def write(src, out_path, arch, qtype):
     w.add_head_count_kv(kv)
     w.add_layer_norm_rms_eps(cfg.get("rms_norm_eps", 1e-6))
     w.add_rope_freq_base(cfg.get("rope_theta", 10000.0))
-    w.add_rope_dimension_count(head_dim)
+    if arch == "phi3":
+        add_phi3_rope(w, cfg, head_dim)
+    else:
+        w.add_rope_dimension_count(head_dim)
     if arch == "qwen3":
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)

@@ -5,11 +5,12 @@ numerics against.
 
 Families: BERT and XLM-RoBERTa encoders (post-LN, exact erf GELU, absolute
 positions, token types, sequence-classification heads) and Llama / Mistral /
-Qwen2 / Qwen3 / SmolLM3 decoders (RMSNorm, rotary embeddings in the
-rotate-half layout with linear / dynamic / llama3 / yarn scaling and GGUF
-per-dimension factors, SmolLM3's layers without RoPE, grouped-query
-attention, causal or bidirectional masks, Mistral/Qwen2 sliding windows,
-SwiGLU MLP, tied or untied LM head). Sentence-transformers pooling (CLS /
+Qwen2 / Qwen3 / SmolLM3 / Phi-3 decoders (RMSNorm, rotary embeddings in the
+rotate-half layout, partial or whole, with linear / dynamic / llama3 / yarn /
+longrope scaling and GGUF per-dimension factors, SmolLM3's layers without
+RoPE, Phi-3's fused q|k|v and gate|up projections, grouped-query
+attention, causal or bidirectional masks, Mistral/Qwen2/Phi-3 sliding
+windows, SwiGLU MLP, tied or untied LM head). Sentence-transformers pooling (CLS /
 MEAN / MAX / LAST) and normalization follow the model directory's
 modules.json.
 
@@ -269,6 +270,18 @@ def _scaled_inv_freq(cfg, head_dim, seq_len):
         smoothed = (1 - smooth) * scaled / factor + smooth * scaled
         medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
         return np.where(medium, smoothed, scaled), 1.0
+    if kind == "longrope":
+        # Phi3Config: the top-level original context wins; without a factor,
+        # max / original; short factors up to the original context.
+        orig = cfg.get("original_max_position_embeddings") or \
+            s.get("original_max_position_embeddings") or max_pos
+        factor = s.get("factor") or max_pos / orig
+        att = s.get("attention_factor")
+        if att is None:
+            att = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
+        ext = np.asarray(s["long_factor"] if seq_len > orig else s["short_factor"],
+                         dtype=np.float64)
+        return inv / ext, att
     if kind == "yarn":
         orig = s.get("original_max_position_embeddings") or max_pos
         beta_fast, beta_slow = s.get("beta_fast", 32), s.get("beta_slow", 1)
@@ -296,13 +309,25 @@ def _scaled_inv_freq(cfg, head_dim, seq_len):
 
 
 def apply_rope(x, positions, inv_freq, scale):
-    """x: [heads, T, D]; rotate-half layout (first half pairs with second)."""
-    freqs = np.outer(positions, inv_freq)  # [T, D/2]
+    """x: [heads, T, D]; rotate-half layout (first half pairs with second)
+    over the first 2 * len(inv_freq) dims (partial rotary); the rest pass."""
+    rot = 2 * len(inv_freq)
+    x, rest = x[..., :rot], x[..., rot:]
+    freqs = np.outer(positions, inv_freq)  # [T, rot/2]
     emb = np.concatenate([freqs, freqs], axis=-1)
     cos, sin = np.cos(emb) * scale, np.sin(emb) * scale
-    half = x.shape[-1] // 2
+    half = rot // 2
     rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return x * cos[None] + rotated * sin[None]
+    return np.concatenate([x * cos[None] + rotated * sin[None], rest], axis=-1)
+
+
+def rotary_dim(cfg, head_dim):
+    """Rotated dims per head: int(head_dim * partial_rotary_factor) (Phi-3 /
+    Phi-4-mini; top level or in rope_parameters)."""
+    params = cfg.get("rope_parameters") or {}
+    factor = cfg.get("partial_rotary_factor",
+                     params.get("partial_rotary_factor", 1.0))
+    return int(head_dim * factor)
 
 
 def layer_uses_rope(cfg, layer):
@@ -329,7 +354,7 @@ def sliding_window_for_layer(cfg, layer):
             return None if layer_uses_rope(cfg, layer) else window
     if cfg.get("layer_types"):
         return window if cfg["layer_types"][layer] == "sliding_attention" else None
-    if cfg["model_type"] == "mistral":
+    if cfg["model_type"] in ("mistral", "phi3"):
         return window
     if cfg["model_type"] in ("qwen2", "qwen3"):
         if cfg.get("use_sliding_window", False) and layer >= cfg.get("max_window_layers", 28):
@@ -378,16 +403,28 @@ def _decoder_layers(cfg, w, ids, attend):
             return linear(inp, w(p + name + ".weight"), bias)
 
         h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
-        q = proj("self_attn.q_proj", h).reshape(T, heads, D)
-        k = proj("self_attn.k_proj", h).reshape(T, kv, D)
-        v = proj("self_attn.v_proj", h).reshape(T, kv, D)
+        if w.has(p + "self_attn.qkv_proj.weight"):
+            # Phi-3: one projection, split q | k | v.
+            qkv = proj("self_attn.qkv_proj", h)
+            q = qkv[:, :heads * D].reshape(T, heads, D)
+            k = qkv[:, heads * D:(heads + kv) * D].reshape(T, kv, D)
+            v = qkv[:, (heads + kv) * D:].reshape(T, kv, D)
+        else:
+            q = proj("self_attn.q_proj", h).reshape(T, heads, D)
+            k = proj("self_attn.k_proj", h).reshape(T, kv, D)
+            v = proj("self_attn.v_proj", h).reshape(T, kv, D)
         if qk_norm:
             # Qwen3: RMSNorm over each head's vector, before RoPE.
             q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
             k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
         x = x + proj("self_attn.o_proj", attend(layer, q, k, v))
         h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
-        x = x + proj("mlp.down_proj", act(proj("mlp.gate_proj", h)) * proj("mlp.up_proj", h))
+        if w.has(p + "mlp.gate_up_proj.weight"):
+            # Phi-3: gate | up in one projection (gate first).
+            gate, up = np.split(proj("mlp.gate_up_proj", h), 2, axis=-1)
+        else:
+            gate, up = proj("mlp.gate_proj", h), proj("mlp.up_proj", h)
+        x = x + proj("mlp.down_proj", act(gate) * up)
     return rms_norm(x, w("norm.weight"), eps)
 
 
@@ -409,7 +446,7 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
     T = len(ids)
     heads, _, D = _decoder_dims(cfg)
     positions = np.arange(T, dtype=np.float64)
-    inv_freq, rope_scale = rope_inv_freq(cfg, D, T)
+    inv_freq, rope_scale = rope_inv_freq(cfg, rotary_dim(cfg, D), T)
 
     def attend(layer, q, k, v):
         q, k = _heads_first(q), _heads_first(k)
@@ -437,7 +474,7 @@ def _attend_cached(cfg, layer, q, k, v, cache, start):
     T = q.shape[0]
     heads, _, D = _decoder_dims(cfg)
     positions = np.arange(start, start + T, dtype=np.float64)
-    inv_freq, rope_scale = rope_inv_freq(cfg, D, start + T)
+    inv_freq, rope_scale = rope_inv_freq(cfg, rotary_dim(cfg, D), start + T)
     q, k, v = _heads_first(q), _heads_first(k), _heads_first(v)
     if layer_uses_rope(cfg, layer):
         q = apply_rope(q, positions, inv_freq, rope_scale)
@@ -691,6 +728,12 @@ class Model:
 
     def greedy(self, ids, n, eos_ids=()):
         """Greedily appends up to n tokens (stops after an EOS id)."""
+        _, scaling = rope_parameters(self.cfg)
+        if scaling and scaling.get("rope_type", scaling.get("type")) == "longrope":
+            # LongRoPE's factors depend on the length so far: decode with a
+            # cache, as transformers' generate does (cached keys keep the
+            # factors of the step that wrote them).
+            return greedy_cached(self.cfg, self.w, ids, n, eos_ids)
         seq = list(ids)
         out = []
         for _ in range(n):

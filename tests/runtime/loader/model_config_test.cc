@@ -215,6 +215,56 @@ TEST(ModelConfigTest, SmolLM3LayersWithoutRopeAndWindow) {
   EXPECT_EQ(MustParse(base).model_type, "smollm3");
 }
 
+TEST(ModelConfigTest, Phi3PartialRotaryLongRopeAndWindow) {
+  nlohmann::json j = Minimal("Phi3ForCausalLM", "phi3");
+  ModelConfig c = MustParse(j);
+  EXPECT_EQ(c.model_type, "phi3");
+  EXPECT_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_EQ(c.max_position_embeddings, 4096);
+  EXPECT_EQ(c.partial_rotary_factor, 1.0);
+  EXPECT_FALSE(c.rope_scaling.has_value());
+  EXPECT_FALSE(c.SlidingWindowForLayer(1).has_value());
+  // Phi-4-mini: 3/4 of head_dim 16 rotate (6 pairs); longrope's original
+  // context from the top level (it wins over rope_scaling's), the factor
+  // max / original when absent.
+  j["partial_rotary_factor"] = 0.75;
+  j["max_position_embeddings"] = 131072;
+  j["original_max_position_embeddings"] = 4096;
+  j["sliding_window"] = 2047;
+  j["rope_scaling"] = {{"type", "longrope"},
+                       {"original_max_position_embeddings", 1000},
+                       {"short_factor", {1, 1, 1, 1, 1, 1}},
+                       {"long_factor", {1, 2, 3, 4, 5, 6}}};
+  ModelConfig p = MustParse(j);
+  EXPECT_EQ(p.partial_rotary_factor, 0.75);
+  ASSERT_TRUE(p.rope_scaling.has_value());
+  EXPECT_EQ(p.rope_scaling->type, "longrope");
+  EXPECT_EQ(p.rope_scaling->original_max_position_embeddings, 4096);
+  EXPECT_DOUBLE_EQ(p.rope_scaling->factor, 32.0);
+  EXPECT_THAT(p.rope_scaling->long_factor, ElementsAre(1, 2, 3, 4, 5, 6));
+  EXPECT_EQ(p.SlidingWindowForLayer(0), 2047);  // every layer
+  EXPECT_EQ(p.SlidingWindowForLayer(1), 2047);
+  j["rope_scaling"]["factor"] = 8.0;
+  EXPECT_DOUBLE_EQ(MustParse(j).rope_scaling->factor, 8.0);
+  // Factor lists must cover the rotated pairs; odd rotary widths and other
+  // rope types are refused naming the key.
+  j["rope_scaling"]["long_factor"] = {1, 2};
+  auto bad = ParseModelConfig(j.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("long_factor"));
+  j.erase("rope_scaling");
+  j["partial_rotary_factor"] = 0.3;  // 4.8 -> 4 dims: fine
+  EXPECT_EQ(MustParse(j).partial_rotary_factor, 0.3);
+  j["partial_rotary_factor"] = 0.2;  // 3 dims: odd
+  bad = ParseModelConfig(j.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("partial_rotary_factor"));
+  j["partial_rotary_factor"] = 1.0;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  EXPECT_FALSE(ParseModelConfig(j.dump(), "test/config.json").ok());
+}
+
 TEST(ModelConfigTest, MissingRequiredFieldNamesFieldAndFile) {
   for (const char* field : {"architectures", "vocab_size", "hidden_size",
                             "num_hidden_layers", "num_attention_heads"}) {

@@ -63,6 +63,15 @@ TEST_P(TestModelsTest, OpensAndShapesAgreeWithConfig) {
   EXPECT_EQ(table->dim(0), c.vocab_size);
   EXPECT_EQ(table->dim(1), c.hidden_size);
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    // Phi-3 stores q|k|v as one projection.
+    auto fused = w.FindWithPrefixes(
+        absl::StrCat("layers.", layer, ".self_attn.qkv_proj.weight"));
+    if (!c.IsEncoder() && fused.ok()) {
+      EXPECT_EQ(
+          w.Get(*fused)->dim(0),
+          (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim);
+      continue;
+    }
     const std::string k =
         c.IsEncoder()
             ? absl::StrCat("encoder.layer.", layer, ".attention.self.key.weight")
@@ -105,6 +114,8 @@ INSTANTIATE_TEST_SUITE_P(
                PoolingMode::kCls, 0},
         Expect{"smollm3-tiny", "smollm3", "SmolLM3ForCausalLM", false,
                PoolingMode::kCls, 0},
+        Expect{"phi3-tiny", "phi3", "Phi3ForCausalLM", false, PoolingMode::kCls,
+               0},
         Expect{"qwen2-embed", "qwen2", "Qwen2Model", true,
                PoolingMode::kLastToken, 0},
         Expect{"mistral-embed", "mistral", "MistralModel", true,

@@ -448,7 +448,8 @@ TEST_P(CausalLmTest, OutputsDoNotDependOnBatchComposition) {
 INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
                          ::testing::Values("llama-tiny", "llama31-tiny",
                                            "mistral-tiny", "qwen2-tiny",
-                                           "qwen3-tiny", "smollm3-tiny"),
+                                           "qwen3-tiny", "smollm3-tiny",
+                                           "phi3-tiny"),
                          ModelTestName);
 
 TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
@@ -672,7 +673,8 @@ TEST_P(GgufMatchesHfTest, GgufLogitsEqualHfLogitsAndReference) {
   const int64_t v = hf->vocab_size();
   ASSERT_EQ((*gguf)->vocab_size(), v);
   // 40 positions: past the short wavelengths the tiny models' rope scaling
-  // changes (llama31-tiny's original context is 64).
+  // changes (llama31-tiny's original context is 64) and past phi3-tiny's
+  // original context (32: LongRoPE's long factors).
   const std::vector<int32_t> ids = RandomIds(40, 5, 2000, 41);
   const std::vector<float> from_hf = AllLogits(*hf, ids);
   const std::vector<float> from_gguf = AllLogits(**gguf, ids);
@@ -689,7 +691,8 @@ TEST_P(GgufMatchesHfTest, GgufLogitsEqualHfLogitsAndReference) {
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, GgufMatchesHfTest,
     ::testing::Values(GgufCase{"llama31-tiny", "llama31-tiny-f32"},
-                      GgufCase{"smollm3-tiny", "smollm3-tiny-f32"}),
+                      GgufCase{"smollm3-tiny", "smollm3-tiny-f32"},
+                      GgufCase{"phi3-tiny", "phi3-tiny-f32"}),
     [](const ::testing::TestParamInfo<GgufCase>& info) {
       return TestNameOf(info.param.gguf);
     });
