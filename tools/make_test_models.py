@@ -541,6 +541,28 @@ def decoder_config(arch, family, vocab, s, extra):
                         "long_factor": [2.0 + 2.0 * i for i in range(pairs)]},
                     "sliding_window": None, "resid_pdrop": 0.0,
                     "embd_pdrop": 0.0, "pad_token_id": None})
+    elif family in ("gemma2", "gemma3_text"):
+        layers = s["layers"]
+        pattern = 2 if family == "gemma2" else s["pattern"]
+        cfg.update({"head_dim": s["hidden"] // s["heads"],
+                    "hidden_activation": "gelu_pytorch_tanh",
+                    "query_pre_attn_scalar": s["qpas"],
+                    "sliding_window": s["window"],
+                    "layer_types": ["sliding_attention" if (i + 1) % pattern
+                                    else "full_attention" for i in range(layers)],
+                    "attention_bias": False, "pad_token_id": 0})
+        del cfg["hidden_act"]
+        if family == "gemma2":
+            # Small caps, so the tiny model's scores and logits feel them.
+            cfg.update({"hidden_act": "gelu_pytorch_tanh",
+                        "attn_logit_softcapping": s["attn_cap"],
+                        "final_logit_softcapping": s["final_cap"]})
+        else:
+            cfg.update({"rope_local_base_freq": 10000.0,
+                        "sliding_window_pattern": pattern,
+                        "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+                        "attn_logit_softcapping": None,
+                        "final_logit_softcapping": None})
     elif family == "smollm3":
         # As transformers saves SmolLM3Config: the derived per-layer lists
         # beside the interval (every 4th layer without RoPE).
@@ -589,9 +611,12 @@ def decoder_specs(cfg, family, causal_lm):
             specs += [(L + "self_attn.q_proj.bias", (heads * D,)),
                       (L + "self_attn.k_proj.bias", (kv * D,)),
                       (L + "self_attn.v_proj.bias", (kv * D,))]
-        if family == "qwen3":
+        if family in ("qwen3", "gemma3_text"):
             specs += [(L + "self_attn.q_norm.weight", (D,)),
                       (L + "self_attn.k_norm.weight", (D,))]
+        if family in ("gemma2", "gemma3_text"):
+            specs += [(L + "pre_feedforward_layernorm.weight", (H,)),
+                      (L + "post_feedforward_layernorm.weight", (H,))]
         specs += [(L + "self_attn.o_proj.weight", (H, heads * D)),
                   (L + "post_attention_layernorm.weight", (H,)),
                   (L + "mlp.gate_proj.weight", (I, H)),
@@ -711,6 +736,22 @@ MODELS = {
         kind="decoder", family="phi3", arch="Phi3ForCausalLM", tok="llama",
         shape=dict(TINY_DEC, rms_eps=1e-05, max_pos=4096, orig_max_pos=32,
                    partial_rotary=0.75)),
+    # Gemma 2: every other layer sliding (window 8), query_pre_attn_scalar
+    # 32 (not head_dim 16), soft caps small enough to act.
+    "gemma2-tiny": dict(
+        kind="decoder", family="gemma2", arch="Gemma2ForCausalLM", tok="llama",
+        shape=dict(TINY_DEC, layers=4, max_pos=8192, window=8, qpas=32,
+                   attn_cap=2.0, final_cap=100.0),
+        extra={"tie_word_embeddings": True}),
+    # Gemma 3 text (1B-style): q/k norms, global layers every 2nd here (6 in
+    # the real models) with rope_theta 1e6 and linear scaling, sliding
+    # layers (window 8) with the local base 10000.
+    "gemma3-tiny": dict(
+        kind="decoder", family="gemma3_text", arch="Gemma3ForCausalLM",
+        tok="llama",
+        shape=dict(TINY_DEC, layers=4, max_pos=32768, window=8, qpas=24,
+                   pattern=2, rope_theta=1000000.0),
+        extra={"tie_word_embeddings": True}),
     "mistral-tiny": dict(
         kind="decoder", family="mistral", arch="MistralForCausalLM",
         tok="mistral", shape=dict(TINY_DEC, max_pos=4096),

@@ -289,6 +289,9 @@ void RegisterArchitectures() {
   AddArchitecture("SmolLM3ForCausalLM", "SmolLM3 causal LM", CausalLm());
   AddArchitecture("Phi3ForCausalLM", "Phi-3 / Phi-4-mini causal LM",
                   CausalLm());
+  AddArchitecture("Gemma2ForCausalLM", "Gemma 2 causal LM", CausalLm());
+  AddArchitecture("Gemma3ForCausalLM", "Gemma 3 text causal LM (1B)",
+                  CausalLm());
   AddArchitecture("Qwen3Model",
                   "Qwen3 decoder embedder (Qwen3-Embedding: last-token "
                   "pooling)",

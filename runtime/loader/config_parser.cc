@@ -1,5 +1,6 @@
 #include "runtime/loader/config_parser.h"
 
+#include <cmath>
 #include <iterator>
 #include <mutex>
 #include <utility>
@@ -272,6 +273,131 @@ ConfigParser Phi3() {
   return p;
 }
 
+// Gemma 2 / 3 common keys: the window and the per-layer types (derived
+// from `pattern`: every pattern-th layer global, the others sliding), the
+// attention scale and soft caps.
+absl::Status ReadGemma(const nlohmann::json& json, absl::string_view source,
+                       int64_t pattern, ModelConfig& c) {
+  JsonFields f(json, source);
+  if (json.contains("sliding_window")) {
+    ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
+  }
+  if (c.layer_types.empty()) {
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      c.layer_types.push_back((i + 1) % pattern != 0 ? "sliding_attention"
+                                                     : "full_attention");
+    }
+  }
+  ASSIGN_OR_RETURN(c.query_pre_attn_scalar,
+                   f.Double("query_pre_attn_scalar", c.query_pre_attn_scalar));
+  if (!(c.query_pre_attn_scalar > 0)) {
+    return f.Error("query_pre_attn_scalar", "must be positive");
+  }
+  for (auto [key, out] :
+       {std::make_pair("attn_logit_softcapping", &c.attn_logit_softcapping),
+        std::make_pair("final_logit_softcapping",
+                       &c.final_logit_softcapping)}) {
+    if (!json.contains(key)) continue;  // the family's default
+    ASSIGN_OR_RETURN(absl::optional<double> cap, f.OptionalDouble(key));
+    if (cap.has_value() && !(*cap > 0)) {
+      return f.Error(key, "must be positive or null");
+    }
+    *out = cap.value_or(0.0);
+  }
+  ASSIGN_OR_RETURN(bool bidirectional,
+                   f.Bool("use_bidirectional_attention", false));
+  if (bidirectional) {
+    return f.Error("use_bidirectional_attention",
+                   "true (EmbeddingGemma) is not supported yet");
+  }
+  c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
+  return absl::OkStatus();
+}
+
+// Gemma2Config: GeGLU (gelu tanh), RMSNorm (1 + w), four norms per block,
+// embeddings times sqrt(hidden), every other layer sliding, attention and
+// final-logit soft caps.
+ConfigParser Gemma2() {
+  ConfigParser p = Llama();
+  p.architecture_prefix = "Gemma2";
+  ModelConfig& d = p.defaults;
+  d.hidden_act = "gelu_pytorch_tanh";
+  d.intermediate_size = 9216;
+  d.max_position_embeddings = 8192;
+  d.num_key_value_heads = 4;
+  d.head_dim = 256;
+  d.bos_token_id = 2;
+  d.eos_token_ids = {1};
+  d.pad_token_id = 0;
+  d.tie_word_embeddings = true;
+  d.rms_norm_weight_offset = 1.0;
+  d.sandwich_norms = true;
+  d.sliding_window = 4096;
+  d.query_pre_attn_scalar = 256;
+  d.attn_logit_softcapping = 50.0;
+  d.final_logit_softcapping = 30.0;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    return ReadGemma(json, source, 2, c);
+  };
+  return p;
+}
+
+// Gemma3TextConfig: Gemma 2's block with q/k RMSNorm (1 + w) instead of
+// attention soft caps, five sliding layers per global one
+// (sliding_window_pattern), and a local RoPE base (rope_local_base_freq) on
+// sliding layers; rope_scaling applies to global layers only.
+ConfigParser Gemma3Text() {
+  ConfigParser p = Gemma2();
+  p.architecture_prefix = "Gemma3";
+  ModelConfig& d = p.defaults;
+  d.max_position_embeddings = 131072;
+  d.rope_theta = 1000000.0;
+  d.rope_local_theta = 10000.0;
+  d.qk_norm = true;
+  d.attn_logit_softcapping = 0.0;
+  d.final_logit_softcapping = 0.0;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    ASSIGN_OR_RETURN(int64_t pattern, f.Int("sliding_window_pattern", 6));
+    if (pattern <= 0) return f.Error("sliding_window_pattern", "must be > 0");
+    ASSIGN_OR_RETURN(c.rope_local_theta,
+                     f.Double("rope_local_base_freq", c.rope_local_theta));
+    // transformers 5 nests the RoPE parameters per layer type.
+    if (const nlohmann::json* params = f.Find("rope_parameters");
+        params != nullptr && params->is_object()) {
+      const std::string where = absl::StrCat(source, " rope_parameters");
+      for (const char* type : {"full_attention", "sliding_attention"}) {
+        const auto it = params->find(type);
+        if (it == params->end() || !it->is_object()) continue;
+        JsonFields t(*it, absl::StrCat(where, ".", type));
+        ASSIGN_OR_RETURN(std::string rope_type, t.String("rope_type", ""));
+        const bool full = std::string(type) == "full_attention";
+        double& theta = full ? c.rope_theta : c.rope_local_theta;
+        ASSIGN_OR_RETURN(theta, t.Double("rope_theta", theta));
+        if (rope_type == "linear" && full) {
+          RopeScalingConfig r;
+          r.type = "linear";
+          ASSIGN_OR_RETURN(r.factor, t.Double("factor", 1.0));
+          c.rope_scaling = r;
+        } else if (!rope_type.empty() && rope_type != "default") {
+          return t.Error("rope_type",
+                         absl::StrCat("'", rope_type, "' is not supported"));
+        }
+      }
+    }
+    if (!(c.rope_local_theta > 0)) {
+      return f.Error("rope_local_base_freq", "must be positive");
+    }
+    if (c.rope_scaling.has_value() && c.rope_scaling->type != "linear") {
+      return f.Error("rope_scaling", "only linear scaling is supported");
+    }
+    return ReadGemma(json, source, pattern, c);
+  };
+  return p;
+}
+
 }  // namespace
 
 void RegisterBuiltinConfigParsers() {
@@ -297,11 +423,18 @@ void RegisterBuiltinConfigParsers() {
         {"phi3",
          "Phi3Config defaults; partial rotary, longrope with the top-level "
          "original context, sliding_window on every layer"},
+        {"gemma2",
+         "Gemma2Config defaults; (1 + w) norms, sandwich norms, soft caps, "
+         "every other layer sliding"},
+        {"gemma3_text",
+         "Gemma3TextConfig defaults; q/k norms, local RoPE base on sliding "
+         "layers (5 of 6)"},
     };
     const ConfigParser kParsers[] = {
-        Bert(),  Roberta("Roberta"), Roberta("XLMRoberta"),
-        Llama(), Mistral(),          Qwen2(),
-        Qwen3(), SmolLM3(),          Phi3()};
+        Bert(),   Roberta("Roberta"), Roberta("XLMRoberta"),
+        Llama(),  Mistral(),          Qwen2(),
+        Qwen3(),  SmolLM3(),          Phi3(),
+        Gemma2(), Gemma3Text()};
     for (size_t i = 0; i < std::size(kParsers); ++i) {
       absl::Status s = AddConfigParser(kDescriptions[i].first,
                                        kDescriptions[i].second, kParsers[i],

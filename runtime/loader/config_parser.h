@@ -51,8 +51,8 @@ struct ConfigParser {
 };
 
 // Registers inferd's own parsers (bert, roberta, xlm-roberta, llama,
-// mistral, qwen2, qwen3, smollm3, phi3). Idempotent; the functions below
-// call it.
+// mistral, qwen2, qwen3, smollm3, phi3, gemma2, gemma3_text). Idempotent;
+// the functions below call it.
 void RegisterBuiltinConfigParsers();
 
 // Adds `parser` for `model_type` with `origin` ("builtin" or a plug-in's

@@ -160,6 +160,12 @@ bool ModelConfig::LayerUsesRope(int64_t layer) const {
   return layer_uses_rope[static_cast<size_t>(layer)];
 }
 
+bool ModelConfig::LayerUsesLocalRope(int64_t layer) const {
+  return rope_local_theta > 0 && layer >= 0 &&
+         layer < static_cast<int64_t>(layer_types.size()) &&
+         layer_types[static_cast<size_t>(layer)] == "sliding_attention";
+}
+
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
                                              absl::string_view source) {
   ASSIGN_OR_RETURN(nlohmann::json root,

@@ -83,6 +83,24 @@ struct ModelConfig {
   // llama.cpp's `llama` architecture): rotary pairs are (2i, 2i+1) instead
   // of (i, i + head_dim/2). Never set by config.json.
   bool rope_interleaved = false;
+  // Gemma 2 / 3. Embeddings are multiplied by this (sqrt(hidden_size)).
+  double embedding_multiplier = 1.0;
+  // RMSNorm scales by (offset + weight) (Gemma: 1).
+  double rms_norm_weight_offset = 0.0;
+  // Blocks with four norms: input, post-attention (on the attention
+  // output, before the residual add), pre-feedforward (the MLP input) and
+  // post-feedforward (on the MLP output). Without: input and
+  // post_attention_layernorm (the MLP input), Llama's layout.
+  bool sandwich_norms = false;
+  // Attention scores scaled by 1/sqrt(query_pre_attn_scalar); 0 =
+  // 1/sqrt(head_dim).
+  double query_pre_attn_scalar = 0.0;
+  // cap * tanh(x / cap) of attention scores / final logits; 0 = none.
+  double attn_logit_softcapping = 0.0;
+  double final_logit_softcapping = 0.0;
+  // RoPE theta of "sliding_attention" layers (Gemma 3's local base, no
+  // rope_scaling); 0 = rope_theta everywhere.
+  double rope_local_theta = 0.0;
   // Fraction of each head's dimensions RoPE rotates (the first
   // head_dim * partial_rotary_factor; Phi-4-mini: 0.75).
   double partial_rotary_factor = 1.0;
@@ -137,6 +155,9 @@ struct ModelConfig {
   absl::optional<int64_t> SlidingWindowForLayer(int64_t layer) const;
   // Whether `layer` applies RoPE (layer_uses_rope; true when empty).
   bool LayerUsesRope(int64_t layer) const;
+  // Whether `layer` rotates with rope_local_theta (set, and layer_types
+  // marks the layer "sliding_attention").
+  bool LayerUsesLocalRope(int64_t layer) const;
 };
 
 // Parses config.json text with the ConfigParser registered for its

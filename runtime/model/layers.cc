@@ -113,11 +113,20 @@ absl::Status LayerNormLayer::AddForward(const ExecutionContext& ctx,
 
 absl::StatusOr<RmsNormLayer> RmsNormLayer::Load(WeightLoader& loader,
                                                 absl::string_view name,
-                                                int64_t hidden, float eps) {
+                                                int64_t hidden, float eps,
+                                                float weight_offset) {
   RmsNormLayer layer;
   layer.eps_ = eps;
-  ASSIGN_OR_RETURN(layer.weight_,
-                   loader.F32(absl::StrCat(name, ".weight"), {hidden}));
+  const std::string weight = absl::StrCat(name, ".weight");
+  if (weight_offset == 0.0f) {
+    ASSIGN_OR_RETURN(layer.weight_, loader.F32(weight, {hidden}));
+    return layer;
+  }
+  // A copy (FusedF32 of one vector), offset in place: host memory, as the
+  // model runner only drives host-accessible devices.
+  ASSIGN_OR_RETURN(layer.weight_, loader.FusedF32({weight}, {hidden}));
+  float* w = layer.weight_.as<float>();
+  for (int64_t i = 0; i < hidden; ++i) w[i] += weight_offset;
   return layer;
 }
 
@@ -190,12 +199,14 @@ absl::StatusOr<AttentionLayer> AttentionLayer::Load(
                    LinearLayer::Load(loader, names.o, hidden, q_dim, o_bias));
   if (!names.q_norm.empty()) {
     layer.qk_norm_ = true;
-    ASSIGN_OR_RETURN(layer.q_norm_,
-                     RmsNormLayer::Load(loader, names.q_norm, params.head_dim,
-                                        names.qk_norm_eps));
-    ASSIGN_OR_RETURN(layer.k_norm_,
-                     RmsNormLayer::Load(loader, names.k_norm, params.head_dim,
-                                        names.qk_norm_eps));
+    ASSIGN_OR_RETURN(
+        layer.q_norm_,
+        RmsNormLayer::Load(loader, names.q_norm, params.head_dim,
+                           names.qk_norm_eps, names.qk_norm_weight_offset));
+    ASSIGN_OR_RETURN(
+        layer.k_norm_,
+        RmsNormLayer::Load(loader, names.k_norm, params.head_dim,
+                           names.qk_norm_eps, names.qk_norm_weight_offset));
   }
   return layer;
 }

@@ -95,9 +95,11 @@ class LayerNormLayer {
 class RmsNormLayer {
  public:
   RmsNormLayer() = default;
+  // Scales by (weight_offset + `name`.weight): Gemma stores w for 1 + w.
   static absl::StatusOr<RmsNormLayer> Load(WeightLoader& loader,
                                            absl::string_view name,
-                                           int64_t hidden, float eps);
+                                           int64_t hidden, float eps,
+                                           float weight_offset = 0.0f);
   absl::Status Forward(const ExecutionContext& ctx, const TensorView& x,
                        const TensorView& out) const;
   // residual += x; out = RmsNorm(residual).
@@ -122,6 +124,7 @@ class AttentionLayer {
     // names (without ".weight"), empty for none, and their epsilon.
     std::string q_norm, k_norm;
     float qk_norm_eps = 0.0f;
+    float qk_norm_weight_offset = 0.0f;  // see RmsNormLayer::Load
   };
   AttentionLayer() = default;
   // `params` gives heads, kv heads, head_dim, causal and sliding window.

@@ -1,6 +1,7 @@
 #include "runtime/model/llama.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,9 +27,13 @@ class DecoderModel : public Model {
   struct Block {
     RmsNormLayer input_norm;
     AttentionLayer attention;
+    // Llama: the MLP input. Sandwich norms (Gemma): on the attention
+    // output; pre_ff_norm is then the MLP input, post_ff_norm its output.
     RmsNormLayer post_attention_norm;
+    RmsNormLayer pre_ff_norm, post_ff_norm;
     GatedMlp mlp;
     bool rope = true;  // false: no positions in this layer (SmolLM3)
+    bool local_rope = false;  // rotates with local_rope_ (Gemma 3)
   };
 
   explicit DecoderModel(RopeCache rope) : rope_(std::move(rope)) {}
@@ -39,6 +44,12 @@ class DecoderModel : public Model {
 
   RopeCache rope_;
   std::vector<float> cos_sin_;  // [T, rotary_dim] of the current step
+  bool has_local_rope_ = false;
+  RopeCache local_rope_;
+  std::vector<float> local_cos_sin_;
+  bool sandwich_norms_ = false;
+  float embedding_multiplier_ = 1.0f;
+  float final_logit_softcap_ = 0.0f;
   EmbeddingLayer embed_;
   std::vector<Block> blocks_;
   RmsNormLayer final_norm_;
@@ -61,6 +72,15 @@ absl::StatusOr<std::unique_ptr<Model>> DecoderModel::Create(
   ASSIGN_OR_RETURN(RopeConfig rope_config, RopeConfigFromModelConfig(config));
   ASSIGN_OR_RETURN(RopeCache rope, RopeCache::Create(rope_config));
   std::unique_ptr<DecoderModel> model(new DecoderModel(std::move(rope)));
+  if (config.rope_local_theta > 0) {
+    // Gemma 3's sliding layers: their own base, no scaling.
+    RopeConfig local = rope_config;
+    local.theta = config.rope_local_theta;
+    local.scaling = RopeScaling();
+    local.scaling.freq_factors = rope_config.scaling.freq_factors;
+    ASSIGN_OR_RETURN(model->local_rope_, RopeCache::Create(local));
+    model->has_local_rope_ = true;
+  }
   RETURN_IF_ERROR(model->Load(config, weights, options, lm_head));
   return std::unique_ptr<Model>(std::move(model));
 }
@@ -71,7 +91,11 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
   const int64_t hidden = config.hidden_size;
   const int64_t vocab = config.vocab_size;
   const float eps = static_cast<float>(config.rms_norm_eps);
+  const float norm_offset = static_cast<float>(config.rms_norm_weight_offset);
   ASSIGN_OR_RETURN(Activation act, ParseActivation(config.hidden_act));
+  sandwich_norms_ = config.sandwich_norms;
+  embedding_multiplier_ = static_cast<float>(config.embedding_multiplier);
+  final_logit_softcap_ = static_cast<float>(config.final_logit_softcapping);
 
   info_.architecture = config.architectures[0];
   info_.is_encoder = false;
@@ -103,12 +127,18 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
   base.num_kv_heads = static_cast<int>(config.num_key_value_heads);
   base.head_dim = static_cast<int>(config.head_dim);
   base.causal = info_.causal;
+  if (config.query_pre_attn_scalar > 0) {
+    base.scale =
+        static_cast<float>(1.0 / std::sqrt(config.query_pre_attn_scalar));
+  }
+  base.logits_soft_cap = static_cast<float>(config.attn_logit_softcapping);
   blocks_.resize(static_cast<size_t>(config.num_hidden_layers));
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     Block& b = blocks_[static_cast<size_t>(i)];
     const std::string p = loader.Base(absl::StrCat("layers.", i, "."));
     AttentionParams params = base;
     b.rope = config.LayerUsesRope(i);
+    b.local_rope = config.LayerUsesLocalRope(i);
     const absl::optional<int64_t> window = config.SlidingWindowForLayer(i);
     if (window.has_value() && info_.causal) {
       params.sliding_window = static_cast<int>(*window);
@@ -116,7 +146,7 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
     ASSIGN_OR_RETURN(
         b.input_norm,
         RmsNormLayer::Load(loader, absl::StrCat(p, "input_layernorm"), hidden,
-                           eps));
+                           eps, norm_offset));
     AttentionLayer::Names names;
     names.q = absl::StrCat(p, "self_attn.q_proj");
     names.k = absl::StrCat(p, "self_attn.k_proj");
@@ -130,6 +160,7 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
       names.q_norm = absl::StrCat(p, "self_attn.q_norm");
       names.k_norm = absl::StrCat(p, "self_attn.k_norm");
       names.qk_norm_eps = eps;
+      names.qk_norm_weight_offset = norm_offset;
     }
     ASSIGN_OR_RETURN(
         b.attention,
@@ -138,13 +169,24 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
     ASSIGN_OR_RETURN(
         b.post_attention_norm,
         RmsNormLayer::Load(loader, absl::StrCat(p, "post_attention_layernorm"),
-                           hidden, eps));
+                           hidden, eps, norm_offset));
+    if (sandwich_norms_) {
+      ASSIGN_OR_RETURN(b.pre_ff_norm,
+                       RmsNormLayer::Load(
+                           loader, absl::StrCat(p, "pre_feedforward_layernorm"),
+                           hidden, eps, norm_offset));
+      ASSIGN_OR_RETURN(
+          b.post_ff_norm,
+          RmsNormLayer::Load(loader,
+                             absl::StrCat(p, "post_feedforward_layernorm"),
+                             hidden, eps, norm_offset));
+    }
     ASSIGN_OR_RETURN(b.mlp, GatedMlp::Load(loader, absl::StrCat(p, "mlp."),
                                            hidden, config.intermediate_size,
                                            act, BiasMode::kIfPresent));
   }
   ASSIGN_OR_RETURN(final_norm_, RmsNormLayer::Load(loader, loader.Base("norm"),
-                                                   hidden, eps));
+                                                   hidden, eps, norm_offset));
   if (lm_head) {
     if (tied) {
       lm_head_ = LinearLayer::FromViews(embed_.table(), TensorView{});
@@ -170,8 +212,20 @@ absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
   RETURN_IF_ERROR(ComputeCosSin(batch));
   const TensorView cos_sin = TensorView::Contiguous(
       cos_sin_.data(), DType::kF32, {tokens, rope_.rotary_dim()});
+  TensorView local_cos_sin;
+  if (has_local_rope_) {
+    RETURN_IF_ERROR(
+        local_rope_.ComputeCosSin(batch.rope_positions, &local_cos_sin_));
+    local_cos_sin = TensorView::Contiguous(local_cos_sin_.data(), DType::kF32,
+                                           {tokens, local_rope_.rotary_dim()});
+  }
 
   RETURN_IF_ERROR(embed_.Forward(ctx.exec, batch.token_ids, residual));
+  if (embedding_multiplier_ != 1.0f) {
+    // Gemma: embeddings times sqrt(hidden) (host memory, see above).
+    float* r = residual.as<float>();
+    for (int64_t i = 0; i < tokens * hidden; ++i) r[i] *= embedding_multiplier_;
+  }
   if (blocks_.empty()) {
     RETURN_IF_ERROR(final_norm_.Forward(ctx.exec, residual, x));
     return x;
@@ -179,11 +233,19 @@ absl::StatusOr<TensorView> DecoderModel::Forward(const ForwardContext& ctx) {
   RETURN_IF_ERROR(blocks_[0].input_norm.Forward(ctx.exec, residual, x));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
-    RETURN_IF_ERROR(b.attention.Forward(ctx, x, b.rope ? cos_sin : TensorView{},
+    const TensorView& rot = b.local_rope ? local_cos_sin : cos_sin;
+    RETURN_IF_ERROR(b.attention.Forward(ctx, x, b.rope ? rot : TensorView{},
                                         rope_.config().style, tmp));
-    RETURN_IF_ERROR(
-        b.post_attention_norm.AddForward(ctx.exec, tmp, residual, x));
-    RETURN_IF_ERROR(b.mlp.Forward(ctx, x, tmp));
+    if (sandwich_norms_) {
+      RETURN_IF_ERROR(b.post_attention_norm.Forward(ctx.exec, tmp, tmp));
+      RETURN_IF_ERROR(b.pre_ff_norm.AddForward(ctx.exec, tmp, residual, x));
+      RETURN_IF_ERROR(b.mlp.Forward(ctx, x, tmp));
+      RETURN_IF_ERROR(b.post_ff_norm.Forward(ctx.exec, tmp, tmp));
+    } else {
+      RETURN_IF_ERROR(
+          b.post_attention_norm.AddForward(ctx.exec, tmp, residual, x));
+      RETURN_IF_ERROR(b.mlp.Forward(ctx, x, tmp));
+    }
     const RmsNormLayer& next_norm =
         i + 1 < blocks_.size() ? blocks_[i + 1].input_norm : final_norm_;
     RETURN_IF_ERROR(next_norm.AddForward(ctx.exec, tmp, residual, x));
@@ -223,7 +285,18 @@ absl::Status DecoderModel::ComputeLogits(const ForwardContext& ctx,
                                          const TensorView& rows,
                                          const TensorView& out) {
   if (!info_.has_lm_head) return Model::ComputeLogits(ctx, rows, out);
-  return lm_head_.Forward(ctx.exec, rows, out);
+  RETURN_IF_ERROR(lm_head_.Forward(ctx.exec, rows, out));
+  if (final_logit_softcap_ > 0) {
+    // Gemma 2: cap * tanh(logits / cap) (host memory, as in Forward).
+    const float cap = final_logit_softcap_;
+    for (int64_t r = 0; r < out.shape[0]; ++r) {
+      float* l = out.as<float>() + r * out.strides[0];
+      for (int64_t j = 0; j < out.shape[1]; ++j) {
+        l[j] = cap * std::tanh(l[j] / cap);
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

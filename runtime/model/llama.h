@@ -2,6 +2,8 @@
 // attention), Qwen2ForCausalLM (q/k/v biases, often tied embeddings),
 // Qwen3ForCausalLM (q/k norms), SmolLM3ForCausalLM (layers without RoPE),
 // Phi3ForCausalLM (fused q|k|v and gate|up, partial rotary, longrope),
+// Gemma2ForCausalLM / Gemma3ForCausalLM ((1 + w) norms, four norms per
+// block, scaled embeddings, soft caps, local/global RoPE, GeGLU),
 // and the same stacks without an LM head (LlamaModel, MistralModel,
 // Qwen2Model, ...) used as embedders, optionally bidirectional
 // (LLM2Vec-style). Pre-RMSNorm blocks, RoPE (with HF rope scaling), SwiGLU

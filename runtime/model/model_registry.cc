@@ -50,6 +50,10 @@ void RegisterBuiltinModels() {
         {"Phi3ForCausalLM", &CreateDecoderForCausalLM,
          "Phi-3 / Phi-4-mini decoder (fused projections, partial rotary, "
          "longrope) + LM head"},
+        {"Gemma2ForCausalLM", &CreateDecoderForCausalLM,
+         "Gemma 2 decoder (soft caps, sandwich norms) + LM head"},
+        {"Gemma3ForCausalLM", &CreateDecoderForCausalLM,
+         "Gemma 3 text decoder (q/k norms, local/global RoPE) + LM head"},
         {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
         {"Qwen3Model", &CreateDecoderModel,
          "Qwen3 decoder, no head (Qwen3-Embedding style)"},

@@ -5,13 +5,15 @@ numerics against.
 
 Families: BERT and XLM-RoBERTa encoders (post-LN, exact erf GELU, absolute
 positions, token types, sequence-classification heads) and Llama / Mistral /
-Qwen2 / Qwen3 / SmolLM3 / Phi-3 decoders (RMSNorm, rotary embeddings in the
-rotate-half layout, partial or whole, with linear / dynamic / llama3 / yarn /
-longrope scaling and GGUF per-dimension factors, SmolLM3's layers without
-RoPE, Phi-3's fused q|k|v and gate|up projections, grouped-query
-attention, causal or bidirectional masks, Mistral/Qwen2/Phi-3 sliding
-windows, SwiGLU MLP, tied or untied LM head). Sentence-transformers pooling (CLS /
-MEAN / MAX / LAST) and normalization follow the model directory's
+Qwen2 / Qwen3 / SmolLM3 / Phi-3 / Gemma 2 / Gemma 3 decoders (RMSNorm, or
+Gemma's (1 + w) RMSNorm with four norms per block, scaled embeddings,
+attention and final-logit soft caps and local/global RoPE; rotary
+embeddings in the rotate-half layout, partial or whole, with linear /
+dynamic / llama3 / yarn / longrope scaling and GGUF per-dimension factors,
+SmolLM3's layers without RoPE, Phi-3's fused q|k|v and gate|up projections,
+grouped-query attention, causal or bidirectional masks, sliding windows,
+SwiGLU / GeGLU MLP, tied or untied LM head). Sentence-transformers pooling
+(CLS / MEAN / MAX / LAST) and normalization follow the model directory's
 modules.json.
 
 CLI:
@@ -141,13 +143,19 @@ def softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def attention(q, k, v, mask):
-    """q: [heads, T, D]; k, v: [kv_heads, T, D]; mask: [T, T] bool (allowed)."""
+def attention(q, k, v, mask, scale=None, softcap=None):
+    """q: [heads, T, D]; k, v: [kv_heads, T, D]; mask: [T, T] bool (allowed).
+    Scores times `scale` (default 1/sqrt(D)), then softcap * tanh(s /
+    softcap) when a softcap is given (Gemma 2)."""
     heads, kv = q.shape[0], k.shape[0]
     group = heads // kv
     k = np.repeat(k, group, axis=0)
     v = np.repeat(v, group, axis=0)
-    scores = q @ k.transpose(0, 2, 1) / math.sqrt(q.shape[-1])
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(0, 2, 1) * scale
+    if softcap:
+        scores = softcap * np.tanh(scores / softcap)
     scores = np.where(mask[None], scores, -np.inf)
     return softmax(scores) @ v  # [heads, T, D]
 
@@ -330,6 +338,49 @@ def rotary_dim(cfg, head_dim):
     return int(head_dim * factor)
 
 
+GEMMA = ("gemma2", "gemma3_text")
+# Gemma2Config / Gemma3TextConfig defaults of the keys read here.
+_GEMMA_DEFAULTS = {
+    "gemma2": {"query_pre_attn_scalar": 256, "attn_logit_softcapping": 50.0,
+               "final_logit_softcapping": 30.0, "sliding_window": 4096},
+    "gemma3_text": {"query_pre_attn_scalar": 256, "attn_logit_softcapping": None,
+                    "final_logit_softcapping": None, "sliding_window": 4096},
+}
+
+
+def gemma_key(cfg, key):
+    return cfg[key] if key in cfg else _GEMMA_DEFAULTS[cfg["model_type"]][key]
+
+
+def gemma_layer_types(cfg):
+    """Gemma 2: every other layer sliding; Gemma 3: every
+    sliding_window_pattern-th (default 6) global, the others sliding."""
+    if cfg.get("layer_types"):
+        return cfg["layer_types"]
+    pattern = 2 if cfg["model_type"] == "gemma2" else cfg.get("sliding_window_pattern", 6)
+    return ["sliding_attention" if (i + 1) % pattern else "full_attention"
+            for i in range(cfg["num_hidden_layers"])]
+
+
+def attention_options(cfg):
+    """(scale, softcap) of the attention scores."""
+    if cfg["model_type"] not in GEMMA:
+        return None, None
+    return (1.0 / math.sqrt(gemma_key(cfg, "query_pre_attn_scalar")),
+            gemma_key(cfg, "attn_logit_softcapping"))
+
+
+def layer_rope(cfg, layer, dim, seq_len):
+    """(inv_freq, scale) of `layer`: Gemma 3's sliding layers rotate with
+    rope_local_base_freq (default 10000) and no scaling."""
+    if (cfg["model_type"] == "gemma3_text" and
+            gemma_layer_types(cfg)[layer] == "sliding_attention"):
+        local = dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0),
+                     rope_scaling=None, rope_parameters=None)
+        return rope_inv_freq(local, dim, seq_len)
+    return rope_inv_freq(cfg, dim, seq_len)
+
+
 def layer_uses_rope(cfg, layer):
     """SmolLM3 leaves RoPE out of the layers whose no_rope_layers entry is 0
     (by default every no_rope_layer_interval-th layer, counting from 1)."""
@@ -342,6 +393,10 @@ def layer_uses_rope(cfg, layer):
 
 
 def sliding_window_for_layer(cfg, layer):
+    if cfg["model_type"] in GEMMA:
+        window = gemma_key(cfg, "sliding_window")
+        sliding = gemma_layer_types(cfg)[layer] == "sliding_attention"
+        return window if sliding else None
     window = cfg.get("sliding_window")
     if window is None:
         return None
@@ -391,10 +446,19 @@ def _decoder_layers(cfg, w, ids, attend):
     ids = np.asarray(ids, dtype=np.int64)
     T = len(ids)
     heads, kv, D = _decoder_dims(cfg)
-    qk_norm = cfg["model_type"] == "qwen3"
+    qk_norm = cfg["model_type"] in ("qwen3", "gemma3_text")
+    gemma = cfg["model_type"] in GEMMA
     eps = cfg.get("rms_norm_eps", 1e-6)
-    act = activation(cfg.get("hidden_act", "silu"))
+    act = activation(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu")
+
+    def norm(inp, name):
+        # Gemma's RMSNorm scales by (1 + w).
+        weight = w(name)
+        return rms_norm(inp, 1.0 + weight if gemma else weight, eps)
+
     x = w("embed_tokens.weight")[ids]
+    if gemma:
+        x = x * math.sqrt(cfg["hidden_size"])
     for layer in range(cfg["num_hidden_layers"]):
         p = "layers.%d." % layer
 
@@ -402,7 +466,7 @@ def _decoder_layers(cfg, w, ids, attend):
             bias = w(p + name + ".bias") if w.has(p + name + ".bias") else None
             return linear(inp, w(p + name + ".weight"), bias)
 
-        h = rms_norm(x, w(p + "input_layernorm.weight"), eps)
+        h = norm(x, p + "input_layernorm.weight")
         if w.has(p + "self_attn.qkv_proj.weight"):
             # Phi-3: one projection, split q | k | v.
             qkv = proj("self_attn.qkv_proj", h)
@@ -414,18 +478,36 @@ def _decoder_layers(cfg, w, ids, attend):
             k = proj("self_attn.k_proj", h).reshape(T, kv, D)
             v = proj("self_attn.v_proj", h).reshape(T, kv, D)
         if qk_norm:
-            # Qwen3: RMSNorm over each head's vector, before RoPE.
-            q = rms_norm(q, w(p + "self_attn.q_norm.weight"), eps)
-            k = rms_norm(k, w(p + "self_attn.k_norm.weight"), eps)
-        x = x + proj("self_attn.o_proj", attend(layer, q, k, v))
-        h = rms_norm(x, w(p + "post_attention_layernorm.weight"), eps)
+            # Qwen3, Gemma 3: RMSNorm over each head's vector, before RoPE.
+            q = norm(q, p + "self_attn.q_norm.weight")
+            k = norm(k, p + "self_attn.k_norm.weight")
+        out = proj("self_attn.o_proj", attend(layer, q, k, v))
+        if gemma:
+            # Gemma 2/3: norms on the attention and MLP outputs too.
+            x = x + norm(out, p + "post_attention_layernorm.weight")
+            h = norm(x, p + "pre_feedforward_layernorm.weight")
+        else:
+            x = x + out
+            h = norm(x, p + "post_attention_layernorm.weight")
         if w.has(p + "mlp.gate_up_proj.weight"):
             # Phi-3: gate | up in one projection (gate first).
             gate, up = np.split(proj("mlp.gate_up_proj", h), 2, axis=-1)
         else:
             gate, up = proj("mlp.gate_proj", h), proj("mlp.up_proj", h)
-        x = x + proj("mlp.down_proj", act(gate) * up)
-    return rms_norm(x, w("norm.weight"), eps)
+        out = proj("mlp.down_proj", act(gate) * up)
+        if gemma:
+            out = norm(out, p + "post_feedforward_layernorm.weight")
+        x = x + out
+    return norm(x, "norm.weight")
+
+
+def _logits(cfg, w, x):
+    """LM head, then Gemma 2's final soft cap."""
+    logits = x @ _lm_head(cfg, w).T
+    cap = gemma_key(cfg, "final_logit_softcapping") if cfg["model_type"] in GEMMA else None
+    if cap:
+        logits = cap * np.tanh(logits / cap)
+    return logits
 
 
 def _lm_head(cfg, w):
@@ -446,20 +528,22 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
     T = len(ids)
     heads, _, D = _decoder_dims(cfg)
     positions = np.arange(T, dtype=np.float64)
-    inv_freq, rope_scale = rope_inv_freq(cfg, rotary_dim(cfg, D), T)
+    scale, softcap = attention_options(cfg)
 
     def attend(layer, q, k, v):
         q, k = _heads_first(q), _heads_first(k)
         if layer_uses_rope(cfg, layer):
+            inv_freq, rope_scale = layer_rope(cfg, layer, rotary_dim(cfg, D), T)
             q = apply_rope(q, positions, inv_freq, rope_scale)
             k = apply_rope(k, positions, inv_freq, rope_scale)
         mask = decoder_mask(T, sliding_window_for_layer(cfg, layer), bidirectional)
-        return attention(q, k, _heads_first(v), mask).transpose(1, 0, 2).reshape(T, heads * D)
+        return attention(q, k, _heads_first(v), mask, scale, softcap).transpose(
+            1, 0, 2).reshape(T, heads * D)
 
     x = _decoder_layers(cfg, w, ids, attend)
     if not cfg["architectures"][0].endswith("ForCausalLM"):
         return x, None
-    return x, x @ _lm_head(cfg, w).T
+    return x, _logits(cfg, w, x)
 
 
 def _check_static_rope(cfg):
@@ -474,7 +558,7 @@ def _attend_cached(cfg, layer, q, k, v, cache, start):
     T = q.shape[0]
     heads, _, D = _decoder_dims(cfg)
     positions = np.arange(start, start + T, dtype=np.float64)
-    inv_freq, rope_scale = rope_inv_freq(cfg, rotary_dim(cfg, D), start + T)
+    inv_freq, rope_scale = layer_rope(cfg, layer, rotary_dim(cfg, D), start + T)
     q, k, v = _heads_first(q), _heads_first(k), _heads_first(v)
     if layer_uses_rope(cfg, layer):
         q = apply_rope(q, positions, inv_freq, rope_scale)
@@ -490,7 +574,9 @@ def _attend_cached(cfg, layer, q, k, v, cache, start):
     mask = j <= i
     if window is not None:
         mask &= (i - j) < window
-    return attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, heads * D)
+    scale, softcap = attention_options(cfg)
+    return attention(q, k, v, mask, scale, softcap).transpose(1, 0, 2).reshape(
+        T, heads * D)
 
 
 def decoder_step(cfg, w, ids, cache):
@@ -504,7 +590,7 @@ def decoder_step(cfg, w, ids, cache):
     x = _decoder_layers(
         cfg, w, ids, lambda layer, q, k, v: _attend_cached(cfg, layer, q, k, v, cache, start))
     cache["len"] = start + len(ids)
-    return x @ _lm_head(cfg, w).T
+    return _logits(cfg, w, x)
 
 
 def decode_batch(cfg, w, tokens, caches):
@@ -525,7 +611,7 @@ def decode_batch(cfg, w, tokens, caches):
     x = _decoder_layers(cfg, w, tokens, attend)
     for b, c in enumerate(caches):
         c["len"] = starts[b] + 1
-    return x @ _lm_head(cfg, w).T
+    return _logits(cfg, w, x)
 
 
 def greedy_cached_batch(cfg, w, prompts, n, eos_ids=()):

@@ -27,7 +27,8 @@ nlohmann::json Minimal(const std::string& arch, const std::string& type) {
 TEST(ConfigParserTest, BuiltinsAreRegisteredAndListed) {
   EXPECT_THAT(ConfigParserModelTypes(),
               IsSupersetOf({"bert", "roberta", "xlm-roberta", "llama",
-                            "mistral", "qwen2", "qwen3", "smollm3", "phi3"}));
+                            "mistral", "qwen2", "qwen3", "smollm3", "phi3",
+                            "gemma2", "gemma3_text"}));
   const Registry::Entry* e =
       Registry::Global().Find(registry_kind::kConfigParser, "qwen3");
   ASSERT_NE(e, nullptr);

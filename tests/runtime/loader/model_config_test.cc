@@ -265,6 +265,74 @@ TEST(ModelConfigTest, Phi3PartialRotaryLongRopeAndWindow) {
   EXPECT_FALSE(ParseModelConfig(j.dump(), "test/config.json").ok());
 }
 
+TEST(ModelConfigTest, Gemma2And3Traits) {
+  nlohmann::json j = Minimal("Gemma2ForCausalLM", "gemma2");
+  j["num_hidden_layers"] = 4;
+  ModelConfig g2 = MustParse(j);
+  EXPECT_EQ(g2.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_EQ(g2.head_dim, 256);
+  EXPECT_TRUE(g2.tie_word_embeddings);
+  EXPECT_TRUE(g2.sandwich_norms);
+  EXPECT_EQ(g2.rms_norm_weight_offset, 1.0);
+  EXPECT_DOUBLE_EQ(g2.embedding_multiplier, 8.0);  // sqrt(64)
+  EXPECT_EQ(g2.query_pre_attn_scalar, 256);
+  EXPECT_EQ(g2.attn_logit_softcapping, 50.0);
+  EXPECT_EQ(g2.final_logit_softcapping, 30.0);
+  EXPECT_FALSE(g2.qk_norm);
+  // Every other layer sliding (4096), starting with layer 0.
+  EXPECT_EQ(g2.SlidingWindowForLayer(0), 4096);
+  EXPECT_FALSE(g2.SlidingWindowForLayer(1).has_value());
+  EXPECT_EQ(g2.SlidingWindowForLayer(2), 4096);
+  EXPECT_FALSE(g2.LayerUsesLocalRope(0));  // one RoPE base in Gemma 2
+  j["final_logit_softcapping"] = nullptr;
+  j["sliding_window"] = 16;
+  ModelConfig no_cap = MustParse(j);
+  EXPECT_EQ(no_cap.final_logit_softcapping, 0.0);
+  EXPECT_EQ(no_cap.SlidingWindowForLayer(0), 16);
+  j["use_bidirectional_attention"] = true;
+  EXPECT_FALSE(ParseModelConfig(j.dump(), "test/config.json").ok());
+
+  nlohmann::json k = Minimal("Gemma3ForCausalLM", "gemma3_text");
+  k["num_hidden_layers"] = 12;
+  ModelConfig g3 = MustParse(k);
+  EXPECT_TRUE(g3.qk_norm);
+  EXPECT_TRUE(g3.sandwich_norms);
+  EXPECT_EQ(g3.attn_logit_softcapping, 0.0);
+  EXPECT_EQ(g3.final_logit_softcapping, 0.0);
+  EXPECT_EQ(g3.rope_theta, 1000000.0);
+  EXPECT_EQ(g3.rope_local_theta, 10000.0);
+  // sliding_window_pattern 6: layers 5 and 11 global, the rest sliding with
+  // the local RoPE base.
+  for (int64_t i = 0; i < 12; ++i) {
+    const bool global = i == 5 || i == 11;
+    EXPECT_EQ(g3.SlidingWindowForLayer(i).has_value(), !global) << i;
+    EXPECT_EQ(g3.LayerUsesLocalRope(i), !global) << i;
+  }
+  k["rope_local_base_freq"] = 20000.0;
+  k["sliding_window_pattern"] = 2;
+  k["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  ModelConfig e = MustParse(k);
+  EXPECT_EQ(e.rope_local_theta, 20000.0);
+  EXPECT_TRUE(e.LayerUsesLocalRope(0));
+  EXPECT_FALSE(e.LayerUsesLocalRope(1));
+  ASSERT_TRUE(e.rope_scaling.has_value());
+  EXPECT_EQ(e.rope_scaling->factor, 8.0);
+  // transformers 5's nested rope_parameters.
+  nlohmann::json v5 = Minimal("Gemma3ForCausalLM", "gemma3_text");
+  v5["rope_parameters"] = {
+      {"full_attention",
+       {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 500000.0}}},
+      {"sliding_attention",
+       {{"rope_type", "default"}, {"rope_theta", 5000.0}}}};
+  ModelConfig n = MustParse(v5);
+  EXPECT_EQ(n.rope_theta, 500000.0);
+  EXPECT_EQ(n.rope_local_theta, 5000.0);
+  ASSERT_TRUE(n.rope_scaling.has_value());
+  EXPECT_EQ(n.rope_scaling->factor, 4.0);
+  k["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 8.0}};
+  EXPECT_FALSE(ParseModelConfig(k.dump(), "test/config.json").ok());
+}
+
 TEST(ModelConfigTest, MissingRequiredFieldNamesFieldAndFile) {
   for (const char* field : {"architectures", "vocab_size", "hidden_size",
                             "num_hidden_layers", "num_attention_heads"}) {

@@ -449,7 +449,8 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, CausalLmTest,
                          ::testing::Values("llama-tiny", "llama31-tiny",
                                            "mistral-tiny", "qwen2-tiny",
                                            "qwen3-tiny", "smollm3-tiny",
-                                           "phi3-tiny"),
+                                           "phi3-tiny", "gemma2-tiny",
+                                           "gemma3-tiny"),
                          ModelTestName);
 
 TEST(ModelRunnerTest, EncoderOutputsDoNotDependOnBatchComposition) {
