@@ -50,7 +50,13 @@
 //    softmax / sigmoid.
 // 7: ExecutionContext::decode_rows (a decode-only step; set by the model
 //    runner, read by the device's kernels).
-#define INFERD_PLUGIN_API_VERSION 7
+// 8: ModelConfig gained rope_freq_factors, layer_uses_rope,
+//    partial_rotary_factor and the Gemma fields (embedding_multiplier,
+//    rms_norm_weight_offset, sandwich_norms, query_pre_attn_scalar,
+//    attn_logit_softcapping, final_logit_softcapping, rope_local_theta);
+//    RopeScaling gained freq_factors and LongRoPE's short/long factors
+//    (RopeScalingType::kLongRope).
+#define INFERD_PLUGIN_API_VERSION 8
 
 namespace inferd {
 

@@ -175,7 +175,7 @@ class PluginTest(unittest.TestCase):
         r = run_inferd("--plugin", ARGS.bad_plugin, *model)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("plug-in API version 1", r.stderr)
-        self.assertIn("provides version 7", r.stderr)
+        self.assertIn("provides version 8", r.stderr)
         self.assertIn("Rebuild", r.stderr)
         # A shared library that is not a plug-in (no inferd symbols).
         not_plugin = "/lib/x86_64-linux-gnu/libz.so.1"
