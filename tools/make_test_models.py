@@ -743,14 +743,15 @@ MODELS = {
         shape=dict(TINY_DEC, layers=4, max_pos=8192, window=8, qpas=32,
                    attn_cap=2.0, final_cap=100.0),
         extra={"tie_word_embeddings": True}),
-    # Gemma 3 text (1B-style): q/k norms, global layers every 2nd here (6 in
-    # the real models) with rope_theta 1e6 and linear scaling, sliding
-    # layers (window 8) with the local base 10000.
+    # Gemma 3 text (1B-style): q/k norms, layer 5 of 6 global with
+    # rope_theta 1e6 and linear scaling, the others sliding (window 8) with
+    # the local base 10000; query_pre_attn_scalar = head_dim, as llama.cpp
+    # assumes for its GGUF files (gemma2-tiny covers another scalar).
     "gemma3-tiny": dict(
         kind="decoder", family="gemma3_text", arch="Gemma3ForCausalLM",
         tok="llama",
-        shape=dict(TINY_DEC, layers=4, max_pos=32768, window=8, qpas=24,
-                   pattern=2, rope_theta=1000000.0),
+        shape=dict(TINY_DEC, layers=6, max_pos=32768, window=8, qpas=16,
+                   pattern=6, rope_theta=1000000.0),
         extra={"tie_word_embeddings": True}),
     "mistral-tiny": dict(
         kind="decoder", family="mistral", arch="MistralForCausalLM",

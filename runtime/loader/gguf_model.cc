@@ -37,6 +37,11 @@ struct ArchSpec {
   // rope.dimension_count below the head size (partial rotary) and longrope
   // factors as the rope_factors_short / rope_factors_long tensors.
   bool phi3_layout = false;
+  // llama.cpp's gemma3 layout: norm weights stored as 1 + w (the
+  // converter's shift), post_attention_norm / ffn_norm (pre-feedforward) /
+  // post_ffw_norm, GeGLU, and the attention scale llama.cpp derives from
+  // the layer count (no key holds query_pre_attn_scalar).
+  bool gemma_layout = false;
 };
 
 constexpr ArchSpec kArchs[] = {
@@ -48,6 +53,8 @@ constexpr ArchSpec kArchs[] = {
     // is SmolLM3Config's default no_rope_layer_interval.
     {"smollm3", "smollm3", "SmolLM3ForCausalLM", true, true, false},
     {"phi3", "phi3", "Phi3ForCausalLM", true, false, false, true},
+    {"gemma3", "gemma3_text", "Gemma3ForCausalLM", true, false, false, false,
+     true},
     {"bert", "bert", "BertModel", false, false, false},
 };
 
@@ -102,6 +109,13 @@ constexpr LayerName kDecoderLayer[] = {
     {"ffn_gate", "mlp.gate_proj"},
     {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"},
+};
+
+// Gemma's block norms (the rest as kDecoderLayer).
+constexpr LayerName kGemmaNorms[] = {
+    {"post_attention_norm", "post_attention_layernorm"},
+    {"ffn_norm", "pre_feedforward_layernorm"},
+    {"post_ffw_norm", "post_feedforward_layernorm"},
 };
 
 constexpr LayerName kBertLayer[] = {
@@ -238,6 +252,13 @@ std::string GgufTensorHfName(absl::string_view arch, absl::string_view name) {
     if (spec->phi3_layout && part == "ffn_up") {
       return absl::StrCat("model.layers.", layer, ".mlp.gate_up_proj", suffix);
     }
+    if (spec->gemma_layout) {
+      for (const LayerName& n : kGemmaNorms) {
+        if (part == n.gguf) {
+          return absl::StrCat("model.layers.", layer, ".", n.hf, suffix);
+        }
+      }
+    }
     if (spec->decoder) {
       for (const LayerName& n : kDecoderLayer) {
         if (part == n.gguf) {
@@ -303,7 +324,7 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
 
   if (spec.decoder) {
     c["num_key_value_heads"] = kv_heads.value_or(heads);
-    c["hidden_act"] = "silu";
+    c["hidden_act"] = spec.gemma_layout ? "gelu_pytorch_tanh" : "silu";
     ASSIGN_OR_RETURN(auto eps, OptDouble(f, p + "attention.layer_norm_rms_epsilon"));
     c["rms_norm_eps"] = eps.value_or(1e-6);
     ASSIGN_OR_RETURN(auto theta, OptDouble(f, p + "rope.freq_base"));
@@ -344,6 +365,16 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
         return absl::InvalidArgumentError(
             absl::StrCat(f.path(), ": ", p, "rope.scaling.type '", type,
                          "' is not supported (none, linear, yarn)"));
+      }
+    }
+    if (spec.gemma_layout) {
+      // llama.cpp: 1/sqrt(head_dim), but 1/sqrt(hidden / heads) for the
+      // 27B model (62 layers), as its query_pre_attn_scalar says.
+      c["query_pre_attn_scalar"] = layers == 62 ? hidden / heads : head_dim;
+      ASSIGN_OR_RETURN(auto cap, OptDouble(f, p + "final_logit_softcapping"));
+      if (cap.has_value() && *cap > 0) c["final_logit_softcapping"] = *cap;
+      if (!window.has_value() || *window <= 0) {
+        c["sliding_window"] = nullptr;  // no sliding layers (llama.cpp)
       }
     }
     if (spec.phi3_layout &&
@@ -412,6 +443,8 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   // llama.cpp's converter interleaves each head's q/k rows for `llama`
   // files only (qwen2/qwen3 keep the Hugging Face order).
   config->rope_interleaved = spec.rope_interleaved;
+  // Its Gemma converter stores norm weights as 1 + w already.
+  if (spec.gemma_layout) config->rms_norm_weight_offset = 0.0;
   return config;
 }
 

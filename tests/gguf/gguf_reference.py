@@ -71,7 +71,11 @@ BERT_GLOBAL = {
 POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
 ARCHS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
          "qwen3": "Qwen3ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
-         "phi3": "Phi3ForCausalLM"}
+         "phi3": "Phi3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
+# gemma3's block norms (the rest as LAYER).
+GEMMA_NORMS = {"post_attention_norm": "post_attention_layernorm",
+               "ffn_norm": "pre_feedforward_layernorm",
+               "post_ffw_norm": "post_feedforward_layernorm"}
 # q/k rows interleaved by llama.cpp's converter. smollm3: no metadata key
 # names the layers without RoPE; llama.cpp takes every 4th, as
 # SmolLM3Config's default no_rope_layer_interval does (reference.py).
@@ -92,6 +96,8 @@ def hf_name(name, arch=None):
         if arch == "phi3" and part == "ffn_up":
             # llama.cpp's phi3 keeps gate | up stacked in ffn_up.
             return "layers.%s.mlp.gate_up_proj.%s" % (layer, suffix)
+        if arch == "gemma3" and part in GEMMA_NORMS:
+            return "layers.%s.%s.%s" % (layer, GEMMA_NORMS[part], suffix)
         if part not in LAYER:
             return None
         return "layers.%s.%s.%s" % (layer, LAYER[part], suffix)
@@ -194,6 +200,21 @@ def load(path):
             cfg["original_max_position_embeddings"] = int(orig)
         window = int(field(r, p + "attention.sliding_window", 0))
         cfg["sliding_window"] = window if window > 0 else None
+    if arch == "gemma3":
+        # Gemma3TextConfig's view of llama.cpp's gemma3 keys: the window,
+        # linear scaling of the global layers, the attention scale llama.cpp
+        # uses (head_dim; hidden / heads for the 62-layer 27B); the local
+        # base 10000 and one global layer in 6 are its fixed choices (and
+        # the config's defaults).
+        cfg["model_type"] = "gemma3_text"
+        cfg["hidden_activation"] = "gelu_pytorch_tanh"
+        del cfg["hidden_act"]
+        cfg["sliding_window"] = int(field(r, p + "attention.sliding_window"))
+        cfg["query_pre_attn_scalar"] = (hidden // heads if cfg["num_hidden_layers"] == 62
+                                        else cfg["head_dim"])
+        if field(r, p + "rope.scaling.type") == "linear":
+            cfg["rope_scaling"] = {"rope_type": "linear",
+                                   "factor": float(field(r, p + "rope.scaling.factor"))}
     factors = {}
     tensors = {}
     for t in r.tensors:
@@ -211,6 +232,8 @@ def load(path):
         a = dequantized(t)
         if arch in INTERLEAVED and name.endswith(("q_proj.weight", "k_proj.weight")):
             a = uninterleave(a, heads if "q_proj" in name else kv)
+        if arch == "gemma3" and name.endswith("norm.weight"):
+            a = a - 1  # the converter stored Gemma's 1 + w; back to w
         tensors[name] = a
     if factors:
         cfg["rope_scaling"] = {

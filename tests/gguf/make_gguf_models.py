@@ -4,7 +4,8 @@
 with the PyPI `gguf` package (GGUFWriter, gguf.quants): `<arch>.*`
 hyper-parameters, tensors under GGUF names (llama, smollm3: each head's
 q/k rows interleaved; a `llama3` rope_scaling as the rope_freqs tensor; phi3:
-fused attn_qkv and gate|up ffn_up, longrope factor tensors), GEMM
+fused attn_qkv and gate|up ffn_up, longrope factor tensors; gemma3: norm
+weights as 1 + w, its norm names), GEMM
 weights quantized to a chosen type, and the tokenizer from the model's
 tokenizer.json: byte-level BPE (`tokenizer.ggml.model`
 gpt2) for the decoders; for `bert` encoders WordPiece (`bert`) spelt as
@@ -43,6 +44,8 @@ MODELS = {
     "smollm3-tiny-f32": ("smollm3-tiny", "smollm3", "F32"),
     "phi3-tiny-q8_0": ("phi3-tiny", "phi3", "Q8_0"),
     "phi3-tiny-f32": ("phi3-tiny", "phi3", "F32"),
+    "gemma3-tiny-q8_0": ("gemma3-tiny", "gemma3", "Q8_0"),
+    "gemma3-tiny-f32": ("gemma3-tiny", "gemma3", "F32"),
     "qwen3-tiny-q4_1": ("qwen3-tiny", "qwen3", "Q4_1"),
     "qwen3-tiny-bf16": ("qwen3-tiny", "qwen3", "BF16"),
     "bert-embed-f16": ("bert-embed", "bert", "F16"),
@@ -87,11 +90,21 @@ LAYER = {
 }
 
 
-def gguf_name(hf):
+# gemma3's block norms (llama.cpp's names).
+GEMMA_NORMS = {
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+}
+
+
+def gguf_name(hf, arch=None):
     name = hf[len("model."):] if hf.startswith("model.") else hf
     stem, suffix = name.rsplit(".", 1)
     if stem.startswith("layers."):
         _, layer, part = stem.split(".", 2)
+        if arch == "gemma3" and part in GEMMA_NORMS:
+            return "blk.%s.%s.%s" % (layer, GEMMA_NORMS[part], suffix)
         return "blk.%s.%s.%s" % (layer, LAYER[part], suffix)
     return {"embed_tokens": "token_embd", "norm": "output_norm",
             "lm_head": "output"}[stem] + "." + suffix
@@ -178,9 +191,17 @@ def write(src, out_path, arch, qtype):
         add_phi3_rope(w, cfg, head_dim)
     else:
         w.add_rope_dimension_count(head_dim)
-    if arch == "qwen3":
+    if arch in ("qwen3", "gemma3"):
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
+    if arch == "gemma3":
+        # As llama.cpp's converter: the window, and a linear rope_scaling
+        # (global layers) as metadata.
+        w.add_sliding_window(cfg["sliding_window"])
+        rs = cfg.get("rope_scaling")
+        if rs is not None:
+            w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+            w.add_rope_scaling_factor(rs["factor"])
     w.add_vocab_size(cfg["vocab_size"])
     rope_freqs = llama3_rope_freqs(cfg, head_dim) if arch in INTERLEAVED else None
     if rope_freqs is not None:
@@ -224,7 +245,9 @@ def write(src, out_path, arch, qtype):
         a = np.asarray(a, dtype=np.float32)
         if arch in INTERLEAVED and hf.endswith(("q_proj.weight", "k_proj.weight")):
             a = interleave(a, heads if "q_proj" in hf else kv)
-        name = gguf_name(hf)
+        if arch == "gemma3" and hf.endswith("norm.weight"):
+            a = a + 1  # llama.cpp's converter: Gemma's (1 + w) stored whole
+        name = gguf_name(hf, arch)
         if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:
             w.add_tensor(name, a.astype(np.float16))
         elif qt == gguf.GGMLQuantizationType.F32:
