@@ -544,7 +544,7 @@ def decoder_config(arch, family, vocab, s, extra):
     elif family in ("gemma2", "gemma3_text"):
         layers = s["layers"]
         pattern = 2 if family == "gemma2" else s["pattern"]
-        cfg.update({"head_dim": s["hidden"] // s["heads"],
+        cfg.update({"head_dim": s.get("head_dim", s["hidden"] // s["heads"]),
                     "hidden_activation": "gelu_pytorch_tanh",
                     "query_pre_attn_scalar": s["qpas"],
                     "sliding_window": s["window"],
@@ -736,17 +736,19 @@ MODELS = {
         kind="decoder", family="phi3", arch="Phi3ForCausalLM", tok="llama",
         shape=dict(TINY_DEC, rms_eps=1e-05, max_pos=4096, orig_max_pos=32,
                    partial_rotary=0.75)),
-    # Gemma 2: every other layer sliding (window 8), query_pre_attn_scalar
-    # 32 (not head_dim 16), soft caps small enough to act.
+    # Gemma 2: every other layer sliding (window 8), head_dim 32 (not
+    # hidden / heads = 16, like Gemma 2's 256 vs 2304 / 8) and
+    # query_pre_attn_scalar = head_dim as llama.cpp assumes for GGUF files;
+    # soft caps small enough to act.
     "gemma2-tiny": dict(
         kind="decoder", family="gemma2", arch="Gemma2ForCausalLM", tok="llama",
-        shape=dict(TINY_DEC, layers=4, max_pos=8192, window=8, qpas=32,
-                   attn_cap=2.0, final_cap=100.0),
+        shape=dict(TINY_DEC, layers=4, max_pos=8192, window=8, head_dim=32,
+                   qpas=32, attn_cap=2.0, final_cap=100.0),
         extra={"tie_word_embeddings": True}),
     # Gemma 3 text (1B-style): q/k norms, layer 5 of 6 global with
     # rope_theta 1e6 and linear scaling, the others sliding (window 8) with
     # the local base 10000; query_pre_attn_scalar = head_dim, as llama.cpp
-    # assumes for its GGUF files (gemma2-tiny covers another scalar).
+    # assumes for its GGUF files.
     "gemma3-tiny": dict(
         kind="decoder", family="gemma3_text", arch="Gemma3ForCausalLM",
         tok="llama",

@@ -37,11 +37,14 @@ struct ArchSpec {
   // rope.dimension_count below the head size (partial rotary) and longrope
   // factors as the rope_factors_short / rope_factors_long tensors.
   bool phi3_layout = false;
-  // llama.cpp's gemma3 layout: norm weights stored as 1 + w (the
+  // llama.cpp's gemma2 / gemma3 layout: norm weights stored as 1 + w (the
   // converter's shift), post_attention_norm / ffn_norm (pre-feedforward) /
   // post_ffw_norm, GeGLU, and the attention scale llama.cpp derives from
-  // the layer count (no key holds query_pre_attn_scalar).
+  // the layer count (no key holds query_pre_attn_scalar): 1/sqrt(hidden /
+  // heads) for the 27B model, which has this many layers, else
+  // 1/sqrt(head_dim).
   bool gemma_layout = false;
+  int64_t gemma_27b_layers = 0;
 };
 
 constexpr ArchSpec kArchs[] = {
@@ -53,8 +56,10 @@ constexpr ArchSpec kArchs[] = {
     // is SmolLM3Config's default no_rope_layer_interval.
     {"smollm3", "smollm3", "SmolLM3ForCausalLM", true, true, false},
     {"phi3", "phi3", "Phi3ForCausalLM", true, false, false, true},
+    {"gemma2", "gemma2", "Gemma2ForCausalLM", true, false, false, false, true,
+     46},
     {"gemma3", "gemma3_text", "Gemma3ForCausalLM", true, false, false, false,
-     true},
+     true, 62},
     {"bert", "bert", "BertModel", false, false, false},
 };
 
@@ -368,11 +373,17 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
       }
     }
     if (spec.gemma_layout) {
-      // llama.cpp: 1/sqrt(head_dim), but 1/sqrt(hidden / heads) for the
-      // 27B model (62 layers), as its query_pre_attn_scalar says.
-      c["query_pre_attn_scalar"] = layers == 62 ? hidden / heads : head_dim;
-      ASSIGN_OR_RETURN(auto cap, OptDouble(f, p + "final_logit_softcapping"));
-      if (cap.has_value() && *cap > 0) c["final_logit_softcapping"] = *cap;
+      c["query_pre_attn_scalar"] =
+          layers == spec.gemma_27b_layers ? hidden / heads : head_dim;
+      // Soft caps when the file has them (else the parser's defaults:
+      // Gemma 2's 50 and 30, none for Gemma 3, as llama.cpp).
+      for (const char* key :
+           {"attn_logit_softcapping", "final_logit_softcapping"}) {
+        ASSIGN_OR_RETURN(auto cap, OptDouble(f, p + key));
+        if (cap.has_value()) {
+          c[key] = *cap > 0 ? nlohmann::json(*cap) : nlohmann::json(nullptr);
+        }
+      }
       if (!window.has_value() || *window <= 0) {
         c["sliding_window"] = nullptr;  // no sliding layers (llama.cpp)
       }

@@ -3,8 +3,9 @@
 generator (llama with llama.cpp's interleaved q/k rows and, for Llama
 3.1-style scaling, a rope_freqs tensor; qwen2 with q/k/v biases, qwen3 with
 q/k norms, smollm3 with every 4th layer without RoPE, phi3 with fused
-projections, partial rotary and longrope factor tensors, gemma3 with norm
-weights stored as 1 + w and local/global layers) and several weight
+projections, partial rotary and longrope factor tensors, gemma2 with soft
+caps and gemma3 with local/global layers, both with norm weights stored as
+1 + w) and several weight
 types (F32, Q8_0, Q4_0, Q4_1, F16, BF16), written by tests/gguf/make_gguf_models.py with the PyPI `gguf`
 package, served by the real inferd binary: greedy tokens over gRPC equal
 the float64 NumPy reference on the gguf-dequantized weights
@@ -49,7 +50,8 @@ def main():
     if not lib.models_present(args.test_models,
                               ["llama-tiny", "llama31-tiny", "qwen2-tiny",
                                "qwen3-tiny", "smollm3-tiny", "phi3-tiny",
-                               "gemma3-tiny", "bert-embed", "bert-mean"]):
+                               "gemma2-tiny", "gemma3-tiny", "bert-embed",
+                               "bert-mean"]):
         return 1
     grpc, pb, rpc, mpb, mrpc = lib.import_stubs(args.stubs)
     failures = []
@@ -68,7 +70,7 @@ def main():
                            if f.endswith(".gguf"))
         encoders = [n for n in all_names if n.startswith("bert-")]
         names = [n for n in all_names if n not in encoders]
-        check(len(names) >= 12, f"expected 12 GGUF decoders, got {names}")
+        check(len(names) >= 14, f"expected 14 GGUF decoders, got {names}")
         check(len(encoders) >= 2, f"expected 2 GGUF encoders, got {encoders}")
         rng = random.Random(7)
         # 96 tokens: a prefill above the small-M limit (64 rows), where the

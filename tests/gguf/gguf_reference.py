@@ -71,8 +71,10 @@ BERT_GLOBAL = {
 POOLING = {1: "mean", 2: "cls", 3: "lasttoken"}
 ARCHS = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
          "qwen3": "Qwen3ForCausalLM", "smollm3": "SmolLM3ForCausalLM",
-         "phi3": "Phi3ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
-# gemma3's block norms (the rest as LAYER).
+         "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM",
+         "gemma3": "Gemma3ForCausalLM"}
+GEMMA = {"gemma2": ("gemma2", 46), "gemma3": ("gemma3_text", 62)}
+# Gemma's block norms (the rest as LAYER).
 GEMMA_NORMS = {"post_attention_norm": "post_attention_layernorm",
                "ffn_norm": "pre_feedforward_layernorm",
                "post_ffw_norm": "post_feedforward_layernorm"}
@@ -96,7 +98,7 @@ def hf_name(name, arch=None):
         if arch == "phi3" and part == "ffn_up":
             # llama.cpp's phi3 keeps gate | up stacked in ffn_up.
             return "layers.%s.mlp.gate_up_proj.%s" % (layer, suffix)
-        if arch == "gemma3" and part in GEMMA_NORMS:
+        if arch in GEMMA and part in GEMMA_NORMS:
             return "layers.%s.%s.%s" % (layer, GEMMA_NORMS[part], suffix)
         if part not in LAYER:
             return None
@@ -200,18 +202,24 @@ def load(path):
             cfg["original_max_position_embeddings"] = int(orig)
         window = int(field(r, p + "attention.sliding_window", 0))
         cfg["sliding_window"] = window if window > 0 else None
-    if arch == "gemma3":
-        # Gemma3TextConfig's view of llama.cpp's gemma3 keys: the window,
-        # linear scaling of the global layers, the attention scale llama.cpp
-        # uses (head_dim; hidden / heads for the 62-layer 27B); the local
-        # base 10000 and one global layer in 6 are its fixed choices (and
+    if arch in GEMMA:
+        # Gemma2Config / Gemma3TextConfig's view of llama.cpp's keys: the
+        # window, soft caps (Gemma 2), linear scaling of Gemma 3's global
+        # layers, the attention scale llama.cpp uses (head_dim; hidden /
+        # heads for the 27B models, 46 / 62 layers); Gemma 3's local base
+        # 10000 and one global layer in 6 are llama.cpp's fixed choices (and
         # the config's defaults).
-        cfg["model_type"] = "gemma3_text"
+        model_type, layers_27b = GEMMA[arch]
+        cfg["model_type"] = model_type
         cfg["hidden_activation"] = "gelu_pytorch_tanh"
         del cfg["hidden_act"]
         cfg["sliding_window"] = int(field(r, p + "attention.sliding_window"))
-        cfg["query_pre_attn_scalar"] = (hidden // heads if cfg["num_hidden_layers"] == 62
+        cfg["query_pre_attn_scalar"] = (hidden // heads
+                                        if cfg["num_hidden_layers"] == layers_27b
                                         else cfg["head_dim"])
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            if field(r, p + key) is not None:
+                cfg[key] = float(field(r, p + key))
         if field(r, p + "rope.scaling.type") == "linear":
             cfg["rope_scaling"] = {"rope_type": "linear",
                                    "factor": float(field(r, p + "rope.scaling.factor"))}
@@ -232,7 +240,7 @@ def load(path):
         a = dequantized(t)
         if arch in INTERLEAVED and name.endswith(("q_proj.weight", "k_proj.weight")):
             a = uninterleave(a, heads if "q_proj" in name else kv)
-        if arch == "gemma3" and name.endswith("norm.weight"):
+        if arch in GEMMA and name.endswith("norm.weight"):
             a = a - 1  # the converter stored Gemma's 1 + w; back to w
         tensors[name] = a
     if factors:

@@ -4,8 +4,8 @@
 with the PyPI `gguf` package (GGUFWriter, gguf.quants): `<arch>.*`
 hyper-parameters, tensors under GGUF names (llama, smollm3: each head's
 q/k rows interleaved; a `llama3` rope_scaling as the rope_freqs tensor; phi3:
-fused attn_qkv and gate|up ffn_up, longrope factor tensors; gemma3: norm
-weights as 1 + w, its norm names), GEMM
+fused attn_qkv and gate|up ffn_up, longrope factor tensors; gemma2/3: norm
+weights as 1 + w, their norm names), GEMM
 weights quantized to a chosen type, and the tokenizer from the model's
 tokenizer.json: byte-level BPE (`tokenizer.ggml.model`
 gpt2) for the decoders; for `bert` encoders WordPiece (`bert`) spelt as
@@ -44,6 +44,8 @@ MODELS = {
     "smollm3-tiny-f32": ("smollm3-tiny", "smollm3", "F32"),
     "phi3-tiny-q8_0": ("phi3-tiny", "phi3", "Q8_0"),
     "phi3-tiny-f32": ("phi3-tiny", "phi3", "F32"),
+    "gemma2-tiny-q8_0": ("gemma2-tiny", "gemma2", "Q8_0"),
+    "gemma2-tiny-f32": ("gemma2-tiny", "gemma2", "F32"),
     "gemma3-tiny-q8_0": ("gemma3-tiny", "gemma3", "Q8_0"),
     "gemma3-tiny-f32": ("gemma3-tiny", "gemma3", "F32"),
     "qwen3-tiny-q4_1": ("qwen3-tiny", "qwen3", "Q4_1"),
@@ -90,7 +92,8 @@ LAYER = {
 }
 
 
-# gemma3's block norms (llama.cpp's names).
+GEMMA = ("gemma2", "gemma3")
+# Gemma's block norms (llama.cpp's names).
 GEMMA_NORMS = {
     "post_attention_layernorm": "post_attention_norm",
     "pre_feedforward_layernorm": "ffn_norm",
@@ -103,7 +106,7 @@ def gguf_name(hf, arch=None):
     stem, suffix = name.rsplit(".", 1)
     if stem.startswith("layers."):
         _, layer, part = stem.split(".", 2)
-        if arch == "gemma3" and part in GEMMA_NORMS:
+        if arch in GEMMA and part in GEMMA_NORMS:
             return "blk.%s.%s.%s" % (layer, GEMMA_NORMS[part], suffix)
         return "blk.%s.%s.%s" % (layer, LAYER[part], suffix)
     return {"embed_tokens": "token_embd", "norm": "output_norm",
@@ -191,12 +194,15 @@ def write(src, out_path, arch, qtype):
         add_phi3_rope(w, cfg, head_dim)
     else:
         w.add_rope_dimension_count(head_dim)
-    if arch in ("qwen3", "gemma3"):
+    if arch in ("qwen3",) + GEMMA:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
-    if arch == "gemma3":
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(cfg["attn_logit_softcapping"])
+        w.add_final_logit_softcapping(cfg["final_logit_softcapping"])
+    if arch in GEMMA:
         # As llama.cpp's converter: the window, and a linear rope_scaling
-        # (global layers) as metadata.
+        # (Gemma 3's global layers) as metadata.
         w.add_sliding_window(cfg["sliding_window"])
         rs = cfg.get("rope_scaling")
         if rs is not None:
@@ -245,7 +251,7 @@ def write(src, out_path, arch, qtype):
         a = np.asarray(a, dtype=np.float32)
         if arch in INTERLEAVED and hf.endswith(("q_proj.weight", "k_proj.weight")):
             a = interleave(a, heads if "q_proj" in hf else kv)
-        if arch == "gemma3" and hf.endswith("norm.weight"):
+        if arch in GEMMA and hf.endswith("norm.weight"):
             a = a + 1  # llama.cpp's converter: Gemma's (1 + w) stored whole
         name = gguf_name(hf, arch)
         if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:

@@ -694,6 +694,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(GgufCase{"llama31-tiny", "llama31-tiny-f32"},
                       GgufCase{"smollm3-tiny", "smollm3-tiny-f32"},
                       GgufCase{"phi3-tiny", "phi3-tiny-f32"},
+                      GgufCase{"gemma2-tiny", "gemma2-tiny-f32"},
                       GgufCase{"gemma3-tiny", "gemma3-tiny-f32"}),
     [](const ::testing::TestParamInfo<GgufCase>& info) {
       return TestNameOf(info.param.gguf);
