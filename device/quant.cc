@@ -48,6 +48,31 @@ void DequantQ4_1(const uint8_t* b, float* y) {
   }
 }
 
+// Q5: value j's bit 4 is bit j of the little-endian 32-bit qh word.
+uint32_t LoadQh(const uint8_t* b) {
+  uint32_t qh;
+  std::memcpy(&qh, b, 4);
+  return qh;
+}
+
+void DequantQ5(const uint8_t* b, float* y, bool with_min) {
+  const float d = F16ToFloat(LoadHalf(b));
+  const float m = with_min ? F16ToFloat(LoadHalf(b + 2)) : -16.0f * d;
+  const uint32_t qh = LoadQh(b + (with_min ? 4 : 2));
+  const uint8_t* q = b + (with_min ? 8 : 6);
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = (q[j] & 0x0F) | (((qh >> j) & 1) << 4);
+    const int q1 = (q[j] >> 4) | (((qh >> (j + 16)) & 1) << 4);
+    if (with_min) {
+      y[j] = d * static_cast<float>(q0) + m;
+      y[j + 16] = d * static_cast<float>(q1) + m;
+    } else {
+      y[j] = d * static_cast<float>(q0 - 16);
+      y[j + 16] = d * static_cast<float>(q1 - 16);
+    }
+  }
+}
+
 void ScaleMinK4(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = s[j] & 63;
@@ -160,6 +185,51 @@ void QuantQ4_1(const float* x, uint8_t* b) {
         std::min(15, static_cast<int>((x[j + 16] - min) * id + 0.5f));
     q[j] = static_cast<uint8_t>(q0 | (q1 << 4));
   }
+}
+
+// ggml's quantize_row_q5_0_ref / q5_1_ref: as Q4_0 / Q4_1 with 32 levels
+// (Q5_0: d = max / -16, q = min(31, trunc(x / d + 16.5)); Q5_1: d = (max -
+// min) / 31, q = trunc((x - min) / d + 0.5)); bit 4 of each q goes to qh.
+void QuantQ5(const float* x, uint8_t* b, bool with_min) {
+  float d, base = 0.0f;
+  if (with_min) {
+    float min = x[0], max = x[0];
+    for (int j = 1; j < 32; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    d = (max - min) / 31.0f;
+    base = min;
+    StoreHalf(b, d);
+    StoreHalf(b + 2, min);
+  } else {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    d = max / -16.0f;
+    StoreHalf(b, d);
+  }
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  uint32_t qh = 0;
+  uint8_t* q = b + (with_min ? 8 : 6);
+  for (int j = 0; j < 16; ++j) {
+    int q0, q1;
+    if (with_min) {
+      q0 = std::min(31, static_cast<int>((x[j] - base) * id + 0.5f));
+      q1 = std::min(31, static_cast<int>((x[j + 16] - base) * id + 0.5f));
+    } else {
+      q0 = std::min(31, static_cast<int>(x[j] * id + 16.5f));
+      q1 = std::min(31, static_cast<int>(x[j + 16] * id + 16.5f));
+    }
+    q[j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+    qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+    qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + 16);
+  }
+  std::memcpy(b + (with_min ? 4 : 2), &qh, 4);
 }
 
 int ClampRound(float v, int lo, int hi) {
@@ -288,6 +358,8 @@ absl::Status DequantizeRow(DType dtype, const void* src, int64_t n,
       case DType::kQ4_1: DequantQ4_1(b, y); break;
       case DType::kQ4_K: DequantQ4_K(b, y); break;
       case DType::kQ6_K: DequantQ6_K(b, y); break;
+      case DType::kQ5_0: DequantQ5(b, y, false); break;
+      case DType::kQ5_1: DequantQ5(b, y, true); break;
       default: break;
     }
   }
@@ -326,6 +398,8 @@ absl::Status QuantizeRow(DType dtype, const float* src, int64_t n,
       case DType::kQ4_1: QuantQ4_1(x, b); break;
       case DType::kQ4_K: QuantQ4_K(x, b); break;
       case DType::kQ6_K: QuantQ6_K(x, b); break;
+      case DType::kQ5_0: QuantQ5(x, b, false); break;
+      case DType::kQ5_1: QuantQ5(x, b, true); break;
       default: break;
     }
   }

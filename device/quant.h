@@ -1,4 +1,5 @@
-// ggml block-quantized weight formats (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K): row
+// ggml block-quantized weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q6_K): row
 // dequantization and round-to-nearest quantization, plain scalar code written
 // from the block layouts. These define what a quantized weight means; the
 // optimized kernels are tested against them. Pure functions; thread-safe.
@@ -8,6 +9,10 @@
 //   Q4_0  32 values,  18 bytes: f16 d, u8 qs[16]              x = d * (q - 8)
 //   Q4_1  32 values,  20 bytes: f16 d, f16 m, u8 qs[16]       x = d * q + m
 //         (value j < 16 is the low nibble of qs[j], value j + 16 its high one)
+//   Q5_0  32 values,  22 bytes: f16 d, u32 qh, u8 qs[16]      x = d * (q - 16)
+//   Q5_1  32 values,  24 bytes: f16 d, f16 m, u32 qh, u8 qs[16]  x = d * q + m
+//         (q = the nibble as in Q4, plus bit j of qh (little-endian) as its
+//         bit 4 for value j)
 //   Q4_K 256 values, 144 bytes: f16 d, f16 dmin, u8 scales[12] (6-bit scale
 //         and min of 8 sub-blocks of 32), u8 qs[128]: 32 bytes per pair of
 //         sub-blocks (low nibbles: the first, high: the second);
@@ -35,7 +40,7 @@ absl::Status DequantizeRow(DType dtype, const void* src, int64_t n,
 
 // Encodes `n` values (a multiple of the block size) into blocks at `dst`
 // (DTypeRowBytes(dtype, n) bytes), rounding to nearest as ggml's reference
-// quantizers do for Q8_0, Q4_0 and Q4_1. Q4_K and Q6_K use a simple
+// quantizers do for Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1. Q4_K and Q6_K use a simple
 // min/max (Q4_K) or max-abs (Q6_K) scale per sub-block, without ggml's
 // search for the best scales: valid blocks, somewhat larger error. Also
 // F32, F16 and BF16. INVALID_ARGUMENT for another dtype or n.

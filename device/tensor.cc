@@ -23,6 +23,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kQ4_1:
     case DType::kQ4_K:
     case DType::kQ6_K:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
       return 0;
   }
   return 0;
@@ -35,6 +37,8 @@ bool IsBlockQuantized(DType dtype) {
     case DType::kQ4_1:
     case DType::kQ4_K:
     case DType::kQ6_K:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
       return true;
     case DType::kF32:
     case DType::kF16:
@@ -53,6 +57,8 @@ int64_t DTypeBlockElements(DType dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
       return 32;
     case DType::kQ4_K:
     case DType::kQ6_K:
@@ -69,6 +75,8 @@ size_t DTypeBlockBytes(DType dtype) {
     case DType::kQ4_1: return 20;   // f16 d, f16 m, 16 bytes of nibbles
     case DType::kQ4_K: return 144;  // f16 d, f16 dmin, 12 scales, 128 nibbles
     case DType::kQ6_K: return 210;  // 128 ql, 64 qh, 16 scales, f16 d
+    case DType::kQ5_0: return 22;   // f16 d, 32 high bits, 16 bytes of nibbles
+    case DType::kQ5_1: return 24;   // f16 d, f16 m, 32 high bits, 16 bytes
     default: return DTypeSize(dtype);
   }
 }
@@ -92,6 +100,8 @@ absl::string_view DTypeName(DType dtype) {
     case DType::kQ4_1: return "q4_1";
     case DType::kQ4_K: return "q4_k";
     case DType::kQ6_K: return "q6_k";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ5_1: return "q5_1";
   }
   return "unknown";
 }

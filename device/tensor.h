@@ -31,18 +31,21 @@ enum class DType : uint8_t {
   kQ4_1,
   kQ4_K,
   kQ6_K,
+  kQ5_0,
+  kQ5_1,
 };
 
 // Size of one element in bytes; 0 for block-quantized dtypes (their size is
 // per block: DTypeBlockBytes).
 size_t DTypeSize(DType dtype);
 // "float32", "float16", "bfloat16", "int32", "int64", "int8", "uint8",
-// "q8_0", "q4_0", "q4_1", "q4_k", "q6_k".
+// "q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "q5_0", "q5_1".
 absl::string_view DTypeName(DType dtype);
 
-// Whether values are stored in ggml blocks (kQ8_0 .. kQ6_K).
+// Whether values are stored in ggml blocks (kQ8_0 .. kQ5_1).
 bool IsBlockQuantized(DType dtype);
-// Values per block: 32 (Q8_0, Q4_0, Q4_1), 256 (Q4_K, Q6_K), 1 otherwise.
+// Values per block: 32 (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), 256 (Q4_K, Q6_K), 1
+// otherwise.
 int64_t DTypeBlockElements(DType dtype);
 // Bytes per block (DTypeSize for the plain dtypes).
 size_t DTypeBlockBytes(DType dtype);

@@ -226,6 +226,38 @@ void DecodeQ4(const uint8_t* w, int64_t b0, int64_t nb, float* out) {
   }
 }
 
+// ---- Q5_0 / Q5_1 ------------------------------------------------------------
+
+// Blocks [b0, b0 + nb) of a Q5_0 (x = d (q - 16)) or Q5_1 (x = d q + m) row
+// as F32, as DequantizeRow computes them: q = the nibble plus bit j of the
+// block's 32-bit qh as bit 4 of value j.
+template <bool kWithMin>
+void DecodeQ5(const uint8_t* w, int64_t b0, int64_t nb, float* out) {
+  constexpr int64_t kBytes = kWithMin ? 24 : 22;
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + (b0 + b) * kBytes;
+    uint32_t qh;
+    std::memcpy(&qh, blk + (kWithMin ? 4 : 2), 4);
+    const uint8_t* qs = blk + (kWithMin ? 8 : 6);
+    const __m512i v = U8x16(qs);
+    const __m512i lo = _mm512_and_si512(v, _mm512_set1_epi32(0x0F));
+    const __m512i hi = _mm512_srli_epi32(v, 4);
+    const __m512i q0 = _mm512_mask_add_epi32(lo, static_cast<__mmask16>(qh), lo, sixteen);
+    const __m512i q1 = _mm512_mask_add_epi32(hi, static_cast<__mmask16>(qh >> 16), hi, sixteen);
+    const __m512 d = _mm512_set1_ps(HalfAt(blk));
+    float* o = out + 32 * b;
+    if (kWithMin) {
+      const __m512 m = _mm512_set1_ps(HalfAt(blk + 2));
+      _mm512_storeu_ps(o, _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(q0)), m));
+      _mm512_storeu_ps(o + 16, _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(q1)), m));
+    } else {
+      _mm512_storeu_ps(o, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(q0, sixteen))));
+      _mm512_storeu_ps(o + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(q1, sixteen))));
+    }
+  }
+}
+
 // ---- Q8_0 ------------------------------------------------------------------
 
 template <int R>
@@ -505,6 +537,8 @@ void DecodeChunk(DType dtype, const uint8_t* w, int64_t k0, int64_t kc,
     case DType::kQ4_1: DecodeQ4<false>(w, k0 / 32, kc / 32, out); break;
     case DType::kQ4_K: DecodeQ4_K(w, k0 / 256, out); break;
     case DType::kQ6_K: DecodeQ6_K(w, k0 / 256, out); break;
+    case DType::kQ5_0: DecodeQ5<false>(w, k0 / 32, kc / 32, out); break;
+    case DType::kQ5_1: DecodeQ5<true>(w, k0 / 32, kc / 32, out); break;
     default: {
       const uint16_t* h = reinterpret_cast<const uint16_t*>(w) + k0;
       int64_t p = 0;
@@ -629,13 +663,15 @@ struct VnniX {
 };
 
 // c of the formats whose weight offset is a fixed multiple of the scale, o
-// = c d (Q8_0 -128, Q4_0 -8, Q6_K -32): their offset term d dx c sum(xq)
-// joins the block's integer sum (which starts at c sum(xq)) and needs no
-// F32 operations of its own. 0 for Q4_1 and Q4_K (independent minima).
+// = c d (Q8_0 -128, Q4_0 -8, Q5_0 -16, Q6_K -32): their offset term d dx c
+// sum(xq) joins the block's integer sum (which starts at c sum(xq)) and
+// needs no F32 operations of its own. 0 for Q4_1, Q5_1 and Q4_K
+// (independent minima).
 inline int32_t VnniOffsetFactor(DType dtype) {
   switch (dtype) {
     case DType::kQ8_0: return -128;
     case DType::kQ4_0: return -8;
+    case DType::kQ5_0: return -16;
     case DType::kQ6_K: return -32;
     default: return 0;
   }
@@ -648,7 +684,8 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
                    uint8_t* pu, float* pd, float* po) {
   const int groups = VnniBlockValues(g.dtype) / 4;
   const int64_t block_bytes = 4 * groups * kVnniNr;
-  const size_t bytes = g.dtype == DType::kQ8_0 ? 34 : (g.dtype == DType::kQ4_0 ? 18 : 20);
+  const size_t bytes = DTypeBlockBytes(g.dtype);
+  const bool q5 = g.dtype == DType::kQ5_0 || g.dtype == DType::kQ5_1;
   const __m128i low = _mm_set1_epi8(0x0F);
   const bool k_quants = g.dtype == DType::kQ6_K || g.dtype == DType::kQ4_K;
   for (int j = 0; j < kVnniNr; ++j) {
@@ -708,7 +745,7 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
     }
   }
   if (k_quants) return;
-  // Q8_0, Q4_0, Q4_1: 16 rows x 2 blocks at a time, each row's two blocks
+  // Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: 16 rows x 2 blocks at a time, each row's two blocks
   // of u bytes as 16 dwords of one vector; a 16 x 16 dword transpose turns
   // them into the packed layout's groups (64 bytes: 16 rows' 4 bytes of
   // one group), one store each.
@@ -733,11 +770,19 @@ void PackVnniPanel(const QuantGemmArgs& g, int64_t n0, int rows, int64_t nb,
             u[h] = _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
             o = -128.0f * d;
           } else {
-            const uint8_t* qs = blk + (g.dtype == DType::kQ4_0 ? 2 : 4);
+            // Q4_0 / Q4_1 / Q5_0 / Q5_1: the nibbles after d (and m, and
+            // Q5's 32 high bits, which become bit 4 of value j's byte).
+            const bool with_min = g.dtype == DType::kQ4_1 || g.dtype == DType::kQ5_1;
+            const uint8_t* qs = blk + 2 + (with_min ? 2 : 0) + (q5 ? 4 : 0);
             const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
             u[h] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low),
                                     _mm_and_si128(v, low));
-            o = g.dtype == DType::kQ4_0 ? -8.0f * d : HalfAt(blk + 2);
+            if (q5) {
+              uint32_t qh;
+              std::memcpy(&qh, qs - 4, 4);
+              u[h] = _mm256_or_si256(u[h], _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(0x10)));
+            }
+            o = with_min ? HalfAt(blk + 2) : (q5 ? -16.0f : -8.0f) * d;
           }
           pd[(b + h) * kVnniNr + j] = d;
           po[(b + h) * kVnniNr + j] = o;
@@ -1059,15 +1104,33 @@ constexpr WordIndex ScaleWords(int stride, int halves_per_block) {
 
 constexpr WordIndex kQ4_0Quants = QuantWords(9, 1, 8, 4);
 constexpr WordIndex kQ4_1Quants = QuantWords(10, 2, 8, 8);
+// Q5_0: 22-byte blocks (11 words, nibbles from word 3), a group of 88
+// bytes, the second load at byte 24; Q5_1: 24-byte blocks (12 words, from
+// word 4), 96 bytes, the second load at 32.
+constexpr WordIndex kQ5_0Quants = QuantWords(11, 3, 8, 12);
+constexpr WordIndex kQ5_1Quants = QuantWords(12, 4, 8, 16);
 constexpr WordIndex kQ8_0Quants = QuantWords(17, 1, 16, 2);
 constexpr WordIndex kQ4_0Scales = ScaleWords(9, 4);
 constexpr WordIndex kQ4_1Scales = ScaleWords(10, 4);
+// Q5's later blocks' scales lie past the first load: taken from the second
+// (vpermt2w), as QuantWords does.
+constexpr WordIndex ScaleWords2(int stride, int second_at) {
+  WordIndex t{};
+  for (int o = 0; o < 32; ++o) {
+    const int w = stride * ((o % 16) / 4) + (o >= 16 ? 1 : 0);
+    t.v[o] = static_cast<int16_t>(w < 32 ? w : 32 + w - second_at);
+  }
+  return t;
+}
+constexpr WordIndex kQ5_0Scales = ScaleWords2(11, 12);
+constexpr WordIndex kQ5_1Scales = ScaleWords2(12, 16);
 constexpr WordIndex kQ8_0Scales = ScaleWords(17, 8);
 
 inline __m512i LoadIndex(const WordIndex& t) { return _mm512_loadu_si512(t.v); }
 
 inline __mmask64 FirstBytes(int64_t n) {
-  return n >= 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+  // n <= 0: a partial group that ends before the second load starts (Q5).
+  return n >= 64 ? ~__mmask64{0} : n <= 0 ? __mmask64{0} : (__mmask64{1} << n) - 1;
 }
 
 // The two 64-byte loads of one row's group of blocks (kBytes each, up to
@@ -1116,17 +1179,46 @@ inline void ReduceRows(const __m512* acc, const __m512* off, float offset,
   }
 }
 
-// out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 blocks; xg: the
-// activation groups.
-template <int R, bool kQ4_0>
+// The 64-bit masks of a group's bit-4 values for the low-nibble vector
+// (value j < 16 of block L at bit 16 L + j) and the high one (value j + 16):
+// Q5's 32-bit qh words, each kBytes on from the last, at qh (blocks past
+// `blocks` count as 0).
+template <int64_t kBytes>
+inline void HighBits(const uint8_t* qh, int64_t blocks, __mmask64* lo, __mmask64* hi) {
+  uint64_t l = 0, h = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint32_t v;
+    std::memcpy(&v, qh + kBytes * b, 4);
+    l |= static_cast<uint64_t>(v & 0xFFFF) << (16 * b);
+    h |= static_cast<uint64_t>(v >> 16) << (16 * b);
+  }
+  *lo = l;
+  *hi = h;
+}
+
+// out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 / Q5_0 / Q5_1
+// blocks; xg: the activation groups. Q5 adds bit 4 of each weight byte
+// from the block's qh word.
+template <int R, DType kFmt>
 __attribute__((target("avx512vnni"))) void GemvVnniQ4(
     const uint8_t* const* w, int64_t nb, const uint8_t* xg, size_t ahead,
     float* out) {
-  constexpr int64_t kBytes = kQ4_0 ? 18 : 20;
-  constexpr int64_t kSecond = kQ4_0 ? 8 : 16;  // byte offset of the 2nd load
-  const __m512i quants = LoadIndex(kQ4_0 ? kQ4_0Quants : kQ4_1Quants);
-  const __m512i scales = LoadIndex(kQ4_0 ? kQ4_0Scales : kQ4_1Scales);
-  const __m512i low = _mm512_set1_epi8(0x0F);
+  constexpr bool kQ5 = kFmt == DType::kQ5_0 || kFmt == DType::kQ5_1;
+  constexpr bool kMin = kFmt == DType::kQ4_1 || kFmt == DType::kQ5_1;
+  constexpr int64_t kBytes = kFmt == DType::kQ4_0 ? 18 : kFmt == DType::kQ4_1 ? 20
+                             : kFmt == DType::kQ5_0 ? 22 : 24;
+  // Byte offset of the 2nd load (the group's last 64 bytes).
+  constexpr int64_t kSecond = 4 * kBytes - 64;
+  constexpr int64_t kQh = kMin ? 4 : 2;  // Q5: the qh word's offset
+  const __m512i quants = LoadIndex(kFmt == DType::kQ4_0   ? kQ4_0Quants
+                                   : kFmt == DType::kQ4_1 ? kQ4_1Quants
+                                   : kFmt == DType::kQ5_0 ? kQ5_0Quants
+                                                          : kQ5_1Quants);
+  const __m512i scales = LoadIndex(kFmt == DType::kQ4_0   ? kQ4_0Scales
+                                   : kFmt == DType::kQ4_1 ? kQ4_1Scales
+                                   : kFmt == DType::kQ5_0 ? kQ5_0Scales
+                                                          : kQ5_1Scales);
+  const __m512i low = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   __m512 acc[R], off[R];
   for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b += kQ4Group) {
@@ -1140,19 +1232,27 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4(
       __m512i v0, v1;
       loads.Load(w[r] + kBytes * b, ahead, &v0, &v1);
       const __m512i q = _mm512_permutex2var_epi16(v0, quants, v1);
-      const __m512i lo = _mm512_and_si512(q, low);
-      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+      __m512i lo = _mm512_and_si512(q, low);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+      if constexpr (kQ5) {
+        __mmask64 m_lo, m_hi;
+        HighBits<kBytes>(w[r] + kBytes * b + kQh, nb - b < kQ4Group ? nb - b : kQ4Group,
+                         &m_lo, &m_hi);
+        lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(m_lo, bit4));
+        hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(m_hi, bit4));
+      }
       __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, h_lo);
       sh = _mm512_dpbusd_epi32(sh, hi, h_hi);
       __m512i sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, l_lo);
       sl = _mm512_dpbusd_epi32(sl, hi, l_hi);
-      const __m512i dm = _mm512_permutexvar_epi16(scales, v0);
+      const __m512i dm = kQ5 ? _mm512_permutex2var_epi16(v0, scales, v1)
+                             : _mm512_permutexvar_epi16(scales, v0);
       const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-      const __m512 c = kQ4_0 ? d : _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
+      const __m512 c = kMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)) : d;
       AccumulateLevels(sh, sl, d, sx, c, s, &acc[r], &off[r]);
     }
   }
-  ReduceRows<R>(acc, off, kQ4_0 ? -8.0f : 1.0f, out);
+  ReduceRows<R>(acc, off, kMin ? 1.0f : (kQ5 ? -16.0f : -8.0f), out);
 }
 
 // out[r] = dot(row w[r], x) for R rows of nb Q8_0 blocks.
@@ -1408,10 +1508,12 @@ int64_t GemvVnniRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
     float out[R];
     switch (g.dtype) {
       case DType::kQ8_0: GemvVnniQ8_0<R>(w, nb, g.xq, ahead, out); break;
-      case DType::kQ4_0: GemvVnniQ4<R, true>(w, nb, g.xq, ahead, out); break;
+      case DType::kQ4_0: GemvVnniQ4<R, DType::kQ4_0>(w, nb, g.xq, ahead, out); break;
+      case DType::kQ5_0: GemvVnniQ4<R, DType::kQ5_0>(w, nb, g.xq, ahead, out); break;
+      case DType::kQ5_1: GemvVnniQ4<R, DType::kQ5_1>(w, nb, g.xq, ahead, out); break;
       case DType::kQ4_K: GemvVnniQ4_K<R>(w, nsb, g.xq, ahead, out); break;
       case DType::kQ6_K: GemvVnniQ6_K<R>(w, nsb, g.xq, ahead, out); break;
-      default: GemvVnniQ4<R, false>(w, nb, g.xq, ahead, out); break;
+      default: GemvVnniQ4<R, DType::kQ4_1>(w, nb, g.xq, ahead, out); break;
     }
     for (int r = 0; r < R; ++r) {
       g.y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
@@ -1436,7 +1538,8 @@ void DecodeRowsF32(const QuantGemmArgs& g, int64_t n0, int64_t rows,
 
 bool QuantVnniSupports(DType dtype) {
   return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
-          dtype == DType::kQ4_K || dtype == DType::kQ6_K) &&
+          dtype == DType::kQ5_0 || dtype == DType::kQ5_1 || dtype == DType::kQ4_K ||
+          dtype == DType::kQ6_K) &&
          __builtin_cpu_supports("avx512vnni");
 }
 
@@ -1487,7 +1590,8 @@ void PackVnniWeights(ThreadPool* pool, const QuantGemmArgs& g, uint8_t* out) {
 
 bool GemvVnniSupports(DType dtype) {
   return (dtype == DType::kQ8_0 || dtype == DType::kQ4_0 || dtype == DType::kQ4_1 ||
-          dtype == DType::kQ4_K || dtype == DType::kQ6_K) &&
+          dtype == DType::kQ5_0 || dtype == DType::kQ5_1 || dtype == DType::kQ4_K ||
+          dtype == DType::kQ6_K) &&
          __builtin_cpu_supports("avx512vnni");
 }
 
@@ -1564,7 +1668,8 @@ void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
 }
 
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
-  if (args.m == 1) {
+  // Q5_0 / Q5_1 have no F32 GEMV of their own: the panel path decodes them.
+  if (args.m == 1 && args.dtype != DType::kQ5_0 && args.dtype != DType::kQ5_1) {
     GemvRows(args, n_begin, n_end);
   } else {
     PanelRows(args, n_begin, n_end);

@@ -226,9 +226,11 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   }
   RowsTask task;
   task.args = &g;
-  task.fn = isa >= CpuIsa::kAvx512 ? &cpu_avx512::QuantGemmRows
-            : isa >= CpuIsa::kAvx2 ? &cpu_avx2::QuantGemmRows
-                                   : &PortableRows;
+  // Q5_0 / Q5_1 have no AVX2 kernels: decoded row by row there.
+  const bool q5 = g.dtype == DType::kQ5_0 || g.dtype == DType::kQ5_1;
+  task.fn = isa >= CpuIsa::kAvx512          ? &cpu_avx512::QuantGemmRows
+            : isa >= CpuIsa::kAvx2 && !q5 ? &cpu_avx2::QuantGemmRows
+                                          : &PortableRows;
   const int64_t min_rows = std::max<int64_t>(16, kMinParallelMacs / (g.m * g.k) + 1);
   ParallelForRaw(pool, g.n, min_rows, &RunRowsTask, &task);
   return absl::OkStatus();

@@ -79,13 +79,16 @@ absl::optional<DType> DTypeOfGgml(uint32_t id) {
     case 8: return DType::kQ8_0;
     case 2: return DType::kQ4_0;
     case 3: return DType::kQ4_1;
+    case 6: return DType::kQ5_0;
+    case 7: return DType::kQ5_1;
     case 12: return DType::kQ4_K;
     case 14: return DType::kQ6_K;
     default: return absl::nullopt;
   }
 }
 
-constexpr char kSupportedTypes[] = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q6_K";
+constexpr char kSupportedTypes[] =
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K";
 
 // Largest power of two (capped at 64) dividing the address.
 size_t AlignmentOf(const void* p) {

@@ -15,6 +15,8 @@ bool DeviceDType(uint32_t id, DType* dtype) {
     case 8: *dtype = DType::kQ8_0; return true;
     case 2: *dtype = DType::kQ4_0; return true;
     case 3: *dtype = DType::kQ4_1; return true;
+    case 6: *dtype = DType::kQ5_0; return true;
+    case 7: *dtype = DType::kQ5_1; return true;
     case 12: *dtype = DType::kQ4_K; return true;
     case 14: *dtype = DType::kQ6_K; return true;
     default: return false;

@@ -117,8 +117,8 @@ std::vector<uint8_t> RandomWeights(DType dtype, int64_t n, int64_t k,
 // max |x| / 32512): the same bound with that step.
 TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
   uint32_t seed = 100;
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
-                      DType::kQ6_K, DType::kF16}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                      DType::kQ4_K, DType::kQ6_K, DType::kF16}) {
     const int64_t block = DTypeBlockElements(dtype);
     std::vector<int64_t> ks;
     if (block == 1) {
@@ -152,7 +152,7 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
             // dequantized value of q = 0 is not available; bound by the
             // block's largest |w|).
             std::vector<float> off(n * k, 0.0f);
-            if (dtype == DType::kQ4_1 || dtype == DType::kQ4_K) {
+            if (dtype == DType::kQ4_1 || dtype == DType::kQ5_1 || dtype == DType::kQ4_K) {
               for (int64_t r = 0; r < n; ++r) {
                 for (int64_t b = 0; b < k; b += 32) {
                   float mx = 0;
@@ -216,7 +216,8 @@ TEST_P(LinearTest, MatchesReferenceForQuantizedAndF16Weights) {
 
 // |offset| a block-quantized value's dequantization adds to d q, for value
 // p of the row at `row` (the magnitude the kernels' F32 sums carry beside
-// |w|): Q4_0 8 d, Q4_1 |m|, Q8_0 128 d (the int8 kernels fold it in), Q4_K
+// |w|): Q4_0 8 d, Q5_0 16 d, Q4_1 and Q5_1 |m|, Q8_0 128 d (the int8
+// kernels fold it in), Q4_K
 // dmin m of the value's sub-block, Q6_K 32 |d sc| of its group of 16.
 double BlockOffset(DType dtype, const uint8_t* row, int64_t p) {
   const uint8_t* blk = row + (p / DTypeBlockElements(dtype)) * DTypeBlockBytes(dtype);
@@ -227,7 +228,9 @@ double BlockOffset(DType dtype, const uint8_t* row, int64_t p) {
   };
   switch (dtype) {
     case DType::kQ4_0: return 8.0 * half(0);
-    case DType::kQ4_1: return half(2);
+    case DType::kQ4_1:
+    case DType::kQ5_1: return half(2);
+    case DType::kQ5_0: return 16.0 * half(0);
     case DType::kQ8_0: return 128.0 * half(0);
     case DType::kQ4_K: {
       const uint8_t* q = blk + 4;
@@ -256,7 +259,8 @@ double BlockOffset(DType dtype, const uint8_t* row, int64_t p) {
 // each block's max. At the other levels the F32 kernels are held to 1e-5.
 TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
   uint32_t seed = 7000;
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                      DType::kQ4_K, DType::kQ6_K}) {
     const int64_t xb = DTypeBlockElements(dtype);  // x's quantization block
     for (int64_t k : {32, 96, 160, 256, 2080, 2304, 5632}) {
       if (k % xb != 0) continue;
@@ -330,8 +334,8 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
 // them.
 TEST_P(LinearTest, RowOutputDoesNotDependOnBatchMates) {
   uint32_t seed = 9100;
-  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ4_K,
-                      DType::kQ6_K, DType::kF16}) {
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                      DType::kQ4_K, DType::kQ6_K, DType::kF16}) {
     const int64_t n = 37, k = 512;
     std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
     const TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});

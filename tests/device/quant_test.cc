@@ -32,7 +32,8 @@ TEST(QuantTest, BlockSizesNamesAndViewBytes) {
   };
   for (const Case& c : {Case{DType::kQ8_0, "q8_0", 32, 34}, Case{DType::kQ4_0, "q4_0", 32, 18},
                         Case{DType::kQ4_1, "q4_1", 32, 20}, Case{DType::kQ4_K, "q4_k", 256, 144},
-                        Case{DType::kQ6_K, "q6_k", 256, 210}}) {
+                        Case{DType::kQ6_K, "q6_k", 256, 210}, Case{DType::kQ5_0, "q5_0", 32, 22},
+                        Case{DType::kQ5_1, "q5_1", 32, 24}}) {
     EXPECT_TRUE(IsBlockQuantized(c.dtype));
     EXPECT_EQ(DTypeName(c.dtype), c.name);
     EXPECT_EQ(DTypeBlockElements(c.dtype), c.elems);
@@ -108,6 +109,32 @@ TEST(QuantTest, Q4_1RoundTripWithinHalfAStep) {
     const float mn = *std::min_element(b, b + 32), mx = *std::max_element(b, b + 32);
     const float d = (mx - mn) / 15;
     return d / 2 + 15 * std::fabs(d - RoundF16(d)) + std::fabs(mn - RoundF16(mn)) +
+           1e-6f * (std::fabs(mn) + std::fabs(mx));
+  });
+}
+
+TEST(QuantTest, Q5RoundTripWithinHalfAStep) {
+  // Q5_0 as Q4_0 with 32 levels: d = max / -16 (the value of largest
+  // magnitude decodes to -16 d), values of the other sign above 15.5 |d|
+  // clamp to q = 31; plus 16 |d - f16(d)|.
+  CheckRoundTrip(DType::kQ5_0, TestValues(32 * 64, 6), [](const float* b, int64_t j) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < 32; ++i) {
+      if (std::fabs(b[i]) > amax) {
+        amax = std::fabs(b[i]);
+        max = b[i];
+      }
+    }
+    const float d = max / -16;
+    const bool clamped = d != 0 && b[j] / d > 15.5f;
+    return std::fabs(d) * (clamped ? 1.0f : 0.5f) + 16 * std::fabs(d - RoundF16(d)) +
+           1e-6f * amax;
+  });
+  // Q5_1 as Q4_1: d = (max - min) / 31, m = min.
+  CheckRoundTrip(DType::kQ5_1, TestValues(32 * 64, 7), [](const float* b, int64_t) {
+    const float mn = *std::min_element(b, b + 32), mx = *std::max_element(b, b + 32);
+    const float d = (mx - mn) / 31;
+    return d / 2 + 31 * std::fabs(d - RoundF16(d)) + std::fabs(mn - RoundF16(mn)) +
            1e-6f * (std::fabs(mn) + std::fabs(mx));
   });
 }

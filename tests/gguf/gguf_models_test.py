@@ -6,7 +6,7 @@ q/k norms, smollm3 with every 4th layer without RoPE, phi3 with fused
 projections, partial rotary and longrope factor tensors, gemma2 with soft
 caps and gemma3 with local/global layers, both with norm weights stored as
 1 + w) and several weight
-types (F32, Q8_0, Q4_0, Q4_1, F16, BF16), written by tests/gguf/make_gguf_models.py with the PyPI `gguf`
+types (F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16), written by tests/gguf/make_gguf_models.py with the PyPI `gguf`
 package, served by the real inferd binary: greedy tokens over gRPC equal
 the float64 NumPy reference on the gguf-dequantized weights
 (tests/gguf/gguf_reference.py), for several prompts each. Also: a GGUF of an
@@ -70,7 +70,7 @@ def main():
                            if f.endswith(".gguf"))
         encoders = [n for n in all_names if n.startswith("bert-")]
         names = [n for n in all_names if n not in encoders]
-        check(len(names) >= 14, f"expected 14 GGUF decoders, got {names}")
+        check(len(names) >= 16, f"expected 16 GGUF decoders, got {names}")
         check(len(encoders) >= 2, f"expected 2 GGUF encoders, got {encoders}")
         rng = random.Random(7)
         # 96 tokens: a prefill above the small-M limit (64 rows), where the

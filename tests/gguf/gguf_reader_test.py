@@ -8,7 +8,7 @@ the file is refused with a message, not a crash.
 Dequantization (runtime/loader/gguf_quant.h) against gguf.quants.dequantize:
 the first rows of one tensor of each type in the file (F32, Q8_0, Q4_1), and
 random blocks of every type inferd decodes (F16, BF16, Q8_0, Q4_0, Q4_1,
-Q4_K, Q6_K), within 1e-6 x max|ref| (both compute in float32).
+Q5_0, Q5_1, Q4_K, Q6_K), within 1e-6 x max|ref| (both compute in float32).
 
 usage: gguf_reader_test.py --dump inferd_gguf_dump --models BUILD/models
 Skips (exit 77) with a message when the model was not fetched.
@@ -148,8 +148,8 @@ def main():
         rng = np.random.default_rng(7)
         for name, block_bytes, halves in (
                 ("F16", 2, [0]), ("BF16", 2, []), ("Q8_0", 34, [0]),
-                ("Q4_0", 18, [0]), ("Q4_1", 20, [0, 2]), ("Q4_K", 144, [0, 2]),
-                ("Q6_K", 210, [208])):
+                ("Q4_0", 18, [0]), ("Q4_1", 20, [0, 2]), ("Q5_0", 22, [0]),
+                ("Q5_1", 24, [0, 2]), ("Q4_K", 144, [0, 2]), ("Q6_K", 210, [208])):
             blocks = rng.integers(0, 256, (64, block_bytes), dtype=np.uint8)
             # Finite, moderate f16 scales (random bytes could be inf/nan).
             for h in halves:
@@ -175,7 +175,7 @@ def main():
                 want = quants.dequantize(blocks, qtype)
             close(got, want, f"random {name} blocks")
         checked_types = sorted(seen) + ["F16", "BF16", "Q8_0", "Q4_0", "Q4_1",
-                                        "Q4_K", "Q6_K"]
+                                        "Q5_0", "Q5_1", "Q4_K", "Q6_K"]
 
     print(f"dequantized and compared: {', '.join(checked_types)}")
     print(f"{checked_values} metadata values and {len(ref.tensors)} tensors "

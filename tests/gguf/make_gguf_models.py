@@ -40,6 +40,8 @@ MODELS = {
     # rope_freqs tensor of per-dimension factors.
     "llama31-tiny-f32": ("llama31-tiny", "llama", "F32"),
     "qwen2-tiny-q4_0": ("qwen2-tiny", "qwen2", "Q4_0"),
+    "qwen2-tiny-q5_1": ("qwen2-tiny", "qwen2", "Q5_1"),
+    "llama-tiny-q5_0": ("llama-tiny", "llama", "Q5_0"),
     "smollm3-tiny-q8_0": ("smollm3-tiny", "smollm3", "Q8_0"),
     "smollm3-tiny-f32": ("smollm3-tiny", "smollm3", "F32"),
     "phi3-tiny-q8_0": ("phi3-tiny", "phi3", "Q8_0"),
