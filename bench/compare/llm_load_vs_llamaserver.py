@@ -386,7 +386,7 @@ def measure_machine(args):
             capture_output=True, text=True).stderr
         t = min(args.threads, 2)
         m = re.search(rf"machine, {t} thread\(s\): FP32 FMA peak ([0-9.]+) GFLOP/s, "
-                      rf"BF16 dot peak ([0-9.]+) GFLOP/s, stream read ([0-9.]+) GB/s", out)
+                      rf"BF16 dot peak ([0-9.]+) GFLOP/s, .*?stream read ([0-9.]+) GB/s", out)
         if not m:
             sys.exit("could not read the machine figures from inferd_kernels_bench; "
                      "pass --bandwidth-gbs and --peak-gflops")
