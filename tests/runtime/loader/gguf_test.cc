@@ -219,8 +219,10 @@ TEST(GgufTest, MalformedHeadersSayWhatIsWrong) {
   }
   {
     Builder b;
-    b.Header(1, 0).Tensor("t", {32}, 17, 0).Align(32).Data(64, 0);
-    expect_error(b.bytes(), "ggml type 17");
+    // 99: no ggml type (17, IQ2_XS, has a name since the IQ types were
+    // listed).
+    b.Header(1, 0).Tensor("t", {32}, 99, 0).Align(32).Data(64, 0);
+    expect_error(b.bytes(), "ggml type 99");
   }
   {
     Builder b;  // a Q4_0 row of 40 values is not whole blocks of 32
