@@ -302,20 +302,25 @@ void DecodeQ8_0(const uint8_t* w, int64_t b0, int64_t nb, float* out) {
 
 // ---- Q4_K ------------------------------------------------------------------
 
-// The 8 sub-block scales d * sc (out[0..7]) and offsets dmin * m (out[8..15])
-// of a Q4_K super-block: 6-bit values unpacked four at a time in 32-bit words.
-inline void ScalesQ4_K(const uint8_t* blk, float* out) {
+// [sc_0..7, m_0..7] of a Q4_K super-block as int32 lanes (the 6-bit values
+// unpacked four at a time in 32-bit words).
+inline __m512i ScaleMinsQ4_K(const uint8_t* blk) {
   uint32_t u[3];
   std::memcpy(u, blk + 4, 12);
   const uint32_t sc_lo = u[0] & 0x3F3F3F3Fu;
   const uint32_t m_lo = u[1] & 0x3F3F3F3Fu;
   const uint32_t sc_hi = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
   const uint32_t m_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  const __m128i bytes = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
-                                       static_cast<int>(m_lo), static_cast<int>(m_hi));
+  return _mm512_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
+                                             static_cast<int>(m_lo), static_cast<int>(m_hi)));
+}
+
+// The 8 sub-block scales d * sc (out[0..7]) and offsets dmin * m (out[8..15])
+// of a Q4_K super-block.
+inline void ScalesQ4_K(const uint8_t* blk, float* out) {
   const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(HalfAt(blk)),
                                        _mm256_set1_ps(HalfAt(blk + 2)), 1);
-  _mm512_store_ps(out, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(bytes))));
+  _mm512_store_ps(out, _mm512_mul_ps(dd, _mm512_cvtepi32_ps(ScaleMinsQ4_K(blk))));
 }
 
 template <int R>
@@ -1345,19 +1350,6 @@ __attribute__((target("avx512vnni"))) inline __m512i ScaledLevels(__m512i u, con
   const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512(h));
   const __m512i sl = _mm512_dpbusd_epi32(l_init, u, _mm512_load_si512(l));
   return _mm512_mullo_epi32(_mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl), sc);
-}
-
-// [sc_0..7, m_0..7] of a Q4_K super-block as int32 lanes (the 6-bit values
-// unpacked four at a time in 32-bit words).
-inline __m512i ScaleMinsQ4_K(const uint8_t* blk) {
-  uint32_t u[3];
-  std::memcpy(u, blk + 4, 12);
-  const uint32_t sc_lo = u[0] & 0x3F3F3F3Fu;
-  const uint32_t m_lo = u[1] & 0x3F3F3F3Fu;
-  const uint32_t sc_hi = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-  const uint32_t m_hi = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-  return _mm512_cvtepu8_epi32(_mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
-                                             static_cast<int>(m_lo), static_cast<int>(m_hi)));
 }
 
 // out[r] = dot(row w[r], x) for R rows of nsb Q4_K super-blocks.

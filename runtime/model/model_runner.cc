@@ -463,7 +463,7 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
   ForwardContext ctx;
   ctx.exec = ExecutionContext{device_, KernelChoice::kOptimized};
   // A decode-only step: every row a sequence's next token.
-  ctx.exec.decode_rows = batch_.max_query_len == 1 && batch_.num_seqs > 1;
+  ctx.exec.decode_rows = batch_.max_query_len == 1;
   ctx.batch = &batch_;
   ctx.ws = workspace_.get();
   ctx.attention = backend_.get();
