@@ -23,6 +23,7 @@ struct KernelContext {
   Device* device = nullptr;
   ThreadPool* pool = nullptr;  // nullptr: run serially on the caller
   bool decode_rows = false;    // ExecutionContext::decode_rows
+  ActivationPrecision activations = ActivationPrecision::kExact;
 };
 
 // A nullptr entry: ops.cc runs the reference kernel instead (host memory

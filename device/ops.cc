@@ -28,6 +28,7 @@ absl::Status Resolve(const ExecutionContext& ctx, Fn OpTable::*entry,
   kctx->device = device;
   kctx->pool = nullptr;
   kctx->decode_rows = ctx.decode_rows;
+  kctx->activations = ctx.activations;
   if (ctx.kernels == KernelChoice::kOptimized) {
     Fn f = device->ops().*entry;
     if (f != nullptr) {

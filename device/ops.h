@@ -36,6 +36,19 @@ enum class KernelChoice {
   kReference,  // plain, obviously-correct loops (host memory only)
 };
 
+// What the kernels do with the activations of block-quantized Linear weights
+// (a model's `activations=` option).
+enum class ActivationPrecision {
+  // F32 activations (the CPU's M = 1 GEMV: 16-bit, error 1/65024 of a
+  // block's max); int8 only from 8 rows of a decode-only step, or above 64.
+  kExact,
+  // int8 activations per block at every M, as llama.cpp: 32 values for the
+  // legacy formats, 256 for the K-quants; where the CPU has int8 dot
+  // products (CPU: AVX512_VNNI), else as kExact. A row's output is the same
+  // whatever its batch-mates and, up to 64 rows, whatever the batch size.
+  kInt8,
+};
+
 // Where and how an op runs. Cheap to copy.
 struct ExecutionContext {
   // nullptr: the shared "cpu" device from DeviceRegistry.
@@ -48,6 +61,7 @@ struct ExecutionContext {
   // its 16-bit GEMV). Prompt rows stay exact up to 64 tokens, so a short
   // prompt's first token matches the float64 reference.
   bool decode_rows = false;
+  ActivationPrecision activations = ActivationPrecision::kExact;
 };
 
 // ---------------------------------------------------------------------------

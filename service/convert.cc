@@ -665,6 +665,7 @@ void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
   out->set_embedding_dims(static_cast<uint32_t>(info.embedding_dims));
   out->set_vocab_size(static_cast<uint32_t>(info.vocab_size));
   out->set_dtype(info.dtype);
+  out->set_activations(info.activations);
   out->set_pooling(info.pooling);
   for (const auto& [kind, name] : info.components) {
     (*out->mutable_components())[kind] = name;

@@ -135,6 +135,10 @@ absl::Status SetEngineOption(absl::string_view key, absl::string_view value,
     ASSIGN_OR_RETURN(e->block_size, ParseInt(key, value, 1, 1024));
   } else if (key == "dtype") {
     RETURN_IF_ERROR(ParseDtype(key, value, &e->dtype));
+  } else if (key == "activations") {
+    const std::string v = absl::AsciiStrToLower(value);
+    if (v != "int8" && v != "exact") return Bad(key, value, "expected int8 or exact");
+    e->activations = v;
   } else if (key == "enable-prefix-caching" || key == "prefix-caching") {
     ASSIGN_OR_RETURN(e->enable_prefix_caching, ParseBool(key, value));
   } else if (key == "speculative-draft-tokens") {
@@ -347,6 +351,14 @@ const FlagDoc kFlags[] = {
      "their own quantization), or int8 (encoders only: int8 weights with a "
      "scale per block of 32 inputs, int8 activations per block of 32 on "
      "AVX512-VNNI CPUs)."},
+    {"activations", "int8|exact", "int8",
+     "Activations of block-quantized weights (GGUF Q4_0 to Q8_0 and the "
+     "K-quants, dtype q8_0 / q4_0 / q4_1): int8 runs int8 dot products on "
+     "activations quantized per block (32 values, 256 for K-quants) at "
+     "every batch size, as llama.cpp does (faster; a row's output does not "
+     "depend on the batch up to 64 rows); exact keeps F32 activations "
+     "(16-bit in the one-sequence decode). CPUs without AVX512-VNNI run "
+     "exact either way. docs/precision.md."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},
     {"allow-partial-start", "", "false",
@@ -749,6 +761,7 @@ std::vector<std::pair<std::string, std::string>> EngineSettings(
       {"kv-cache-memory", KvMemory(e)},
       {"block-size", absl::StrCat(e.block_size)},
       {"dtype", e.dtype},
+      {"activations", e.activations},
       {"enable-prefix-caching", b(e.enable_prefix_caching)},
       {"speculative-draft-tokens", absl::StrCat(e.speculative_draft_tokens)},
   };

@@ -854,7 +854,9 @@ class Handlers {
                 {"object", "model"},
                 {"created", created_},
                 {"owned_by", "inferd"},
-                {"max_model_len", m.max_input_tokens()}};
+                {"max_model_len", m.max_input_tokens()},
+                {"dtype", m.dtype()},
+                {"activations", m.activations()}};
   }
 
   void ListModels(const httplib::Request& req, httplib::Response& res) {

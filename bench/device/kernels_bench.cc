@@ -201,9 +201,10 @@ void BM_Linear(benchmark::State& state) {
 // Weight dtypes of BM_QuantLinear, by index.
 constexpr DType kQuantBenchDTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0,
                                        DType::kQ4_K, DType::kQ6_K, DType::kF16,
-                                       DType::kBF16};
+                                       DType::kBF16, DType::kQ5_0, DType::kQ5_1};
 
-// Args: M, N, K, dtype (index into kQuantBenchDTypes), threads. Decode with
+// Args: M, N, K, dtype (index into kQuantBenchDTypes), threads, act (the
+// activation policy of block-quantized weights: 0 exact, 1 int8). Decode with
 // quantized / half-precision weights. The weights rotate over enough copies
 // (>= 512 MB in all) that each call streams them from memory, as a model's
 // layers do, instead of from the last-level cache.
@@ -211,6 +212,7 @@ void BM_QuantLinear(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const DType dtype = kQuantBenchDTypes[state.range(3)];
   const int threads = static_cast<int>(state.range(4));
+  const bool act_int8 = state.range(5) != 0;
   const Machine& mach = GetMachine();
   std::vector<float> x = Random(m * k, 1), y(m * n);
   const size_t row_bytes = DTypeRowBytes(dtype, k);
@@ -230,6 +232,7 @@ void BM_QuantLinear(benchmark::State& state) {
   ExecutionContext ctx{DeviceWithThreads(threads), KernelChoice::kOptimized};
   // Up to 64 rows: a decode-only step's (the model runner's decode_rows).
   ctx.decode_rows = m <= 64;
+  ctx.activations = act_int8 ? ActivationPrecision::kInt8 : ActivationPrecision::kExact;
   int c = 0;
   for (auto _ : state) {
     const TensorView wv = TensorView::Contiguous(w.data() + c * bytes, dtype, {n, k});
@@ -239,12 +242,17 @@ void BM_QuantLinear(benchmark::State& state) {
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(DTypeName(dtype)));
+  state.SetLabel(std::string(DTypeName(dtype)) + (act_int8 ? " int8-x" : ""));
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
   state.counters["weight_GB/s"] =
       benchmark::Counter(bytes / 1e9 * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["mem_bw_GB/s"] = mach.bandwidth[threads];
+  // The fraction of the probe's stream read the weights move at.
+  if (mach.bandwidth[threads] > 0) {
+    state.counters["of_stream"] = benchmark::Counter(
+        bytes / 1e9 * state.iterations() / mach.bandwidth[threads], benchmark::Counter::kIsRate);
+  }
   // The unit this path computes on (quant_linear_cpu.cc: int8 dot products
   // for block-quantized weights from M = 8 in decode, above 64 otherwise,
   // and the M = 1 GEMV) and the fraction of its peak reached; with AMX the
@@ -265,19 +273,25 @@ void BM_QuantLinear(benchmark::State& state) {
   }
 }
 
-// TinyLlama-1.1B projections (q/o, gate/up, down, lm_head), M = 1 and 16.
+// Whether dtype (an index into kQuantBenchDTypes) has the int8 policy.
+bool HasInt8Policy(int d) { return IsBlockQuantized(kQuantBenchDTypes[d]); }
+
+// TinyLlama-1.1B projections (q/o, gate/up, down, lm_head), M = 1 and 16,
+// each activation policy.
 void QuantArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     for (int m : {1, 16}) {
       for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) {
-        b->Args({m, 2048, 2048, d, threads});
-        b->Args({m, 5632, 2048, d, threads});
-        b->Args({m, 2048, 5632, d, threads});
-        b->Args({m, 32000, 2048, d, threads});
+        for (int act = 0; act <= (HasInt8Policy(d) ? 1 : 0); ++act) {
+          b->Args({m, 2048, 2048, d, threads, act});
+          b->Args({m, 5632, 2048, d, threads, act});
+          b->Args({m, 2048, 5632, d, threads, act});
+          b->Args({m, 32000, 2048, d, threads, act});
+        }
       }
     }
   }
-  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->ArgNames({"M", "N", "K", "dtype", "threads", "act"});
   b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.3);
 }
 
@@ -287,10 +301,12 @@ BENCHMARK(BM_QuantLinear)->Apply(QuantArgs);
 // the small-M kernels' cost per activation row (compute-bound; compare
 // with M = 1 and with the int8 GEMM above M = 64).
 void QuantSmallMArgs(benchmark::internal::Benchmark* b) {
-  for (int m : {2, 4, 6, 8, 12, 16, 32}) {
-    for (int d = 0; d < 5; ++d) b->Args({m, 2048, 2048, d, 1});
+  for (int m : {2, 4, 6, 8, 12, 16, 32, 64}) {
+    for (int d = 0; d < 5; ++d) {
+      for (int act : {0, 1}) b->Args({m, 2048, 2048, d, 1, act});
+    }
   }
-  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->ArgNames({"M", "N", "K", "dtype", "threads", "act"});
   b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.3);
 }
 
@@ -301,12 +317,12 @@ BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearSmallM")->Apply(QuantSmallMArgs);
 void QuantPrefillArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) {
-      b->Args({512, 2048, 2048, d, threads});
-      b->Args({512, 5632, 2048, d, threads});
-      b->Args({512, 2048, 5632, d, threads});
+      b->Args({512, 2048, 2048, d, threads, 0});
+      b->Args({512, 5632, 2048, d, threads, 0});
+      b->Args({512, 2048, 5632, d, threads, 0});
     }
   }
-  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->ArgNames({"M", "N", "K", "dtype", "threads", "act"});
   b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.5);
 }
 
@@ -318,19 +334,21 @@ BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearPrefill")->Apply(QuantPrefillArgs
 // being packed for the GEMM.
 void QuantMixedStepArgs(benchmark::internal::Benchmark* b) {
   for (int m : {80, 144}) {
-    for (int d : {2, 5}) {  // Q8_0, F16
-      b->Args({m, 2048, 2048, d, 2});
-      b->Args({m, 5632, 2048, d, 2});
-      b->Args({m, 2048, 5632, d, 2});
+    for (int d : {2, 3, 5}) {  // Q8_0, Q4_K, F16
+      for (int act = 0; act <= (HasInt8Policy(d) ? 1 : 0); ++act) {
+        b->Args({m, 2048, 2048, d, 2, act});
+        b->Args({m, 5632, 2048, d, 2, act});
+        b->Args({m, 2048, 5632, d, 2, act});
+      }
     }
   }
-  b->ArgNames({"M", "N", "K", "dtype", "threads"});
+  b->ArgNames({"M", "N", "K", "dtype", "threads", "act"});
   b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(0.5);
 }
 
 BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearMixedStep")->Apply(QuantMixedStepArgs);
 
-// Args: M, dtype. The decode kernels' compute ceiling: a 256 x 2048 weight
+// Args: M, dtype, act (as BM_QuantLinear). The decode kernels' compute ceiling: a 256 x 2048 weight
 // (<= 1 MB) called repeatedly stays in L2, so memory bandwidth is out of
 // the picture. One thread.
 void BM_QuantLinearL2(benchmark::State& state) {
@@ -346,6 +364,8 @@ void BM_QuantLinearL2(benchmark::State& state) {
     }
   }
   ExecutionContext ctx{DeviceWithThreads(1), KernelChoice::kOptimized};
+  const bool act_int8 = state.range(2) != 0;
+  ctx.activations = act_int8 ? ActivationPrecision::kInt8 : ActivationPrecision::kExact;
   for (auto _ : state) {
     auto st = Linear(ctx, TensorView::Contiguous(x.data(), DType::kF32, {m, k}),
                      TensorView::Contiguous(w.data(), dtype, {n, k}), TensorView{},
@@ -353,16 +373,18 @@ void BM_QuantLinearL2(benchmark::State& state) {
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(DTypeName(dtype)));
+  state.SetLabel(std::string(DTypeName(dtype)) + (act_int8 ? " int8-x" : ""));
   state.counters["Gweights/s"] = benchmark::Counter(
       1e-9 * static_cast<double>(n * k) * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 void QuantL2Args(benchmark::internal::Benchmark* b) {
   for (int m : {1, 16}) {
-    for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) b->Args({m, d});
+    for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) {
+      for (int act = 0; act <= (HasInt8Policy(d) ? 1 : 0); ++act) b->Args({m, d, act});
+    }
   }
-  b->ArgNames({"M", "dtype"});
+  b->ArgNames({"M", "dtype", "act"});
   b->Unit(benchmark::kMicrosecond)->MeasureProcessCPUTime()->MinTime(0.2);
 }
 

@@ -1167,10 +1167,12 @@ struct GroupLoads {
 };
 
 // A group's level sums into a row's accumulators, per int32 lane:
-// acc += d sx (256 sh + sl) and off += c S.
+// acc += d sx (256 sh + sl) and off += c S; with one level (int8 x, kOne)
+// acc += d sx sh.
+template <bool kOne>
 inline void AccumulateLevels(__m512i sh, __m512i sl, __m512 d, __m512 sx,
                              __m512 c, __m512 s, __m512* acc, __m512* off) {
-  const __m512i t = _mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl);
+  const __m512i t = kOne ? sh : _mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl);
   *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, sx), *acc);
   *off = _mm512_fmadd_ps(c, s, *off);
 }
@@ -1204,7 +1206,7 @@ inline void HighBits(const uint8_t* qh, int64_t blocks, __mmask64* lo, __mmask64
 // out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 / Q5_0 / Q5_1
 // blocks; xg: the activation groups. Q5 adds bit 4 of each weight byte
 // from the block's qh word.
-template <int R, DType kFmt>
+template <int R, DType kFmt, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ4(
     const uint8_t* const* w, int64_t nb, const uint8_t* xg, size_t ahead,
     float* out) {
@@ -1229,7 +1231,9 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4(
   for (int64_t b = 0; b < nb; b += kQ4Group) {
     const uint8_t* xa = xg + kQ4GroupBytes * (b / kQ4Group);
     const __m512i h_lo = _mm512_load_si512(xa), h_hi = _mm512_load_si512(xa + 64);
-    const __m512i l_lo = _mm512_load_si512(xa + 128), l_hi = _mm512_load_si512(xa + 192);
+    // One level (int8 x): the l bytes are not there.
+    const __m512i l_lo = kOne ? h_lo : _mm512_load_si512(xa + 128);
+    const __m512i l_hi = kOne ? h_hi : _mm512_load_si512(xa + 192);
     const __m512 sx = _mm512_load_ps(xa + 256), s = _mm512_load_ps(xa + 320);
     const GroupLoads<kBytes, kSecond, kQ4Group> loads(nb - b < kQ4Group ? nb - b : kQ4Group);
 #pragma GCC unroll 4
@@ -1248,20 +1252,23 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4(
       }
       __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, h_lo);
       sh = _mm512_dpbusd_epi32(sh, hi, h_hi);
-      __m512i sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, l_lo);
-      sl = _mm512_dpbusd_epi32(sl, hi, l_hi);
+      __m512i sl = _mm512_setzero_si512();
+      if constexpr (!kOne) {
+        sl = _mm512_dpbusd_epi32(sl, lo, l_lo);
+        sl = _mm512_dpbusd_epi32(sl, hi, l_hi);
+      }
       const __m512i dm = kQ5 ? _mm512_permutex2var_epi16(v0, scales, v1)
                              : _mm512_permutexvar_epi16(scales, v0);
       const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
       const __m512 c = kMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)) : d;
-      AccumulateLevels(sh, sl, d, sx, c, s, &acc[r], &off[r]);
+      AccumulateLevels<kOne>(sh, sl, d, sx, c, s, &acc[r], &off[r]);
     }
   }
   ReduceRows<R>(acc, off, kMin ? 1.0f : (kQ5 ? -16.0f : -8.0f), out);
 }
 
 // out[r] = dot(row w[r], x) for R rows of nb Q8_0 blocks.
-template <int R>
+template <int R, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
     const uint8_t* const* w, int64_t nb, const uint8_t* xg, size_t ahead,
     float* out) {
@@ -1273,7 +1280,8 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
   for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b += kQ8Group) {
     const uint8_t* xa = xg + kQ8GroupBytes * (b / kQ8Group);
-    const __m512i h = _mm512_load_si512(xa), l = _mm512_load_si512(xa + 64);
+    const __m512i h = _mm512_load_si512(xa);
+    const __m512i l = kOne ? h : _mm512_load_si512(xa + 64);
     const __m512 sx = _mm512_load_ps(xa + 128), s = _mm512_load_ps(xa + 192);
     const GroupLoads<34, kSecond, kQ8Group> loads(nb - b < kQ8Group ? nb - b : kQ8Group);
 #pragma GCC unroll 4
@@ -1283,10 +1291,11 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
       // A missing second block reads as u = 128 against zero activations.
       const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi16(v0, quants, v1), flip);
       const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, h);
-      const __m512i sl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, l);
+      const __m512i sl =
+          kOne ? _mm512_setzero_si512() : _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, l);
       const __m512 d = _mm512_cvtph_ps(
           _mm512_castsi512_si256(_mm512_permutexvar_epi16(scales, v0)));
-      AccumulateLevels(sh, sl, d, sx, d, s, &acc[r], &off[r]);
+      AccumulateLevels<kOne>(sh, sl, d, sx, d, s, &acc[r], &off[r]);
     }
   }
   ReduceRows<R>(acc, off, -128.0f, out);
@@ -1344,16 +1353,21 @@ constexpr DwordIndex kQ6_KScaleLanes[4] = {FourGroups(0), FourGroups(4), FourGro
 inline __m512i LoadDwords(const DwordIndex& t) { return _mm512_loadu_si512(t.v); }
 
 // One weight vector's contribution: sc per lane x (256 sum u h + sum u l),
-// with the l sums starting at l_init.
+// with the l sums starting at l_init; with one level (kOne: int8 x, no l
+// bytes) sc x (l_init + sum u h).
+template <bool kOne>
 __attribute__((target("avx512vnni"))) inline __m512i ScaledLevels(__m512i u, const uint8_t* h, const uint8_t* l,
                             __m512i l_init, __m512i sc) {
+  if constexpr (kOne) {
+    return _mm512_mullo_epi32(_mm512_dpbusd_epi32(l_init, u, _mm512_load_si512(h)), sc);
+  }
   const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512(h));
   const __m512i sl = _mm512_dpbusd_epi32(l_init, u, _mm512_load_si512(l));
   return _mm512_mullo_epi32(_mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl), sc);
 }
 
 // out[r] = dot(row w[r], x) for R rows of nsb Q4_K super-blocks.
-template <int R>
+template <int R, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ4_K(
     const uint8_t* const* w, int64_t nsb, const uint8_t* xg, size_t ahead,
     float* out) {
@@ -1380,9 +1394,9 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4_K(
         const __m512i lo = _mm512_and_si512(q, low);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
         const uint8_t* xp = xa + 256 * p;
-        t = _mm512_add_epi32(t, ScaledLevels(lo, xp, xp + 128, zero,
+        t = _mm512_add_epi32(t, ScaledLevels<kOne>(lo, xp, xp + 128, zero,
                                              _mm512_permutexvar_epi32(lanes[2 * p], scm)));
-        t = _mm512_add_epi32(t, ScaledLevels(hi, xp + 64, xp + 192, zero,
+        t = _mm512_add_epi32(t, ScaledLevels<kOne>(hi, xp + 64, xp + 192, zero,
                                              _mm512_permutexvar_epi32(lanes[2 * p + 1], scm)));
       }
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(HalfAt(blk) * sx), acc[r]);
@@ -1395,7 +1409,7 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4_K(
 }
 
 // out[r] = dot(row w[r], x) for R rows of nsb Q6_K super-blocks.
-template <int R>
+template <int R, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ6_K(
     const uint8_t* const* w, int64_t nsb, const uint8_t* xg, size_t ahead,
     float* out) {
@@ -1428,9 +1442,9 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ6_K(
             _mm512_and_si512(_mm512_srli_epi16(l, 4), low), _mm512_and_si512(hx, two));
         const uint8_t* x0 = xa + 128 * h;
         const __m512i* init = reinterpret_cast<const __m512i*>(xa + 512) + 2 * h;
-        t = _mm512_add_epi32(t, ScaledLevels(u01, x0, x0 + 256, _mm512_load_si512(init),
+        t = _mm512_add_epi32(t, ScaledLevels<kOne>(u01, x0, x0 + 256, _mm512_load_si512(init),
                                              _mm512_permutexvar_epi32(lanes[2 * h], sc)));
-        t = _mm512_add_epi32(t, ScaledLevels(u23, x0 + 64, x0 + 320, _mm512_load_si512(init + 1),
+        t = _mm512_add_epi32(t, ScaledLevels<kOne>(u23, x0 + 64, x0 + 320, _mm512_load_si512(init + 1),
                                              _mm512_permutexvar_epi32(lanes[2 * h + 1], sc)));
       }
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(HalfAt(blk + 208) * sx),
@@ -1440,9 +1454,16 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ6_K(
   for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// int8 x: v clamped to [-127, 127] (x / sx may round a hair past 127).
+inline __m512i ClampX(__m512i v, bool int8) {
+  if (!int8) return v;
+  return _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(127)), _mm512_set1_epi32(-127));
+}
+
 // x[0, k) (k a multiple of 256) quantized per super-block for dtype (Q4_K
-// or Q6_K) in the layout above.
-void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, uint8_t* xg) {
+// or Q6_K) in the layout above; int8: one level, v = h in [-127, 127] (sx =
+// max |x| / 127, as ggml's q8_K), the l bytes left unwritten.
+void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, bool int8, uint8_t* xg) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const __m512i half = _mm512_set1_epi32(128);
   const bool q4k = dtype == DType::kQ4_K;
@@ -1450,7 +1471,7 @@ void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, uint8_t* xg) {
     const float* xs = x + 256 * sb;
     __m512 mx = _mm512_setzero_ps();
     for (int j = 0; j < 256; j += 16) mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(xs + j)));
-    const float step = _mm512_reduce_max_ps(mx) / 32512.0f;
+    const float step = _mm512_reduce_max_ps(mx) / (int8 ? 127.0f : 32512.0f);
     const __m512 inv = _mm512_set1_ps(InverseStep(step));
     uint8_t* g = xg + (q4k ? kQ4_KXBytes : kQ6_KXBytes) * sb;
     alignas(64) float f[16] = {};
@@ -1458,8 +1479,9 @@ void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, uint8_t* xg) {
     // 16 values at a time: sub-block s = j / 32; in Q4_K's layout values
     // 32 s + i go to byte i of half (s / 2) % 2 of vector s % 2 of load s / 4.
     for (int j = 0; j < 256; j += 16) {
-      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + j), inv));
-      const __m512i hq = _mm512_srai_epi32(_mm512_add_epi32(q, half), 8);
+      const __m512i q = ClampX(
+          _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xs + j), inv)), int8);
+      const __m512i hq = int8 ? q : _mm512_srai_epi32(_mm512_add_epi32(q, half), 8);
       const __m512i lq = _mm512_sub_epi32(q, _mm512_slli_epi32(hq, 8));
       int64_t at = j;  // Q6_K: in order
       if (q4k) {
@@ -1468,7 +1490,9 @@ void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, uint8_t* xg) {
       }
       const int64_t l_at = q4k ? at + 128 : at + 256;
       _mm_storeu_si128(reinterpret_cast<__m128i*>(g + at), _mm512_cvtepi32_epi8(hq));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(g + l_at), _mm512_cvtepi32_epi8(lq));
+      if (!int8) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(g + l_at), _mm512_cvtepi32_epi8(lq));
+      }
       if (q4k) {
         v_sum[j / 32] += _mm512_reduce_add_epi32(q);
       } else {
@@ -1489,7 +1513,10 @@ void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, uint8_t* xg) {
   }
 }
 
-template <int R>
+// Weight rows [n, ...) in passes of R up to n_end, each pass against every
+// activation row (its weight bytes then come from L1 / L2 after the first):
+// row i's outputs are those of the same call at m = 1, whatever m.
+template <int R, bool kOne>
 int64_t GemvVnniRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
   const int64_t nb = g.k / 32, nsb = g.k / 256;
   // As Gemv: each pass prefetches the next one's rows.
@@ -1497,21 +1524,32 @@ int64_t GemvVnniRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
   for (; n + R <= n_end; n += R) {
     const uint8_t* w[R];
     for (int r = 0; r < R; ++r) w[r] = g.w + (n + r) * g.row_bytes;
-    float out[R];
-    switch (g.dtype) {
-      case DType::kQ8_0: GemvVnniQ8_0<R>(w, nb, g.xq, ahead, out); break;
-      case DType::kQ4_0: GemvVnniQ4<R, DType::kQ4_0>(w, nb, g.xq, ahead, out); break;
-      case DType::kQ5_0: GemvVnniQ4<R, DType::kQ5_0>(w, nb, g.xq, ahead, out); break;
-      case DType::kQ5_1: GemvVnniQ4<R, DType::kQ5_1>(w, nb, g.xq, ahead, out); break;
-      case DType::kQ4_K: GemvVnniQ4_K<R>(w, nsb, g.xq, ahead, out); break;
-      case DType::kQ6_K: GemvVnniQ6_K<R>(w, nsb, g.xq, ahead, out); break;
-      default: GemvVnniQ4<R, DType::kQ4_1>(w, nb, g.xq, ahead, out); break;
-    }
-    for (int r = 0; r < R; ++r) {
-      g.y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
+    for (int64_t i = 0; i < g.m; ++i) {
+      const uint8_t* xq = g.xq + i * g.xq_stride;
+      float out[R];
+      switch (g.dtype) {
+        case DType::kQ8_0: GemvVnniQ8_0<R, kOne>(w, nb, xq, ahead, out); break;
+        case DType::kQ4_0: GemvVnniQ4<R, DType::kQ4_0, kOne>(w, nb, xq, ahead, out); break;
+        case DType::kQ5_0: GemvVnniQ4<R, DType::kQ5_0, kOne>(w, nb, xq, ahead, out); break;
+        case DType::kQ5_1: GemvVnniQ4<R, DType::kQ5_1, kOne>(w, nb, xq, ahead, out); break;
+        case DType::kQ4_K: GemvVnniQ4_K<R, kOne>(w, nsb, xq, ahead, out); break;
+        case DType::kQ6_K: GemvVnniQ6_K<R, kOne>(w, nsb, xq, ahead, out); break;
+        default: GemvVnniQ4<R, DType::kQ4_1, kOne>(w, nb, xq, ahead, out); break;
+      }
+      float* y = g.y + i * g.ldy;
+      for (int r = 0; r < R; ++r) {
+        y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
+      }
     }
   }
   return n;
+}
+
+template <bool kOne>
+void GemvVnniRowsAt(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
+  int64_t n = GemvVnniRowsOf<kGemvRows, kOne>(args, n_begin, n_end);
+  n = GemvVnniRowsOf<2, kOne>(args, n, n_end);
+  GemvVnniRowsOf<1, kOne>(args, n, n_end);
 }
 
 }  // namespace
@@ -1593,9 +1631,9 @@ int64_t GemvVnniXBytes(int64_t k) {
   return 128 * ((k / 32 + kQ4Group - 1) / kQ4Group * kQ4Group);
 }
 
-void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xg) {
+void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, bool int8, uint8_t* xg) {
   if (dtype == DType::kQ4_K || dtype == DType::kQ6_K) {
-    QuantizeXSuperBlocks(dtype, x, k, xg);
+    QuantizeXSuperBlocks(dtype, x, k, int8, xg);
     return;
   }
   const int64_t nb = k / 32;
@@ -1610,13 +1648,14 @@ void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xg) {
     const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
     const float amax = _mm512_reduce_max_ps(
         _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
-    const float step = amax / 32512.0f;
+    const float step = amax / (int8 ? 127.0f : 32512.0f);
     const __m512 inv = _mm512_set1_ps(InverseStep(step));
-    // Round to nearest even; |v| <= 32512 (amax / step rounds to 32512).
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, inv));
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, inv));
-    const __m512i h0 = _mm512_srai_epi32(_mm512_add_epi32(q0, half), 8);
-    const __m512i h1 = _mm512_srai_epi32(_mm512_add_epi32(q1, half), 8);
+    // Round to nearest even; |v| <= 32512 (amax / step rounds to 32512);
+    // int8: v = h, clamped to 127.
+    const __m512i q0 = ClampX(_mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)), int8);
+    const __m512i q1 = ClampX(_mm512_cvtps_epi32(_mm512_mul_ps(v1, inv)), int8);
+    const __m512i h0 = int8 ? q0 : _mm512_srai_epi32(_mm512_add_epi32(q0, half), 8);
+    const __m512i h1 = int8 ? q1 : _mm512_srai_epi32(_mm512_add_epi32(q1, half), 8);
     const __m512i l0 = _mm512_sub_epi32(q0, _mm512_slli_epi32(h0, 8));
     const __m512i l1 = _mm512_sub_epi32(q1, _mm512_slli_epi32(h1, 8));
     const float sum =
@@ -1644,8 +1683,10 @@ void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xg) {
     }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(h_lo), _mm512_cvtepi32_epi8(h0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(h_hi), _mm512_cvtepi32_epi8(h1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(l_lo), _mm512_cvtepi32_epi8(l0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(l_hi), _mm512_cvtepi32_epi8(l1));
+    if (!int8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(l_lo), _mm512_cvtepi32_epi8(l0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(l_hi), _mm512_cvtepi32_epi8(l1));
+    }
     for (int i = 0; i < lanes; ++i) {
       f[lanes * lane + i] = step;
       f[16 + lanes * lane + i] = i == 0 ? sum : 0.0f;
@@ -1654,9 +1695,11 @@ void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xg) {
 }
 
 void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
-  int64_t n = GemvVnniRowsOf<kGemvRows>(args, n_begin, n_end);
-  n = GemvVnniRowsOf<2>(args, n, n_end);
-  GemvVnniRowsOf<1>(args, n, n_end);
+  if (args.xq_int8) {
+    GemvVnniRowsAt<true>(args, n_begin, n_end);
+  } else {
+    GemvVnniRowsAt<false>(args, n_begin, n_end);
+  }
 }
 
 void QuantGemmRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {

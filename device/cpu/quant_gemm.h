@@ -29,9 +29,12 @@ struct QuantGemmArgs {
   // the other dtypes and at avx512 (its kernels fold the offsets into
   // per-block tables).
   const float* xsum = nullptr;
-  // M = 1 at the avx512_bf16 level for the formats of GemvVnniRows: x as
-  // GemvVnniQuantizeX leaves it (null otherwise).
+  // GemvVnniRows (M = 1, or any M <= 64 under the int8 activation policy):
+  // x as GemvVnniQuantizeX leaves it, row i at xq + i * xq_stride (null
+  // otherwise); xq_int8: quantized with int8 = true.
   const uint8_t* xq = nullptr;
+  int64_t xq_stride = 0;
+  bool xq_int8 = false;
   // Weights packed by cpu_avx512::PackVnniWeights: QuantGemmVnni reads its
   // panels instead of unpacking each per call (null: unpack).
   const uint8_t* packed = nullptr;
@@ -66,24 +69,27 @@ int64_t VnniPackedBytes(DType dtype, int64_t n, int64_t k);
 // Unpacks every panel of args.w (dtype, n, k, row_bytes) into out
 // (VnniPackedBytes, 64-byte aligned), panels split over `pool`.
 void PackVnniWeights(ThreadPool* pool, const QuantGemmArgs& args, uint8_t* out);
-// Decode (M = 1) GEMV with int8 dot products for Q4_0, Q4_1, Q8_0, Q4_K
-// and Q6_K, exact to 16-bit activations: x is quantized per block of 32
-// (per super-block of 256 for Q4_K / Q6_K) to v = round(x / sx), sx = the
-// block's max |x| / 32512, stored as two int8 levels v = 256 h + l, and
-// vpdpbusd takes the weight bytes as GGUF stores them (no repacking).
-// Error: sum_k |w_k| sx_k / 2 (256 times below an int8 activation's) plus
-// F32 rounding.
+// Decode GEMV with int8 dot products for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K
+// and Q6_K: x is quantized per block of 32 (per super-block of 256 for
+// Q4_K / Q6_K) to v = round(x / sx), and vpdpbusd takes the weight bytes as
+// GGUF stores them (no repacking). Two precisions:
+// - 16-bit (the exact activation policy, M = 1): sx = the block's max |x| /
+//   32512, v stored as two int8 levels v = 256 h + l; error sum_k |w_k|
+//   sx_k / 2 (256 times below an int8 activation's) plus F32 rounding;
+// - int8 (the int8 policy, as llama.cpp's q8_0 / q8_1 / q8_K): sx = max |x|
+//   / 127, one level, half the dot products; error sum_k |w_k| sx_k / 2.
+// Each activation row's outputs are computed alone, the same at any M.
 // Whether GemvVnniRows handles dtype on this CPU (the five formats with
 // AVX512_VNNI).
 bool GemvVnniSupports(DType dtype);
 // Bytes of the activation buffer GemvVnniQuantizeX fills for k values.
 int64_t GemvVnniXBytes(int64_t k);
 // Quantizes x[0, k) (k a multiple of the dtype's block) into xq (GemvVnniXBytes(k) bytes,
-// 64-byte aligned) in the layout the kernel for dtype reads: the two int8
-// levels, sx and sx sum v per block.
-void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, uint8_t* xq);
-// Weight rows [n_begin, n_end) of y = x W^T (+ bias) for args.m == 1, with
-// args.xq from GemvVnniQuantizeX.
+// 64-byte aligned) in the layout the kernel for dtype reads: the int8
+// levels (two, or one when int8), sx and sx sum v per block.
+void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, bool int8, uint8_t* xq);
+// Weight rows [n_begin, n_end) of y = x W^T (+ bias), all args.m rows, with
+// args.xq from GemvVnniQuantizeX (each weight row read from memory once).
 void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
 // Weight rows [n0, n0 + rows) as F32 (DequantizeRow's values), row r at
 // out + r * args.k.

@@ -1,5 +1,10 @@
 // Linear with F16 or ggml block-quantized weights (device/quant.h) on the
-// CPU:
+// CPU. Under the int8 activation policy (ActivationPrecision::kInt8) at the
+// avx512_bf16 level with AVX512_VNNI, every block-quantized format runs the
+// int8 GEMV for M <= 64 (x quantized to int8 per block of 32, per
+// super-block of 256 for the K-quants, as llama.cpp; each row computed
+// alone, so its output is the same at any M up to 64) and the int8 GEMM
+// above. Under the exact policy (and the int8 one on other CPUs):
 // - M = 1 (decode) with Q4_0, Q4_1, Q8_0, Q4_K or Q6_K weights at the
 //   avx512_bf16 level (AVX512_VNNI checked): int8 dot products on the blocks
 //   as stored, against x quantized to 16 bits per block of 32 (K-quants: per
@@ -143,6 +148,26 @@ void RunDecodedTiles(void* arg, int64_t begin, int64_t end) {
   }
 }
 
+// The int8 GEMV (cpu_avx512::GemvVnniRows) of all g->m rows: x quantized
+// once here (int8, or 16 bits as two int8 levels), read by every thread.
+void RunGemvVnni(ThreadPool* pool, bool int8, QuantGemmArgs* g) {
+  static thread_local std::vector<uint8_t> xbuf;
+  const int64_t stride = (cpu_avx512::GemvVnniXBytes(g->k) + 63) / 64 * 64;
+  const size_t bytes = static_cast<size_t>(stride * g->m) + 64;
+  if (xbuf.size() < bytes) xbuf.resize(bytes);
+  uint8_t* xq = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) / 64 * 64);
+  for (int64_t i = 0; i < g->m; ++i) {
+    cpu_avx512::GemvVnniQuantizeX(g->dtype, g->x + i * g->ldx, g->k, int8, xq + i * stride);
+  }
+  g->xq = xq;
+  g->xq_stride = stride;
+  g->xq_int8 = int8;
+  RowsTask task{&cpu_avx512::GemvVnniRows, g};
+  ParallelForRaw(pool, g->n, std::max<int64_t>(16, kMinParallelMacs / (g->m * g->k) + 1),
+                 &RunRowsTask, &task);
+}
+
 }  // namespace
 
 absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
@@ -172,6 +197,15 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   if (g.m * g.n * g.k < kMinParallelMacs) pool = nullptr;
 
   const CpuIsa isa = ActiveCpuIsa();
+  const bool gemv_vnni = isa >= CpuIsa::kAvx512Bf16 && cpu_avx512::GemvVnniSupports(g.dtype);
+  if (ctx.activations == ActivationPrecision::kInt8 && gemv_vnni &&
+      g.m <= kQuantSmallMMaxM) {
+    // int8 policy, up to 64 rows (decode, batched decode, mixed steps): the
+    // int8 GEMV, each x row quantized once here and run against each pass
+    // of weight rows, which stream from memory once for all rows.
+    RunGemvVnni(pool, true, &g);
+    return absl::OkStatus();
+  }
   const int64_t vnni_min_m = ctx.decode_rows ? kQuantVnniMinDecodeM : kQuantSmallMMaxM + 1;
   if (g.m >= vnni_min_m && isa >= CpuIsa::kAvx512Bf16 &&
       cpu_avx512::QuantVnniSupports(g.dtype)) {
@@ -193,19 +227,9 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
     return absl::OkStatus();
   }
 
-  if (g.m == 1 && isa >= CpuIsa::kAvx512Bf16 &&
-      cpu_avx512::GemvVnniSupports(g.dtype)) {
-    // x quantized once here (16-bit, two int8 levels), read by every thread.
-    static thread_local std::vector<uint8_t> xbuf;
-    const size_t bytes = static_cast<size_t>(cpu_avx512::GemvVnniXBytes(g.k)) + 64;
-    if (xbuf.size() < bytes) xbuf.resize(bytes);
-    uint8_t* xq = reinterpret_cast<uint8_t*>(
-        (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) / 64 * 64);
-    cpu_avx512::GemvVnniQuantizeX(g.dtype, g.x, g.k, xq);
-    g.xq = xq;
-    RowsTask task{&cpu_avx512::GemvVnniRows, &g};
-    ParallelForRaw(pool, g.n, std::max<int64_t>(16, kMinParallelMacs / g.k + 1),
-                   &RunRowsTask, &task);
+  if (g.m == 1 && gemv_vnni) {
+    // x quantized to 16 bits (two int8 levels).
+    RunGemvVnni(pool, false, &g);
     return absl::OkStatus();
   }
 

@@ -156,6 +156,9 @@ absl::StatusOr<ModelRunnerOptions> RunnerOptions(
   ro.weights = std::move(weights);
   ro.threads = threads;
   ASSIGN_OR_RETURN(ro.dtype, ParseComputeDType(model.spec().engine.dtype));
+  ro.activations = model.spec().engine.activations == "exact"
+                       ? ActivationPrecision::kExact
+                       : ActivationPrecision::kInt8;
   // The backend decides the mask (a decoder under bidirectional_prefill
   // runs without its causal mask).
   ro.attention = model.workflow().attention_backend;
@@ -355,7 +358,8 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   sc.kv_cache.block_size = block_size;
   sc.kv_cache.enable_prefix_caching = eo.enable_prefix_caching;
   sc.kv_cache.hash_salt =
-      absl::HashOf(model.spec().path, model.spec().engine.dtype);
+      absl::HashOf(model.spec().path, model.spec().engine.dtype,
+                   model.spec().engine.activations);
 
   GenerateComponents c;
   InputProcessorOptions io;

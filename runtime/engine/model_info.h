@@ -25,6 +25,8 @@ struct ServedModelInfo {
   int64_t embedding_dims = 0;
   int64_t vocab_size = 0;
   std::string dtype;
+  // EngineOptions::activations: int8 | exact.
+  std::string activations;
   std::string pooling;
   // The workflow's components as running for this model, by kind
   // (input_processor, scheduler, attention_backend, output_processor,

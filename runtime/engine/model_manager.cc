@@ -51,6 +51,7 @@ ServedModel::ServedModel(ModelSpec spec, absl::Status error)
   info_.name = spec_.name;
   info_.path = spec_.path;
   info_.dtype = spec_.engine.dtype;
+  info_.activations = spec_.engine.activations;
   info_.error = std::string(open_error_.message());
   state_.store(ModelState::kFailed, std::memory_order_release);
 }
@@ -76,6 +77,7 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
   i.hidden_size = config_.hidden_size;
   i.vocab_size = config_.vocab_size;
   i.dtype = spec_.engine.dtype;
+  i.activations = spec_.engine.activations;
   i.pooling = DefaultPooling(workflow_, st_, spec_.overrides);
   i.components = {{"input_processor", workflow_.input_processor},
                   {"scheduler", workflow_.scheduler},

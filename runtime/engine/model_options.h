@@ -34,6 +34,10 @@ struct EngineOptions {
   int64_t kv_cache_bytes = 0;      // > 0 overrides the fraction
   int block_size = 16;             // tokens per KV cache block
   std::string dtype = "float32";   // compute dtype: float32 | bfloat16
+  // Activations of block-quantized Linear weights (GGUF Q4_0 ... Q6_K,
+  // dtype=q8_0 / q4_0 / q4_1): int8 (per block, as llama.cpp) | exact (F32;
+  // device/ops.h ActivationPrecision).
+  std::string activations = "int8";
   bool enable_prefix_caching = true;
   // Generation: prompt-lookup draft tokens per decoding step for requests
   // that do not set GenerateRequest.speculative; 0 = off.

@@ -86,6 +86,7 @@ absl::Status ModelRunnerBase::Init(Device* device,
         DTypeName(options.dtype)));
   }
   compute_dtype_ = options.dtype;
+  activations_ = options.activations;
   kv_dtype_ = options.kv_cache_dtype.value_or(quantized ? DType::kF32
                                                         : options.dtype);
   if (kv_dtype_ != DType::kF32 && kv_dtype_ != DType::kBF16) {
@@ -464,6 +465,7 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
   ctx.exec = ExecutionContext{device_, KernelChoice::kOptimized};
   // A decode-only step: every row a sequence's next token.
   ctx.exec.decode_rows = batch_.max_query_len == 1;
+  ctx.exec.activations = activations_;
   ctx.batch = &batch_;
   ctx.ws = workspace_.get();
   ctx.attention = backend_.get();

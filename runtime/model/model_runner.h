@@ -46,6 +46,8 @@ struct ModelRunnerOptions {
   DType dtype = DType::kF32;
   // KV cache dtype; default F32 for F32 compute, BF16 for BF16 compute.
   absl::optional<DType> kv_cache_dtype;
+  // What block-quantized Linear weights do with their activations.
+  ActivationPrecision activations = ActivationPrecision::kExact;
   // Decoders: run without the causal mask. Default: config "is_causal":
   // false asks for it, otherwise causal.
   absl::optional<bool> bidirectional;
@@ -183,6 +185,7 @@ class ModelRunnerBase {
   std::unique_ptr<Workspace> workspace_;
   std::unique_ptr<AttentionBackend> backend_;
   DType compute_dtype_ = DType::kF32;
+  ActivationPrecision activations_ = ActivationPrecision::kExact;
   DType kv_dtype_ = DType::kF32;
 
   // KV cache (causal_paged).

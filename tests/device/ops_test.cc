@@ -324,6 +324,143 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
   }
 }
 
+// The int8 activation policy (ActivationPrecision::kInt8) at the
+// avx512_bf16 level: every block-quantized format at every M against a
+// float64 dot product with x quantized as documented (ops.h, quant_gemm.h):
+// up to 64 rows (the int8 GEMV) per block of 32, per super-block of 256 for
+// Q4_K / Q6_K; above 64 (the int8 GEMM) per block of 32; sx = max|x| / 127
+// in F32, v = x * (1 / sx) rounded to nearest even. The integer sums are
+// exact, so only F32 rounding may separate them: 2e-6 (GEMV) and 1e-5
+// (GEMM, whose F32 epilogue runs per block) relative to sum |x^| (|w| +
+// |block offset|). Against the unquantized x: within sum |w| sx / 2 more.
+// At the other levels the policy runs the exact kernels: 1e-5 of the
+// reference.
+TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
+  uint32_t seed = 12000;
+  ExecutionContext int8 = kOpt;
+  int8.activations = ActivationPrecision::kInt8;
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                      DType::kQ4_K, DType::kQ6_K}) {
+    const int64_t wb = DTypeBlockElements(dtype);
+    for (int64_t k : {256, 768, 2304}) {
+      for (int64_t m : {1, 2, 5, 16, 64, 65, 130}) {
+        const int64_t n = m > 64 ? 37 : 11;
+        const int64_t xb = m <= 64 ? wb : 32;  // x's quantization block
+        const int64_t ldx = k + (m % 3);
+        std::vector<float> x = RandomVector(m * ldx, seed++, -1.0f, 1.0f);
+        // Blocks of six decades, an all-zero and an all-negative block.
+        std::mt19937 rng(seed++);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t b = 0; b < k / 32; ++b) {
+            float* xr = x.data() + i * ldx + 32 * b;
+            if ((b + i) % 7 == 1) {
+              for (int j = 0; j < 32; ++j) xr[j] = 0.0f;
+            } else if ((b + i) % 7 == 2) {
+              for (int j = 0; j < 32; ++j) xr[j] = -std::fabs(xr[j]) * 1e-3f;
+            } else if ((b + i) % 7 == 3) {
+              for (int j = 0; j < 32; ++j) xr[j] *= 1e-6f;
+              xr[rng() % 32] = 3.0f;
+            }
+          }
+        }
+        std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
+        std::vector<float> bias = RandomVector(n, seed++);
+        const size_t row_bytes = DTypeRowBytes(dtype, k);
+        std::vector<float> wf(n * k);
+        for (int64_t r = 0; r < n; ++r) {
+          ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, wf.data() + r * k).ok());
+        }
+        const TensorView bv = TensorView::Contiguous(bias.data(), DType::kF32, {n});
+        std::vector<float> y(m * n);
+        ASSERT_TRUE(Linear(int8, View2(x.data(), m, k, ldx),
+                           TensorView::Contiguous(w.data(), dtype, {n, k}), bv,
+                           View2(y.data(), m, n))
+                        .ok());
+        for (int64_t i = 0; i < m; ++i) {
+          const float* xr = x.data() + i * ldx;
+          std::vector<float> xq(k);
+          std::vector<double> half_step(k / xb);
+          for (int64_t b = 0; b < k / xb; ++b) {
+            float amax = 0.0f;
+            for (int j = 0; j < xb; ++j) amax = std::max(amax, std::fabs(xr[xb * b + j]));
+            const float sx = amax / 127.0f;
+            const float inv = sx >= std::numeric_limits<float>::min() ? 1.0f / sx : 0.0f;
+            for (int j = 0; j < xb; ++j) {
+              const float v = std::min(127.0f, std::max(-127.0f, std::nearbyint(xr[xb * b + j] * inv)));
+              xq[xb * b + j] = sx * v;
+            }
+            half_step[b] = sx / 2.0;
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            double exact = bias[j], quantized = bias[j], qmag = std::fabs(bias[j]), rounding = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              const double coef = BlockOffset(dtype, w.data() + j * row_bytes, p);
+              exact += static_cast<double>(xr[p]) * wf[j * k + p];
+              quantized += static_cast<double>(xq[p]) * wf[j * k + p];
+              qmag += (std::fabs(xq[p]) + std::fabs(xr[p])) * (std::fabs(wf[j * k + p]) + coef);
+              rounding += std::fabs(wf[j * k + p]) * half_step[p / xb];
+            }
+            const float got = y[i * n + j];
+            if (Bf16DotActive()) {
+              const double rel = m <= 64 ? 2e-6 : 1e-5;
+              ASSERT_NEAR(got, quantized, rel * qmag + 1e-9)
+                  << DTypeName(dtype) << " m=" << m << " k=" << k << " at (" << i << "," << j << ")";
+              ASSERT_NEAR(got, exact, rel * qmag + 1.001 * rounding + 1e-9)
+                  << DTypeName(dtype) << " m=" << m << " k=" << k << " at (" << i << "," << j << ")";
+            } else {
+              ASSERT_NEAR(got, exact, 1e-5 * qmag + 1e-9)
+                  << DTypeName(dtype) << " m=" << m << " k=" << k << " at (" << i << "," << j << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Under the int8 policy a row's output does not depend on its batch-mates
+// nor, up to 64 rows, on the batch size: one activation row at several
+// positions among random others, in batches of 1 to 64 rows, decode-only
+// or not, must give the same bits as the row alone. Above 64 (the int8
+// GEMM: x per block of 32, another summation order) the same holds within
+// that class. Below avx512_bf16 the policy runs the exact kernels, whose
+// classes are M = 1, 2..64 and above 64.
+TEST_P(LinearTest, Int8RowOutputDoesNotDependOnBatchSize) {
+  uint32_t seed = 13000;
+  for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                      DType::kQ4_K, DType::kQ6_K}) {
+    const int64_t n = 37, k = 512;
+    std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
+    const TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});
+    const std::vector<float> row = RandomVector(k, seed++);
+    std::map<std::string, std::vector<float>> first;
+    for (int64_t m : {1, 2, 3, 7, 8, 9, 13, 33, 64, 65, 130}) {
+      const std::string path = m > 64                          ? "gemm"
+                               : Bf16DotActive() || m == 1 ? "gemv"
+                                                           : "f32-small-m";
+      for (bool decode_rows : {false, true}) {
+        for (int64_t at : {int64_t{0}, m / 2, m - 1}) {
+          std::vector<float> x = RandomVector(m * k, seed++);
+          std::copy(row.begin(), row.end(), x.begin() + at * k);
+          std::vector<float> y(m * n);
+          ExecutionContext ctx = kOpt;
+          ctx.decode_rows = decode_rows;
+          ctx.activations = ActivationPrecision::kInt8;
+          ASSERT_TRUE(Linear(ctx, View2(x.data(), m, k), wv, TensorView{},
+                             View2(y.data(), m, n)).ok());
+          std::vector<float> got(y.begin() + at * n, y.begin() + (at + 1) * n);
+          auto [it, inserted] = first.emplace(path, got);
+          if (inserted) continue;
+          for (int64_t j = 0; j < n; ++j) {
+            ASSERT_EQ(got[j], it->second[j]) << DTypeName(dtype) << " " << path << " m=" << m
+                                             << " at row " << at << " column " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Batch invariance in a decode-only step (ExecutionContext::decode_rows): a
 // row's output does not depend on the other rows of the batch. One
 // activation row, placed at several positions among random others, in

@@ -121,6 +121,7 @@ server-wide values use the same keys (plus threads and replicasPerModel).
 - [enablePrefixCaching, enable-prefix-caching]
 - [speculativeDraftTokens, speculative-draft-tokens]
 - [dtype, dtype]
+- [activations, activations]
 {{- end }}
 
 {{/*
