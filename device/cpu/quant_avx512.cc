@@ -24,6 +24,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -41,6 +42,10 @@ constexpr int kScaleGroup = 64;
 // Weight rows per GEMV pass (independent accumulator chains and memory
 // streams sharing the activation loads).
 constexpr int kGemvRows = 4;
+// Activation rows per tile of the int8 GEMV (M >= 2 under the int8 policy).
+constexpr int kGemvXRows = 4;
+// Weight rows per chunk of the int8 GEMV at M >= 2 (a multiple of kGemvRows).
+constexpr int64_t kGemvChunkRows = 32;
 // Batched path: weight rows and K values per decoded panel, activation
 // rows per register tile.
 constexpr int kPanelRows = 4;
@@ -103,8 +108,13 @@ inline void HalfPairsToFloats(const uint8_t* p, size_t stride, int count,
   }
 }
 
+// Into L2 (prefetcht2), not L1: weights streamed by the GEMVs are read once,
+// and on the AMD EPYC (Zen 4) of 2026-11-27 T0 prefetches kept the loop
+// from overlapping memory and compute (BM_QuantLinear M = 1, 5632 x 2048,
+// one thread: q4_0 9.1 -> 14.0 GB/s, q8_0 10.3 -> 19.0; two threads q4_0
+// ~17 -> ~23, f16 19.3 -> 25.3).
 inline void Prefetch(const uint8_t* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T2);
 }
 
 inline float HalfAt(const uint8_t* p) {
@@ -1177,13 +1187,10 @@ inline void AccumulateLevels(__m512i sh, __m512i sl, __m512 d, __m512 sx,
   *off = _mm512_fmadd_ps(c, s, *off);
 }
 
-// out[r] = the sum of acc[r] + offset x the sum of off[r].
-template <int R>
-inline void ReduceRows(const __m512* acc, const __m512* off, float offset,
-                       float* out) {
-  for (int r = 0; r < R; ++r) {
-    out[r] = _mm512_reduce_add_ps(acc[r]) + offset * _mm512_reduce_add_ps(off[r]);
-  }
+// The sum of acc + offset x the sum of off (one fused multiply-add, so the
+// result does not depend on how the compiler contracts it).
+inline float ReduceRow(__m512 acc, __m512 off, float offset) {
+  return std::fma(offset, _mm512_reduce_add_ps(off), _mm512_reduce_add_ps(acc));
 }
 
 // The 64-bit masks of a group's bit-4 values for the low-nibble vector
@@ -1203,12 +1210,15 @@ inline void HighBits(const uint8_t* qh, int64_t blocks, __mmask64* lo, __mmask64
   *hi = h;
 }
 
-// out[r] = dot(row w[r], x) for R rows of nb Q4_0 / Q4_1 / Q5_0 / Q5_1
-// blocks; xg: the activation groups. Q5 adds bit 4 of each weight byte
-// from the block's qh word.
-template <int R, DType kFmt, bool kOne>
+// out[i R + r] = dot(row w[r], x row i) for R weight rows of nb Q4_0 /
+// Q4_1 / Q5_0 / Q5_1 blocks and MX activation rows (xg[i]: row i's groups):
+// each weight group is unpacked once for all MX rows. Every (r, i) pair
+// runs the same operations in the same order whatever R and MX, so a row's
+// output does not depend on the tile it ran in. Q5 adds bit 4 of each
+// weight byte from the block's qh word.
+template <int R, int MX, DType kFmt, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ4(
-    const uint8_t* const* w, int64_t nb, const uint8_t* xg, size_t ahead,
+    const uint8_t* const* w, int64_t nb, const uint8_t* const* xg, size_t ahead,
     float* out) {
   constexpr bool kQ5 = kFmt == DType::kQ5_0 || kFmt == DType::kQ5_1;
   constexpr bool kMin = kFmt == DType::kQ4_1 || kFmt == DType::kQ5_1;
@@ -1226,15 +1236,12 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4(
                                    : kFmt == DType::kQ5_0 ? kQ5_0Scales
                                                           : kQ5_1Scales);
   const __m512i low = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
-  __m512 acc[R], off[R];
-  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
+  __m512 acc[R][MX], off[R][MX];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < MX; ++i) acc[r][i] = off[r][i] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; b += kQ4Group) {
-    const uint8_t* xa = xg + kQ4GroupBytes * (b / kQ4Group);
-    const __m512i h_lo = _mm512_load_si512(xa), h_hi = _mm512_load_si512(xa + 64);
-    // One level (int8 x): the l bytes are not there.
-    const __m512i l_lo = kOne ? h_lo : _mm512_load_si512(xa + 128);
-    const __m512i l_hi = kOne ? h_hi : _mm512_load_si512(xa + 192);
-    const __m512 sx = _mm512_load_ps(xa + 256), s = _mm512_load_ps(xa + 320);
+    const int64_t xo = kQ4GroupBytes * (b / kQ4Group);
     const GroupLoads<kBytes, kSecond, kQ4Group> loads(nb - b < kQ4Group ? nb - b : kQ4Group);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -1250,39 +1257,48 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4(
         lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(m_lo, bit4));
         hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(m_hi, bit4));
       }
-      __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, h_lo);
-      sh = _mm512_dpbusd_epi32(sh, hi, h_hi);
-      __m512i sl = _mm512_setzero_si512();
-      if constexpr (!kOne) {
-        sl = _mm512_dpbusd_epi32(sl, lo, l_lo);
-        sl = _mm512_dpbusd_epi32(sl, hi, l_hi);
-      }
       const __m512i dm = kQ5 ? _mm512_permutex2var_epi16(v0, scales, v1)
                              : _mm512_permutexvar_epi16(scales, v0);
       const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
       const __m512 c = kMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)) : d;
-      AccumulateLevels<kOne>(sh, sl, d, sx, c, s, &acc[r], &off[r]);
+#pragma GCC unroll 4
+      for (int i = 0; i < MX; ++i) {
+        const uint8_t* xa = xg[i] + xo;
+        __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_load_si512(xa));
+        sh = _mm512_dpbusd_epi32(sh, hi, _mm512_load_si512(xa + 64));
+        __m512i sl = _mm512_setzero_si512();
+        if constexpr (!kOne) {
+          sl = _mm512_dpbusd_epi32(sl, lo, _mm512_load_si512(xa + 128));
+          sl = _mm512_dpbusd_epi32(sl, hi, _mm512_load_si512(xa + 192));
+        }
+        AccumulateLevels<kOne>(sh, sl, d, _mm512_load_ps(xa + 256), c,
+                               _mm512_load_ps(xa + 320), &acc[r][i], &off[r][i]);
+      }
     }
   }
-  ReduceRows<R>(acc, off, kMin ? 1.0f : (kQ5 ? -16.0f : -8.0f), out);
+  for (int i = 0; i < MX; ++i) {
+    for (int r = 0; r < R; ++r) {
+      out[i * R + r] = ReduceRow(acc[r][i], off[r][i], kMin ? 1.0f : (kQ5 ? -16.0f : -8.0f));
+    }
+  }
 }
 
-// out[r] = dot(row w[r], x) for R rows of nb Q8_0 blocks.
-template <int R, bool kOne>
+// out[i R + r] = dot(row w[r], x row i) for R rows of nb Q8_0 blocks and
+// MX activation rows, as GemvVnniQ4.
+template <int R, int MX, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
-    const uint8_t* const* w, int64_t nb, const uint8_t* xg, size_t ahead,
+    const uint8_t* const* w, int64_t nb, const uint8_t* const* xg, size_t ahead,
     float* out) {
   constexpr int64_t kSecond = 4;
   const __m512i quants = LoadIndex(kQ8_0Quants);
   const __m512i scales = LoadIndex(kQ8_0Scales);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  __m512 acc[R], off[R];
-  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
+  __m512 acc[R][MX], off[R][MX];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < MX; ++i) acc[r][i] = off[r][i] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; b += kQ8Group) {
-    const uint8_t* xa = xg + kQ8GroupBytes * (b / kQ8Group);
-    const __m512i h = _mm512_load_si512(xa);
-    const __m512i l = kOne ? h : _mm512_load_si512(xa + 64);
-    const __m512 sx = _mm512_load_ps(xa + 128), s = _mm512_load_ps(xa + 192);
+    const int64_t xo = kQ8GroupBytes * (b / kQ8Group);
     const GroupLoads<34, kSecond, kQ8Group> loads(nb - b < kQ8Group ? nb - b : kQ8Group);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -1290,15 +1306,23 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ8_0(
       loads.Load(w[r] + 34 * b, ahead, &v0, &v1);
       // A missing second block reads as u = 128 against zero activations.
       const __m512i u = _mm512_xor_si512(_mm512_permutex2var_epi16(v0, quants, v1), flip);
-      const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, h);
-      const __m512i sl =
-          kOne ? _mm512_setzero_si512() : _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, l);
       const __m512 d = _mm512_cvtph_ps(
           _mm512_castsi512_si256(_mm512_permutexvar_epi16(scales, v0)));
-      AccumulateLevels<kOne>(sh, sl, d, sx, d, s, &acc[r], &off[r]);
+#pragma GCC unroll 4
+      for (int i = 0; i < MX; ++i) {
+        const uint8_t* xa = xg[i] + xo;
+        const __m512i sh = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, _mm512_load_si512(xa));
+        const __m512i sl = kOne ? _mm512_setzero_si512()
+                                : _mm512_dpbusd_epi32(_mm512_setzero_si512(), u,
+                                                      _mm512_load_si512(xa + 64));
+        AccumulateLevels<kOne>(sh, sl, d, _mm512_load_ps(xa + 128), d,
+                               _mm512_load_ps(xa + 192), &acc[r][i], &off[r][i]);
+      }
     }
   }
-  ReduceRows<R>(acc, off, -128.0f, out);
+  for (int i = 0; i < MX; ++i) {
+    for (int r = 0; r < R; ++r) out[i * R + r] = ReduceRow(acc[r][i], off[r][i], -128.0f);
+  }
 }
 
 // ---- Decode GEMV with int8 dot products: Q4_K and Q6_K ---------------------
@@ -1366,21 +1390,22 @@ __attribute__((target("avx512vnni"))) inline __m512i ScaledLevels(__m512i u, con
   return _mm512_mullo_epi32(_mm512_add_epi32(_mm512_slli_epi32(sh, 8), sl), sc);
 }
 
-// out[r] = dot(row w[r], x) for R rows of nsb Q4_K super-blocks.
-template <int R, bool kOne>
+// out[i R + r] = dot(row w[r], x row i) for R rows of nsb Q4_K
+// super-blocks and MX activation rows, as GemvVnniQ4.
+template <int R, int MX, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ4_K(
-    const uint8_t* const* w, int64_t nsb, const uint8_t* xg, size_t ahead,
+    const uint8_t* const* w, int64_t nsb, const uint8_t* const* xg, size_t ahead,
     float* out) {
   const __m512i low = _mm512_set1_epi8(0x0F);
   const __m512i lanes[4] = {LoadDwords(kQ4_KScaleLanes[0]), LoadDwords(kQ4_KScaleLanes[1]),
                             LoadDwords(kQ4_KScaleLanes[2]), LoadDwords(kQ4_KScaleLanes[3])};
   const __m512i zero = _mm512_setzero_si512();
-  __m512 acc[R], off[R];
-  for (int r = 0; r < R; ++r) acc[r] = off[r] = _mm512_setzero_ps();
+  __m512 acc[R][MX], off[R][MX];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < MX; ++i) acc[r][i] = off[r][i] = _mm512_setzero_ps();
+  }
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* xa = xg + kQ4_KXBytes * sb;
-    const __m512 s = _mm512_load_ps(xa + 512);
-    const float sx = *reinterpret_cast<const float*>(xa + 576);
+    const int64_t xo = kQ4_KXBytes * sb;
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w[r] + 144 * sb;
@@ -1388,46 +1413,63 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ4_K(
       Prefetch(blk + ahead + 64);
       Prefetch(blk + ahead + 128);
       const __m512i scm = ScaleMinsQ4_K(blk);
-      __m512i t = zero;
+      __m512i u[4], sc[4];
       for (int p = 0; p < 2; ++p) {
         const __m512i q = _mm512_loadu_si512(blk + 16 + 64 * p);
-        const __m512i lo = _mm512_and_si512(q, low);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
-        const uint8_t* xp = xa + 256 * p;
-        t = _mm512_add_epi32(t, ScaledLevels<kOne>(lo, xp, xp + 128, zero,
-                                             _mm512_permutexvar_epi32(lanes[2 * p], scm)));
-        t = _mm512_add_epi32(t, ScaledLevels<kOne>(hi, xp + 64, xp + 192, zero,
-                                             _mm512_permutexvar_epi32(lanes[2 * p + 1], scm)));
+        u[2 * p] = _mm512_and_si512(q, low);
+        u[2 * p + 1] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
+        sc[2 * p] = _mm512_permutexvar_epi32(lanes[2 * p], scm);
+        sc[2 * p + 1] = _mm512_permutexvar_epi32(lanes[2 * p + 1], scm);
       }
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(HalfAt(blk) * sx), acc[r]);
-      // Lanes 8..15: m_s S_s (s is zero at lanes 0..7, which hold sc).
-      off[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(scm), s),
-                               _mm512_set1_ps(HalfAt(blk + 2)), off[r]);
+      const __m512 d = _mm512_set1_ps(HalfAt(blk));
+      const __m512 dmin = _mm512_set1_ps(HalfAt(blk + 2));
+      const __m512 mins = _mm512_cvtepi32_ps(scm);
+#pragma GCC unroll 4
+      for (int i = 0; i < MX; ++i) {
+        const uint8_t* xa = xg[i] + xo;
+        __m512i t = zero;
+        for (int p = 0; p < 2; ++p) {
+          const uint8_t* xp = xa + 256 * p;
+          t = _mm512_add_epi32(t, ScaledLevels<kOne>(u[2 * p], xp, xp + 128, zero, sc[2 * p]));
+          t = _mm512_add_epi32(t, ScaledLevels<kOne>(u[2 * p + 1], xp + 64, xp + 192, zero,
+                                                     sc[2 * p + 1]));
+        }
+        const float sx = *reinterpret_cast<const float*>(xa + 576);
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, _mm512_set1_ps(sx)),
+                                    acc[r][i]);
+        // Lanes 8..15: m_s S_s (s is zero at lanes 0..7, which hold sc).
+        off[r][i] = _mm512_fmadd_ps(_mm512_mul_ps(mins, _mm512_load_ps(xa + 512)), dmin,
+                                    off[r][i]);
+      }
     }
   }
-  ReduceRows<R>(acc, off, -1.0f, out);
+  for (int i = 0; i < MX; ++i) {
+    for (int r = 0; r < R; ++r) out[i * R + r] = ReduceRow(acc[r][i], off[r][i], -1.0f);
+  }
 }
 
-// out[r] = dot(row w[r], x) for R rows of nsb Q6_K super-blocks.
-template <int R, bool kOne>
+// out[i R + r] = dot(row w[r], x row i) for R rows of nsb Q6_K super-blocks
+// and MX activation rows, as GemvVnniQ4.
+template <int R, int MX, bool kOne>
 __attribute__((target("avx512vnni"))) void GemvVnniQ6_K(
-    const uint8_t* const* w, int64_t nsb, const uint8_t* xg, size_t ahead,
+    const uint8_t* const* w, int64_t nsb, const uint8_t* const* xg, size_t ahead,
     float* out) {
   const __m512i low = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30);
   const __m512i lanes[4] = {LoadDwords(kQ6_KScaleLanes[0]), LoadDwords(kQ6_KScaleLanes[1]),
                             LoadDwords(kQ6_KScaleLanes[2]), LoadDwords(kQ6_KScaleLanes[3])};
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  __m512 acc[R][MX];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < MX; ++i) acc[r][i] = _mm512_setzero_ps();
+  }
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* xa = xg + kQ6_KXBytes * sb;
-    const float sx = *reinterpret_cast<const float*>(xa + 768);
+    const int64_t xo = kQ6_KXBytes * sb;
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const uint8_t* blk = w[r] + 210 * sb;
       for (int b = 0; b < 256; b += 64) Prefetch(blk + ahead + b);
       const __m512i sc = _mm512_cvtepi8_epi32(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
-      __m512i t = _mm512_setzero_si512();
+      __m512i u[4], scl[4];
       for (int h = 0; h < 2; ++h) {
         // As UnpackQ6_K: u = the 6-bit q (0..63) of values 128 h + 0..63
         // (u01) and 128 h + 64..127 (u23).
@@ -1436,22 +1478,35 @@ __attribute__((target("avx512vnni"))) void GemvVnniQ6_K(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
         const __m512i hx = _mm512_inserti64x4(_mm512_castsi256_si512(qh),
                                               _mm256_srli_epi16(qh, 2), 1);
-        const __m512i u01 = _mm512_or_si512(
+        u[2 * h] = _mm512_or_si512(
             _mm512_and_si512(l, low), _mm512_and_si512(_mm512_slli_epi16(hx, 4), two));
-        const __m512i u23 = _mm512_or_si512(
+        u[2 * h + 1] = _mm512_or_si512(
             _mm512_and_si512(_mm512_srli_epi16(l, 4), low), _mm512_and_si512(hx, two));
-        const uint8_t* x0 = xa + 128 * h;
-        const __m512i* init = reinterpret_cast<const __m512i*>(xa + 512) + 2 * h;
-        t = _mm512_add_epi32(t, ScaledLevels<kOne>(u01, x0, x0 + 256, _mm512_load_si512(init),
-                                             _mm512_permutexvar_epi32(lanes[2 * h], sc)));
-        t = _mm512_add_epi32(t, ScaledLevels<kOne>(u23, x0 + 64, x0 + 320, _mm512_load_si512(init + 1),
-                                             _mm512_permutexvar_epi32(lanes[2 * h + 1], sc)));
+        scl[2 * h] = _mm512_permutexvar_epi32(lanes[2 * h], sc);
+        scl[2 * h + 1] = _mm512_permutexvar_epi32(lanes[2 * h + 1], sc);
       }
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(HalfAt(blk + 208) * sx),
-                               acc[r]);
+      const __m512 d = _mm512_set1_ps(HalfAt(blk + 208));
+#pragma GCC unroll 4
+      for (int i = 0; i < MX; ++i) {
+        const uint8_t* xa = xg[i] + xo;
+        __m512i t = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* x0 = xa + 128 * h;
+          const __m512i* init = reinterpret_cast<const __m512i*>(xa + 512) + 2 * h;
+          t = _mm512_add_epi32(t, ScaledLevels<kOne>(u[2 * h], x0, x0 + 256,
+                                                     _mm512_load_si512(init), scl[2 * h]));
+          t = _mm512_add_epi32(t, ScaledLevels<kOne>(u[2 * h + 1], x0 + 64, x0 + 320,
+                                                     _mm512_load_si512(init + 1), scl[2 * h + 1]));
+        }
+        const float sx = *reinterpret_cast<const float*>(xa + 768);
+        acc[r][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(d, _mm512_set1_ps(sx)),
+                                    acc[r][i]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+  for (int i = 0; i < MX; ++i) {
+    for (int r = 0; r < R; ++r) out[i * R + r] = _mm512_reduce_add_ps(acc[r][i]);
+  }
 }
 
 // int8 x: v clamped to [-127, 127] (x / sx may round a hair past 127).
@@ -1513,41 +1568,67 @@ void QuantizeXSuperBlocks(DType dtype, const float* x, int64_t k, bool int8, uin
   }
 }
 
-// Weight rows [n, ...) in passes of R up to n_end, each pass against every
-// activation row (its weight bytes then come from L1 / L2 after the first):
-// row i's outputs are those of the same call at m = 1, whatever m.
+// y rows [i0, i0 + MX), weight rows [n, n + R) (each pass prefetches the
+// next one's rows, `ahead` bytes on).
+template <int R, int MX, bool kOne>
+void GemvVnniTile(const QuantGemmArgs& g, int64_t n, int64_t i0, size_t ahead) {
+  const int64_t nb = g.k / 32, nsb = g.k / 256;
+  const uint8_t* w[R];
+  for (int r = 0; r < R; ++r) w[r] = g.w + (n + r) * g.row_bytes;
+  const uint8_t* xq[MX];
+  for (int i = 0; i < MX; ++i) xq[i] = g.xq + (i0 + i) * g.xq_stride;
+  float out[MX * R];
+  switch (g.dtype) {
+    case DType::kQ8_0: GemvVnniQ8_0<R, MX, kOne>(w, nb, xq, ahead, out); break;
+    case DType::kQ4_0: GemvVnniQ4<R, MX, DType::kQ4_0, kOne>(w, nb, xq, ahead, out); break;
+    case DType::kQ5_0: GemvVnniQ4<R, MX, DType::kQ5_0, kOne>(w, nb, xq, ahead, out); break;
+    case DType::kQ5_1: GemvVnniQ4<R, MX, DType::kQ5_1, kOne>(w, nb, xq, ahead, out); break;
+    case DType::kQ4_K: GemvVnniQ4_K<R, MX, kOne>(w, nsb, xq, ahead, out); break;
+    case DType::kQ6_K: GemvVnniQ6_K<R, MX, kOne>(w, nsb, xq, ahead, out); break;
+    default: GemvVnniQ4<R, MX, DType::kQ4_1, kOne>(w, nb, xq, ahead, out); break;
+  }
+  for (int i = 0; i < MX; ++i) {
+    float* y = g.y + (i0 + i) * g.ldy;
+    for (int r = 0; r < R; ++r) {
+      y[n + r] = out[i * R + r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
+    }
+  }
+}
+
+// Weight rows [n, ...) in passes of R up to n_end. With several activation
+// rows, chunks of kGemvChunkRows weight rows (L1 / L2 resident after the
+// first tile) run against tiles of up to kGemvXRows activation rows (whose
+// quantized x stays in L1 across the chunk). Returns the first row not
+// done.
 template <int R, bool kOne>
 int64_t GemvVnniRowsOf(const QuantGemmArgs& g, int64_t n, int64_t n_end) {
-  const int64_t nb = g.k / 32, nsb = g.k / 256;
-  // As Gemv: each pass prefetches the next one's rows.
   const size_t ahead = R * g.row_bytes;
-  for (; n + R <= n_end; n += R) {
-    const uint8_t* w[R];
-    for (int r = 0; r < R; ++r) w[r] = g.w + (n + r) * g.row_bytes;
-    for (int64_t i = 0; i < g.m; ++i) {
-      const uint8_t* xq = g.xq + i * g.xq_stride;
-      float out[R];
-      switch (g.dtype) {
-        case DType::kQ8_0: GemvVnniQ8_0<R, kOne>(w, nb, xq, ahead, out); break;
-        case DType::kQ4_0: GemvVnniQ4<R, DType::kQ4_0, kOne>(w, nb, xq, ahead, out); break;
-        case DType::kQ5_0: GemvVnniQ4<R, DType::kQ5_0, kOne>(w, nb, xq, ahead, out); break;
-        case DType::kQ5_1: GemvVnniQ4<R, DType::kQ5_1, kOne>(w, nb, xq, ahead, out); break;
-        case DType::kQ4_K: GemvVnniQ4_K<R, kOne>(w, nsb, xq, ahead, out); break;
-        case DType::kQ6_K: GemvVnniQ6_K<R, kOne>(w, nsb, xq, ahead, out); break;
-        default: GemvVnniQ4<R, DType::kQ4_1, kOne>(w, nb, xq, ahead, out); break;
+  while (n + R <= n_end) {
+    const int64_t c_end = n + std::min<int64_t>(n_end - n, kGemvChunkRows) / R * R;
+    int64_t i = 0;
+    if constexpr (kOne) {
+      for (; i + kGemvXRows <= g.m; i += kGemvXRows) {
+        for (int64_t r = n; r < c_end; r += R) GemvVnniTile<R, kGemvXRows, kOne>(g, r, i, ahead);
       }
-      float* y = g.y + i * g.ldy;
-      for (int r = 0; r < R; ++r) {
-        y[n + r] = out[r] + (g.bias != nullptr ? g.bias[n + r] : 0.0f);
+      if (i + 2 <= g.m) {
+        for (int64_t r = n; r < c_end; r += R) GemvVnniTile<R, 2, kOne>(g, r, i, ahead);
+        i += 2;
       }
     }
+    for (; i < g.m; ++i) {
+      for (int64_t r = n; r < c_end; r += R) GemvVnniTile<R, 1, kOne>(g, r, i, ahead);
+    }
+    n = c_end;
   }
   return n;
 }
 
 template <bool kOne>
 void GemvVnniRowsAt(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
-  int64_t n = GemvVnniRowsOf<kGemvRows, kOne>(args, n_begin, n_end);
+  int64_t n = n_begin;
+  // One activation row: four weight streams per pass; more: two weight
+  // rows against tiles of x rows (the accumulators of 2 x 4 pairs).
+  if (args.m == 1) n = GemvVnniRowsOf<kGemvRows, kOne>(args, n, n_end);
   n = GemvVnniRowsOf<2, kOne>(args, n, n_end);
   GemvVnniRowsOf<1, kOne>(args, n, n_end);
 }

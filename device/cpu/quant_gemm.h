@@ -29,7 +29,7 @@ struct QuantGemmArgs {
   // the other dtypes and at avx512 (its kernels fold the offsets into
   // per-block tables).
   const float* xsum = nullptr;
-  // GemvVnniRows (M = 1, or any M <= 64 under the int8 activation policy):
+  // GemvVnniRows (M = 1, or M < 8 under the int8 activation policy):
   // x as GemvVnniQuantizeX leaves it, row i at xq + i * xq_stride (null
   // otherwise); xq_int8: quantized with int8 = true.
   const uint8_t* xq = nullptr;

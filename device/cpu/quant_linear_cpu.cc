@@ -1,10 +1,14 @@
 // Linear with F16 or ggml block-quantized weights (device/quant.h) on the
 // CPU. Under the int8 activation policy (ActivationPrecision::kInt8) at the
 // avx512_bf16 level with AVX512_VNNI, every block-quantized format runs the
-// int8 GEMV for M <= 64 (x quantized to int8 per block of 32, per
-// super-block of 256 for the K-quants, as llama.cpp; each row computed
-// alone, so its output is the same at any M up to 64) and the int8 GEMM
-// above. Under the exact policy (and the int8 one on other CPUs):
+// int8 GEMV for M < 8 (x quantized to int8 per block of 32, per super-block
+// of 256 for the K-quants, as llama.cpp; each row computed alone, so its
+// output is the same at any M up to 7) and the int8 GEMM from 8 rows (x per
+// block of 32; rows independent too). The GEMV's cost per activation row
+// is its per-block epilogue, which the GEMM's register tile amortizes
+// (BM_QuantLinearSmallM, 2048 x 2048, one thread: q4_0 M = 4 0.45 ms GEMV;
+// M = 16 2.2 GEMV vs 2.4 GEMM, q8_0 4.5 vs 2.0, q4_k 2.6 vs 1.5). Under the
+// exact policy (and the int8 one on other CPUs):
 // - M = 1 (decode) with Q4_0, Q4_1, Q8_0, Q4_K or Q6_K weights at the
 //   avx512_bf16 level (AVX512_VNNI checked): int8 dot products on the blocks
 //   as stored, against x quantized to 16 bits per block of 32 (K-quants: per
@@ -152,7 +156,10 @@ void RunDecodedTiles(void* arg, int64_t begin, int64_t end) {
 // once here (int8, or 16 bits as two int8 levels), read by every thread.
 void RunGemvVnni(ThreadPool* pool, bool int8, QuantGemmArgs* g) {
   static thread_local std::vector<uint8_t> xbuf;
-  const int64_t stride = (cpu_avx512::GemvVnniXBytes(g->k) + 63) / 64 * 64;
+  // Rows of x a multiple of 4 KB apart would share L1 sets (and alias
+  // with each other's loads): one odd number of lines more.
+  int64_t stride = (cpu_avx512::GemvVnniXBytes(g->k) + 63) / 64 * 64;
+  if (g->m > 1 && stride % 4096 == 0) stride += 3 * 64;
   const size_t bytes = static_cast<size_t>(stride * g->m) + 64;
   if (xbuf.size() < bytes) xbuf.resize(bytes);
   uint8_t* xq = reinterpret_cast<uint8_t*>(
@@ -198,15 +205,19 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
 
   const CpuIsa isa = ActiveCpuIsa();
   const bool gemv_vnni = isa >= CpuIsa::kAvx512Bf16 && cpu_avx512::GemvVnniSupports(g.dtype);
-  if (ctx.activations == ActivationPrecision::kInt8 && gemv_vnni &&
-      g.m <= kQuantSmallMMaxM) {
-    // int8 policy, up to 64 rows (decode, batched decode, mixed steps): the
-    // int8 GEMV, each x row quantized once here and run against each pass
-    // of weight rows, which stream from memory once for all rows.
+  const bool int8 = ctx.activations == ActivationPrecision::kInt8;
+  if (int8 && gemv_vnni && g.m < kQuantVnniMinDecodeM) {
+    // int8 policy, 1 to 7 rows (decode, small batches): the int8 GEMV, each
+    // x row quantized once here and run against each pass of weight rows,
+    // which stream from memory once for all rows.
     RunGemvVnni(pool, true, &g);
     return absl::OkStatus();
   }
-  const int64_t vnni_min_m = ctx.decode_rows ? kQuantVnniMinDecodeM : kQuantSmallMMaxM + 1;
+  // The int8 GEMM: from 8 rows under the int8 policy (every step: batched
+  // decode, prompts, mixed steps), in a decode-only step of 8+ rows or above
+  // 64 under the exact one.
+  const int64_t vnni_min_m = int8 || ctx.decode_rows ? kQuantVnniMinDecodeM
+                                                     : kQuantSmallMMaxM + 1;
   if (g.m >= vnni_min_m && isa >= CpuIsa::kAvx512Bf16 &&
       cpu_avx512::QuantVnniSupports(g.dtype)) {
     g.packed = static_cast<const uint8_t*>(

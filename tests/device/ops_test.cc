@@ -327,8 +327,8 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
 // The int8 activation policy (ActivationPrecision::kInt8) at the
 // avx512_bf16 level: every block-quantized format at every M against a
 // float64 dot product with x quantized as documented (ops.h, quant_gemm.h):
-// up to 64 rows (the int8 GEMV) per block of 32, per super-block of 256 for
-// Q4_K / Q6_K; above 64 (the int8 GEMM) per block of 32; sx = max|x| / 127
+// up to 7 rows (the int8 GEMV) per block of 32, per super-block of 256 for
+// Q4_K / Q6_K; from 8 rows (the int8 GEMM) per block of 32; sx = max|x| / 127
 // in F32, v = x * (1 / sx) rounded to nearest even. The integer sums are
 // exact, so only F32 rounding may separate them: 2e-6 (GEMV) and 1e-5
 // (GEMM, whose F32 epilogue runs per block) relative to sum |x^| (|w| +
@@ -343,9 +343,10 @@ TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
                       DType::kQ4_K, DType::kQ6_K}) {
     const int64_t wb = DTypeBlockElements(dtype);
     for (int64_t k : {256, 768, 2304}) {
-      for (int64_t m : {1, 2, 5, 16, 64, 65, 130}) {
-        const int64_t n = m > 64 ? 37 : 11;
-        const int64_t xb = m <= 64 ? wb : 32;  // x's quantization block
+      for (int64_t m : {1, 2, 5, 7, 8, 16, 64, 65, 130}) {
+        const bool gemv = m < 8;
+        const int64_t n = gemv ? 11 : 37;
+        const int64_t xb = gemv ? wb : 32;  // x's quantization block
         const int64_t ldx = k + (m % 3);
         std::vector<float> x = RandomVector(m * ldx, seed++, -1.0f, 1.0f);
         // Blocks of six decades, an all-zero and an all-negative block.
@@ -402,7 +403,7 @@ TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
             }
             const float got = y[i * n + j];
             if (Bf16DotActive()) {
-              const double rel = m <= 64 ? 2e-6 : 1e-5;
+              const double rel = gemv ? 2e-6 : 1e-5;
               ASSERT_NEAR(got, quantized, rel * qmag + 1e-9)
                   << DTypeName(dtype) << " m=" << m << " k=" << k << " at (" << i << "," << j << ")";
               ASSERT_NEAR(got, exact, rel * qmag + 1.001 * rounding + 1e-9)
@@ -419,11 +420,11 @@ TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
 }
 
 // Under the int8 policy a row's output does not depend on its batch-mates
-// nor, up to 64 rows, on the batch size: one activation row at several
-// positions among random others, in batches of 1 to 64 rows, decode-only
-// or not, must give the same bits as the row alone. Above 64 (the int8
-// GEMM: x per block of 32, another summation order) the same holds within
-// that class. Below avx512_bf16 the policy runs the exact kernels, whose
+// nor on the batch size within each kernel class: one activation row at
+// several positions among random others, decode-only or not, must give the
+// same bits in every batch of 1 to 7 rows (the int8 GEMV) and in every
+// batch of 8 or more (the int8 GEMM: x per block of 32, another summation
+// order). Below avx512_bf16 the policy runs the exact kernels, whose
 // classes are M = 1, 2..64 and above 64.
 TEST_P(LinearTest, Int8RowOutputDoesNotDependOnBatchSize) {
   uint32_t seed = 13000;
@@ -435,9 +436,8 @@ TEST_P(LinearTest, Int8RowOutputDoesNotDependOnBatchSize) {
     const std::vector<float> row = RandomVector(k, seed++);
     std::map<std::string, std::vector<float>> first;
     for (int64_t m : {1, 2, 3, 7, 8, 9, 13, 33, 64, 65, 130}) {
-      const std::string path = m > 64                          ? "gemm"
-                               : Bf16DotActive() || m == 1 ? "gemv"
-                                                           : "f32-small-m";
+      std::string path = m > 64 ? "f32-tiles" : m == 1 ? "gemv" : "f32-small-m";
+      if (Bf16DotActive()) path = m < 8 ? "gemv" : "gemm";
       for (bool decode_rows : {false, true}) {
         for (int64_t at : {int64_t{0}, m / 2, m - 1}) {
           std::vector<float> x = RandomVector(m * k, seed++);
