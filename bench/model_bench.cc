@@ -8,7 +8,8 @@
 //   time); compare GB/s with BM_MemoryBandwidth's (the memory-bound
 //   optimum).
 // - BM_GgufDecode / BM_GgufPrefill: batch-1 decode and a 512-token prefill
-//   of the GGUF file INFERD_BENCH_GGUF names.
+//   of the GGUF file INFERD_BENCH_GGUF names, under the activation policy
+//   INFERD_BENCH_ACTIVATIONS names (int8, the server's default, or exact).
 // - BM_MemoryBandwidth: read bandwidth of a 1 GiB buffer on the same threads.
 // - BM_DecoderStoriesDecode: the real 260K-parameter stories260K Llama (from
 //   the shared models folder), one decode step at batch 1: the fixed
@@ -299,6 +300,12 @@ std::unique_ptr<ModelRunnerBase> GgufRunner(benchmark::State& state,
   options.model_dir = path;
   options.weights = std::move(weights).value();
   options.threads = Threads();
+  // The server's default activation policy (int8); INFERD_BENCH_ACTIVATIONS
+  // =exact for the other.
+  const char* act = std::getenv("INFERD_BENCH_ACTIVATIONS");
+  options.activations = act != nullptr && std::string(act) == "exact"
+                            ? ActivationPrecision::kExact
+                            : ActivationPrecision::kInt8;
   auto created = CreateModelRunner(options);
   if (!created.ok()) {
     state.SkipWithError(created.status().ToString().c_str());

@@ -9,7 +9,12 @@ caps and gemma3 with local/global layers, both with norm weights stored as
 types (F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16), written by tests/gguf/make_gguf_models.py with the PyPI `gguf`
 package, served by the real inferd binary: greedy tokens over gRPC equal
 the float64 NumPy reference on the gguf-dequantized weights
-(tests/gguf/gguf_reference.py), for several prompts each. Also: a GGUF of an
+(tests/gguf/gguf_reference.py), for several prompts each. Block-quantized
+files run twice: with `activations=exact`, equal to the plain reference;
+under the default int8 activation policy, teacher-forced against the
+reference with inferd's int8 activation quantization emulated
+(tests/gguf/int8_check.py: the reference's argmax up to a first departure
+that is a near-tie). Also: a GGUF of an
 architecture inferd does not serve is a startup error naming it.
 
 And `bert` encoder GGUFs (bert-embed in F16 with CLS pooling, bert-mean in
@@ -33,8 +38,12 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "service"))
 import inferd_testlib as lib  # noqa: E402
+from int8_check import check_int8  # noqa: E402
 
 TOKENS = 12
+# Weight types (the file name's last part) whose Linear activations the
+# int8 policy quantizes.
+QUANTIZED = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}
 TEXTS = ["Hello world!", "the quick brown fox jumps over the lazy dog",
          "a", "Café CRÈME, naïve résumé?", "tokens: ##x [MASK] [SEP] 12,345",
          "  spaces\tand\nnewlines  ", "日本語 text", "unknownwordzzqx!"]
@@ -77,8 +86,17 @@ def main():
         # quantized / F16 weights are decoded into BF16 GEMM panels.
         prompts = [[rng.randrange(3, 400) for _ in range(n)]
                    for n in (1, 5, 17, 96)]
-        expected = {}
+        # Served name -> (file, activation policy).
+        served = {}
         for name in names:
+            quantized = name.rsplit("-", 1)[-1] in QUANTIZED
+            served[name] = (name, "int8" if quantized else "exact")
+            if quantized:
+                served[name + "-exact"] = (name, "exact")
+        expected = {}
+        for served_name, (name, act) in sorted(served.items()):
+            if act == "int8":
+                continue  # teacher-forced after serving (check_int8)
             ref = subprocess.run(
                 [args.venv_python, os.path.join(HERE, "gguf_reference.py"),
                  "--gguf", os.path.join(out, name + ".gguf"),
@@ -87,7 +105,7 @@ def main():
             if ref.returncode != 0:
                 print("FAIL: reference:", ref.stderr.decode()[-3000:])
                 return 1
-            expected[name] = json.loads(ref.stdout)["greedy"]
+            expected[served_name] = json.loads(ref.stdout)["greedy"]
 
         embed_ref = {}
         for name in encoders:
@@ -103,12 +121,16 @@ def main():
                 return 1
             embed_ref[name] = json.loads(ref.stdout)
 
-        models = [(n, os.path.join(out, n + ".gguf")) for n in all_names]
+        models = [(n, os.path.join(out, n + ".gguf")) for n in encoders]
+        models += [(n, os.path.join(out, f + ".gguf") + f",activations={act}")
+                   for n, (f, act) in sorted(served.items())]
         with lib.InferdProcess(args.inferd, models) as server:
-            server.wait_ready(args.stubs, all_names)
+            server.wait_ready(args.stubs, [n for n, _ in models])
             stub = rpc.InferenceStub(grpc.insecure_channel(server.address))
             compared = 0
-            for name in names:
+            int8_agreed = int8_total = 0
+            for name in sorted(served):
+                outs = []
                 for i, ids in enumerate(prompts):
                     got = []
                     for chunk in stub.Generate(pb.GenerateRequest(
@@ -116,12 +138,26 @@ def main():
                             sampling=pb.SamplingParams(max_tokens=TOKENS,
                                                        temperature=0))):
                         got += list(chunk.token_ids)
-                    check(got == expected[name][i],
-                          f"{name} prompt {i}: inferd {got} != reference "
-                          f"{expected[name][i]}")
-                    compared += len(expected[name][i])
+                    outs.append(got)
+                    if name in expected:
+                        check(got == expected[name][i],
+                              f"{name} prompt {i}: inferd {got} != reference "
+                              f"{expected[name][i]}")
+                        compared += len(expected[name][i])
+                if name not in expected:
+                    bad, agreed, total = check_int8(
+                        args.venv_python,
+                        ["--gguf", os.path.join(out, served[name][0] + ".gguf")],
+                        prompts, outs, name)
+                    for f in bad:
+                        check(False, f)
+                    int8_agreed += agreed
+                    int8_total += total
+            print(f"int8 activations: {int8_agreed} of {int8_total} tokens "
+                  "the reference's argmax before a first near-tie")
             print(f"compared {compared} greedy tokens of {len(names)} GGUF "
-                  "models with the NumPy reference")
+                  f"models ({len(served)} served: int8 and exact activations "
+                  "for the block-quantized ones) with the NumPy reference")
             for name in encoders:
                 ref = embed_ref[name]
                 for text, ids in zip(TEXTS, ref["ids"]):

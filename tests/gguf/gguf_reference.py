@@ -11,6 +11,20 @@ load (every GEMM weight whose rows fill whole blocks, and a tied embedding
 table, which doubles as the LM head) quantized and dequantized by gguf-py's
 ports of ggml's reference quantizers (gguf.quants); other weights float.
 
+With --activations int8: inferd's default activation policy for
+block-quantized weights emulated: before every Linear whose weight is stored
+block-quantized (and the LM head), x is quantized as inferd's kernels do
+(device/ops.h ActivationPrecision::kInt8): per row and block of 32 values
+(256 for the K-quants when the step has fewer than 8 rows), sx = max |x| /
+127 in float32, v = rint(x * float32(1 / sx)) clamped to [-127, 127], x ->
+sx v; the products then in float64 as before.
+
+With --score JSON (a list of [prompt ids, generated ids] pairs) instead of
+--prompts: the teacher-forced check of someone else's greedy output: one
+forward pass over prompt + generated, and for each generated token its rank
+among the reference's logits at that position (0 = the argmax) and its gap
+to the largest logit; prints {"scores": [[[rank, gap], ...], ...]}.
+
 A `bert` GGUF (with --texts JSON --tokenizer-json FILE instead of
 --prompts): the texts tokenized by the model's original tokenizer.json (the
 `tokenizers` package), the float64 encoder forward, pooling per
@@ -128,6 +142,50 @@ def bert_hf_name(name):
     return None
 
 
+# ggml types whose Linear activations the int8 policy quantizes: per block
+# of 32, or per super-block of 256 (K-quants, fewer than 8 rows).
+LEGACY_TYPES = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}
+K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
+# id(weight array) -> "legacy" | "k" for the block-quantized weights.
+INT8_X = {}
+
+
+def quantize_x(x, block):
+    """x [..., K] as inferd's int8 policy sees it (see the module doc)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    shape = x32.shape
+    b = x32.reshape(-1, shape[-1] // block, block)
+    amax = np.abs(b).max(axis=2, keepdims=True)
+    sx = (amax / np.float32(127.0)).astype(np.float32)
+    tiny = np.finfo(np.float32).tiny
+    inv = np.where(sx >= tiny, np.float32(1.0) / np.where(sx >= tiny, sx, np.float32(1.0)),
+                   np.float32(0.0)).astype(np.float32)
+    v = np.clip(np.rint((b * inv).astype(np.float32)), -127, 127)
+    return (v.astype(np.float64) * sx.astype(np.float64)).reshape(shape)
+
+
+def int8_input(x, w):
+    kind = INT8_X.get(id(w))
+    if kind is None:
+        return x
+    rows = int(np.prod(np.shape(x)[:-1]))
+    return quantize_x(x, 256 if kind == "k" and rows < 8 else 32)
+
+
+def use_int8_activations():
+    """Routes the reference's Linear layers and LM head through int8_input."""
+    linear, logits = REF.linear, REF._logits
+
+    def linear_int8(x, w, b=None):
+        return linear(int8_input(x, w), w, b)
+
+    def logits_int8(cfg, w, x):
+        return logits(cfg, w, int8_input(x, REF._lm_head(cfg, w)))
+
+    REF.linear = linear_int8
+    REF._logits = logits_int8
+
+
 def dequantized(t):
     a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64)
     return a.reshape([int(x) for x in reversed(t.shape)])
@@ -243,6 +301,9 @@ def load(path):
         if arch in GEMMA and name.endswith("norm.weight"):
             a = a - 1  # the converter stored Gemma's 1 + w; back to w
         tensors[name] = a
+        qtype = gguf.GGMLQuantizationType(t.tensor_type).name
+        if a.ndim == 2 and (qtype in LEGACY_TYPES or qtype in K_TYPES):
+            INT8_X[id(a)] = "k" if qtype in K_TYPES else "legacy"
     if factors:
         cfg["rope_scaling"] = {
             "rope_type": "longrope", "short_factor": factors["short"],
@@ -282,10 +343,33 @@ def load_hf_quantized(model_dir, qtype_name):
             tied and name.endswith("embed_tokens.weight"))
         if gemm and a.ndim == 2 and a.shape[1] % block == 0:
             tensors[name] = quantize_dequantize(a, qtype)
+            INT8_X[id(tensors[name])] = "legacy"
             quantized.append(name)
     eos = cfg.get("eos_token_id")
     eos = [] if eos is None else eos if isinstance(eos, list) else [eos]
     return cfg, REF.Weights(tensors), eos, sorted(quantized)
+
+
+def score(cfg, w, prompt, generated):
+    """[rank, gap] of each generated token under the reference's logits
+    after prompt + the tokens generated before it (teacher forcing)."""
+    if not generated:
+        return []
+    _, logits = REF.decoder_forward(cfg, w, list(prompt) + list(generated[:-1]))
+    out = []
+    for j, tok in enumerate(generated):
+        row = logits[len(prompt) - 1 + j]
+        out.append([int((row > row[tok]).sum()), float(row.max() - row[tok])])
+    return out
+
+
+def first_departure(scores):
+    """(index, rank, gap) of the first generated token that is not the
+    reference's argmax, or None."""
+    for j, (rank, gap) in enumerate(scores):
+        if rank > 0:
+            return j, rank, gap
+    return None
 
 
 def main():
@@ -298,6 +382,9 @@ def main():
     ap.add_argument("--tokenizer-json")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--out")
+    ap.add_argument("--score")
+    ap.add_argument("--activations", choices=("exact", "int8"), default="exact",
+                    help="int8: emulate inferd's int8 activation policy")
     ap.add_argument("--check-batch", action="store_true",
                     help="also decode each prompt alone and require the "
                     "same tokens (a self-check of the batched decoding)")
@@ -307,10 +394,16 @@ def main():
                                          args.tokenizer_json)))
         return
     quantized = None
+    if args.activations == "int8":
+        use_int8_activations()
     if args.gguf:
         cfg, w, eos = load(args.gguf)
     else:
         cfg, w, eos, quantized = load_hf_quantized(args.hf_dir, args.quantize)
+    if args.score is not None:
+        print(json.dumps({"scores": [score(cfg, w, p, g)
+                                     for p, g in json.loads(args.score)]}))
+        return
     prompts = json.loads(args.prompts)
     out = {"config": cfg, "eos": eos, "quantized": quantized,
            "greedy": REF.greedy_cached_batch(cfg, w, prompts, args.tokens, eos)}

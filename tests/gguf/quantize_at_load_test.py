@@ -9,6 +9,12 @@ tests/gguf/gguf_reference.py --hf-dir). inferd quantizes with its own
 device/quant.cc, so equal tokens mean the two quantizers agree (ggml's
 rounding: roundf for Q8_0, trunc(x + 8.5) / trunc(x + 0.5) for Q4_0 / Q4_1).
 
+Each model runs under both activation policies: `activations=exact`
+equal to the plain float64 reference; the default int8 one teacher-forced
+against the reference with inferd's int8 activation quantization emulated
+(tests/gguf/int8_check.py: the reference's argmax up to a first departure
+that is a near-tie).
+
 The test also reports how many sequences the float reference decodes
 differently, and requires at least one such sequence for the 4-bit types:
 it shows the comparison can tell quantized weights from float ones.
@@ -26,6 +32,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "service"))
 import inferd_testlib as lib  # noqa: E402
+from int8_check import check_int8  # noqa: E402
 
 TOKENS = 16
 SOURCES = ["llama-tiny", "qwen2-tiny"]
@@ -77,7 +84,8 @@ def main():
                       for n in ref["quantized"]),
                   f"{name}: reference quantized no LM head: {ref['quantized']}")
             expected[name] = (src, dtype, ref["greedy"])
-            models.append((name, f"{src_dir},dtype={dtype}"))
+            models.append((name, f"{src_dir},dtype={dtype},activations=exact"))
+            models.append((name + "-int8", f"{src_dir},dtype={dtype}"))
 
     compared = 0
     differs = {d: 0 for d in DTYPES}
@@ -97,7 +105,29 @@ def main():
                       f"{greedy[i]} (float weights: {float_ref[src][i]})")
                 compared += len(greedy[i])
                 differs[dtype] += greedy[i] != float_ref[src][i]
-    print(f"compared {compared} greedy tokens of {len(models)} "
+        # The same models under the int8 policy (the default), teacher-forced.
+        int8_agreed = int8_total = 0
+        for name, (src, dtype, _) in sorted(expected.items()):
+            outs = []
+            for ids in prompts:
+                got = []
+                for chunk in stub.Generate(pb.GenerateRequest(
+                        model=name + "-int8", prompt_token_ids=pb.TokenIds(ids=ids),
+                        sampling=pb.SamplingParams(max_tokens=TOKENS,
+                                                   temperature=0))):
+                    got += list(chunk.token_ids)
+                outs.append(got)
+            bad, agreed, total = check_int8(
+                args.venv_python,
+                ["--hf-dir", os.path.join(args.test_models, src), "--quantize", dtype],
+                prompts, outs, name + "-int8")
+            for f in bad:
+                check(False, f)
+            int8_agreed += agreed
+            int8_total += total
+    print(f"int8 activations: {int8_agreed} of {int8_total} tokens the "
+          "reference's argmax before a first near-tie")
+    print(f"compared {compared} greedy tokens of {len(expected)} "
           f"quantized-at-load models with the NumPy reference on "
           f"gguf-py-quantized weights")
     print("sequences where the float-weight reference differs: " +

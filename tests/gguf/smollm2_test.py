@@ -5,7 +5,15 @@ binary from the .gguf file alone:
 
 - greedy tokens equal to the float64 NumPy reference on weights dequantized
   by the PyPI `gguf` package (tests/gguf/gguf_reference.py, in the venv),
-  for 10 chat prompts x 32 tokens (or up to EOS);
+  for 10 chat prompts x 32 tokens (or up to EOS), with `activations=exact`
+  (`smollm2-exact`);
+- under the default int8 activation policy (`smollm2`), whose rounding of
+  activations to int8 turns float-level differences into different int8
+  levels (so exact token equality with any reference holds only until a
+  near-tie): teacher-forced against the reference with inferd's int8
+  activation quantization emulated, every token the reference's argmax up
+  to a first departure that is a near-tie (tests/gguf/int8_check.py);
+  ListModels reports each model's policy;
 - chat: Generate with `messages` runs exactly the prompt Tokenize renders
   (rendered_prompt, ids) and gives the same tokens as sending those ids;
   the rendered prompt has the template's turn markers; the answer to a
@@ -27,6 +35,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "service"))
 import inferd_testlib as lib  # noqa: E402
+from int8_check import check_int8  # noqa: E402
 
 CONVERSATIONS = [
     [("user", "Hello! Who are you?")],
@@ -78,10 +87,11 @@ def main():
     with open(config_path, "w") as f:
         json.dump(config, f)
 
-    models = [("smollm2", args.gguf), ("stories", lib.stories_dir()),
-              ("badchat", badchat)]
+    models = [("smollm2", args.gguf),
+              ("smollm2-exact", args.gguf + ",activations=exact"),
+              ("stories", lib.stories_dir()), ("badchat", badchat)]
     with lib.InferdProcess(args.inferd, models) as server:
-        server.wait_ready(args.stubs, ["smollm2", "stories", "badchat"])
+        server.wait_ready(args.stubs, [n for n, _ in models])
         check("model 'badchat': its chat template cannot be used" in
               server.output(), "no startup warning for the broken template")
         channel = grpc.insecure_channel(server.address)
@@ -93,6 +103,10 @@ def main():
         check(m.hidden_size == 576, f"hidden_size {m.hidden_size} != 576")
         check(m.vocab_size == 49152, f"vocab_size {m.vocab_size} != 49152")
         check(m.architecture == "LlamaForCausalLM", m.architecture)
+        check(m.activations == "int8" and
+              info["smollm2-exact"].activations == "exact",
+              f"activations {m.activations}, "
+              f"{info['smollm2-exact'].activations}")
 
         def msgs(conv):
             return [pb.ChatMessage(role=r, content=c) for r, c in conv]
@@ -118,12 +132,28 @@ def main():
             return 1
         expected = json.loads(ref.stdout)["greedy"]
 
+        # The int8 policy, teacher-forced.
+        int8_out = []
+        for ids in prompts:
+            got = []
+            for chunk in stub.Generate(pb.GenerateRequest(
+                    model="smollm2", prompt_token_ids=pb.TokenIds(ids=ids),
+                    sampling=pb.SamplingParams(max_tokens=TOKENS, temperature=0))):
+                got += list(chunk.token_ids)
+            int8_out.append(got)
+        bad, agreed, total = check_int8(args.venv_python, ["--gguf", args.gguf],
+                                        prompts, int8_out, "smollm2 (int8)")
+        for f in bad:
+            check(False, f)
+        print(f"int8 activations: {agreed} of {total} tokens the reference's "
+              "argmax before the first near-tie")
+
         compared = 0
         for i, (conv, ids) in enumerate(zip(CONVERSATIONS, prompts)):
             sampling = pb.SamplingParams(max_tokens=TOKENS, temperature=0)
             by_ids = []
             for chunk in stub.Generate(pb.GenerateRequest(
-                    model="smollm2", prompt_token_ids=pb.TokenIds(ids=ids),
+                    model="smollm2-exact", prompt_token_ids=pb.TokenIds(ids=ids),
                     sampling=sampling)):
                 by_ids += list(chunk.token_ids)
             check(by_ids == expected[i],
@@ -132,7 +162,7 @@ def main():
             # The same conversation through `messages`.
             by_chat, text, finish = [], "", None
             for chunk in stub.Generate(pb.GenerateRequest(
-                    model="smollm2", messages=msgs(conv), sampling=sampling)):
+                    model="smollm2-exact", messages=msgs(conv), sampling=sampling)):
                 by_chat += list(chunk.token_ids)
                 text += chunk.text
                 if chunk.finish_reason:
