@@ -9,7 +9,7 @@
 //   optimum).
 // - BM_GgufDecode / BM_GgufPrefill: batch-1 decode and a 512-token prefill
 //   of the GGUF file INFERD_BENCH_GGUF names, under the activation policy
-//   INFERD_BENCH_ACTIVATIONS names (int8, the server's default, or exact).
+//   INFERD_BENCH_ACTIVATIONS names (int8, the default here, or exact).
 // - BM_MemoryBandwidth: read bandwidth of a 1 GiB buffer on the same threads.
 // - BM_DecoderStoriesDecode: the real 260K-parameter stories260K Llama (from
 //   the shared models folder), one decode step at batch 1: the fixed
@@ -300,8 +300,9 @@ std::unique_ptr<ModelRunnerBase> GgufRunner(benchmark::State& state,
   options.model_dir = path;
   options.weights = std::move(weights).value();
   options.threads = Threads();
-  // The server's default activation policy (int8); INFERD_BENCH_ACTIVATIONS
-  // =exact for the other.
+  // The activation policy INFERD_BENCH_ACTIVATIONS names: int8 (this
+  // benchmark's default: the policy compared with llama.cpp) or exact (the
+  // server's default).
   const char* act = std::getenv("INFERD_BENCH_ACTIVATIONS");
   options.activations = act != nullptr && std::string(act) == "exact"
                             ? ActivationPrecision::kExact

@@ -5,9 +5,9 @@ binary from the .gguf file alone:
 
 - greedy tokens equal to the float64 NumPy reference on weights dequantized
   by the PyPI `gguf` package (tests/gguf/gguf_reference.py, in the venv),
-  for 10 chat prompts x 32 tokens (or up to EOS), with `activations=exact`
-  (`smollm2-exact`);
-- under the default int8 activation policy (`smollm2`), whose rounding of
+  for 10 chat prompts x 32 tokens (or up to EOS), under the default
+  activation policy (`activations=exact`);
+- under the int8 activation policy (`smollm2-int8`), whose rounding of
   activations to int8 turns float-level differences into different int8
   levels (so exact token equality with any reference holds only until a
   near-tie): teacher-forced against the reference with inferd's int8
@@ -88,7 +88,7 @@ def main():
         json.dump(config, f)
 
     models = [("smollm2", args.gguf),
-              ("smollm2-exact", args.gguf + ",activations=exact"),
+              ("smollm2-int8", args.gguf + ",activations=int8"),
               ("stories", lib.stories_dir()), ("badchat", badchat)]
     with lib.InferdProcess(args.inferd, models) as server:
         server.wait_ready(args.stubs, [n for n, _ in models])
@@ -103,10 +103,10 @@ def main():
         check(m.hidden_size == 576, f"hidden_size {m.hidden_size} != 576")
         check(m.vocab_size == 49152, f"vocab_size {m.vocab_size} != 49152")
         check(m.architecture == "LlamaForCausalLM", m.architecture)
-        check(m.activations == "int8" and
-              info["smollm2-exact"].activations == "exact",
+        check(m.activations == "exact" and
+              info["smollm2-int8"].activations == "int8",
               f"activations {m.activations}, "
-              f"{info['smollm2-exact'].activations}")
+              f"{info['smollm2-int8'].activations}")
 
         def msgs(conv):
             return [pb.ChatMessage(role=r, content=c) for r, c in conv]
@@ -137,12 +137,12 @@ def main():
         for ids in prompts:
             got = []
             for chunk in stub.Generate(pb.GenerateRequest(
-                    model="smollm2", prompt_token_ids=pb.TokenIds(ids=ids),
+                    model="smollm2-int8", prompt_token_ids=pb.TokenIds(ids=ids),
                     sampling=pb.SamplingParams(max_tokens=TOKENS, temperature=0))):
                 got += list(chunk.token_ids)
             int8_out.append(got)
         bad, agreed, total = check_int8(args.venv_python, ["--gguf", args.gguf],
-                                        prompts, int8_out, "smollm2 (int8)")
+                                        prompts, int8_out, "smollm2-int8")
         for f in bad:
             check(False, f)
         print(f"int8 activations: {agreed} of {total} tokens the reference's "
@@ -153,7 +153,7 @@ def main():
             sampling = pb.SamplingParams(max_tokens=TOKENS, temperature=0)
             by_ids = []
             for chunk in stub.Generate(pb.GenerateRequest(
-                    model="smollm2-exact", prompt_token_ids=pb.TokenIds(ids=ids),
+                    model="smollm2", prompt_token_ids=pb.TokenIds(ids=ids),
                     sampling=sampling)):
                 by_ids += list(chunk.token_ids)
             check(by_ids == expected[i],
@@ -162,7 +162,7 @@ def main():
             # The same conversation through `messages`.
             by_chat, text, finish = [], "", None
             for chunk in stub.Generate(pb.GenerateRequest(
-                    model="smollm2-exact", messages=msgs(conv), sampling=sampling)):
+                    model="smollm2", messages=msgs(conv), sampling=sampling)):
                 by_chat += list(chunk.token_ids)
                 text += chunk.text
                 if chunk.finish_reason:

@@ -107,6 +107,9 @@ TEST(FlagsTest, RejectsBadValuesSayingWhatToFix) {
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("float32, bfloat16, q8_0, q4_0, q4_1 or int8"),
             std::string::npos);
+  auto act = Parse({"--model", "a=/x,activations=int4"});
+  ASSERT_FALSE(act.ok());
+  EXPECT_NE(act.status().message().find("expected int8 or exact"), std::string::npos);
   auto l = Parse({"--model", "a=/x", "--log-format", "xml"});
   ASSERT_FALSE(l.ok());
   auto m = Parse({"--model", "nopath"});
@@ -202,6 +205,7 @@ TEST_F(ConfigSourcesTest, FileGivesSettingsAndModelsWithOptions) {
       "models:\n"
       "  - {name: a, path: /m/a, task: embed, pooling: mean, replicas: 3}\n"
       "  - name: b\n    path: /m/b\n    max-seqs: 4\n    dtype: q8_0\n"
+      "    activations: int8\n"
       "plugins: [/p.so]\n");
   auto o = Run({"--config", f.c_str()});
   ASSERT_TRUE(o.ok()) << o.status();
@@ -216,6 +220,8 @@ TEST_F(ConfigSourcesTest, FileGivesSettingsAndModelsWithOptions) {
   EXPECT_EQ(o->models[0].engine.max_seqs, 8);
   EXPECT_EQ(o->models[1].engine.max_seqs, 4);
   EXPECT_EQ(o->models[1].engine.dtype, "q8_0");
+  EXPECT_EQ(o->models[1].engine.activations, "int8");
+  EXPECT_EQ(o->models[0].engine.activations, "exact");  // the default
   EXPECT_EQ(o->plugins, std::vector<std::string>{"/p.so"});
   EXPECT_EQ(o->sources.at("max-seqs"), "--config " + f);
 }
