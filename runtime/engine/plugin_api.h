@@ -56,7 +56,10 @@
 //    attn_logit_softcapping, final_logit_softcapping, rope_local_theta);
 //    RopeScaling gained freq_factors and LongRoPE's short/long factors
 //    (RopeScalingType::kLongRope).
-#define INFERD_PLUGIN_API_VERSION 8
+// 9: ExecutionContext::activations (ActivationPrecision, the model's
+//    `activations=` policy; set by the model runner, read by the device's
+//    kernels); ModelRunnerOptions::activations.
+#define INFERD_PLUGIN_API_VERSION 9
 
 namespace inferd {
 
