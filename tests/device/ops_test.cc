@@ -246,6 +246,27 @@ double BlockOffset(DType dtype, const uint8_t* row, int64_t p) {
   }
 }
 
+// x[0, k) as the int8 kernels quantize it (quant_gemm.h): per block of xb
+// values, sx = max|x| / levels in F32, v = x * (1 / sx) rounded to nearest
+// even and clamped to +-levels (1 / sx = 0 below the smallest normal
+// float); xq = sx v, half_step[b] = sx / 2.
+void QuantizeXAsDocumented(const float* x, int64_t k, int64_t xb, float levels,
+                           std::vector<float>* xq, std::vector<double>* half_step) {
+  xq->assign(k, 0.0f);
+  half_step->assign(k / xb, 0.0);
+  for (int64_t b = 0; b < k / xb; ++b) {
+    float amax = 0.0f;
+    for (int j = 0; j < xb; ++j) amax = std::max(amax, std::fabs(x[xb * b + j]));
+    const float sx = amax / levels;
+    const float inv = sx >= std::numeric_limits<float>::min() ? 1.0f / sx : 0.0f;
+    for (int j = 0; j < xb; ++j) {
+      const float v = std::min(levels, std::max(-levels, std::nearbyint(x[xb * b + j] * inv)));
+      (*xq)[xb * b + j] = sx * v;
+    }
+    (*half_step)[b] = sx / 2.0;
+  }
+}
+
 // The decode GEMV of the block-quantized formats at the avx512_bf16 level
 // against a float64 dot product with x quantized as documented
 // (quant_gemm.h: per block of 32, per super-block of 256 for Q4_K / Q6_K;
@@ -286,18 +307,9 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
       for (int64_t r = 0; r < n; ++r) {
         ASSERT_TRUE(DequantizeRow(dtype, w.data() + r * row_bytes, k, wf.data() + r * k).ok());
       }
-      std::vector<float> xq(k);
-      std::vector<double> half_step(k / xb);
-      for (int64_t b = 0; b < k / xb; ++b) {
-        float amax = 0.0f;
-        for (int j = 0; j < xb; ++j) amax = std::max(amax, std::fabs(x[xb * b + j]));
-        const float sx = amax / 32512.0f;
-        const float inv = sx >= std::numeric_limits<float>::min() ? 1.0f / sx : 0.0f;
-        for (int j = 0; j < xb; ++j) {
-          xq[xb * b + j] = sx * std::nearbyint(x[xb * b + j] * inv);
-        }
-        half_step[b] = sx / 2.0;
-      }
+      std::vector<float> xq;
+      std::vector<double> half_step;
+      QuantizeXAsDocumented(x.data(), k, xb, 32512.0f, &xq, &half_step);
       std::vector<float> y(n);
       ASSERT_TRUE(Linear(kOpt, View2(x.data(), 1, k), TensorView::Contiguous(w.data(), dtype, {n, k}),
                          TensorView{}, View2(y.data(), 1, n)).ok());
@@ -379,19 +391,9 @@ TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
                         .ok());
         for (int64_t i = 0; i < m; ++i) {
           const float* xr = x.data() + i * ldx;
-          std::vector<float> xq(k);
-          std::vector<double> half_step(k / xb);
-          for (int64_t b = 0; b < k / xb; ++b) {
-            float amax = 0.0f;
-            for (int j = 0; j < xb; ++j) amax = std::max(amax, std::fabs(xr[xb * b + j]));
-            const float sx = amax / 127.0f;
-            const float inv = sx >= std::numeric_limits<float>::min() ? 1.0f / sx : 0.0f;
-            for (int j = 0; j < xb; ++j) {
-              const float v = std::min(127.0f, std::max(-127.0f, std::nearbyint(xr[xb * b + j] * inv)));
-              xq[xb * b + j] = sx * v;
-            }
-            half_step[b] = sx / 2.0;
-          }
+          std::vector<float> xq;
+          std::vector<double> half_step;
+          QuantizeXAsDocumented(xr, k, xb, 127.0f, &xq, &half_step);
           for (int64_t j = 0; j < n; ++j) {
             double exact = bias[j], quantized = bias[j], qmag = std::fabs(bias[j]), rounding = 0;
             for (int64_t p = 0; p < k; ++p) {
@@ -419,6 +421,43 @@ TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
   }
 }
 
+// One activation row of K = 512 against a random [37, 512] weight of dtype,
+// placed at rows 0, m / 2 and m - 1 of random batches: Expect checks that
+// its output is bit for bit the one of the first batch of the same class.
+class RowClasses {
+ public:
+  RowClasses(DType dtype, uint32_t* seed)
+      : dtype_(dtype), w_(RandomWeights(dtype, kN, kK, (*seed)++)),
+        row_(RandomVector(kK, (*seed)++)) {}
+
+  void Expect(const ExecutionContext& ctx, int64_t m, const std::string& path,
+              uint32_t* seed) {
+    const TensorView wv = TensorView::Contiguous(w_.data(), dtype_, {kN, kK});
+    for (int64_t at : {int64_t{0}, m / 2, m - 1}) {
+      std::vector<float> x = RandomVector(m * kK, (*seed)++);
+      std::copy(row_.begin(), row_.end(), x.begin() + at * kK);
+      std::vector<float> y(m * kN);
+      ASSERT_TRUE(Linear(ctx, View2(x.data(), m, kK), wv, TensorView{},
+                         View2(y.data(), m, kN)).ok());
+      std::vector<float> got(y.begin() + at * kN, y.begin() + (at + 1) * kN);
+      auto [it, inserted] = first_.emplace(path, got);
+      if (inserted) continue;
+      for (int64_t j = 0; j < kN; ++j) {
+        ASSERT_EQ(got[j], it->second[j]) << DTypeName(dtype_) << " " << path << " m=" << m
+                                         << " at row " << at << " column " << j;
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kN = 37, kK = 512;
+  DType dtype_;
+  std::vector<uint8_t> w_;
+  std::vector<float> row_;
+  // The row's output per class, from the first batch of that class.
+  std::map<std::string, std::vector<float>> first_;
+};
+
 // Under the int8 policy a row's output does not depend on its batch-mates
 // nor on the batch size within each kernel class: one activation row at
 // several positions among random others, decode-only or not, must give the
@@ -430,32 +469,16 @@ TEST_P(LinearTest, Int8RowOutputDoesNotDependOnBatchSize) {
   uint32_t seed = 13000;
   for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
                       DType::kQ4_K, DType::kQ6_K}) {
-    const int64_t n = 37, k = 512;
-    std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
-    const TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});
-    const std::vector<float> row = RandomVector(k, seed++);
-    std::map<std::string, std::vector<float>> first;
+    RowClasses classes(dtype, &seed);
     for (int64_t m : {1, 2, 3, 7, 8, 9, 13, 33, 64, 65, 130}) {
       std::string path = m > 64 ? "f32-tiles" : m == 1 ? "gemv" : "f32-small-m";
       if (Bf16DotActive()) path = m < 8 ? "gemv" : "gemm";
       for (bool decode_rows : {false, true}) {
-        for (int64_t at : {int64_t{0}, m / 2, m - 1}) {
-          std::vector<float> x = RandomVector(m * k, seed++);
-          std::copy(row.begin(), row.end(), x.begin() + at * k);
-          std::vector<float> y(m * n);
-          ExecutionContext ctx = kOpt;
-          ctx.decode_rows = decode_rows;
-          ctx.activations = ActivationPrecision::kInt8;
-          ASSERT_TRUE(Linear(ctx, View2(x.data(), m, k), wv, TensorView{},
-                             View2(y.data(), m, n)).ok());
-          std::vector<float> got(y.begin() + at * n, y.begin() + (at + 1) * n);
-          auto [it, inserted] = first.emplace(path, got);
-          if (inserted) continue;
-          for (int64_t j = 0; j < n; ++j) {
-            ASSERT_EQ(got[j], it->second[j]) << DTypeName(dtype) << " " << path << " m=" << m
-                                             << " at row " << at << " column " << j;
-          }
-        }
+        ExecutionContext ctx = kOpt;
+        ctx.decode_rows = decode_rows;
+        ctx.activations = ActivationPrecision::kInt8;
+        classes.Expect(ctx, m, path, &seed);
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -473,31 +496,14 @@ TEST_P(LinearTest, RowOutputDoesNotDependOnBatchMates) {
   uint32_t seed = 9100;
   for (DType dtype : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
                       DType::kQ4_K, DType::kQ6_K, DType::kF16}) {
-    const int64_t n = 37, k = 512;
-    std::vector<uint8_t> w = RandomWeights(dtype, n, k, seed++);
-    const TensorView wv = TensorView::Contiguous(w.data(), dtype, {n, k});
-    const std::vector<float> row = RandomVector(k, seed++);
-    // Output of `row` per path class, from the first batch of that class.
-    std::map<std::string, std::vector<float>> first;
+    RowClasses classes(dtype, &seed);
     for (int64_t m : {2, 3, 5, 7, 8, 9, 13, 33, 64, 65, 130}) {
       const bool int8_x = m >= 8 && Bf16DotActive() && dtype != DType::kF16;
       const std::string path = int8_x ? "int8" : m > 64 ? "f32-tiles" : "f32-small-m";
-      for (int64_t at : {int64_t{0}, m / 2, m - 1}) {
-        std::vector<float> x = RandomVector(m * k, seed++);
-        std::copy(row.begin(), row.end(), x.begin() + at * k);
-        std::vector<float> y(m * n);
-        ExecutionContext decode = kOpt;
-        decode.decode_rows = true;
-        ASSERT_TRUE(Linear(decode, View2(x.data(), m, k), wv, TensorView{},
-                           View2(y.data(), m, n)).ok());
-        std::vector<float> got(y.begin() + at * n, y.begin() + (at + 1) * n);
-        auto [it, inserted] = first.emplace(path, got);
-        if (inserted) continue;
-        for (int64_t j = 0; j < n; ++j) {
-          ASSERT_EQ(got[j], it->second[j]) << DTypeName(dtype) << " " << path << " m=" << m
-                                           << " at row " << at << " column " << j;
-        }
-      }
+      ExecutionContext decode = kOpt;
+      decode.decode_rows = true;
+      classes.Expect(decode, m, path, &seed);
+      if (HasFatalFailure()) return;
     }
   }
 }

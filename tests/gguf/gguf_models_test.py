@@ -38,7 +38,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "service"))
 import inferd_testlib as lib  # noqa: E402
-from int8_check import check_int8  # noqa: E402
+from int8_check import Tally, check_int8_into  # noqa: E402
 
 TOKENS = 12
 # Weight types (the file name's last part) whose Linear activations the
@@ -128,16 +128,14 @@ def main():
             server.wait_ready(args.stubs, [n for n, _ in models])
             stub = rpc.InferenceStub(grpc.insecure_channel(server.address))
             compared = 0
-            int8_agreed = int8_total = 0
+            tally = Tally()
             for name in sorted(served):
                 outs = []
                 for i, ids in enumerate(prompts):
-                    got = []
-                    for chunk in stub.Generate(pb.GenerateRequest(
-                            model=name, prompt_token_ids=pb.TokenIds(ids=ids),
-                            sampling=pb.SamplingParams(max_tokens=TOKENS,
-                                                       temperature=0))):
-                        got += list(chunk.token_ids)
+                    got = lib.generate(stub, pb.GenerateRequest(
+                        model=name, prompt_token_ids=pb.TokenIds(ids=ids),
+                        sampling=pb.SamplingParams(max_tokens=TOKENS,
+                                                   temperature=0)))[0]
                     outs.append(got)
                     if name in expected:
                         check(got == expected[name][i],
@@ -145,16 +143,11 @@ def main():
                               f"{expected[name][i]}")
                         compared += len(expected[name][i])
                 if name not in expected:
-                    bad, agreed, total = check_int8(
-                        args.venv_python,
+                    check_int8_into(
+                        check, tally, args.venv_python,
                         ["--gguf", os.path.join(out, served[name][0] + ".gguf")],
                         prompts, outs, name)
-                    for f in bad:
-                        check(False, f)
-                    int8_agreed += agreed
-                    int8_total += total
-            print(f"int8 activations: {int8_agreed} of {int8_total} tokens "
-                  "the reference's argmax before a first near-tie")
+            print(tally.line())
             print(f"compared {compared} greedy tokens of {len(names)} GGUF "
                   f"models ({len(served)} served: int8 and exact activations "
                   "for the block-quantized ones) with the NumPy reference")

@@ -20,6 +20,28 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NEAR_TIE = 0.5
 
 
+class Tally:
+    """Tokens checked, and those that were the reference's argmax before a
+    first departure, over several check_int8 calls."""
+
+    def __init__(self):
+        self.agreed = self.total = 0
+
+    def line(self):
+        return (f"int8 activations: {self.agreed} of {self.total} tokens the "
+                "reference's argmax before a first near-tie")
+
+
+def check_int8_into(check, tally, venv_python, ref_args, prompts, outputs, label):
+    """check_int8, its failures passed to check(False, message) and its
+    counts added to tally."""
+    bad, agreed, total = check_int8(venv_python, ref_args, prompts, outputs, label)
+    for f in bad:
+        check(False, f)
+    tally.agreed += agreed
+    tally.total += total
+
+
 def check_int8(venv_python, ref_args, prompts, outputs, label):
     """ref_args: the model's gguf_reference.py arguments (--gguf F, or
     --hf-dir D --quantize T). Returns (failure messages, tokens that were

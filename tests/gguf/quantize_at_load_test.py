@@ -32,7 +32,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "service"))
 import inferd_testlib as lib  # noqa: E402
-from int8_check import check_int8  # noqa: E402
+from int8_check import Tally, check_int8_into  # noqa: E402
 
 TOKENS = 16
 SOURCES = ["llama-tiny", "qwen2-tiny"]
@@ -106,27 +106,17 @@ def main():
                 compared += len(greedy[i])
                 differs[dtype] += greedy[i] != float_ref[src][i]
         # The same models under the int8 policy, teacher-forced.
-        int8_agreed = int8_total = 0
+        tally = Tally()
         for name, (src, dtype, _) in sorted(expected.items()):
-            outs = []
-            for ids in prompts:
-                got = []
-                for chunk in stub.Generate(pb.GenerateRequest(
-                        model=name + "-int8", prompt_token_ids=pb.TokenIds(ids=ids),
-                        sampling=pb.SamplingParams(max_tokens=TOKENS,
-                                                   temperature=0))):
-                    got += list(chunk.token_ids)
-                outs.append(got)
-            bad, agreed, total = check_int8(
-                args.venv_python,
+            outs = [lib.generate(stub, pb.GenerateRequest(
+                model=name + "-int8", prompt_token_ids=pb.TokenIds(ids=ids),
+                sampling=pb.SamplingParams(max_tokens=TOKENS, temperature=0)))[0]
+                for ids in prompts]
+            check_int8_into(
+                check, tally, args.venv_python,
                 ["--hf-dir", os.path.join(args.test_models, src), "--quantize", dtype],
                 prompts, outs, name + "-int8")
-            for f in bad:
-                check(False, f)
-            int8_agreed += agreed
-            int8_total += total
-    print(f"int8 activations: {int8_agreed} of {int8_total} tokens the "
-          "reference's argmax before a first near-tie")
+    print(tally.line())
     print(f"compared {compared} greedy tokens of {len(expected)} "
           f"quantized-at-load models with the NumPy reference on "
           f"gguf-py-quantized weights")

@@ -35,7 +35,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "service"))
 import inferd_testlib as lib  # noqa: E402
-from int8_check import check_int8  # noqa: E402
+from int8_check import Tally, check_int8_into  # noqa: E402
 
 CONVERSATIONS = [
     [("user", "Hello! Who are you?")],
@@ -133,20 +133,14 @@ def main():
         expected = json.loads(ref.stdout)["greedy"]
 
         # The int8 policy, teacher-forced.
-        int8_out = []
-        for ids in prompts:
-            got = []
-            for chunk in stub.Generate(pb.GenerateRequest(
-                    model="smollm2-int8", prompt_token_ids=pb.TokenIds(ids=ids),
-                    sampling=pb.SamplingParams(max_tokens=TOKENS, temperature=0))):
-                got += list(chunk.token_ids)
-            int8_out.append(got)
-        bad, agreed, total = check_int8(args.venv_python, ["--gguf", args.gguf],
-                                        prompts, int8_out, "smollm2-int8")
-        for f in bad:
-            check(False, f)
-        print(f"int8 activations: {agreed} of {total} tokens the reference's "
-              "argmax before the first near-tie")
+        int8_out = [lib.generate(stub, pb.GenerateRequest(
+            model="smollm2-int8", prompt_token_ids=pb.TokenIds(ids=ids),
+            sampling=pb.SamplingParams(max_tokens=TOKENS, temperature=0)))[0]
+            for ids in prompts]
+        tally = Tally()
+        check_int8_into(check, tally, args.venv_python, ["--gguf", args.gguf],
+                        prompts, int8_out, "smollm2-int8")
+        print(tally.line())
 
         compared = 0
         for i, (conv, ids) in enumerate(zip(CONVERSATIONS, prompts)):
