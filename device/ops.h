@@ -43,7 +43,7 @@ enum class ActivationPrecision {
   // block's max); int8 only from 8 rows of a decode-only step, or above 64.
   kExact,
   // int8 activations per block at every M, as llama.cpp (32 values; 256 for
-  // the K-quants' decode of up to 7 rows); where the CPU has int8 dot
+  // the K-quants, as its q8_K); where the CPU has int8 dot
   // products (CPU: AVX512_VNNI), else as kExact. A row's output is the same
   // whatever its batch-mates, and bit for bit the same at any batch size
   // from 1 to 7 and at any from 8 on (the CPU's GEMV and GEMM).

@@ -35,6 +35,9 @@ struct QuantGemmArgs {
   const uint8_t* xq = nullptr;
   int64_t xq_stride = 0;
   bool xq_int8 = false;
+  // QuantGemmVnni: Q4_K / Q6_K activations per super-block of 256 (the int8
+  // policy, as ggml's q8_K and the GEMV), not per block of 32.
+  bool x_superblocks = false;
   // Weights packed by cpu_avx512::PackVnniWeights: QuantGemmVnni reads its
   // panels instead of unpacking each per call (null: unpack).
   const uint8_t* packed = nullptr;

@@ -3,8 +3,8 @@
 // avx512_bf16 level with AVX512_VNNI, every block-quantized format runs the
 // int8 GEMV for M < 8 (x quantized to int8 per block of 32, per super-block
 // of 256 for the K-quants, as llama.cpp; each row computed alone, so its
-// output is the same at any M up to 7) and the int8 GEMM from 8 rows (x per
-// block of 32; rows independent too). The GEMV's cost per activation row
+// output is the same at any M up to 7) and the int8 GEMM from 8 rows (x
+// quantized the same way; rows independent too). The GEMV's cost per activation row
 // is its per-block epilogue, which the GEMM's register tile amortizes
 // (BM_QuantLinearSmallM, 2048 x 2048, one thread: q4_0 M = 4 0.45 ms GEMV;
 // M = 16 2.2 GEMV vs 2.4 GEMM, q8_0 4.5 vs 2.0, q4_k 2.6 vs 1.5). Under the
@@ -222,6 +222,7 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
       cpu_avx512::QuantVnniSupports(g.dtype)) {
     g.packed = static_cast<const uint8_t*>(
         PackedPanels(w, static_cast<uint32_t>(PackedFormat::kVnniPanels)));
+    g.x_superblocks = int8;
     cpu_avx512::QuantGemmVnni(pool, g);
     return absl::OkStatus();
   }

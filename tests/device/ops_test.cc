@@ -339,8 +339,8 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
 // The int8 activation policy (ActivationPrecision::kInt8) at the
 // avx512_bf16 level: every block-quantized format at every M against a
 // float64 dot product with x quantized as documented (ops.h, quant_gemm.h):
-// up to 7 rows (the int8 GEMV) per block of 32, per super-block of 256 for
-// Q4_K / Q6_K; from 8 rows (the int8 GEMM) per block of 32; sx = max|x| / 127
+// per block of 32, per super-block of 256 for Q4_K / Q6_K, at every M (up
+// to 7 rows the int8 GEMV, from 8 the int8 GEMM); sx = max|x| / 127
 // in F32, v = x * (1 / sx) rounded to nearest even. The integer sums are
 // exact, so only F32 rounding may separate them: 2e-6 (GEMV) and 1e-5
 // (GEMM, whose F32 epilogue runs per block) relative to sum |x^| (|w| +
@@ -358,7 +358,7 @@ TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
       for (int64_t m : {1, 2, 5, 7, 8, 16, 64, 65, 130}) {
         const bool gemv = m < 8;
         const int64_t n = gemv ? 11 : 37;
-        const int64_t xb = gemv ? wb : 32;  // x's quantization block
+        const int64_t xb = wb;  // x's quantization block
         const int64_t ldx = k + (m % 3);
         std::vector<float> x = RandomVector(m * ldx, seed++, -1.0f, 1.0f);
         // Blocks of six decades, an all-zero and an all-negative block.

@@ -15,7 +15,7 @@ With --activations int8: inferd's default activation policy for
 block-quantized weights emulated: before every Linear whose weight is stored
 block-quantized (and the LM head), x is quantized as inferd's kernels do
 (device/ops.h ActivationPrecision::kInt8): per row and block of 32 values
-(256 for the K-quants when the step has fewer than 8 rows), sx = max |x| /
+(256 for the K-quants, as ggml's q8_K), sx = max |x| /
 127 in float32, v = rint(x * float32(1 / sx)) clamped to [-127, 127], x ->
 sx v; the products then in float64 as before.
 
@@ -143,7 +143,7 @@ def bert_hf_name(name):
 
 
 # ggml types whose Linear activations the int8 policy quantizes: per block
-# of 32, or per super-block of 256 (K-quants, fewer than 8 rows).
+# of 32, or per super-block of 256 (K-quants).
 LEGACY_TYPES = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}
 K_TYPES = {"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}
 # id(weight array) -> "legacy" | "k" for the block-quantized weights.
@@ -168,8 +168,7 @@ def int8_input(x, w):
     kind = INT8_X.get(id(w))
     if kind is None:
         return x
-    rows = int(np.prod(np.shape(x)[:-1]))
-    return quantize_x(x, 256 if kind == "k" and rows < 8 else 32)
+    return quantize_x(x, 256 if kind == "k" else 32)
 
 
 def use_int8_activations():
