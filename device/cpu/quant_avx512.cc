@@ -1023,47 +1023,14 @@ inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
   }
 }
 
-// Rows [begin, end) of x quantized per block of 32 (round to nearest even).
+// Rows [begin, end) of x quantized per block of 32, or per super-block of
+// 256 (t.superblocks), round to nearest even.
 void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
   const QuantizeXTask& t = *static_cast<const QuantizeXTask*>(arg);
   const QuantGemmArgs& g = *t.g;
   const int64_t nb = g.k / 32;
   const __m512 sign = _mm512_set1_ps(-0.0f);
-  if (t.superblocks) {
-    // One scale per 256 values, stored for each of its blocks of 32 (the
-    // GEMM reads dx per block); the weight-block sums as below.
-    for (int64_t i = begin; i < end; ++i) {
-      const float* xr = g.x + i * g.ldx;
-      for (int64_t sb = 0; sb < g.k / 256; ++sb) {
-        __m512 mx = _mm512_setzero_ps();
-        for (int j = 0; j < 256; j += 16) {
-          mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(xr + 256 * sb + j)));
-        }
-        const float d = _mm512_reduce_max_ps(mx) / 127.0f;
-        const __m512 id = _mm512_set1_ps(InverseStep(d));
-        for (int64_t b = 8 * sb; b < 8 * sb + 8; ++b) {
-          const __m512 v0 = _mm512_loadu_ps(xr + 32 * b), v1 = _mm512_loadu_ps(xr + 32 * b + 16);
-          const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
-          const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-          int8_t* qb = t.q + i * g.k + 32 * b;
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(q0));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(q1));
-          t.dx[i * nb + b] = d;
-          const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
-          if (t.halves) {
-            t.xoff[i * 2 * nb + 2 * b] = t.c * s0;
-            t.xoff[i * 2 * nb + 2 * b + 1] = t.c * s1;
-          } else if (t.xoff != nullptr) {
-            t.xoff[i * nb + b] = t.c * (s0 + s1);
-          } else {
-            t.dxs[i * nb + b] = d * static_cast<float>(s0 + s1);
-          }
-        }
-      }
-    }
-    return;
-  }
-  if (!t.halves) {
+  if (!t.halves && !t.superblocks) {
     for (int64_t i = begin; i < end; ++i) {
       QuantizeRowBlocks(g.x + i * g.ldx, nb, t.q + i * g.k, t.dx + i * nb,
                         t.dxs != nullptr ? t.dxs + i * nb : nullptr,
@@ -1071,23 +1038,38 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
     }
     return;
   }
+  // Block by block: Q6_K's 16-value weight blocks, or a scale per 256 values
+  // (stored for each of its blocks of 32, as the GEMM reads dx per block).
   for (int64_t i = begin; i < end; ++i) {
     const float* xr = g.x + i * g.ldx;
+    float d = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
-      const __m512 v0 = _mm512_loadu_ps(xr + 32 * b), v1 = _mm512_loadu_ps(xr + 32 * b + 16);
-      const float amax = _mm512_reduce_max_ps(
-          _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
-      const float d = amax / 127.0f;
+      if (!t.superblocks || b % 8 == 0) {
+        const int64_t span = t.superblocks ? 256 : 32;
+        __m512 mx = _mm512_setzero_ps();
+        for (int j = 0; j < span; j += 16) {
+          mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(xr + 32 * b + j)));
+        }
+        d = _mm512_reduce_max_ps(mx) / 127.0f;
+      }
       const __m512 id = _mm512_set1_ps(InverseStep(d));
-      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
-      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b), _mm512_cvtepi32_epi8(q0));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(t.q + i * g.k + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + 32 * b), id));
+      const __m512i q1 =
+          _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xr + 32 * b + 16), id));
+      int8_t* qb = t.q + i * g.k + 32 * b;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(q1));
       t.dx[i * nb + b] = d;
-      // 16-value weight blocks (Q6_K): a sum per half block.
       const int32_t s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
-      t.xoff[i * 2 * nb + 2 * b] = t.c * s0;
-      t.xoff[i * 2 * nb + 2 * b + 1] = t.c * s1;
+      if (t.halves) {
+        // 16-value weight blocks (Q6_K): a sum per half block.
+        t.xoff[i * 2 * nb + 2 * b] = t.c * s0;
+        t.xoff[i * 2 * nb + 2 * b + 1] = t.c * s1;
+      } else if (t.xoff != nullptr) {
+        t.xoff[i * nb + b] = t.c * (s0 + s1);
+      } else {
+        t.dxs[i * nb + b] = d * static_cast<float>(s0 + s1);
+      }
     }
   }
 }
@@ -1702,7 +1684,7 @@ void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
   float* xs = c == 0 ? dxs.data() : nullptr;
   int32_t* xo = c != 0 ? xoff.data() : nullptr;
   QuantizeXTask qt{&g, q.data(), dx.data(), xs, xo, c, g.dtype == DType::kQ6_K};
-  qt.superblocks = g.x_superblocks && (g.dtype == DType::kQ4_K || g.dtype == DType::kQ6_K);
+  qt.superblocks = g.int8_x && (g.dtype == DType::kQ4_K || g.dtype == DType::kQ6_K);
   ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
   VnniTask t{&g, VnniX{q.data(), dx.data(), xs, xo, nbw}};
   ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
@@ -1814,7 +1796,7 @@ void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, bool int8, uint8_
 }
 
 void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end) {
-  if (args.xq_int8) {
+  if (args.int8_x) {
     GemvVnniRowsAt<true>(args, n_begin, n_end);
   } else {
     GemvVnniRowsAt<false>(args, n_begin, n_end);

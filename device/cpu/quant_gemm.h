@@ -29,15 +29,15 @@ struct QuantGemmArgs {
   // the other dtypes and at avx512 (its kernels fold the offsets into
   // per-block tables).
   const float* xsum = nullptr;
-  // GemvVnniRows (M = 1, or M < 8 under the int8 activation policy):
-  // x as GemvVnniQuantizeX leaves it, row i at xq + i * xq_stride (null
-  // otherwise); xq_int8: quantized with int8 = true.
+  // The int8 activation policy (ActivationPrecision::kInt8): GemvVnniRows
+  // reads one-level int8 x (else 16-bit), QuantGemmVnni quantizes Q4_K /
+  // Q6_K activations per super-block of 256 as ggml's q8_K (else per 32).
+  bool int8_x = false;
+  // GemvVnniRows (M = 1, or M < 8 under the int8 policy): x as
+  // GemvVnniQuantizeX leaves it (with int8 = int8_x), row i at xq + i *
+  // xq_stride (null otherwise).
   const uint8_t* xq = nullptr;
   int64_t xq_stride = 0;
-  bool xq_int8 = false;
-  // QuantGemmVnni: Q4_K / Q6_K activations per super-block of 256 (the int8
-  // policy, as ggml's q8_K and the GEMV), not per block of 32.
-  bool x_superblocks = false;
   // Weights packed by cpu_avx512::PackVnniWeights: QuantGemmVnni reads its
   // panels instead of unpacking each per call (null: unpack).
   const uint8_t* packed = nullptr;
@@ -82,8 +82,8 @@ void PackVnniWeights(ThreadPool* pool, const QuantGemmArgs& args, uint8_t* out);
 // - int8 (the int8 policy, as llama.cpp's q8_0 / q8_1 / q8_K): sx = max |x|
 //   / 127, one level, half the dot products; error sum_k |w_k| sx_k / 2.
 // Each activation row's outputs are computed alone, the same at any M.
-// Whether GemvVnniRows handles dtype on this CPU (the five formats with
-// AVX512_VNNI).
+// Whether GemvVnniRows handles dtype on this CPU (the seven formats above,
+// with AVX512_VNNI).
 bool GemvVnniSupports(DType dtype);
 // Bytes of the activation buffer GemvVnniQuantizeX fills for k values.
 int64_t GemvVnniXBytes(int64_t k);

@@ -153,8 +153,9 @@ void RunDecodedTiles(void* arg, int64_t begin, int64_t end) {
 }
 
 // The int8 GEMV (cpu_avx512::GemvVnniRows) of all g->m rows: x quantized
-// once here (int8, or 16 bits as two int8 levels), read by every thread.
-void RunGemvVnni(ThreadPool* pool, bool int8, QuantGemmArgs* g) {
+// once here (int8 under g->int8_x, else 16 bits as two int8 levels), read
+// by every thread.
+void RunGemvVnni(ThreadPool* pool, QuantGemmArgs* g) {
   static thread_local std::vector<uint8_t> xbuf;
   // Rows of x a multiple of 4 KB apart would share L1 sets (and alias
   // with each other's loads): one odd number of lines more.
@@ -165,11 +166,11 @@ void RunGemvVnni(ThreadPool* pool, bool int8, QuantGemmArgs* g) {
   uint8_t* xq = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(xbuf.data()) + 63) / 64 * 64);
   for (int64_t i = 0; i < g->m; ++i) {
-    cpu_avx512::GemvVnniQuantizeX(g->dtype, g->x + i * g->ldx, g->k, int8, xq + i * stride);
+    cpu_avx512::GemvVnniQuantizeX(g->dtype, g->x + i * g->ldx, g->k, g->int8_x,
+                                  xq + i * stride);
   }
   g->xq = xq;
   g->xq_stride = stride;
-  g->xq_int8 = int8;
   RowsTask task{&cpu_avx512::GemvVnniRows, g};
   ParallelForRaw(pool, g->n, std::max<int64_t>(16, kMinParallelMacs / (g->m * g->k) + 1),
                  &RunRowsTask, &task);
@@ -206,11 +207,12 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   const CpuIsa isa = ActiveCpuIsa();
   const bool gemv_vnni = isa >= CpuIsa::kAvx512Bf16 && cpu_avx512::GemvVnniSupports(g.dtype);
   const bool int8 = ctx.activations == ActivationPrecision::kInt8;
+  g.int8_x = int8;
   if (int8 && gemv_vnni && g.m < kQuantVnniMinDecodeM) {
     // int8 policy, 1 to 7 rows (decode, small batches): the int8 GEMV, each
     // x row quantized once here and run against each pass of weight rows,
     // which stream from memory once for all rows.
-    RunGemvVnni(pool, true, &g);
+    RunGemvVnni(pool, &g);
     return absl::OkStatus();
   }
   // The int8 GEMM: from 8 rows under the int8 policy (every step: batched
@@ -222,7 +224,6 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
       cpu_avx512::QuantVnniSupports(g.dtype)) {
     g.packed = static_cast<const uint8_t*>(
         PackedPanels(w, static_cast<uint32_t>(PackedFormat::kVnniPanels)));
-    g.x_superblocks = int8;
     cpu_avx512::QuantGemmVnni(pool, g);
     return absl::OkStatus();
   }
@@ -241,7 +242,7 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
 
   if (g.m == 1 && gemv_vnni) {
     // x quantized to 16 bits (two int8 levels).
-    RunGemvVnni(pool, false, &g);
+    RunGemvVnni(pool, &g);
     return absl::OkStatus();
   }
 
