@@ -358,8 +358,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   sc.kv_cache.block_size = block_size;
   sc.kv_cache.enable_prefix_caching = eo.enable_prefix_caching;
   sc.kv_cache.hash_salt =
-      absl::HashOf(model.spec().path, model.spec().engine.dtype,
-                   model.spec().engine.activations);
+      absl::HashOf(model.spec().path, model.spec().engine.dtype);
 
   GenerateComponents c;
   InputProcessorOptions io;
