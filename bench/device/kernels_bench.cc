@@ -204,7 +204,9 @@ constexpr DType kQuantBenchDTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ8_0,
                                        DType::kBF16, DType::kQ5_0, DType::kQ5_1};
 
 // Args: M, N, K, dtype (index into kQuantBenchDTypes), threads, act (the
-// activation policy of block-quantized weights: 0 exact, 1 int8). Decode with
+// activation policy of block-quantized weights: 0 exact, 1 int8 on the
+// weights as stored, 2 int8 on the int8 panels decoders load under that
+// policy; weight_GB/s counts the panels' bytes). Decode with
 // quantized / half-precision weights. The weights rotate over enough copies
 // (>= 512 MB in all) that each call streams them from memory, as a model's
 // layers do, instead of from the last-level cache.
@@ -233,25 +235,41 @@ void BM_QuantLinear(benchmark::State& state) {
   // Up to 64 rows: a decode-only step's (the model runner's decode_rows).
   ctx.decode_rows = m <= 64;
   ctx.activations = act_int8 ? ActivationPrecision::kInt8 : ActivationPrecision::kExact;
+  std::vector<DeviceBuffer> panels;
+  size_t streamed = bytes;
+  if (state.range(5) == 2) {
+    for (int c = 0; c < copies; ++c) {
+      absl::StatusOr<DeviceBuffer> p =
+          PackLinearWeight(ctx, TensorView::Contiguous(w.data() + c * bytes, dtype, {n, k}));
+      if (!p.ok() || p->size() == 0) {
+        state.SkipWithError("no int8 panels for this dtype / CPU");
+        return;
+      }
+      streamed = p->size();
+      panels.push_back(std::move(*p));
+    }
+  }
   int c = 0;
   for (auto _ : state) {
-    const TensorView wv = TensorView::Contiguous(w.data() + c * bytes, dtype, {n, k});
+    TensorView wv = TensorView::Contiguous(w.data() + c * bytes, dtype, {n, k});
+    if (!panels.empty()) wv.packed = panels[c].data();
     c = (c + 1) % copies;
     auto st = Linear(ctx, TensorView::Contiguous(x.data(), DType::kF32, {m, k}), wv,
                      TensorView{}, TensorView::Contiguous(y.data(), DType::kF32, {m, n}));
     if (!st.ok()) state.SkipWithError(st.ToString().c_str());
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(DTypeName(dtype)) + (act_int8 ? " int8-x" : ""));
+  state.SetLabel(std::string(DTypeName(dtype)) +
+                 (panels.empty() ? (act_int8 ? " int8-x" : "") : " int8-panels"));
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
   state.counters["weight_GB/s"] =
-      benchmark::Counter(bytes / 1e9 * state.iterations(), benchmark::Counter::kIsRate);
+      benchmark::Counter(streamed / 1e9 * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["mem_bw_GB/s"] = mach.bandwidth[threads];
   // The fraction of the probe's stream read the weights move at.
   if (mach.bandwidth[threads] > 0) {
     state.counters["of_stream"] = benchmark::Counter(
-        bytes / 1e9 * state.iterations() / mach.bandwidth[threads], benchmark::Counter::kIsRate);
+        streamed / 1e9 * state.iterations() / mach.bandwidth[threads], benchmark::Counter::kIsRate);
   }
   // The unit this path computes on (quant_linear_cpu.cc: int8 dot products
   // for block-quantized weights from M = 8 in decode, above 64 otherwise,
@@ -282,7 +300,7 @@ void QuantArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     for (int m : {1, 16}) {
       for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) {
-        for (int act = 0; act <= (HasInt8Policy(d) ? 1 : 0); ++act) {
+        for (int act = 0; act <= (HasInt8Policy(d) ? 2 : 0); ++act) {
           b->Args({m, 2048, 2048, d, threads, act});
           b->Args({m, 5632, 2048, d, threads, act});
           b->Args({m, 2048, 5632, d, threads, act});
@@ -303,7 +321,7 @@ BENCHMARK(BM_QuantLinear)->Apply(QuantArgs);
 void QuantSmallMArgs(benchmark::internal::Benchmark* b) {
   for (int m : {2, 4, 6, 8, 12, 16, 32, 64}) {
     for (int d = 0; d < 5; ++d) {
-      for (int act : {0, 1}) b->Args({m, 2048, 2048, d, 1, act});
+      for (int act : {0, 1, 2}) b->Args({m, 2048, 2048, d, 1, act});
     }
   }
   b->ArgNames({"M", "N", "K", "dtype", "threads", "act"});
@@ -317,9 +335,11 @@ BENCHMARK(BM_QuantLinear)->Name("BM_QuantLinearSmallM")->Apply(QuantSmallMArgs);
 void QuantPrefillArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     for (int d = 0; d < static_cast<int>(std::size(kQuantBenchDTypes)); ++d) {
-      b->Args({512, 2048, 2048, d, threads, 0});
-      b->Args({512, 5632, 2048, d, threads, 0});
-      b->Args({512, 2048, 5632, d, threads, 0});
+      for (int act = 0; act <= (HasInt8Policy(d) ? 2 : 0); act += 2) {
+        b->Args({512, 2048, 2048, d, threads, act});
+        b->Args({512, 5632, 2048, d, threads, act});
+        b->Args({512, 2048, 5632, d, threads, act});
+      }
     }
   }
   b->ArgNames({"M", "N", "K", "dtype", "threads", "act"});

@@ -35,7 +35,7 @@ struct GemmArgs {
 
 // A buffer of PackLinear (linear_cpu.cc): this header, then the panels at
 // kPackedHeaderBytes.
-enum class PackedFormat : uint32_t { kF32Panels = 1, kVnniPanels = 2 };
+enum class PackedFormat : uint32_t { kF32Panels = 1, kVnniPanels = 2, kInt8Panels = 3 };
 struct PackedLinearHeader {
   uint32_t magic = 0;
   PackedFormat format = PackedFormat::kF32Panels;

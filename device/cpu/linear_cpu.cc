@@ -43,7 +43,12 @@ absl::StatusOr<DeviceBuffer> PackLinear(const KernelContext& ctx,
   h.k = w.shape[1];
   const CpuIsa isa = ActiveCpuIsa();
   size_t bytes = 0;
-  if (w.dtype == DType::kF32 && isa >= CpuIsa::kAvx512) {
+  if (ctx.activations == ActivationPrecision::kInt8 && isa >= CpuIsa::kAvx512Bf16 &&
+      cpu_avx512::Int8PanelsSupport(w.dtype, h.k)) {
+    // The int8 policy's layout: every M reads it (QuantLinear).
+    h.format = PackedFormat::kInt8Panels;
+    bytes = static_cast<size_t>(cpu_avx512::Int8PanelsBytes(w.dtype, h.n, h.k));
+  } else if (w.dtype == DType::kF32 && isa >= CpuIsa::kAvx512) {
     h.format = PackedFormat::kF32Panels;
     bytes = static_cast<size_t>(cpu_avx512::PackedF32Floats(h.n, h.k)) * 4;
   } else if (IsBlockQuantized(w.dtype) && isa >= CpuIsa::kAvx512Bf16 &&
@@ -73,7 +78,11 @@ absl::StatusOr<DeviceBuffer> PackLinear(const KernelContext& ctx,
     g.row_bytes = DTypeRowBytes(w.dtype, h.k);
     g.n = h.n;
     g.k = h.k;
-    cpu_avx512::PackVnniWeights(ctx.pool, g, out);
+    if (h.format == PackedFormat::kInt8Panels) {
+      cpu_avx512::PackInt8Panels(ctx.pool, g, out);
+    } else {
+      cpu_avx512::PackVnniWeights(ctx.pool, g, out);
+    }
   }
   return buf;
 }

@@ -1690,6 +1690,13 @@ void QuantGemmVnni(ThreadPool* pool, const QuantGemmArgs& g) {
   ParallelForRaw(pool, (g.n + kVnniNr - 1) / kVnniNr, 1, &VnniPanelsTask, &t);
 }
 
+void QuantizeXInt8(ThreadPool* pool, const QuantGemmArgs& g, int32_t c, bool halves,
+                   bool superblocks, int8_t* q, float* dx, float* dxs, int32_t* xoff) {
+  QuantizeXTask qt{&g, q, dx, dxs, xoff, c, halves};
+  qt.superblocks = superblocks;
+  ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
+}
+
 int64_t VnniPackedBytes(DType dtype, int64_t n, int64_t k) {
   return (n + kVnniNr - 1) / kVnniNr * VnniPanelBytes(dtype, k);
 }

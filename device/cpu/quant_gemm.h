@@ -94,6 +94,31 @@ void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, bool int8, uint8_
 // Weight rows [n_begin, n_end) of y = x W^T (+ bias), all args.m rows, with
 // args.xq from GemvVnniQuantizeX (each weight row read from memory once).
 void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
+// x quantized to int8 as the int8 kernels read it (round to nearest even,
+// step = max |x| / 127 per block of 32, or per super-block of 256 when
+// superblocks, the step stored for each of its blocks of 32): row i's
+// values at q + i * k, steps at dx + i * (k / 32); per weight block (16
+// values when halves, else 32) xoff = c sum(q) when xoff is given, else dxs
+// = step sum(q). Rows split over `pool`.
+void QuantizeXInt8(ThreadPool* pool, const QuantGemmArgs& args, int32_t c, bool halves,
+                   bool superblocks, int8_t* q, float* dx, float* dxs, int32_t* xoff);
+// ---- The int8 policy on weights repacked at load (int8_panels_avx512.cc) --
+// Panels of 16 weight rows laid out for vpdpbusd, scales beside them at
+// their stored precision (about the bytes of the rows as stored). One
+// kernel for every M: each output is computed by the same operations
+// whatever the batch, so a row's result does not depend on M. Activations
+// are quantized as QuantGemmVnni's under the int8 policy (per 32; per 256
+// for the K-quants).
+// Whether the panels hold dtype ([n][k], the seven block formats) on this
+// CPU (AVX512_VNNI).
+bool Int8PanelsSupport(DType dtype, int64_t k);
+// Bytes of the panels of an [n][k] weight.
+int64_t Int8PanelsBytes(DType dtype, int64_t n, int64_t k);
+// Repacks args.w (dtype, n, k, row_bytes) into out (Int8PanelsBytes,
+// 64-byte aligned); panels split over `pool`.
+void PackInt8Panels(ThreadPool* pool, const QuantGemmArgs& args, uint8_t* out);
+// y = x W^T (+ bias) from the panels at args.packed, any M.
+void Int8PanelsGemm(ThreadPool* pool, const QuantGemmArgs& args);
 // Weight rows [n0, n0 + rows) as F32 (DequantizeRow's values), row r at
 // out + r * args.k.
 void DecodeRowsF32(const QuantGemmArgs& args, int64_t n0, int64_t rows,

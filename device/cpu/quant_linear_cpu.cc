@@ -208,6 +208,15 @@ absl::Status QuantLinear(const KernelContext& ctx, const TensorView& x,
   const bool gemv_vnni = isa >= CpuIsa::kAvx512Bf16 && cpu_avx512::GemvVnniSupports(g.dtype);
   const bool int8 = ctx.activations == ActivationPrecision::kInt8;
   g.int8_x = int8;
+  if (int8 && isa >= CpuIsa::kAvx512Bf16) {
+    // Weights repacked at load for the int8 policy: one kernel at every M.
+    g.packed = static_cast<const uint8_t*>(
+        PackedPanels(w, static_cast<uint32_t>(PackedFormat::kInt8Panels)));
+    if (g.packed != nullptr) {
+      cpu_avx512::Int8PanelsGemm(pool, g);
+      return absl::OkStatus();
+    }
+  }
   if (int8 && gemv_vnni && g.m < kQuantVnniMinDecodeM) {
     // int8 policy, 1 to 7 rows (decode, small batches): the int8 GEMV, each
     // x row quantized once here and run against each pass of weight rows,

@@ -97,6 +97,7 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
   // first layers only.
   loader.set_pack_linear_budget(int64_t{1} << 30);
   loader.set_fuse_qkv(true);
+  loader.set_int8_panels(options.activations == ActivationPrecision::kInt8);
   RETURN_IF_ERROR(loader.DetectPrefix("embeddings.word_embeddings.weight"));
   ASSIGN_OR_RETURN(word_,
                    EmbeddingLayer::Load(

@@ -112,6 +112,7 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
 
   WeightLoader loader(&weights, options.device, options.compute_dtype,
                       &weights_);
+  loader.set_int8_panels(options.activations == ActivationPrecision::kInt8);
   RETURN_IF_ERROR(loader.DetectPrefix("embed_tokens.weight"));
   const std::string embed_name = loader.Base("embed_tokens.weight");
   const bool tied = lm_head && !loader.Has("lm_head.weight");
@@ -189,7 +190,8 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
                                                    hidden, eps, norm_offset));
   if (lm_head) {
     if (tied) {
-      lm_head_ = LinearLayer::FromViews(embed_.table(), TensorView{});
+      ASSIGN_OR_RETURN(TensorView head, loader.WithPacked(embed_.table()));
+      lm_head_ = LinearLayer::FromViews(head, TensorView{});
     } else {
       ASSIGN_OR_RETURN(lm_head_, LinearLayer::Load(loader, "lm_head", vocab,
                                                    hidden, BiasMode::kNone));

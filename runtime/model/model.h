@@ -32,6 +32,10 @@ struct ModelLoadOptions {
   // Decoders only: attend without the causal mask (LLM2Vec-style
   // embedders). Encoders are always bidirectional.
   bool bidirectional = false;
+  // The model's activation precision (ops.h): under kInt8 the
+  // block-quantized GEMM weights are repacked at load into the layout the
+  // int8 kernels read at every M (WeightLoader::set_int8_panels).
+  ActivationPrecision activations = ActivationPrecision::kExact;
 };
 
 // Which token's hidden state feeds the classification head.

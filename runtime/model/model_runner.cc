@@ -157,6 +157,7 @@ absl::Status ModelRunnerBase::Init(Device* device,
   load.device = device;
   load.compute_dtype = compute_dtype_;
   load.bidirectional = bidirectional;
+  load.activations = activations_;
   ASSIGN_OR_RETURN(model_, CreateModel(config, *weights_, load, options.model_class));
 
   std::string backend_name = options.attention;

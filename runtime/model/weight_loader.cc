@@ -205,14 +205,16 @@ absl::StatusOr<TensorView> WeightLoader::FusedF32(
 }
 
 absl::StatusOr<TensorView> WeightLoader::WithPacked(TensorView w) {
-  if (pack_budget_ <= 0) return w;
-  const ExecutionContext ctx{device_, KernelChoice::kOptimized};
+  const bool int8 = int8_panels_ && IsBlockQuantized(w.dtype);
+  if (pack_budget_ <= 0 && !int8) return w;
+  ExecutionContext ctx{device_, KernelChoice::kOptimized};
+  if (int8) ctx.activations = ActivationPrecision::kInt8;
   ASSIGN_OR_RETURN(DeviceBuffer packed, PackLinearWeight(ctx, w));
-  if (packed.size() == 0 ||
-      static_cast<int64_t>(packed.size()) > pack_budget_) {
-    return w;
+  if (packed.size() == 0) return w;
+  if (!int8) {
+    if (static_cast<int64_t>(packed.size()) > pack_budget_) return w;
+    pack_budget_ -= static_cast<int64_t>(packed.size());
   }
-  pack_budget_ -= static_cast<int64_t>(packed.size());
   w.packed = packed.data();
   out_->bytes_allocated += static_cast<int64_t>(packed.size());
   out_->buffers.push_back(std::move(packed));

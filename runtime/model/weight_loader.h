@@ -56,6 +56,12 @@ class WeightLoader {
   // (F32: the weights once more; int8: 1.25 bytes per value) for not
   // repacking per call. 0 (the default): no copies.
   void set_pack_linear_budget(int64_t max_bytes) { pack_budget_ = max_bytes; }
+  // The int8 activation policy: every block-quantized GEMM weight is also
+  // repacked into the device's int8 layout (PackLinearWeight under
+  // ActivationPrecision::kInt8: about the bytes of the weight once more;
+  // the stored weight stays mapped for embedding lookups and other
+  // kernels, its pages idle), outside the budget above.
+  void set_int8_panels(bool on) { int8_panels_ = on; }
   // Whether attention layers load q, k and v as one fused GEMM weight
   // (FusedLinearWeight): one GEMM (and one int8 quantization of x) instead
   // of three, for a copy of those weights. Encoders turn it on.
@@ -84,9 +90,12 @@ class WeightLoader {
                                    int64_t cols,
                                    absl::optional<DType> want = absl::nullopt);
 
- private:
-  // w with a packed copy within the budget (w itself otherwise).
+  // w with a packed copy (int8 panels, or within the budget; w itself
+  // otherwise): for GEMM weights loaded another way (a tied embedding
+  // table as the LM head).
   absl::StatusOr<TensorView> WithPacked(TensorView w);
+
+ private:
   // LinearWeight without the packed copy.
   absl::StatusOr<TensorView> UnpackedLinearWeight(absl::string_view full_name,
                                                   int64_t out, int64_t in);
@@ -115,6 +124,7 @@ class WeightLoader {
   std::string prefix_;
   int64_t pack_budget_ = 0;
   bool fuse_qkv_ = false;
+  bool int8_panels_ = false;
 };
 
 }  // namespace inferd
