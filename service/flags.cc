@@ -351,14 +351,14 @@ const FlagDoc kFlags[] = {
      "their own quantization), or int8 (encoders only: int8 weights with a "
      "scale per block of 32 inputs, int8 activations per block of 32 on "
      "AVX512-VNNI CPUs)."},
-    {"activations", "exact|int8", "exact",
+    {"activations", "exact|int8", "int8",
      "Activations of block-quantized weights (GGUF Q4_0 to Q8_0 and the "
-     "K-quants, dtype q8_0 / q4_0 / q4_1): exact keeps F32 activations "
-     "(16-bit in the one-sequence decode); int8 runs int8 dot products on "
+     "K-quants, dtype q8_0 / q4_0 / q4_1): int8 runs int8 dot products on "
      "activations quantized per block (32 values, 256 for K-quants) at "
-     "every batch size, as llama.cpp does: faster steps of several tokens, "
-     "but a sequence's greedy output may then change with how its tokens "
-     "were split into steps (prefix-cache hits, forced tokens). CPUs "
+     "every batch size, as llama.cpp does, on weights repacked at load "
+     "(about their size once more in memory), so a sequence's output is "
+     "the same however its tokens are batched; exact keeps F32 activations "
+     "(16-bit in the one-sequence decode) and no second copy. CPUs "
      "without AVX512-VNNI run exact either way. docs/precision.md."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},

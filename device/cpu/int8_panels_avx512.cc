@@ -8,11 +8,15 @@
 // 4-bit formats, as nibbles, two groups per vector (the low nibbles one
 // group, the high nibbles another): the GGUF block bytes themselves, four
 // at a time, transposed across the rows. Q5's fifth bits are 64-bit masks
-// per vector, Q6_K's high two bits the GGUF qh bytes transposed the same
-// way. Scales stay in their stored precision (f16 d, m, dmin; 6-bit Q4_K
-// scales and minima, int8 Q6_K scales as bytes), beside their blocks in
-// regions of the panel. A panel takes the bytes of its rows as stored
-// (Q4_K: 148 bytes per super-block and row, was 144).
+// per vector. Q6_K's 6-bit values take three vectors per block of 16: groups
+// 0-2 in their low 6 bits, group 3 spread over their top 2 bits (six ops
+// unpack the four groups). Scales stay in their stored precision (f16 d, m,
+// dmin; 6-bit Q4_K scales and minima, int8 Q6_K scales as bytes), beside
+// their blocks in regions of the panel. A panel takes the bytes of its rows
+// as stored (Q4_K: 148 bytes per super-block and row, was 144).
+// Why not llama.cpp's repacked layouts: they interleave 4 or 8 rows for its
+// own kernels and exist for a few types; these panels match the int8 GEMM's
+// register tile (16 output columns per vector) for all seven types.
 //
 // Per activation row (quantized as QuantGemmVnni does, per block of 32,
 // per super-block of 256 for the K-quants) and weight row, block by block:
@@ -43,7 +47,7 @@ namespace {
 constexpr int kRows = 16;  // weight rows per panel
 
 // Region sizes of one panel (bytes, each a multiple of 64): u (the value
-// vectors), hi (Q5 bit masks, Q6_K qh vectors), sc (K-quant scales and
+// vectors), hi (Q5 bit masks), sc (K-quant scales and
 // minima), d (f16 scales, then Q4_1 / Q5_1 minima or Q4_K dmin).
 struct Layout {
   int64_t u = 0, hi = 0, sc = 0, d = 0;
@@ -77,8 +81,7 @@ Layout PanelLayout(DType dtype, int64_t k) {
       l.d = nsb * 64;
       break;
     case DType::kQ6_K:
-      l.u = nsb * 2048;
-      l.hi = nsb * 1024;
+      l.u = nsb * 3072;
       l.sc = nsb * 256;
       l.d = Round64(nsb * 32);
       break;
@@ -181,22 +184,32 @@ void PackPanel(const QuantGemmArgs& g, int64_t n0, int rows, uint8_t* out) {
       case DType::kQ6_K:
         for (int64_t s = 0; s < nsb; ++s) {
           const uint8_t* blk = row + 210 * s;
-          // Half n (values 128n..): vector (n, c, q) holds ql bytes 64n +
-          // 32c + 4q.. (low nibbles values 128n + 32c + 4q.., high ones 64
-          // on); qh vector (n, q) the bytes 32n + 4q.. (bits 2c of the low
-          // values, 4 + 2c of the high ones).
+          // The 6-bit q of the super-block's 256 values (GGUF's ql / qh).
+          uint8_t q[256];
           for (int n = 0; n < 2; ++n) {
-            for (int c = 0; c < 2; ++c) {
-              for (int q = 0; q < 8; ++q) {
-                std::memcpy(u + 2048 * s + 64 * (16 * n + 8 * c + q) + 4 * r,
-                            blk + 64 * n + 32 * c + 4 * q, 4);
-              }
-            }
-            for (int q = 0; q < 8; ++q) {
-              std::memcpy(hi + 1024 * s + 64 * (8 * n + q) + 4 * r, blk + 128 + 32 * n + 4 * q, 4);
+            const uint8_t* ql = blk + 64 * n;
+            const uint8_t* qh = blk + 128 + 32 * n;
+            for (int i = 0; i < 32; ++i) {
+              q[128 * n + i] = static_cast<uint8_t>((ql[i] & 0xF) | ((qh[i] & 3) << 4));
+              q[128 * n + i + 32] =
+                  static_cast<uint8_t>((ql[i + 32] & 0xF) | (((qh[i] >> 2) & 3) << 4));
+              q[128 * n + i + 64] = static_cast<uint8_t>((ql[i] >> 4) | (((qh[i] >> 4) & 3) << 4));
+              q[128 * n + i + 96] =
+                  static_cast<uint8_t>((ql[i + 32] >> 4) | (((qh[i] >> 6) & 3) << 4));
             }
           }
-          for (int v = 0; v < 16; ++v) sc[256 * s + 16 * v + r] = blk[192 + v];
+          // Block t of 16 values: three vectors g = 0, 1, 2 hold groups g
+          // in their low 6 bits and, in bits 6-7, bits 2g, 2g + 1 of group
+          // 3's values.
+          for (int t = 0; t < 16; ++t) {
+            for (int g = 0; g < 3; ++g) {
+              for (int j = 0; j < 4; ++j) {
+                u[3072 * s + 192 * t + 64 * g + 4 * r + j] = static_cast<uint8_t>(
+                    q[16 * t + 4 * g + j] | (((q[16 * t + 12 + j] >> (2 * g)) & 3) << 6));
+              }
+            }
+            sc[256 * s + 16 * t + r] = blk[192 + t];
+          }
           std::memcpy(d + 32 * s + 2 * r, blk + 208, 2);
         }
         break;
@@ -423,10 +436,10 @@ __attribute__((target("avx512vnni"))) void TileQ6_K(const PanelX& x, const uint8
   const int64_t nsb = x.k / 256, nb = x.k / 32;
   const int64_t stride = l.total();
   const uint8_t* u = panel;
-  const uint8_t* hq = panel + l.u;
-  const uint8_t* scs = hq + l.hi;
+  const uint8_t* scs = panel + l.u + l.hi;
   const uint8_t* d16 = scs + l.sc;
-  const __m512i low = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x30);
+  const __m512i six = _mm512_set1_epi8(0x3F), m03 = _mm512_set1_epi8(0x03),
+                m0f = _mm512_set1_epi8(0x0F);
   const int8_t* xq[MR];
   for (int i = 0; i < MR; ++i) xq[i] = x.q + (i0 + i) * x.k;
   for (int64_t sb = 0; sb < nsb; ++sb) {
@@ -434,64 +447,43 @@ __attribute__((target("avx512vnni"))) void TileQ6_K(const PanelX& x, const uint8
     for (int i = 0; i < MR; ++i) {
       for (int e = 0; e < NP; ++e) t[i][e] = _mm512_setzero_si512();
     }
-    for (int n = 0; n < 2; ++n) {
-      for (int c = 0; c < 2; ++c) {
-        for (int half = 0; half < 2; ++half) {
-          // Groups q = 4 half .. 4 half + 3: the low nibbles are the 16
-          // values of block g0 = 8n + 2c + half, the high ones of g0 + 4.
-          const int g0 = 8 * n + 2 * c + half;
-          __m512i s0[MR][NP], s1[MR][NP];
-          for (int i = 0; i < MR; ++i) {
-            // x.xoff per block of 16: -32 sum(xq).
-            const __m512i o0 = _mm512_set1_epi32(x.xoff[(i0 + i) * 2 * nb + 16 * sb + g0]);
-            const __m512i o1 = _mm512_set1_epi32(x.xoff[(i0 + i) * 2 * nb + 16 * sb + g0 + 4]);
-            for (int e = 0; e < NP; ++e) {
-              s0[i][e] = o0;
-              s1[i][e] = o1;
-            }
-          }
-#pragma GCC unroll 4
-          for (int qq = 0; qq < 4; ++qq) {
-            const int q = 4 * half + qq;
-            __m512i lo[NP], hv[NP];
-            for (int e = 0; e < NP; ++e) {
-              const uint8_t* vp = u + e * stride + 2048 * sb + 64 * (16 * n + 8 * c + q);
-              const uint8_t* hp = hq + e * stride + 1024 * sb + 64 * (8 * n + q);
-              Ahead(vp);
-              if (c == 0) Ahead(hp);
-              const __m512i v = _mm512_load_si512(vp);
-              const __m512i h = _mm512_load_si512(hp);
-              // Bits 2c, 2c + 1 (low values) and 4 + 2c, 5 + 2c (high) of
-              // the qh bytes to bits 4, 5.
-              const __m512i hl = c == 0 ? _mm512_slli_epi16(h, 4) : _mm512_slli_epi16(h, 2);
-              const __m512i hh = c == 0 ? h : _mm512_srli_epi16(h, 2);
-              lo[e] = _mm512_or_si512(_mm512_and_si512(v, low), _mm512_and_si512(hl, two));
-              hv[e] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
-                                      _mm512_and_si512(hh, two));
-            }
+    for (int g = 0; g < 16; ++g) {
+      __m512i w[NP][4];
+      for (int e = 0; e < NP; ++e) {
+        const uint8_t* v = u + e * stride + 3072 * sb + 192 * g;
+        Ahead(v);
+        Ahead(v + 64);
+        Ahead(v + 128);
+        const __m512i a = _mm512_load_si512(v), b = _mm512_load_si512(v + 64),
+                      c = _mm512_load_si512(v + 128);
+        w[e][0] = _mm512_and_si512(a, six);
+        w[e][1] = _mm512_and_si512(b, six);
+        w[e][2] = _mm512_and_si512(c, six);
+        // Group 3: bits 6-7 of a, b, c to bits 0-1, 2-3, 4-5 (0xE4:
+        // the first operand where the mask is set, else the second).
+        const __m512i ab = _mm512_ternarylogic_epi32(_mm512_srli_epi16(a, 6),
+                                                     _mm512_srli_epi16(b, 4), m03, 0xE4);
+        w[e][3] = _mm512_and_si512(
+            _mm512_ternarylogic_epi32(ab, _mm512_srli_epi16(c, 2), m0f, 0xE4), six);
+      }
+      __m512i s[MR][NP];
 #pragma GCC unroll 8
-            for (int i = 0; i < MR; ++i) {
-              const int8_t* xp = xq[i] + 256 * sb + 128 * n + 32 * c + 4 * q;
-              const __m512i a0 = Bcast(xp), a1 = Bcast(xp + 64);
-              for (int e = 0; e < NP; ++e) {
-                s0[i][e] = _mm512_dpbusd_epi32(s0[i][e], lo[e], a0);
-                s1[i][e] = _mm512_dpbusd_epi32(s1[i][e], hv[e], a1);
-              }
-            }
-          }
-          for (int e = 0; e < NP; ++e) {
-            const uint8_t* sc = scs + e * stride + 256 * sb;
-            const __m512i c0 = _mm512_cvtepi8_epi32(
-                _mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16 * g0)));
-            const __m512i c1 = _mm512_cvtepi8_epi32(
-                _mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16 * (g0 + 4))));
+      for (int i = 0; i < MR; ++i) {
+        // x.xoff per block of 16: -32 sum(xq).
+        const __m512i o = _mm512_set1_epi32(x.xoff[(i0 + i) * 2 * nb + 16 * sb + g]);
+        const int8_t* xp = xq[i] + 256 * sb + 16 * g;
+        for (int e = 0; e < NP; ++e) s[i][e] = o;
+        for (int v = 0; v < 4; ++v) {
+          const __m512i a = Bcast(xp + 4 * v);
+          for (int e = 0; e < NP; ++e) s[i][e] = _mm512_dpbusd_epi32(s[i][e], w[e][v], a);
+        }
+      }
+      for (int e = 0; e < NP; ++e) {
+        const __m512i c = _mm512_cvtepi8_epi32(_mm_load_si128(
+            reinterpret_cast<const __m128i*>(scs + e * stride + 256 * sb + 16 * g)));
 #pragma GCC unroll 8
-            for (int i = 0; i < MR; ++i) {
-              t[i][e] = _mm512_add_epi32(
-                  t[i][e], _mm512_add_epi32(_mm512_mullo_epi32(s0[i][e], c0),
-                                            _mm512_mullo_epi32(s1[i][e], c1)));
-            }
-          }
+        for (int i = 0; i < MR; ++i) {
+          t[i][e] = _mm512_add_epi32(t[i][e], _mm512_mullo_epi32(s[i][e], c));
         }
       }
     }

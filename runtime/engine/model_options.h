@@ -36,10 +36,11 @@ struct EngineOptions {
   std::string dtype = "float32";   // compute dtype: float32 | bfloat16
   // Activations of block-quantized Linear weights (GGUF Q4_0 ... Q6_K,
   // dtype=q8_0 / q4_0 / q4_1): exact (F32) | int8 (per block, as llama.cpp;
-  // device/ops.h ActivationPrecision). exact stays the default until int8
-  // results no longer depend on how a sequence's tokens are split into
-  // steps (docs/precision.md).
-  std::string activations = "exact";
+  // device/ops.h ActivationPrecision). int8 is the default: on AVX512-VNNI
+  // CPUs the weights are repacked at load so every batch size runs the same
+  // kernel, and a sequence's output does not depend on how its tokens are
+  // split into steps (docs/precision.md).
+  std::string activations = "int8";
   bool enable_prefix_caching = true;
   // Generation: prompt-lookup draft tokens per decoding step for requests
   // that do not set GenerateRequest.speculative; 0 = off.

@@ -104,6 +104,9 @@ class GgufFile {
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   const std::string& path() const { return path_; }
+  // Whether the bytes are a region of their own (LoadWeightFileBytes), not
+  // a copy of a buffer.
+  bool mapped() const { return mapping_ != nullptr; }
 
   // Metadata, by key.
   const std::map<std::string, GgufValue>& metadata() const { return kv_; }

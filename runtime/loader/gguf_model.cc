@@ -489,7 +489,8 @@ absl::StatusOr<std::unique_ptr<WeightStore>> GgufWeights(
     infos.push_back(std::move(info));
   }
   const std::string path = file->path();
-  return WeightStore::FromTensors(path, std::move(infos), std::move(file));
+  const bool mapped = file->mapped();
+  return WeightStore::FromTensors(path, std::move(infos), std::move(file), mapped);
 }
 
 }  // namespace inferd

@@ -1,6 +1,8 @@
 #include "runtime/loader/weights.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -210,10 +212,11 @@ absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::OpenDirectory(
 
 absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::FromTensors(
     std::string display_name, std::vector<SafetensorsTensorInfo> tensors,
-    std::shared_ptr<const void> owner) {
+    std::shared_ptr<const void> owner, bool pages_releasable) {
   std::unique_ptr<WeightStore> store(new WeightStore());
   store->dir_ = std::move(display_name);
   store->owner_ = std::move(owner);
+  store->pages_releasable_ = pages_releasable;
   for (SafetensorsTensorInfo& t : tensors) {
     if (!t.dtype.has_value() || t.shape.empty() ||
         t.shape.size() > static_cast<size_t>(kMaxTensorRank)) {
@@ -229,6 +232,30 @@ absl::StatusOr<std::unique_ptr<WeightStore>> WeightStore::FromTensors(
     }
   }
   return store;
+}
+
+absl::StatusOr<WeightStore::Packed> WeightStore::FindOrPack(
+    const void* stored, uint32_t tag,
+    const std::function<absl::StatusOr<Packed>()>& make) const {
+  absl::MutexLock lock(&packed_mu_);
+  auto it = packed_.find(std::make_pair(stored, tag));
+  if (it != packed_.end()) return it->second;
+  absl::StatusOr<Packed> made = make();
+  if (!made.ok() || made->data == nullptr) return made;
+  packed_.emplace(std::make_pair(stored, tag), *made);
+  return made;
+}
+
+size_t WeightStore::ReleaseStored(const void* data, size_t bytes) const {
+  if (!pages_releasable_ || data == nullptr) return 0;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (end <= begin) return 0;
+  void* at = reinterpret_cast<void*>(begin);
+  if (::madvise(at, end - begin, MADV_DONTNEED) != 0) return 0;
+  ::mprotect(at, end - begin, PROT_NONE);
+  return end - begin;
 }
 
 absl::StatusOr<TensorView> WeightStore::Get(absl::string_view name) const {

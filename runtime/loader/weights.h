@@ -6,11 +6,14 @@
 #define INFERD_RUNTIME_LOADER_WEIGHTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -53,9 +56,30 @@ class WeightStore {
   // `owner` keeps their memory alive as long as the store. `display_name`
   // stands for the directory in messages. INVALID_ARGUMENT for a duplicate
   // name or an info without a dtype.
+  // `pages_releasable`: the tensors lie in whole pages of a region of their
+  // own (LoadWeightFileBytes), which ReleaseStored may give back.
   static absl::StatusOr<std::unique_ptr<WeightStore>> FromTensors(
       std::string display_name, std::vector<SafetensorsTensorInfo> tensors,
-      std::shared_ptr<const void> owner);
+      std::shared_ptr<const void> owner, bool pages_releasable = false);
+
+  // A stored tensor repacked by a consumer for its kernels (the int8
+  // panels), kept here so the store's other consumers (a model's replicas,
+  // a reload) reuse it instead of reading the stored bytes again.
+  struct Packed {
+    const void* data = nullptr;  // null: none
+    std::shared_ptr<const void> owner;
+  };
+  // The copy of the tensor stored at `stored` in layout `tag`: the one
+  // made before, or make()'s, made once (consumers asking at the same time
+  // wait for it). make() may release the stored bytes (ReleaseStored).
+  absl::StatusOr<Packed> FindOrPack(const void* stored, uint32_t tag,
+                                    const std::function<absl::StatusOr<Packed>()>& make) const;
+  // Gives back to the system the memory of the stored bytes [data, data +
+  // bytes) that no consumer reads any more (every reader goes through its
+  // packed copy): the whole pages inside the range are dropped and made
+  // inaccessible (a stray read faults rather than seeing zeros). Returns
+  // the bytes released; 0 for stores whose pages cannot be released.
+  size_t ReleaseStored(const void* data, size_t bytes) const;
 
   // True for a store made by FromTensors (GGUF): its tensors are computed
   // with in the dtype stored (F16 and quantized weights stay as they are).
@@ -78,6 +102,10 @@ class WeightStore {
   // FromTensors: the tensors by name, and what keeps them alive.
   absl::flat_hash_map<std::string, SafetensorsTensorInfo> external_;
   std::shared_ptr<const void> owner_;
+  bool pages_releasable_ = false;
+  mutable absl::Mutex packed_mu_;
+  mutable absl::flat_hash_map<std::pair<const void*, uint32_t>, Packed> packed_
+      ABSL_GUARDED_BY(packed_mu_);
   absl::flat_hash_map<std::string, const SafetensorsFile*> index_;
   uint64_t total_bytes_ = 0;
 };

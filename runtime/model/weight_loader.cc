@@ -152,7 +152,34 @@ absl::StatusOr<TensorView> WeightLoader::As(absl::string_view full_name,
 absl::StatusOr<TensorView> WeightLoader::LinearWeight(
     absl::string_view full_name, int64_t out, int64_t in) {
   ASSIGN_OR_RETURN(TensorView w, UnpackedLinearWeight(full_name, out, in));
-  return WithPacked(w);
+  const SafetensorsTensorInfo* info = store_->Info(full_name);
+  if (!int8_panels_ || !IsBlockQuantized(w.dtype) || info == nullptr || info->data != w.data) {
+    return WithPacked(w);
+  }
+  // Used in place: the copy is shared through the store, and the stored
+  // bytes released once it exists.
+  constexpr uint32_t kInt8PanelsTag = 0x38746e69;  // "int8"
+  int64_t made_bytes = 0;
+  ASSIGN_OR_RETURN(
+      WeightStore::Packed shared,
+      store_->FindOrPack(w.data, kInt8PanelsTag,
+                         [&]() -> absl::StatusOr<WeightStore::Packed> {
+                           ExecutionContext ctx{device_, KernelChoice::kOptimized};
+                           ctx.activations = ActivationPrecision::kInt8;
+                           ASSIGN_OR_RETURN(DeviceBuffer packed, PackLinearWeight(ctx, w));
+                           if (packed.size() == 0) return WeightStore::Packed();
+                           made_bytes = static_cast<int64_t>(packed.size());
+                           auto owner = std::make_shared<DeviceBuffer>(std::move(packed));
+                           store_->ReleaseStored(w.data, w.nbytes());
+                           return WeightStore::Packed{owner->data(), owner};
+                         }));
+  if (shared.data == nullptr) return w;  // no such layout on this device
+  out_->bytes_allocated += made_bytes;
+  // Released (or never resident): not mapped weight memory any more.
+  out_->bytes_mapped -= static_cast<int64_t>(store_->ReleaseStored(w.data, w.nbytes()));
+  out_->shared.push_back(shared.owner);
+  w.packed = shared.data;
+  return w;
 }
 
 absl::StatusOr<absl::optional<TensorView>> WeightLoader::FusedLinearWeight(

@@ -24,6 +24,8 @@ namespace inferd {
 // Buffers holding converted weights, and what loading cost. Move-only.
 struct WeightBuffers {
   std::vector<DeviceBuffer> buffers;
+  // Copies shared with the store's other consumers (WeightStore::Packed).
+  std::vector<std::shared_ptr<const void>> shared;
   int64_t bytes_allocated = 0;  // converted / copied weights
   int64_t bytes_mapped = 0;     // weights used in place from the mapping
 };
@@ -58,9 +60,11 @@ class WeightLoader {
   void set_pack_linear_budget(int64_t max_bytes) { pack_budget_ = max_bytes; }
   // The int8 activation policy: every block-quantized GEMM weight is also
   // repacked into the device's int8 layout (PackLinearWeight under
-  // ActivationPrecision::kInt8: about the bytes of the weight once more;
-  // the stored weight stays mapped for embedding lookups and other
-  // kernels, its pages idle), outside the budget above.
+  // ActivationPrecision::kInt8; about the bytes of the weight), outside the
+  // budget above. LinearWeight shares the copy of a tensor used in place
+  // through the store (a model's replicas pack it once) and gives the
+  // stored bytes' memory back (WeightStore::ReleaseStored): the Linear
+  // kernels read only the copy under that policy.
   void set_int8_panels(bool on) { int8_panels_ = on; }
   // Whether attention layers load q, k and v as one fused GEMM weight
   // (FusedLinearWeight): one GEMM (and one int8 quantization of x) instead

@@ -10,8 +10,8 @@ types (F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, F16, BF16), written by tests/gguf/make
 package, served by the real inferd binary: greedy tokens over gRPC equal
 the float64 NumPy reference on the gguf-dequantized weights
 (tests/gguf/gguf_reference.py), for several prompts each. Block-quantized
-files run twice: under the default policy (`activations=exact`), equal to
-the plain reference; with `activations=int8`, teacher-forced against the
+files run twice: under `activations=exact`, equal to the plain reference;
+with `activations=int8` (the default), teacher-forced against the
 reference with inferd's int8 activation quantization emulated
 (tests/gguf/int8_check.py: the reference's argmax up to a first departure
 that is a near-tie). Also: a GGUF of an

@@ -9,8 +9,8 @@ tests/gguf/gguf_reference.py --hf-dir). inferd quantizes with its own
 device/quant.cc, so equal tokens mean the two quantizers agree (ggml's
 rounding: roundf for Q8_0, trunc(x + 8.5) / trunc(x + 0.5) for Q4_0 / Q4_1).
 
-Each model runs under both activation policies: the default (exact) equal
-to the plain float64 reference; `activations=int8` teacher-forced
+Each model runs under both activation policies: `activations=exact` equal
+to the plain float64 reference; `activations=int8` (the default) teacher-forced
 against the reference with inferd's int8 activation quantization emulated
 (tests/gguf/int8_check.py: the reference's argmax up to a first departure
 that is a near-tie).
@@ -84,7 +84,7 @@ def main():
                       for n in ref["quantized"]),
                   f"{name}: reference quantized no LM head: {ref['quantized']}")
             expected[name] = (src, dtype, ref["greedy"])
-            models.append((name, f"{src_dir},dtype={dtype}"))
+            models.append((name, f"{src_dir},dtype={dtype},activations=exact"))
             models.append((name + "-int8", f"{src_dir},dtype={dtype},activations=int8"))
 
     compared = 0

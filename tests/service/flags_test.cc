@@ -205,7 +205,7 @@ TEST_F(ConfigSourcesTest, FileGivesSettingsAndModelsWithOptions) {
       "models:\n"
       "  - {name: a, path: /m/a, task: embed, pooling: mean, replicas: 3}\n"
       "  - name: b\n    path: /m/b\n    max-seqs: 4\n    dtype: q8_0\n"
-      "    activations: int8\n"
+      "    activations: exact\n"
       "plugins: [/p.so]\n");
   auto o = Run({"--config", f.c_str()});
   ASSERT_TRUE(o.ok()) << o.status();
@@ -220,8 +220,8 @@ TEST_F(ConfigSourcesTest, FileGivesSettingsAndModelsWithOptions) {
   EXPECT_EQ(o->models[0].engine.max_seqs, 8);
   EXPECT_EQ(o->models[1].engine.max_seqs, 4);
   EXPECT_EQ(o->models[1].engine.dtype, "q8_0");
-  EXPECT_EQ(o->models[1].engine.activations, "int8");
-  EXPECT_EQ(o->models[0].engine.activations, "exact");  // the default
+  EXPECT_EQ(o->models[1].engine.activations, "exact");
+  EXPECT_EQ(o->models[0].engine.activations, "int8");  // the default
   EXPECT_EQ(o->plugins, std::vector<std::string>{"/p.so"});
   EXPECT_EQ(o->sources.at("max-seqs"), "--config " + f);
 }
