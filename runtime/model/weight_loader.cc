@@ -156,6 +156,11 @@ absl::StatusOr<TensorView> WeightLoader::LinearWeight(
   if (!int8_panels_ || !IsBlockQuantized(w.dtype) || info == nullptr || info->data != w.data) {
     return WithPacked(w);
   }
+  // The copy outlives this loader's device (a replica's private one, gone
+  // with it while the store serves the others): made on the process-wide
+  // instance of the same device kind.
+  absl::StatusOr<Device*> shared_device = DeviceRegistry::Get(device_->name());
+  if (!shared_device.ok()) return WithPacked(w);
   // Used in place: the copy is shared through the store, and the stored
   // bytes released once it exists.
   constexpr uint32_t kInt8PanelsTag = 0x38746e69;  // "int8"
@@ -164,7 +169,7 @@ absl::StatusOr<TensorView> WeightLoader::LinearWeight(
       WeightStore::Packed shared,
       store_->FindOrPack(w.data, kInt8PanelsTag,
                          [&]() -> absl::StatusOr<WeightStore::Packed> {
-                           ExecutionContext ctx{device_, KernelChoice::kOptimized};
+                           ExecutionContext ctx{*shared_device, KernelChoice::kOptimized};
                            ctx.activations = ActivationPrecision::kInt8;
                            ASSIGN_OR_RETURN(DeviceBuffer packed, PackLinearWeight(ctx, w));
                            if (packed.size() == 0) return WeightStore::Packed();

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/registry.h"
+#include "runtime/loader/model_dir.h"
 #include "runtime/model/model_registry.h"
 #include "tests/runtime/model/model_test_util.h"
 
@@ -687,6 +688,51 @@ TEST_P(GgufMatchesHfTest, GgufLogitsEqualHfLogitsAndReference) {
   ExpectClose(from_gguf, from_hf, v, 1e-5, c.gguf + " vs " + c.hf_model);
   ExpectClose(from_hf, (*ref)["logits"], v, kF32Tol, c.hf_model);
   ExpectClose(from_gguf, (*ref)["logits"], v, kF32Tol, c.gguf);
+}
+
+// Under the int8 policy two runners over one store (a model's replicas,
+// each with a private CPU device) share the int8 panels of the GGUF's
+// quantized weights, made once; the first runner destroyed (its device
+// with it), the second computes what a runner over a store of its own
+// does, bit for bit. The stored weights' pages are released once packed
+// (made inaccessible): a kernel reading them would crash this test.
+TEST(GgufInt8PanelsTest, ReplicasShareThePanelsAndOutliveEachOther) {
+  const std::string dir = absl::StrCat(INFERD_BINARY_DIR, "/model_test_gguf");
+  const std::string cmd = absl::StrCat(
+      INFERD_BINARY_DIR, "/venv/bin/python ", INFERD_SOURCE_DIR,
+      "/tests/gguf/make_gguf_models.py --test-models ", INFERD_TEST_MODELS_DIR,
+      " --out ", dir, " --only qwen2-tiny-q4_0 > /dev/null");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string path = dir + "/qwen2-tiny-q4_0.gguf";
+  auto runner_on = [&](std::shared_ptr<const WeightStore> store) {
+    ModelRunnerOptions o;
+    o.model_dir = path;
+    o.weights = std::move(store);
+    o.threads = 1;
+    o.activations = ActivationPrecision::kInt8;
+    return CreateModelRunner(o);
+  };
+  absl::StatusOr<std::unique_ptr<WeightStore>> opened = OpenModelWeights(path);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::shared_ptr<const WeightStore> shared = std::move(*opened);
+  auto first = runner_on(shared);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = runner_on(shared);
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::StatusOr<std::unique_ptr<WeightStore>> own = OpenModelWeights(path);
+  ASSERT_TRUE(own.ok()) << own.status();
+  auto alone = runner_on(std::move(*own));
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  const std::vector<int32_t> ids = RandomIds(20, 5, 2000, 43);
+  const std::vector<float> a = AllLogits(**first, ids);
+  first->reset();
+  const std::vector<float> b = AllLogits(**second, ids);
+  const std::vector<float> c = AllLogits(**alone, ids);
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(b, c);
+  second->reset();
+  shared.reset();  // the panels go with the store
 }
 
 INSTANTIATE_TEST_SUITE_P(
