@@ -555,9 +555,23 @@ void PanelsTask(void* arg, int64_t begin, int64_t end) {
   const QuantGemmArgs& g = *t.g;
   const bool k_quant = g.dtype == DType::kQ4_K || g.dtype == DType::kQ6_K;
   const bool pairs = k_quant ? g.m < 4 : g.dtype != DType::kQ8_0 || g.m >= 4;
+  // The scales of the first panels: their regions follow the values, which
+  // the kernels prefetch as they stream.
+  const int64_t stride = t.l.total(), scales = t.l.hi + t.l.sc + t.l.d;
+  auto prefetch_scales = [&](int64_t p) {
+    if (p >= end) return;
+    const uint8_t* s = g.packed + p * stride + t.l.u;
+    for (int64_t b = 0; b < scales; b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(s + b), _MM_HINT_T2);
+    }
+  };
+  prefetch_scales(begin);
+  prefetch_scales(begin + 1);
   for (int64_t p = begin; p < end;) {
     const int64_t n0 = p * kRows;
     const int np = pairs && p + 1 < end ? 2 : 1;
+    // The next ones' while these compute.
+    for (int q = 0; q < np; ++q) prefetch_scales(p + np + q);
     const int nvalid = static_cast<int>(std::min<int64_t>(g.n - n0, kRows * np));
     const uint8_t* panel = g.packed + p * t.l.total();
     float* y = g.y + n0;
