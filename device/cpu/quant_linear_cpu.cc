@@ -1,5 +1,10 @@
 // Linear with F16 or ggml block-quantized weights (device/quant.h) on the
-// CPU. Under the int8 activation policy (ActivationPrecision::kInt8) at the
+// CPU. Under the int8 activation policy with the weight's int8 panels
+// (w.packed from PackLinearWeight under that policy, which model loading
+// makes for every block-quantized GEMM weight; int8_panels_avx512.cc), every
+// M runs the panel kernel: one summation order, a row's output the same in
+// any batch. Without panels (a weight not packed by the loader), under the
+// int8 activation policy (ActivationPrecision::kInt8) at the
 // avx512_bf16 level with AVX512_VNNI, every block-quantized format runs the
 // int8 GEMV for M < 8 (x quantized to int8 per block of 32, per super-block
 // of 256 for the K-quants, as llama.cpp; each row computed alone, so its

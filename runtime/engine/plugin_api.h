@@ -59,7 +59,11 @@
 // 9: ExecutionContext::activations (ActivationPrecision, the model's
 //    `activations=` policy; set by the model runner, read by the device's
 //    kernels); ModelRunnerOptions::activations.
-#define INFERD_PLUGIN_API_VERSION 9
+// 10: ModelLoadOptions::activations; WeightStore shares repacked weights
+//    (FindOrPack) and releases stored pages (ReleaseStored);
+//    WeightBuffers::shared; WeightLoader::set_int8_panels and a public
+//    WithPacked; PackedFormat::kInt8Panels.
+#define INFERD_PLUGIN_API_VERSION 10
 
 namespace inferd {
 
