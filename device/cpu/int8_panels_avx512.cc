@@ -253,7 +253,7 @@ inline __m512 HalvesF32(const uint8_t* p) {
 template <int MR, int NP, DType kFmt>
 __attribute__((target("avx512vnni"))) void TileBlocks(const PanelX& x, const uint8_t* panel,
                                                       const Layout& l, int64_t i0,
-                                                      __m512 (*f)[2]) {
+                                                      __m512 (*f)[4]) {
   constexpr bool kQ8 = kFmt == DType::kQ8_0;
   constexpr bool kQ5 = kFmt == DType::kQ5_0 || kFmt == DType::kQ5_1;
   constexpr bool kMin = kFmt == DType::kQ4_1 || kFmt == DType::kQ5_1;
@@ -354,7 +354,7 @@ __attribute__((target("avx512vnni"))) void TileBlocks(const PanelX& x, const uin
 template <int MR, int NP>
 __attribute__((target("avx512vnni"))) void TileQ4_K(const PanelX& x, const uint8_t* panel,
                                                     const Layout& l, int64_t i0,
-                                                    __m512 (*f)[2]) {
+                                                    __m512 (*f)[4]) {
   const int64_t nsb = x.k / 256, nb = x.k / 32;
   const int64_t stride = l.total();
   const uint8_t* u = panel;
@@ -432,7 +432,7 @@ __attribute__((target("avx512vnni"))) void TileQ4_K(const PanelX& x, const uint8
 template <int MR, int NP>
 __attribute__((target("avx512vnni"))) void TileQ6_K(const PanelX& x, const uint8_t* panel,
                                                     const Layout& l, int64_t i0,
-                                                    __m512 (*f)[2]) {
+                                                    __m512 (*f)[4]) {
   const int64_t nsb = x.k / 256, nb = x.k / 32;
   const int64_t stride = l.total();
   const uint8_t* u = panel;
@@ -503,8 +503,10 @@ __attribute__((target("avx512vnni"))) void TileQ6_K(const PanelX& x, const uint8
 template <int MR, int NP>
 void Tile(DType dtype, const PanelX& x, const uint8_t* panel, const Layout& l, int64_t i0,
           float* y, int64_t ldy, int nvalid, const float* bias) {
-  __m512 f[MR][2];
-  for (int i = 0; i < MR; ++i) f[i][0] = f[i][1] = _mm512_setzero_ps();
+  __m512 f[MR][4];
+  for (int i = 0; i < MR; ++i) {
+    for (int p = 0; p < NP; ++p) f[i][p] = _mm512_setzero_ps();
+  }
   switch (dtype) {
     case DType::kQ8_0: TileBlocks<MR, NP, DType::kQ8_0>(x, panel, l, i0, f); break;
     case DType::kQ4_0: TileBlocks<MR, NP, DType::kQ4_0>(x, panel, l, i0, f); break;
@@ -569,14 +571,16 @@ void PanelsTask(void* arg, int64_t begin, int64_t end) {
   prefetch_scales(begin + 1);
   for (int64_t p = begin; p < end;) {
     const int64_t n0 = p * kRows;
-    const int np = pairs && p + 1 < end ? 2 : 1;
+    const int np = g.m == 1 && p + 3 < end ? 4 : pairs && p + 1 < end ? 2 : 1;
     // The next ones' while these compute.
     for (int q = 0; q < np; ++q) prefetch_scales(p + np + q);
     const int nvalid = static_cast<int>(std::min<int64_t>(g.n - n0, kRows * np));
     const uint8_t* panel = g.packed + p * t.l.total();
     float* y = g.y + n0;
     const float* bias = g.bias != nullptr ? g.bias + n0 : nullptr;
-    if (k_quant) {
+    if (np == 4) {
+      Rows<1, 4>(g, t.x, panel, t.l, y, nvalid, bias);
+    } else if (k_quant) {
       if (np == 2) {
         Rows<2, 2>(g, t.x, panel, t.l, y, nvalid, bias);
       } else {
