@@ -175,7 +175,7 @@ void PackPanel(const QuantGemmArgs& g, int64_t n0, int rows, uint8_t* out) {
           }
           for (int sub = 0; sub < 8; ++sub) {
             ScaleMinQ4_K(blk + 4, sub, sc + 256 * s + 16 * sub + r,
-                         sc + 256 * s + 128 + 16 * sub + r);
+                         sc + 256 * s + 128 + 64 * (sub / 4) + 4 * r + sub % 4);
           }
           std::memcpy(d + 64 * s + 2 * r, blk, 2);
           std::memcpy(d + 64 * s + 32 + 2 * r, blk + 2, 2);
@@ -226,6 +226,9 @@ struct PanelX {
   const float* dx;     // [m][k / 32]
   const float* dxs;    // [m][k / 32]: Q4_1 / Q5_1
   const int32_t* xoff; // [m][weight blocks]: c sum(xq) (Q4_K: c = 1, per 32)
+  // Q4_K: [m][k / 256][16] the sub-blocks' sums as two int8 levels, sum =
+  // 64 h + l: h of sub-blocks 0..7, then l (for vpdpbusd with the minima).
+  const int8_t* xsub;
   int64_t k;
 };
 
@@ -412,14 +415,15 @@ __attribute__((target("avx512vnni"))) void TileQ4_K(const PanelX& x, const uint8
       const __m512 dmin = HalvesF32(d16 + c * stride + 64 * sb + 32);
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
-        // m_s sum(xq_s) over the 8 sub-blocks (x.xoff: the sums per 32).
-        const int32_t* xs = x.xoff + (i0 + i) * nb + 8 * sb;
-        __m512i mt = _mm512_setzero_si512();
-        for (int s = 0; s < 8; ++s) {
-          const __m512i m = _mm512_cvtepu8_epi32(
-              _mm_load_si128(reinterpret_cast<const __m128i*>(sc + 128 + 16 * s)));
-          mt = _mm512_add_epi32(mt, _mm512_mullo_epi32(m, _mm512_set1_epi32(xs[s])));
-        }
+        // m_s sum(xq_s) over the 8 sub-blocks: the minima of sub-blocks
+        // 0-3 and 4-7 as a row's dword, against the sums' two levels.
+        const int8_t* xs = x.xsub + ((i0 + i) * nsb + sb) * 16;
+        const __m512i m0 = _mm512_load_si512(sc + 128), m1 = _mm512_load_si512(sc + 192);
+        const __m512i mh = _mm512_dpbusd_epi32(
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), m0, Bcast(xs)), m1, Bcast(xs + 4));
+        const __m512i ml = _mm512_dpbusd_epi32(
+            _mm512_dpbusd_epi32(_mm512_setzero_si512(), m0, Bcast(xs + 8)), m1, Bcast(xs + 12));
+        const __m512i mt = _mm512_add_epi32(_mm512_slli_epi32(mh, 6), ml);
         const __m512 sx = _mm512_set1_ps(x.dx[(i0 + i) * nb + 8 * sb]);
         f[i][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[i][c]), _mm512_mul_ps(d, sx), f[i][c]);
         f[i][c] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mt), _mm512_mul_ps(dmin, sx), f[i][c]);
@@ -653,7 +657,25 @@ void Int8PanelsGemm(ThreadPool* pool, const QuantGemmArgs& g) {
                                               : 1;
   QuantizeXInt8(pool, g, c, q6k, k_quant, q.data(), dx.data(),
                 with_min ? dxs.data() : nullptr, with_min ? nullptr : xoff.data());
-  PanelTask t{&g, PanelX{q.data(), dx.data(), dxs.data(), xoff.data(), g.k},
+  static thread_local std::vector<int8_t> xsub;
+  if (g.dtype == DType::kQ4_K) {
+    // |sum| <= 32 x 127: h = floor((sum + 32) / 64) in [-63, 64], l = sum -
+    // 64 h in [-32, 31].
+    const int64_t nsb = g.k / 256;
+    if (xsub.size() < m * nsb * 16) xsub.resize(m * nsb * 16);
+    for (int64_t i = 0; i < g.m; ++i) {
+      for (int64_t sb = 0; sb < nsb; ++sb) {
+        int8_t* out = xsub.data() + (i * nsb + sb) * 16;
+        for (int s = 0; s < 8; ++s) {
+          const int32_t v = xoff[i * nb + 8 * sb + s];
+          const int32_t h = (v + 32) >> 6;
+          out[s] = static_cast<int8_t>(h);
+          out[8 + s] = static_cast<int8_t>(v - 64 * h);
+        }
+      }
+    }
+  }
+  PanelTask t{&g, PanelX{q.data(), dx.data(), dxs.data(), xoff.data(), xsub.data(), g.k},
               PanelLayout(g.dtype, g.k)};
   ParallelForRaw(pool, (g.n + kRows - 1) / kRows, 1, &PanelsTask, &t);
 }
