@@ -355,10 +355,11 @@ const FlagDoc kFlags[] = {
      "Activations of block-quantized weights (GGUF Q4_0 to Q8_0 and the "
      "K-quants, dtype q8_0 / q4_0 / q4_1): int8 runs int8 dot products on "
      "activations quantized per block (32 values, 256 for K-quants) at "
-     "every batch size, as llama.cpp does, on weights repacked at load "
-     "(about their size once more in memory), so a sequence's output is "
-     "the same however its tokens are batched; exact keeps F32 activations "
-     "(16-bit in the one-sequence decode) and no second copy. CPUs "
+     "every batch size, as llama.cpp does, on weights repacked at load (a "
+     "GGUF file's stored copy is given back; weights quantized at load keep "
+     "both), so a sequence's output is the same however its tokens are "
+     "batched; exact keeps F32 activations (16-bit in the one-sequence "
+     "decode) on the weights as stored. CPUs "
      "without AVX512-VNNI run exact either way. docs/precision.md."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},

@@ -552,10 +552,12 @@ struct PanelTask {
   Layout l;
 };
 
-// Panels [begin, end), in pairs where the registers allow (each
-// activation broadcast feeds both): the 32-value formats in tiles of 6 rows
-// x 2 panels (Q8_0 below 4 rows: 8 rows x 1 panel, its loads the limit);
-// the K-quants (two more sums per tile) 2 x 2 below 4 rows, else 6 x 1.
+// Panels [begin, end), several per tile where the registers allow (each
+// activation broadcast feeds all of them): one activation row, 4 panels
+// (more independent sums in flight for the decode); else the 32-value
+// formats in tiles of 6 rows x 2 panels (Q8_0 at 2-3 rows: 8 x 1, its
+// loads the limit), the K-quants (two more sums per tile) 2 x 2 below 4
+// rows, else 6 x 1.
 void PanelsTask(void* arg, int64_t begin, int64_t end) {
   const PanelTask& t = *static_cast<const PanelTask*>(arg);
   const QuantGemmArgs& g = *t.g;
