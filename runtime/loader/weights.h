@@ -71,7 +71,7 @@ class WeightStore {
   };
   // The copy of the tensor stored at `stored` in layout `tag`: the one
   // made before, or make()'s, made once (consumers asking at the same time
-  // wait for it). make() may release the stored bytes (ReleaseStored).
+  // wait for it).
   absl::StatusOr<Packed> FindOrPack(const void* stored, uint32_t tag,
                                     const std::function<absl::StatusOr<Packed>()>& make) const;
   // Gives back to the system the memory of the stored bytes [data, data +

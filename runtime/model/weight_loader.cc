@@ -162,7 +162,8 @@ absl::StatusOr<TensorView> WeightLoader::LinearWeight(
   absl::StatusOr<Device*> shared_device = DeviceRegistry::Get(device_->name());
   if (!shared_device.ok()) return WithPacked(w);
   // Used in place: the copy is shared through the store, and the stored
-  // bytes released once it exists.
+  // bytes released once it exists (consumers that come later find the copy
+  // and never read them; releasing again is a no-op that counts the bytes).
   constexpr uint32_t kInt8PanelsTag = 0x38746e69;  // "int8"
   int64_t made_bytes = 0;
   ASSIGN_OR_RETURN(
@@ -175,7 +176,6 @@ absl::StatusOr<TensorView> WeightLoader::LinearWeight(
                            if (packed.size() == 0) return WeightStore::Packed();
                            made_bytes = static_cast<int64_t>(packed.size());
                            auto owner = std::make_shared<DeviceBuffer>(std::move(packed));
-                           store_->ReleaseStored(w.data, w.nbytes());
                            return WeightStore::Packed{owner->data(), owner};
                          }));
   if (shared.data == nullptr) return w;  // no such layout on this device
