@@ -305,6 +305,11 @@ struct AttentionParams {
   int sliding_window = 0;
   // > 0: scores = cap * tanh(scores / cap) before softmax (Gemma 2).
   float logits_soft_cap = 0.0f;
+  // The kernel may round q, k, v and the softmax probabilities to BF16 for
+  // the two products (sums and softmax stay F32), where that is faster
+  // (CPU: VarlenAttention with vdpbf16ps on AVX512_BF16); models whose
+  // weights are BF16 ask for it.
+  bool bf16_products = false;
 };
 
 // Prefill-only attention over packed variable-length sequences, no cache.

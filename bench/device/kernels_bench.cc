@@ -179,9 +179,21 @@ void BM_Linear(benchmark::State& state) {
   std::vector<float> x = Random(m * k, 1), w = Random(n * k, 2), y(m * n);
   std::vector<uint16_t> w16(n * k);
   for (int64_t i = 0; i < n * k; ++i) w16[i] = FloatToBf16(w[i]);
-  const TensorView wv = bf16 ? TensorView::Contiguous(w16.data(), DType::kBF16, {n, k})
-                             : TensorView::Contiguous(w.data(), DType::kF32, {n, k});
+  TensorView wv = bf16 ? TensorView::Contiguous(w16.data(), DType::kBF16, {n, k})
+                       : TensorView::Contiguous(w.data(), DType::kF32, {n, k});
   ExecutionContext ctx{DeviceWithThreads(threads), KernelChoice::kOptimized};
+  // packed: the weight in the GEMM's layout from load (PackLinearWeight),
+  // as encoders keep theirs; none where the CPU has no such layout.
+  DeviceBuffer packed;
+  if (state.range(5) != 0) {
+    absl::StatusOr<DeviceBuffer> p = PackLinearWeight(ctx, wv);
+    if (!p.ok()) {
+      state.SkipWithError(p.status().ToString().c_str());
+      return;
+    }
+    packed = std::move(*p);
+    wv.packed = packed.size() > 0 ? packed.data() : nullptr;
+  }
   for (auto _ : state) {
     auto st = Linear(ctx, TensorView::Contiguous(x.data(), DType::kF32, {m, k}), wv,
                      TensorView{}, TensorView::Contiguous(y.data(), DType::kF32, {m, n}));
@@ -432,22 +444,30 @@ void BM_EigenLinearF32(benchmark::State& state) {
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
-    b->Args({512, 4096, 4096, 0, threads});
-    b->Args({512, 4096, 4096, 1, threads});
-    b->Args({4096, 384, 384, 0, threads});
-    b->Args({4096, 1536, 384, 0, threads});
-    b->Args({4096, 384, 1536, 0, threads});
-    b->Args({1, 2048, 2048, 1, threads});
-    b->Args({1, 5632, 2048, 1, threads});
+    b->Args({512, 4096, 4096, 0, threads, 0});
+    b->Args({512, 4096, 4096, 1, threads, 0});
+    b->Args({4096, 384, 384, 0, threads, 0});
+    b->Args({4096, 1536, 384, 0, threads, 0});
+    b->Args({4096, 384, 1536, 0, threads, 0});
+    // MiniLM-shaped steps of one single-threaded replica (4 x 128 tokens):
+    // fused qkv, FFN up, FFN down, F32 and BF16 weights.
+    for (int bf16 : {0, 1}) {
+      b->Args({512, 1152, 384, bf16, threads, 1});
+      b->Args({512, 1536, 384, bf16, threads, 1});
+      b->Args({512, 384, 1536, bf16, threads, 1});
+    }
+    b->Args({1, 2048, 2048, 1, threads, 0});
+    b->Args({1, 5632, 2048, 1, threads, 0});
     // Continuous-batching decode: small M against streamed weights.
     for (int m : {16, 32, 64}) {
       for (int bf16 : {1, 0}) {
-        b->Args({m, 2048, 2048, bf16, threads});
-        b->Args({m, 5632, 2048, bf16, threads});
+        b->Args({m, 2048, 2048, bf16, threads, 0});
+        b->Args({m, 5632, 2048, bf16, threads, 0});
       }
+      b->Args({m, 2048, 2048, 1, threads, 1});
     }
   }
-  b->ArgNames({"M", "N", "K", "bf16", "threads"});
+  b->ArgNames({"M", "N", "K", "bf16", "threads", "packed"});
   b->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()->MinTime(1.0);
 }
 

@@ -35,12 +35,17 @@ struct AttnJob {
   float softcap = 0.0f;
   int window = 0;
   bool causal = false;
+  // AVX512_BF16 kernel, contiguous keys (k != nullptr): Q K^T and P V as
+  // vdpbf16ps products of q, k, the probabilities and v rounded to BF16
+  // (F32 sums, F32 softmax).
+  bool bf16 = false;
 };
 
 namespace cpu_avx512 {
 // Head dims the AVX-512 kernel handles (multiples of 16 up to 256).
 bool AttendTileSupported(int head_dim);
 int64_t AttendScratchFloatsIsa(int64_t rows, int head_dim);
+// Runs job.bf16 jobs on the BF16 path, others on the F32 one.
 void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
                    float* scratch);
 }  // namespace cpu_avx512

@@ -208,6 +208,326 @@ inline uint64_t RangeMask(int64_t lo, int64_t hi) {
   return below_hi & ~below_lo;
 }
 
+// Scores s[rows][kKeyTile] of key tile k0 (nk keys) -> probabilities in
+// place (0 where masked), with the online-softmax state: row maxima m, sums
+// l, and the accumulators acc[rows][dp] rescaled where a maximum grew.
+inline void SoftmaxTile(const AttnJob& job, int64_t q_begin, int64_t k0, int nk,
+                        int rows, float* s, float* m, float* l, float* acc, int dp) {
+  const int group = job.group;
+  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+  // Softmax in groups of 16 rows: their maxima and sums come out of one
+  // transposing reduction each (ReduceLanes16) and their corrections out
+  // of one exp, instead of per-row horizontal reductions whose scalar
+  // results serialized the rows.
+  for (int r0 = 0; r0 < rows; r0 += 16) {
+    const int nr = rows - r0 < 16 ? rows - r0 : 16;
+    const __mmask16 live = static_cast<__mmask16>(nr == 16 ? 0xffff : (1u << nr) - 1);
+    __m512 red[16];
+    for (int i = 0; i < 16; ++i) {
+      red[i] = neg_inf;
+      if (i >= nr) continue;
+      const int r = r0 + i;
+      const int64_t pos = job.first_pos + q_begin + r / group;
+      int64_t lo = 0, hi = nk;
+      if (job.causal && pos + 1 - k0 < hi) hi = pos + 1 - k0;
+      if (job.window > 0 && pos - job.window + 1 - k0 > lo) {
+        lo = pos - job.window + 1 - k0;
+      }
+      // Masked (and capped) scores back into the row; -inf where masked.
+      const uint64_t mask = hi <= lo ? 0 : RangeMask(lo, hi);
+      float* sr = s + r * kKeyTile;
+#pragma GCC unroll 4
+      for (int v = 0; v < kKeyVecs; ++v) {
+        __m512 t = _mm512_load_ps(sr + 16 * v);
+        if (job.softcap > 0.0f) {
+          const __m512 cap = _mm512_set1_ps(job.softcap);
+          t = _mm512_mul_ps(cap, VTanh(_mm512_div_ps(t, cap)));
+        }
+        t = _mm512_mask_blend_ps(static_cast<__mmask16>(mask >> (16 * v)), neg_inf, t);
+        _mm512_store_ps(sr + 16 * v, t);
+        red[i] = _mm512_max_ps(red[i], t);
+      }
+    }
+    const __m512 tile_max =
+        ReduceLanes16(red, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
+    const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, live, m + r0);
+    const __m512 m_new = _mm512_max_ps(m_old, tile_max);
+    // Rows with earlier keys rescale their sums and accumulators by
+    // exp(m_old - m_new) (1 when the maximum stayed); rows without
+    // (m_old = -inf) have nothing to rescale.
+    const __mmask16 had = _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_NEQ_OQ);
+    const __m512 corr = _mm512_maskz_mov_ps(had, VExp(_mm512_sub_ps(m_old, m_new)));
+    alignas(64) float mn[16], cr[16];
+    _mm512_store_ps(mn, m_new);
+    _mm512_store_ps(cr, corr);
+    _mm512_mask_storeu_ps(m + r0, live, m_new);
+    for (int i = 0; i < 16; ++i) {
+      red[i] = _mm512_setzero_ps();
+      if (i >= nr) continue;
+      const int r = r0 + i;
+      float* sr = s + r * kKeyTile;
+      const __m512 vm = _mm512_set1_ps(mn[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < kKeyVecs; ++v) {
+        const __m512 x = _mm512_load_ps(sr + 16 * v);
+        const __mmask16 mk = _mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_OQ);
+        const __m512 p = _mm512_maskz_mov_ps(mk, VExp(_mm512_sub_ps(x, vm)));
+        _mm512_store_ps(sr + 16 * v, p);
+        red[i] = _mm512_add_ps(red[i], p);
+      }
+      if (cr[i] != 1.0f) {
+        const __m512 vc = _mm512_set1_ps(cr[i]);
+        float* a = acc + r * dp;
+        for (int e = 0; e < dp; e += 16) {
+          _mm512_storeu_ps(a + e, _mm512_mul_ps(_mm512_loadu_ps(a + e), vc));
+        }
+      }
+    }
+    const __m512 sums =
+        ReduceLanes16(red, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
+    const __m512 l_old = _mm512_maskz_loadu_ps(live, l + r0);
+    _mm512_mask_storeu_ps(l + r0, live, _mm512_fmadd_ps(l_old, corr, sums));
+  }
+}
+
+// ---- BF16 products (AttnJob::bf16) ---------------------------------------
+// Pairs are two BF16 values in one 32-bit word, the lower one first:
+// queries and key tiles paired along the head dim (qs2[r][e/2],
+// kt2[e/2][j]), probabilities and value tiles paired along the keys
+// (p2[r][j/2], vt2[j/2][e]), so each vdpbf16ps adds two products per lane.
+
+// s[r][0..64) = sum over pairs ep < dpair of q2[r][ep] . kt2[ep][0..64).
+template <int R>
+inline void QkBlockBf16(const uint32_t* q2, int ldq2, int dpair, const uint32_t* kt2,
+                        float* s) {
+  __m512 acc[R][kKeyVecs];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kKeyVecs; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int ep = 0; ep < dpair; ++ep) {
+    __m512bh b[kKeyVecs];
+#pragma GCC unroll 4
+    for (int v = 0; v < kKeyVecs; ++v)
+      b[v] = (__m512bh)_mm512_load_si512(kt2 + ep * kKeyTile + 16 * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(q2[r * ldq2 + ep]));
+#pragma GCC unroll 4
+      for (int v = 0; v < kKeyVecs; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < kKeyVecs; ++v) _mm512_store_ps(s + r * kKeyTile + 16 * v, acc[r][v]);
+}
+
+template <int R>
+inline void QkRowsBf16(int rows, const uint32_t* q2, int ldq2, int dpair,
+                       const uint32_t* kt2, float* s) {
+  int r = 0;
+  for (; r + R <= rows; r += R) QkBlockBf16<R>(q2 + r * ldq2, ldq2, dpair, kt2, s + r * kKeyTile);
+  if constexpr (R > 1) {
+    if (r < rows) QkRowsBf16<R - 1>(rows - r, q2 + r * ldq2, ldq2, dpair, kt2, s + r * kKeyTile);
+  }
+}
+
+// acc[r][0..16*DV) += sum over key pairs jp < nkp of p2[r][jp] . vt2[jp][..]
+// for R rows (vt2 rows of ldv2 words, already offset to the column block).
+template <int R, int DV>
+inline void PvBlockBf16(const uint32_t* p2, const uint32_t* vt2, int ldv2, int nkp,
+                        float* acc, int d) {
+  __m512 a[R][DV];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < DV; ++v) a[r][v] = _mm512_loadu_ps(acc + r * d + 16 * v);
+  for (int jp = 0; jp < nkp; ++jp) {
+    __m512bh b[DV];
+#pragma GCC unroll 8
+    for (int v = 0; v < DV; ++v) b[v] = (__m512bh)_mm512_load_si512(vt2 + jp * ldv2 + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const __m512bh pv =
+          (__m512bh)_mm512_set1_epi32(static_cast<int>(p2[r * (kKeyTile / 2) + jp]));
+#pragma GCC unroll 8
+      for (int v = 0; v < DV; ++v) a[r][v] = _mm512_dpbf16_ps(a[r][v], pv, b[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < DV; ++v) _mm512_storeu_ps(acc + r * d + 16 * v, a[r][v]);
+}
+
+template <int R, int DV>
+inline void PvRowsBf16(int rows, const uint32_t* p2, const uint32_t* vt2, int ldv2,
+                       int nkp, float* acc, int d) {
+  int r = 0;
+  for (; r + R <= rows; r += R) {
+    PvBlockBf16<R, DV>(p2 + r * (kKeyTile / 2), vt2, ldv2, nkp, acc + r * d, d);
+  }
+  if constexpr (R > 1) {
+    if (r < rows) {
+      PvRowsBf16<R - 1, DV>(rows - r, p2 + r * (kKeyTile / 2), vt2, ldv2, nkp, acc + r * d, d);
+    }
+  }
+}
+
+template <int DV>
+inline void PvColsBf16(int rows, const uint32_t* p2, const uint32_t* vt2, int nkp,
+                       float* acc, int d, int col) {
+  constexpr int R = 16 / DV > 0 ? 16 / DV : 1;
+  PvRowsBf16<R, DV>(rows, p2, vt2 + col, d, nkp, acc + col, d);
+}
+
+inline void PvBf16(int rows, const uint32_t* p2, const uint32_t* vt2, int nkp, float* acc,
+                   int d) {
+  for (int col = 0; col < d; col += 128) {
+    switch ((d - col >= 128 ? 128 : d - col) / 16) {
+      case 1: PvColsBf16<1>(rows, p2, vt2, nkp, acc, d, col); break;
+      case 2: PvColsBf16<2>(rows, p2, vt2, nkp, acc, d, col); break;
+      case 3: PvColsBf16<3>(rows, p2, vt2, nkp, acc, d, col); break;
+      case 4: PvColsBf16<4>(rows, p2, vt2, nkp, acc, d, col); break;
+      case 5: PvColsBf16<5>(rows, p2, vt2, nkp, acc, d, col); break;
+      case 6: PvColsBf16<6>(rows, p2, vt2, nkp, acc, d, col); break;
+      case 7: PvColsBf16<7>(rows, p2, vt2, nkp, acc, d, col); break;
+      default: PvColsBf16<8>(rows, p2, vt2, nkp, acc, d, col); break;
+    }
+  }
+}
+
+// TailMask for any count (none at or below 0).
+inline __mmask16 MaskUpTo(int valid) {
+  return valid <= 0 ? static_cast<__mmask16>(0) : TailMask(valid);
+}
+
+// 32 F32 values at src (masked to `valid`, zeros after) -> 16 BF16 pairs.
+inline __m512i PairRow(const float* src, int valid) {
+  const __m512 lo = _mm512_maskz_loadu_ps(MaskUpTo(valid), src);
+  const __m512 hi = _mm512_maskz_loadu_ps(MaskUpTo(valid - 16), src + 16);
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+void AttendTileBf16(const AttnJob& job, int64_t q_begin, int64_t q_end, float* scratch) {
+  const int d = job.head_dim;
+  const int dp = (d + 15) / 16 * 16;       // accumulator / value row length
+  const int dpair = (d + 1) / 2;           // head-dim pairs
+  const int ldq2 = (dpair + 15) / 16 * 16;  // query pair row length
+  const int group = job.group;
+  const int rows = static_cast<int>((q_end - q_begin) * group);
+  float* base = reinterpret_cast<float*>(
+      (reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  uint32_t* kt2 = reinterpret_cast<uint32_t*>(base);        // [ldq2][kKeyTile]
+  uint32_t* vt2 = kt2 + ldq2 * kKeyTile;                    // [kKeyTile/2][dp]
+  float* s = reinterpret_cast<float*>(vt2 + kKeyTile / 2 * dp);  // [rows][kKeyTile]
+  uint32_t* p2 = reinterpret_cast<uint32_t*>(s + rows * kKeyTile);  // [rows][kKeyTile/2]
+  uint32_t* q2 = p2 + rows * (kKeyTile / 2);                // [rows][ldq2]
+  float* acc = reinterpret_cast<float*>(q2 + rows * ldq2);  // [rows][dp]
+  float* m = acc + rows * dp;
+  float* l = m + rows;
+
+  for (int64_t qi = q_begin; qi < q_end; ++qi) {
+    if (qi + kPrefetchRows < q_end) {
+      PrefetchRow(job.q + (qi + kPrefetchRows) * job.ldq, group * d * 4);
+    }
+    for (int g = 0; g < group; ++g) {
+      const int r = static_cast<int>((qi - q_begin) * group + g);
+      const float* src = job.q + qi * job.ldq + int64_t{g} * d;
+      alignas(64) float scaled[32];
+      for (int e = 0; e < 2 * ldq2; e += 32) {
+        for (int h = 0; h < 32; h += 16) {
+          const __m512 x = _mm512_maskz_loadu_ps(MaskUpTo(d - e - h), src + e + h);
+          _mm512_store_ps(scaled + h, _mm512_mul_ps(x, _mm512_set1_ps(job.scale)));
+        }
+        _mm512_store_si512(q2 + r * ldq2 + e / 2, PairRow(scaled, 32));
+      }
+      for (int e = 0; e < dp; e += 16) _mm512_storeu_ps(acc + r * dp + e, _mm512_setzero_ps());
+      m[r] = -INFINITY;
+      l[r] = 0.0f;
+    }
+  }
+
+  const int64_t last_pos = job.first_pos + q_end - 1;
+  const int64_t key_end = job.causal ? last_pos + 1 : job.kv_len;
+  int64_t key_begin = 0;
+  if (job.window > 0) {
+    key_begin = job.first_pos + q_begin - job.window + 1;
+    if (key_begin < 0) key_begin = 0;
+  }
+  // Pairs (v_j[e], v_j+1[e]) for 16 e: the BF16 of rows j and j + 1 side by
+  // side, then interleaved.
+  const __m512i interleave = _mm512_set_epi16(
+      31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+      23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  for (int64_t k0 = key_begin; k0 < key_end; k0 += kKeyTile) {
+    const int nk = static_cast<int>(key_end - k0 < kKeyTile ? key_end - k0 : kKeyTile);
+    const int nkp = (nk + 1) / 2;
+    const float* krows[kKeyTile];
+    const float* vrows[kKeyTile];
+    for (int j = 0; j < nk; ++j) {
+      krows[j] = job.k + (k0 + j) * job.ldk;
+      vrows[j] = job.v + (k0 + j) * job.ldv;
+      if (j + kPrefetchRows < nk) {
+        PrefetchRow(job.k + (k0 + j + kPrefetchRows) * job.ldk, d * 4);
+        PrefetchRow(job.v + (k0 + j + kPrefetchRows) * job.ldv, d * 4);
+      }
+    }
+    // Key pairs transposed 16 keys x 16 pairs at a time (zero keys past nk).
+    for (int j0 = 0; j0 < kKeyTile; j0 += 16) {
+      for (int e0 = 0; e0 < 2 * ldq2; e0 += 32) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) {
+          r[j] = j0 + j < nk ? _mm512_castsi512_ps(PairRow(krows[j0 + j] + e0, d - e0))
+                             : _mm512_setzero_ps();
+        }
+        Transpose16x16(r);
+        for (int t = 0; t < 16; ++t) {
+          _mm512_store_ps(reinterpret_cast<float*>(kt2 + (e0 / 2 + t) * kKeyTile + j0), r[t]);
+        }
+      }
+    }
+    // Value pairs; a missing partner (odd nk) is zero, as its probability.
+    for (int jp = 0; jp < nkp; ++jp) {
+      const float* va = vrows[2 * jp];
+      const float* vb = 2 * jp + 1 < nk ? vrows[2 * jp + 1] : nullptr;
+      for (int e = 0; e < dp; e += 16) {
+        const __mmask16 mk = TailMask(d - e);
+        const __m512 a = _mm512_maskz_loadu_ps(mk, va + e);
+        const __m512 b = vb != nullptr ? _mm512_maskz_loadu_ps(mk, vb + e) : _mm512_setzero_ps();
+        const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+        _mm512_store_si512(vt2 + jp * dp + e, _mm512_permutexvar_epi16(interleave, both));
+      }
+    }
+
+    QkRowsBf16<kQkRows>(rows, q2, ldq2, dpair, kt2, s);
+    SoftmaxTile(job, q_begin, k0, nk, rows, s, m, l, acc, dp);
+    for (int r = 0; r < rows; ++r) {
+      const float* pr = s + r * kKeyTile;
+      _mm512_store_si512(p2 + r * (kKeyTile / 2),
+                         (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(pr + 16), _mm512_load_ps(pr)));
+      _mm512_store_si512(p2 + r * (kKeyTile / 2) + 16,
+                         (__m512i)_mm512_cvtne2ps_pbh(_mm512_load_ps(pr + 48),
+                                                      _mm512_load_ps(pr + 32)));
+    }
+    PvBf16(rows, p2, vt2, nkp, acc, dp);
+  }
+
+  for (int64_t qi = q_begin; qi < q_end; ++qi) {
+    for (int g = 0; g < group; ++g) {
+      const int r = static_cast<int>((qi - q_begin) * group + g);
+      const __m512 inv = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
+      float* o = job.out + qi * job.ldo + int64_t{g} * d;
+      for (int e = 0; e < dp; e += 16) {
+        _mm512_mask_storeu_ps(o + e, TailMask(d - e),
+                              _mm512_mul_ps(_mm512_loadu_ps(acc + r * dp + e), inv));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool AttendTileSupported(int head_dim) {
@@ -216,12 +536,18 @@ bool AttendTileSupported(int head_dim) {
 
 int64_t AttendScratchFloatsIsa(int64_t rows, int head_dim) {
   const int64_t d = (head_dim + 15) / 16 * 16;
-  // q, acc, s, m, l, kt, vt (+ alignment slack).
-  return rows * d * 2 + rows * kKeyTile + 2 * rows + 2 * kKeyTile * d + 64;
+  // q, acc, s, m, l, kt, vt (+ alignment slack); the BF16 path's pairs
+  // (AttendTileBf16) fit in the same plus p2 and the query pairs' padding.
+  return rows * d * 2 + rows * kKeyTile + 2 * rows + 2 * kKeyTile * d + 64 +
+         rows * (kKeyTile / 2 + 16) + 16 * kKeyTile;
 }
 
 void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
                    float* scratch) {
+  if (job.bf16 && job.k != nullptr) {
+    AttendTileBf16(job, q_begin, q_end, scratch);
+    return;
+  }
   const int d = job.head_dim;
   const int dp = (d + 15) / 16 * 16;  // padded row length
   const bool copy_v = job.cache_bf16 || dp != d;
@@ -265,7 +591,6 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
     if (key_begin < 0) key_begin = 0;
   }
   const float* vrows[kKeyTile];
-  const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
   for (int64_t k0 = key_begin; k0 < key_end; k0 += kKeyTile) {
     const int nk =
         static_cast<int>(key_end - k0 < kKeyTile ? key_end - k0 : kKeyTile);
@@ -329,80 +654,7 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
 
     QkRows<kQkRows>(rows, qs, dp, d, kt, s);
 
-    // Softmax in groups of 16 rows: their maxima and sums come out of one
-    // transposing reduction each (ReduceLanes16) and their corrections out
-    // of one exp, instead of per-row horizontal reductions whose scalar
-    // results serialized the rows.
-    for (int r0 = 0; r0 < rows; r0 += 16) {
-      const int nr = rows - r0 < 16 ? rows - r0 : 16;
-      const __mmask16 live = static_cast<__mmask16>(nr == 16 ? 0xffff : (1u << nr) - 1);
-      __m512 red[16];
-      for (int i = 0; i < 16; ++i) {
-        red[i] = neg_inf;
-        if (i >= nr) continue;
-        const int r = r0 + i;
-        const int64_t pos = job.first_pos + q_begin + r / group;
-        int64_t lo = 0, hi = nk;
-        if (job.causal && pos + 1 - k0 < hi) hi = pos + 1 - k0;
-        if (job.window > 0 && pos - job.window + 1 - k0 > lo) {
-          lo = pos - job.window + 1 - k0;
-        }
-        // Masked (and capped) scores back into the row; -inf where masked.
-        const uint64_t mask = hi <= lo ? 0 : RangeMask(lo, hi);
-        float* sr = s + r * kKeyTile;
-#pragma GCC unroll 4
-        for (int v = 0; v < kKeyVecs; ++v) {
-          __m512 t = _mm512_load_ps(sr + 16 * v);
-          if (job.softcap > 0.0f) {
-            const __m512 cap = _mm512_set1_ps(job.softcap);
-            t = _mm512_mul_ps(cap, VTanh(_mm512_div_ps(t, cap)));
-          }
-          t = _mm512_mask_blend_ps(static_cast<__mmask16>(mask >> (16 * v)), neg_inf, t);
-          _mm512_store_ps(sr + 16 * v, t);
-          red[i] = _mm512_max_ps(red[i], t);
-        }
-      }
-      const __m512 tile_max =
-          ReduceLanes16(red, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
-      const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, live, m + r0);
-      const __m512 m_new = _mm512_max_ps(m_old, tile_max);
-      // Rows with earlier keys rescale their sums and accumulators by
-      // exp(m_old - m_new) (1 when the maximum stayed); rows without
-      // (m_old = -inf) have nothing to rescale.
-      const __mmask16 had = _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_NEQ_OQ);
-      const __m512 corr = _mm512_maskz_mov_ps(had, VExp(_mm512_sub_ps(m_old, m_new)));
-      alignas(64) float mn[16], cr[16];
-      _mm512_store_ps(mn, m_new);
-      _mm512_store_ps(cr, corr);
-      _mm512_mask_storeu_ps(m + r0, live, m_new);
-      for (int i = 0; i < 16; ++i) {
-        red[i] = _mm512_setzero_ps();
-        if (i >= nr) continue;
-        const int r = r0 + i;
-        float* sr = s + r * kKeyTile;
-        const __m512 vm = _mm512_set1_ps(mn[i]);
-#pragma GCC unroll 4
-        for (int v = 0; v < kKeyVecs; ++v) {
-          const __m512 x = _mm512_load_ps(sr + 16 * v);
-          const __mmask16 mk = _mm512_cmp_ps_mask(x, neg_inf, _CMP_NEQ_OQ);
-          const __m512 p = _mm512_maskz_mov_ps(mk, VExp(_mm512_sub_ps(x, vm)));
-          _mm512_store_ps(sr + 16 * v, p);
-          red[i] = _mm512_add_ps(red[i], p);
-        }
-        if (cr[i] != 1.0f) {
-          const __m512 vc = _mm512_set1_ps(cr[i]);
-          float* a = acc + r * dp;
-          for (int e = 0; e < dp; e += 16) {
-            _mm512_storeu_ps(a + e, _mm512_mul_ps(_mm512_loadu_ps(a + e), vc));
-          }
-        }
-      }
-      const __m512 sums =
-          ReduceLanes16(red, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
-      const __m512 l_old = _mm512_maskz_loadu_ps(live, l + r0);
-      _mm512_mask_storeu_ps(l + r0, live, _mm512_fmadd_ps(l_old, corr, sums));
-    }
-
+    SoftmaxTile(job, q_begin, k0, nk, rows, s, m, l, acc, dp);
     Pv(rows, s, vrows, nk, acc, dp);
   }
 

@@ -97,6 +97,7 @@ absl::Status VarlenAttention(const KernelContext& ctx, const TensorView& q,
   }
   const int group = p.num_heads / p.num_kv_heads;
   const int d = p.head_dim;
+  const bool bf16 = p.bf16_products && Bf16DotInUse();
   std::vector<AttnJob> jobs;
   for (int64_t s = 0; s < num_seqs; ++s) {
     if (cu[s + 1] < cu[s]) {
@@ -125,6 +126,7 @@ absl::Status VarlenAttention(const KernelContext& ctx, const TensorView& q,
       job.softcap = p.logits_soft_cap;
       job.window = p.sliding_window;
       job.causal = p.causal;
+      job.bf16 = bf16;
       jobs.push_back(job);
     }
   }

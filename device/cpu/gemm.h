@@ -31,11 +31,21 @@ struct GemmArgs {
   // p of 32 columns at packed + p * k * 32, [k][32]); GEMMs with more rows
   // than the GEMV path read it instead of packing W per call.
   const float* packed = nullptr;
+  // cpu_avx512 only, BF16 [n][k] weights under vdpbf16ps: W packed by
+  // PackBf16Pairs (panel p of 32 columns at packed_pairs + p * kp * 32,
+  // [kp][32] K pairs, kp = (k + 1) / 2); GEMMs with more rows than the GEMV
+  // path read it instead of pairing W per call.
+  const uint32_t* packed_pairs = nullptr;
 };
 
 // A buffer of PackLinear (linear_cpu.cc): this header, then the panels at
 // kPackedHeaderBytes.
-enum class PackedFormat : uint32_t { kF32Panels = 1, kVnniPanels = 2, kInt8Panels = 3 };
+enum class PackedFormat : uint32_t {
+  kF32Panels = 1,
+  kVnniPanels = 2,
+  kInt8Panels = 3,
+  kBf16Pairs = 4,
+};
 struct PackedLinearHeader {
   uint32_t magic = 0;
   PackedFormat format = PackedFormat::kF32Panels;
@@ -58,6 +68,11 @@ int64_t PackedF32Floats(int64_t n, int64_t k);
 // Packs g.w (F32, [n][k]) into out (PackedF32Floats floats, 64-byte
 // aligned), panels split over `pool`.
 void PackF32Panels(ThreadPool* pool, const GemmArgs& g, float* out);
+// 32-bit words of GemmArgs::packed_pairs for an [n][k] BF16 weight.
+int64_t PackedBf16PairWords(int64_t n, int64_t k);
+// Packs g.w (BF16, [n][k]) into out (PackedBf16PairWords words, 64-byte
+// aligned), panels split over `pool`.
+void PackBf16Pairs(ThreadPool* pool, const GemmArgs& g, uint32_t* out);
 }  // namespace cpu_avx512
 namespace cpu_avx2 {
 void Gemm(ThreadPool* pool, const GemmArgs& args);

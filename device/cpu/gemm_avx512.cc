@@ -269,7 +269,7 @@ inline void MicroDispatchBf16(int mr, int64_t kcp, const uint32_t* a,
 // K per block for BF16 pairs: a 32-column panel of 512 K is 32 KiB, as the
 // F32 panel of kKc, and C is revisited half as often (K = 384 in one pass).
 // Measured 1.3-1.8x at M = 4096 (K = 384 / 1536), neutral at M <= 512.
-constexpr int64_t kKcBf16 = 2 * kKc;
+static const int64_t kKcBf16 = getenv("KCB") ? atoi(getenv("KCB")) : 2 * kKc;
 
 struct Bf16Plan {
   GemmPlan base;
@@ -315,9 +315,13 @@ void GemmBf16Task(void* arg, int64_t begin, int64_t end) {
     const bool pack_all = (m1 - m0) * nc_padded * 4 > kPackAllCBytes;
     const int64_t chunk = pack_all ? kMc : m1 - m0;
     const int64_t kp_total = (g.k + 1) / 2;
-    uint32_t* bp = reinterpret_cast<uint32_t*>(
-        ThreadScratch((pack_all ? kp_total : kKcBf16 / 2) * nc_padded));
-    for (int64_t k0 = 0; pack_all && k0 < g.k; k0 += kKcBf16) {
+    // Pairs packed at load: the panels of this task's columns are already
+    // in the pack-all layout, one panel of kp_total pairs after another.
+    const bool preloaded = g.packed_pairs != nullptr;
+    uint32_t* bp = preloaded ? nullptr
+                             : reinterpret_cast<uint32_t*>(ThreadScratch(
+                                   (pack_all ? kp_total : kKcBf16 / 2) * nc_padded));
+    for (int64_t k0 = 0; !preloaded && pack_all && k0 < g.k; k0 += kKcBf16) {
       const int64_t kc = g.k - k0 < kKcBf16 ? g.k - k0 : kKcBf16;
       PackBPairs(g, n0, nc, k0, kc, bp + k0 / 2 * nc_padded);
     }
@@ -328,20 +332,19 @@ void GemmBf16Task(void* arg, int64_t begin, int64_t end) {
       for (int64_t k0 = 0; k0 < g.k; k0 += kKcBf16) {
         const int64_t kc = g.k - k0 < kKcBf16 ? g.k - k0 : kKcBf16;
         const int64_t kcp = (kc + 1) / 2;
-        const uint32_t* bk = bp;
-        if (pack_all) {
-          bk += k0 / 2 * nc_padded;
-        } else {
-          PackBPairs(g, n0, nc, k0, kc, bp);
-        }
+        if (!preloaded && !pack_all) PackBPairs(g, n0, nc, k0, kc, bp);
         for (int64_t p = 0; p < nc; p += kNr) {
           const int nv = static_cast<int>(nc - p < kNr ? nc - p : kNr);
+          const uint32_t* panel =
+              preloaded ? g.packed_pairs + (n0 + p) * kp_total + k0 / 2 * kNr
+              : pack_all ? bp + k0 / 2 * nc_padded + p * kcp
+                         : bp + p * kcp;
           for (int64_t m = mb; m < mb_end; m += kMr) {
             const int mr =
                 static_cast<int>(mb_end - m < kMr ? mb_end - m : kMr);
             MicroDispatchBf16<kMr>(
                 mr, kcp, plan.xa + m * plan.kp_total + k0 / 2, plan.kp_total,
-                bk + p * kcp, g.y + m * g.ldy + n0 + p, g.ldy, nv, k0 == 0,
+                panel, g.y + m * g.ldy + n0 + p, g.ldy, nv, k0 == 0,
                 g.bias != nullptr ? g.bias + n0 + p : nullptr);
           }
         }
@@ -762,6 +765,31 @@ void PackF32Panels(ThreadPool* pool, const GemmArgs& g, float* out) {
   ParallelForRaw(pool, (g.n + kNr - 1) / kNr, 1, &PackF32PanelsTask, &job);
 }
 
+int64_t PackedBf16PairWords(int64_t n, int64_t k) {
+  return (n + kNr - 1) / kNr * ((k + 1) / 2) * kNr;
+}
+
+namespace {
+struct PackPairsJob {
+  const GemmArgs* g;
+  uint32_t* out;
+};
+void PackBf16PairsTask(void* arg, int64_t begin, int64_t end) {
+  const PackPairsJob& job = *static_cast<const PackPairsJob*>(arg);
+  const GemmArgs& g = *job.g;
+  const int64_t kp = (g.k + 1) / 2;
+  for (int64_t p = begin; p < end; ++p) {
+    const int64_t n0 = p * kNr;
+    PackBPairs(g, n0, g.n - n0 < kNr ? g.n - n0 : kNr, 0, g.k, job.out + n0 * kp);
+  }
+}
+}  // namespace
+
+void PackBf16Pairs(ThreadPool* pool, const GemmArgs& g, uint32_t* out) {
+  PackPairsJob job{&g, out};
+  ParallelForRaw(pool, (g.n + kNr - 1) / kNr, 1, &PackBf16PairsTask, &job);
+}
+
 void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
   if (g.w_f16) {
     // Only the blocked GEMM reads F16 (m > kGemvMaxM, see GemmArgs; no
@@ -782,8 +810,11 @@ void Gemm(ThreadPool* pool, const GemmArgs& g, bool use_bf16_dot) {
   // F32 FMA streams at about half the vdpbf16ps rate: at M = 64 it only
   // ties the blocked GEMM (1.3-2x faster at M = 16 / 32).
   const bool dot = use_bf16_dot && g.w_bf16;
+  // Pairs packed at load: the blocked GEMM for every M above the GEMV's
+  // (as the F32 panels).
+  const bool preloaded = dot && g.packed_pairs != nullptr && g.w_layout_nk;
   const int64_t small_m_max = dot ? kSmallMMaxM : kSmallMMaxMF32;
-  if (g.m > kGemvMaxM && g.m <= small_m_max && g.w_layout_nk) {
+  if (!preloaded && g.m > kGemvMaxM && g.m <= small_m_max && g.w_layout_nk) {
     SmallMGemm(pool, g, use_bf16_dot);
     return;
   }

@@ -51,6 +51,11 @@ absl::StatusOr<DeviceBuffer> PackLinear(const KernelContext& ctx,
   } else if (w.dtype == DType::kF32 && isa >= CpuIsa::kAvx512) {
     h.format = PackedFormat::kF32Panels;
     bytes = static_cast<size_t>(cpu_avx512::PackedF32Floats(h.n, h.k)) * 4;
+  } else if (w.dtype == DType::kBF16 && isa >= CpuIsa::kAvx512Bf16 && Bf16DotInUse()) {
+    // vdpbf16ps reads K pairs of 32 columns; the GEMV (M = 1) keeps
+    // reading the stored rows.
+    h.format = PackedFormat::kBf16Pairs;
+    bytes = static_cast<size_t>(cpu_avx512::PackedBf16PairWords(h.n, h.k)) * 4;
   } else if (IsBlockQuantized(w.dtype) && isa >= CpuIsa::kAvx512Bf16 &&
              cpu_avx512::QuantVnniSupports(w.dtype)) {
     h.format = PackedFormat::kVnniPanels;
@@ -64,13 +69,17 @@ absl::StatusOr<DeviceBuffer> PackLinear(const KernelContext& ctx,
   if (!buf.ok()) return buf.status();
   std::memcpy(buf->data(), &h, sizeof(h));
   uint8_t* out = buf->as<uint8_t>() + kPackedHeaderBytes;
-  if (h.format == PackedFormat::kF32Panels) {
+  if (h.format == PackedFormat::kF32Panels || h.format == PackedFormat::kBf16Pairs) {
     GemmArgs g;
     g.w = w.data;
     g.ldw = h.k;
     g.n = h.n;
     g.k = h.k;
-    cpu_avx512::PackF32Panels(ctx.pool, g, reinterpret_cast<float*>(out));
+    if (h.format == PackedFormat::kF32Panels) {
+      cpu_avx512::PackF32Panels(ctx.pool, g, reinterpret_cast<float*>(out));
+    } else {
+      cpu_avx512::PackBf16Pairs(ctx.pool, g, reinterpret_cast<uint32_t*>(out));
+    }
   } else {
     QuantGemmArgs g;
     g.dtype = w.dtype;
@@ -118,6 +127,10 @@ absl::Status Linear(const KernelContext& ctx, const TensorView& x,
   if (ActiveCpuIsa() >= CpuIsa::kAvx512) {
     g.packed = static_cast<const float*>(
         PackedPanels(w, static_cast<uint32_t>(PackedFormat::kF32Panels)));
+    if (Bf16DotInUse()) {
+      g.packed_pairs = static_cast<const uint32_t*>(
+          PackedPanels(w, static_cast<uint32_t>(PackedFormat::kBf16Pairs)));
+    }
   }
   RunGemm(ctx.pool, g);
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "device/bf16.h"
 #include "device/ops.h"
 #include "gtest/gtest.h"
 #include "tests/device/test_util.h"
@@ -13,6 +14,7 @@
 namespace inferd {
 namespace {
 
+using testing_util::IsaCapTest;
 using testing_util::RandomVector;
 using testing_util::View2;
 
@@ -97,6 +99,59 @@ TEST_P(VarlenAttentionTest, MatchesPerSequenceNaive) {
 
 INSTANTIATE_TEST_SUITE_P(Kernels, VarlenAttentionTest,
                          ::testing::Values(KernelChoice::kOptimized, KernelChoice::kReference));
+
+// AttentionParams::bf16_products: where the CPU has vdpbf16ps the products
+// take q * scale, k, v and the probabilities rounded to BF16, so the output
+// is held to a float64 reference on the BF16-rounded q * scale, k and v
+// within 4e-3 (the probabilities' rounding, 2^-9 relative, on values in
+// [-1, 1]; a misplaced pair or key is off by ~0.1 or more); elsewhere the
+// permission is unused and the exact tolerance holds. Sequence lengths
+// cover odd key counts (a value pair with no partner), partial key tiles
+// and more than one tile.
+class VarlenBf16AttentionTest : public IsaCapTest {};
+
+TEST_P(VarlenBf16AttentionTest, MatchesTheReferenceOnBf16RoundedInputs) {
+  const ExecutionContext ctx{nullptr, KernelChoice::kOptimized};
+  const bool rounded = Bf16DotActive();
+  for (const Config& c : kConfigs) {
+    std::vector<int32_t> lens = {1, 37, 5, 128, 70};
+    std::vector<int32_t> cu = {0};
+    for (int32_t l : lens) cu.push_back(cu.back() + l);
+    const int64_t t = cu.back();
+    const int64_t qw = c.hq * c.d, kw = c.hk * c.d;
+    std::vector<float> q = RandomVector(t * qw, 11), k = RandomVector(t * kw, 12),
+                       v = RandomVector(t * kw, 13), out(t * qw);
+    AttentionParams p{c.hq, c.hk, c.d, 0.0f, c.causal, c.window, c.softcap};
+    p.bf16_products = true;
+    ASSERT_TRUE(VarlenAttention(ctx, View2(q.data(), t, qw), View2(k.data(), t, kw), View2(v.data(), t, kw),
+                                TensorView::Contiguous(cu.data(), DType::kI32, {int64_t(cu.size())}), p,
+                                View2(out.data(), t, qw)).ok());
+    // The reference's inputs: q already scaled (scale 1), all rounded.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.d));
+    std::vector<float> qr(q.size()), kr(k), vr(v);
+    for (size_t i = 0; i < q.size(); ++i) {
+      qr[i] = rounded ? Bf16ToFloat(FloatToBf16(q[i] * scale)) : q[i] * scale;
+    }
+    for (size_t i = 0; rounded && i < k.size(); ++i) {
+      kr[i] = Bf16ToFloat(FloatToBf16(k[i]));
+      vr[i] = Bf16ToFloat(FloatToBf16(v[i]));
+    }
+    AttentionParams pr = p;
+    pr.scale = 1.0f;
+    const double tol = rounded ? 4e-3 : 2e-5;
+    for (size_t s = 0; s < lens.size(); ++s) {
+      std::vector<float> ks(kr.begin() + cu[s] * kw, kr.begin() + cu[s + 1] * kw);
+      std::vector<float> vs(vr.begin() + cu[s] * kw, vr.begin() + cu[s + 1] * kw);
+      std::vector<double> want = NaiveAttention(qr.data() + cu[s] * qw, lens[s], 0, ks, vs, lens[s], pr);
+      for (int64_t i = 0; i < lens[s] * qw; ++i) {
+        ASSERT_NEAR(out[cu[s] * qw + i], want[i], tol)
+            << "hq=" << c.hq << " hk=" << c.hk << " d=" << c.d << " len=" << lens[s] << " at " << i;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, VarlenBf16AttentionTest, INFERD_ALL_ISAS, testing_util::IsaParamName);
 
 class PagedAttentionTest
     : public ::testing::TestWithParam<std::tuple<KernelChoice, DType>> {};

@@ -566,10 +566,12 @@ TEST_P(LinearTest, RowOutputDoesNotDependOnBatchMates) {
 
 // Weights packed at load (PackLinearWeight, as encoders keep them): a
 // packed copy exists exactly where the CPU has the panel kernels (F32 at
-// avx512, block-quantized at avx512_bf16 with VNNI, never BF16); Linear
-// with it gives the unpacked results: bit for bit where both take the same
-// path (quantized M > 64 on the int8 path; F32 M > 64), within the F32
-// tolerance of the reference elsewhere. A packed copy of another shape is
+// avx512, block-quantized at avx512_bf16 with VNNI, BF16 where vdpbf16ps is
+// in use); Linear with it gives the unpacked results: bit for bit where
+// both take the same path (M > 64; M = 1 and quantized small M read the
+// stored rows), within the F32 tolerance of the reference elsewhere (for
+// BF16 pairs: of the float64 product of the BF16-rounded activations,
+// which is what vdpbf16ps computes). A packed copy of another shape is
 // ignored.
 TEST_P(LinearTest, PackedWeightsGiveTheUnpackedResults) {
   uint32_t seed = 300;
@@ -602,7 +604,6 @@ TEST_P(LinearTest, PackedWeightsGiveTheUnpackedResults) {
         ASSERT_TRUE(packed.ok()) << packed.status();
         const bool expect_packed =
             dtype == DType::kF32 ? isa >= CpuIsa::kAvx512
-            : dtype == DType::kBF16 ? false
                                     : Bf16DotActive();
         ASSERT_EQ(packed->size() > 0, expect_packed)
             << DTypeName(dtype) << " at " << CpuIsaName(isa);
@@ -630,7 +631,7 @@ TEST_P(LinearTest, PackedWeightsGiveTheUnpackedResults) {
                              View2(y_wrong_plain.data(), m, n - 1)).ok());
           wrong.packed = packed->data();
           EXPECT_EQ(y_wrong, y_wrong_plain) << DTypeName(dtype) << " m=" << m;
-          const bool same_path = m > 64;
+          const bool same_path = m > 64 || (m == 1 && dtype == DType::kBF16);
           for (int64_t i = 0; i < m; ++i) {
             for (int64_t j = 0; j < n; ++j) {
               if (same_path) {
@@ -644,6 +645,15 @@ TEST_P(LinearTest, PackedWeightsGiveTheUnpackedResults) {
                 }
                 ASSERT_NEAR(y_packed[i * n + j], y_ref[i * n + j], 1e-5 * mag + 1e-6)
                     << "m=" << m << " n=" << n << " k=" << k << " at (" << i << "," << j << ")";
+              } else if (dtype == DType::kBF16) {
+                double want = bias[j], mag = std::fabs(bias[j]);
+                for (int64_t p = 0; p < k; ++p) {
+                  const double xp = Bf16ToFloat(FloatToBf16(x[i * k + p]));
+                  want += xp * wf[j * k + p];
+                  mag += std::fabs(xp * wf[j * k + p]);
+                }
+                ASSERT_NEAR(y_packed[i * n + j], want, 1e-5 * mag + 1e-6)
+                    << "bf16 m=" << m << " n=" << n << " k=" << k << " at (" << i << "," << j << ")";
               } else {
                 // Small M reads the unpacked weights.
                 ASSERT_EQ(y_packed[i * n + j], y[i * n + j]);
