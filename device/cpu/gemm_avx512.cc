@@ -269,7 +269,7 @@ inline void MicroDispatchBf16(int mr, int64_t kcp, const uint32_t* a,
 // K per block for BF16 pairs: a 32-column panel of 512 K is 32 KiB, as the
 // F32 panel of kKc, and C is revisited half as often (K = 384 in one pass).
 // Measured 1.3-1.8x at M = 4096 (K = 384 / 1536), neutral at M <= 512.
-static const int64_t kKcBf16 = getenv("KCB") ? atoi(getenv("KCB")) : 2 * kKc;
+constexpr int64_t kKcBf16 = 2 * kKc;
 
 struct Bf16Plan {
   GemmPlan base;
