@@ -128,7 +128,7 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
   params.causal = false;
   // BF16 weights: attention's products in BF16 too (vdpbf16ps where the
   // CPU has it), as the Linear layers' activations already are.
-  params.bf16_products = options.compute_dtype == DType::kBF16;
+  params.bf16_products = options.compute_dtype == DType::kBF16 || options.compute_dtype == DType::kI8;
   blocks_.resize(static_cast<size_t>(config.num_hidden_layers));
   for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
     Block& b = blocks_[static_cast<size_t>(i)];
