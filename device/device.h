@@ -81,6 +81,12 @@ class Device {
   // Host thread pool used by this device's kernels; nullptr for devices whose
   // kernels do not run on host threads. Owned by the device.
   virtual ThreadPool* thread_pool() const { return nullptr; }
+
+  // True when this device's BF16 products (BF16 Linear weights,
+  // AttentionParams::bf16_products) run faster than F32 ones: the CPU's
+  // vdpbf16ps (AVX512_BF16, and in use: --bf16-gemm). `dtype=auto` picks
+  // bfloat16 for encoders where this holds.
+  virtual bool fast_bf16_products() const { return false; }
 };
 
 // Move-only owner of one Allocate()d block.

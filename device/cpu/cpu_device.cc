@@ -13,12 +13,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "device/cpu/cpu_features.h"
 #include "device/cpu/host_resources.h"
 
 namespace inferd {
 
 CpuDevice::CpuDevice(const DeviceOptions& options)
     : pool_(std::make_unique<ThreadPool>(options.num_threads)) {}
+
+bool CpuDevice::fast_bf16_products() const { return Bf16DotInUse(); }
 
 absl::StatusOr<void*> CpuDevice::Allocate(size_t bytes, size_t alignment) {
   if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) {

@@ -32,6 +32,7 @@ class CpuDevice : public Device {
   bool host_accessible() const override { return true; }
   const OpTable& ops() const override;
   ThreadPool* thread_pool() const override { return pool_.get(); }
+  bool fast_bf16_products() const override;
 
  private:
   std::unique_ptr<ThreadPool> pool_;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "device/device.h"
 #include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/engine/components.h"
@@ -44,6 +45,18 @@ std::string DefaultPooling(const Workflow& w, const SentenceTransformersConfig& 
   return w.default_pooling;
 }
 
+// EngineOptions::dtype "auto": bfloat16 for encoders (no generation,
+// bidirectional attention) where the device's BF16 products are the fast
+// ones, float32 for everything else.
+ModelSpec ResolveDType(ModelSpec spec, const Workflow& w) {
+  std::string& dtype = spec.engine.dtype;
+  if (dtype != "auto") return spec;
+  const bool encoder = !w.Supports(Task::kGenerate) && w.bidirectional;
+  absl::StatusOr<Device*> cpu = DeviceRegistry::Get("cpu");
+  dtype = encoder && cpu.ok() && (*cpu)->fast_bf16_products() ? "bfloat16" : "float32";
+  return spec;
+}
+
 }  // namespace
 
 ServedModel::ServedModel(ModelSpec spec, absl::Status error)
@@ -61,7 +74,7 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
                          TokenizerConfig tok_config, Workflow workflow,
                          std::string tokenizer_json_path,
                          std::string tokenizer_json)
-    : spec_(std::move(spec)),
+    : spec_(ResolveDType(std::move(spec), workflow)),
       config_(std::move(config)),
       st_(std::move(st)),
       tok_config_(std::move(tok_config)),

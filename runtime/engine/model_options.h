@@ -33,7 +33,12 @@ struct EngineOptions {
   double kv_cache_fraction = 0.25;
   int64_t kv_cache_bytes = 0;      // > 0 overrides the fraction
   int block_size = 16;             // tokens per KV cache block
-  std::string dtype = "float32";   // compute dtype: float32 | bfloat16
+  // Compute dtype: auto | float32 | bfloat16 | q8_0 | q4_0 | q4_1 | int8.
+  // auto (the default): bfloat16 for encoders (prefill-only, bidirectional
+  // workflows) on devices with fast BF16 products (AVX512_BF16), float32
+  // otherwise; resolved when the model opens (ServedModel), so ListModels
+  // shows what runs.
+  std::string dtype = "auto";
   // Activations of block-quantized Linear weights (GGUF Q4_0 ... Q6_K,
   // dtype=q8_0 / q4_0 / q4_1): exact (F32) | int8 (per block, as llama.cpp;
   // device/ops.h ActivationPrecision). int8 is the default: on AVX512-VNNI

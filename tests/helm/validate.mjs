@@ -233,7 +233,7 @@ const isStr = (v) => typeof v === "string" && v !== "";
 const oneOf = (...xs) => (v) => xs.includes(v);
 const isMemory = (v) => (isNum(v) && v > 0 && v <= 1) ||
   (typeof v === "string" && /^(0?\.[0-9]+|1(\.0+)?|[0-9]+(\.[0-9]+)?(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB))$/.test(v));
-const isDtype = oneOf("float32", "bfloat16", "q8_0", "q4_0", "q4_1", "int8");
+const isDtype = oneOf("auto", "float32", "bfloat16", "q8_0", "q4_0", "q4_1", "int8");
 const engineKeys = {
   "threads": isInt,
   "tokenization-workers": (v) => isInt(v) || v === "auto",

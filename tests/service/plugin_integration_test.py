@@ -106,7 +106,9 @@ class PluginTest(unittest.TestCase):
         server = lib.InferdProcess(
             P.inferd, [("maxpool", model_dir("bert-maxpool")),
                        ("cls", model_dir("bert-embed"))],
-            ["--plugin", ARGS.plugin])
+            # F32: the reference comparison (dtype=auto would serve these
+            # encoders in bfloat16 on AVX512_BF16 CPUs).
+            ["--plugin", ARGS.plugin, "--dtype", "float32"])
         try:
             channel = GRPC.insecure_channel(server.address)
             lib.HealthClient(channel, lib.load_health_pb2(P.stubs)).wait_serving()
@@ -330,7 +332,7 @@ class ConfigParserPluginTest(unittest.TestCase):
 
     def test_plugin_parser_serves_the_model_like_the_reference(self):
         server = lib.InferdProcess(P.inferd, [("mine", self.my_bert)],
-                                   ["--plugin", ARGS.config_plugin])
+                                   ["--plugin", ARGS.config_plugin, "--dtype", "float32"])
         try:
             channel = GRPC.insecure_channel(server.address)
             lib.HealthClient(channel, lib.load_health_pb2(P.stubs)).wait_serving()

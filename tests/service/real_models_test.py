@@ -194,6 +194,10 @@ def main():
                             ("minilm-bf16", args.minilm + ",dtype=bfloat16"),
                             ("minilm-int8", args.minilm + ",dtype=int8")]
                            + extra,
+                           # float32 unless a model names its dtype: the
+                           # reference comparisons are F32's (dtype=auto
+                           # serves encoders in bfloat16 on AVX512_BF16).
+                           ["--dtype", "float32"],
                            log_prefix="inferd-real-") as server:
         server.wait_ready(args.stubs, ["minilm", "minilm-bf16", "minilm-int8"] +
                           [n for n, _ in extra])

@@ -92,8 +92,11 @@ class WorkflowsTest(unittest.TestCase):
         cls.has_stories = os.path.isfile(os.path.join(cls.stories, "config.json"))
         if cls.has_stories:
             models.append(("stories", cls.stories))
+        # float32: the reference comparisons are F32's (dtype=auto serves
+        # encoders in bfloat16 on AVX512_BF16 CPUs).
         lib.serve(cls, P, models,
-                  ["--max-seqs", "32", "--metrics-listen", "127.0.0.1:0"],
+                  ["--max-seqs", "32", "--metrics-listen", "127.0.0.1:0",
+                   "--dtype", "float32"],
                   ready=False)
         cls.models = MRPC.ModelsStub(cls.channel)
         lib.HealthClient(cls.channel, lib.load_health_pb2(P.stubs)).wait_serving()
@@ -614,7 +617,7 @@ class DenseModuleTest(unittest.TestCase):
                      "type": "sentence_transformers.models.Dense"},
                     {"idx": 3, "name": "3", "path": "3_Normalize",
                      "type": "sentence_transformers.models.Normalize"}], f)
-            server = lib.InferdProcess(P.inferd, [("dense", d)])
+            server = lib.InferdProcess(P.inferd, [("dense", d)], ["--dtype", "float32"])
             try:
                 channel = GRPC.insecure_channel(server.address)
                 lib.HealthClient(channel, lib.load_health_pb2(P.stubs)).wait_serving()

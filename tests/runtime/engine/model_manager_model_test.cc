@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "device/cpu/cpu_features.h"
+#include "device/device.h"
 #include "gtest/gtest.h"
 #include "runtime/engine/engine.h"
 
@@ -63,6 +65,32 @@ TEST(ModelManagerTest, CancelLoadingStopsBeforeTheRemainingModels) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ((*manager)->Resolve("m1", Task::kEmbed).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// dtype=auto (the default): encoders get bfloat16 exactly where the CPU's
+// BF16 products are in use (AVX512_BF16 and --bf16-gemm not widen), every
+// other model float32; a named dtype is kept. ListModels shows the result.
+TEST(ModelManagerTest, DtypeAutoGivesEncodersBf16WhereTheCpuHasFastBf16) {
+  const Bf16GemmPolicy saved = GetBf16GemmPolicy();
+  for (Bf16GemmPolicy policy : {Bf16GemmPolicy::kDot, Bf16GemmPolicy::kWiden}) {
+    SetBf16GemmPolicy(policy);
+    const bool fast = policy == Bf16GemmPolicy::kDot && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+    absl::StatusOr<Device*> cpu = DeviceRegistry::Get("cpu");
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    EXPECT_EQ((*cpu)->fast_bf16_products(), fast);
+    std::vector<ModelSpec> specs = Specs(3);
+    ASSERT_EQ(specs[0].engine.dtype, "auto");  // the default
+    specs[1].path = TestModel("llama-tiny");
+    specs[2].engine.dtype = "float32";
+    auto manager = ModelManager::Create(specs);
+    ASSERT_TRUE(manager.ok()) << manager.status();
+    const auto& models = (*manager)->models();
+    EXPECT_EQ(models[0]->info().dtype, fast ? "bfloat16" : "float32");
+    EXPECT_EQ(models[0]->spec().engine.dtype, models[0]->info().dtype);
+    EXPECT_EQ(models[1]->info().dtype, "float32");  // a decoder
+    EXPECT_EQ(models[2]->info().dtype, "float32");  // named
+  }
+  SetBf16GemmPolicy(saved);
 }
 
 TEST(ModelManagerTest, MaxPoolingWithoutItsComponentIsAStartupError) {
