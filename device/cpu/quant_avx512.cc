@@ -970,12 +970,19 @@ struct QuantizeXTask {
   // x quantized per super-block of 256 (the K-quants under the int8
   // activation policy, as ggml's q8_K) instead of per block of 32.
   bool superblocks = false;
+  // Blocks of 32 as llama.cpp quantizes activations (QuantizeXInt8): the
+  // inverse step 127 / max |x|, the steps (dx, dxs) rounded to F16.
+  bool f16_steps = false;
 };
+
+inline __m512 RoundToF16(__m512 v) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
 
 // One row of x quantized per block of 32 as QuantizeXRows documents, 16
 // blocks at a time (32-value weight blocks only).
 inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
-                              float* dxs, int32_t* xoff, int32_t c) {
+                              float* dxs, int32_t* xoff, int32_t c, bool f16_steps) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   const __m512 tiny = _mm512_set1_ps(std::numeric_limits<float>::min());
   for (int64_t b0 = 0; b0 < nb; b0 += 16) {
@@ -996,9 +1003,10 @@ inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
     // Same F32 operations as the scalar form: d = amax / 127, 1 / d (0
     // below the smallest normal float, see InverseStep).
     const __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
-    const __m512 id = _mm512_maskz_div_ps(_mm512_cmp_ps_mask(d, tiny, _CMP_GE_OQ),
-                                          _mm512_set1_ps(1.0f), d);
-    _mm512_mask_storeu_ps(dx + b0, tail, d);
+    const __mmask16 normal = _mm512_cmp_ps_mask(d, tiny, _CMP_GE_OQ);
+    const __m512 id = f16_steps ? _mm512_maskz_div_ps(normal, _mm512_set1_ps(127.0f), amax)
+                                : _mm512_maskz_div_ps(normal, _mm512_set1_ps(1.0f), d);
+    _mm512_mask_storeu_ps(dx + b0, tail, f16_steps ? RoundToF16(d) : d);
     alignas(64) float ids[16];
     _mm512_store_ps(ids, id);
     for (int t = 0; t < nt; ++t) {
@@ -1018,7 +1026,8 @@ inline void QuantizeRowBlocks(const float* xr, int64_t nb, int8_t* q, float* dx,
     if (xoff != nullptr) {
       _mm512_mask_storeu_epi32(xoff + b0, tail, _mm512_mullo_epi32(sums, _mm512_set1_epi32(c)));
     } else {
-      _mm512_mask_storeu_ps(dxs + b0, tail, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sums)));
+      const __m512 ds = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sums));
+      _mm512_mask_storeu_ps(dxs + b0, tail, f16_steps ? RoundToF16(ds) : ds);
     }
   }
 }
@@ -1034,7 +1043,7 @@ void QuantizeXRows(void* arg, int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       QuantizeRowBlocks(g.x + i * g.ldx, nb, t.q + i * g.k, t.dx + i * nb,
                         t.dxs != nullptr ? t.dxs + i * nb : nullptr,
-                        t.xoff != nullptr ? t.xoff + i * nb : nullptr, t.c);
+                        t.xoff != nullptr ? t.xoff + i * nb : nullptr, t.c, t.f16_steps);
     }
     return;
   }
@@ -1694,6 +1703,7 @@ void QuantizeXInt8(ThreadPool* pool, const QuantGemmArgs& g, int32_t c, bool hal
                    bool superblocks, int8_t* q, float* dx, float* dxs, int32_t* xoff) {
   QuantizeXTask qt{&g, q, dx, dxs, xoff, c, halves};
   qt.superblocks = superblocks;
+  qt.f16_steps = !halves && !superblocks;
   ParallelForRaw(pool, g.m, 16, &QuantizeXRows, &qt);
 }
 

@@ -94,12 +94,14 @@ void GemvVnniQuantizeX(DType dtype, const float* x, int64_t k, bool int8, uint8_
 // Weight rows [n_begin, n_end) of y = x W^T (+ bias), all args.m rows, with
 // args.xq from GemvVnniQuantizeX (each weight row read from memory once).
 void GemvVnniRows(const QuantGemmArgs& args, int64_t n_begin, int64_t n_end);
-// x quantized to int8 as the int8 kernels read it (round to nearest even,
-// step = max |x| / 127 per block of 32, or per super-block of 256 when
-// superblocks, the step stored for each of its blocks of 32): row i's
-// values at q + i * k, steps at dx + i * (k / 32); per weight block (16
-// values when halves, else 32) xoff = c sum(q) when xoff is given, else dxs
-// = step sum(q). Rows split over `pool`.
+// x quantized to int8 as the int8 panels read it, which is llama.cpp's
+// quantization of activations: per block of 32 (its q8_0 / q8_1), v = x *
+// (127 / max |x|) rounded to nearest even, the step max |x| / 127 kept
+// rounded to F16 (dx) and dxs = F16(step sum(v)) with the unrounded step;
+// per super-block of 256 when superblocks (its q8_K: the step in F32,
+// stored for each of its blocks of 32). Row i's values at q + i * k, steps
+// at dx + i * (k / 32); per weight block (16 values when halves, else 32)
+// xoff = c sum(v) when xoff is given, else dxs. Rows split over `pool`.
 void QuantizeXInt8(ThreadPool* pool, const QuantGemmArgs& args, int32_t c, bool halves,
                    bool superblocks, int8_t* q, float* dx, float* dxs, int32_t* xoff);
 // ---- The int8 policy on weights repacked at load (int8_panels_avx512.cc) --

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device/ops.h"
+#include "device/bf16.h"
 #include "device/quant.h"
 #include "gtest/gtest.h"
 #include "tests/device/test_util.h"
@@ -267,6 +268,45 @@ void QuantizeXAsDocumented(const float* x, int64_t k, int64_t xb, float levels,
   }
 }
 
+// x quantized per block of 32 as llama.cpp quantizes activations (its
+// q8_0 / q8_1; the int8 panels, quant_gemm.h QuantizeXInt8): v = x * (127 /
+// max|x|) rounded to nearest even (0 where the step is below the smallest
+// normal float), the step max|x| / 127 rounded to F16 (xq = F16(step) v),
+// and per block s = F16(step sum v) with the unrounded step (the minima
+// term of Q4_1 / Q5_1; s_minus_sum[b] = s - F16(step) sum v).
+void QuantizeXAsLlamaCpp(const float* x, int64_t k, std::vector<float>* xq,
+                         std::vector<double>* half_step, std::vector<double>* s_minus_sum) {
+  xq->assign(k, 0.0f);
+  half_step->assign(k / 32, 0.0);
+  s_minus_sum->assign(k / 32, 0.0);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[32 * b + j]));
+    const float d = amax / 127.0f;
+    const float id = d >= std::numeric_limits<float>::min() ? 127.0f / amax : 0.0f;
+    const float d16 = F16ToFloat(FloatToF16(d));
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float v = std::nearbyint(x[32 * b + j] * id);
+      sum += static_cast<int32_t>(v);
+      (*xq)[32 * b + j] = d16 * v;
+    }
+    // |x - xq| <= |d - F16(d)| |v| + d / 2.
+    (*half_step)[b] = static_cast<double>(d) / 2.0 + std::fabs(static_cast<double>(d16) - d) * 127.0;
+    (*s_minus_sum)[b] = static_cast<double>(F16ToFloat(FloatToF16(d * static_cast<float>(sum)))) -
+                        static_cast<double>(d16) * sum;
+  }
+}
+
+// The minimum (F16 m after d) of block b of a Q4_1 / Q5_1 row; 0 for the
+// other formats.
+double BlockMin(DType dtype, const uint8_t* row, int64_t b) {
+  if (dtype != DType::kQ4_1 && dtype != DType::kQ5_1) return 0.0;
+  uint16_t m;
+  std::memcpy(&m, row + b * DTypeRowBytes(dtype, 32) + 2, 2);
+  return F16ToFloat(m);
+}
+
 // The decode GEMV of the block-quantized formats at the avx512_bf16 level
 // against a float64 dot product with x quantized as documented
 // (quant_gemm.h: per block of 32, per super-block of 256 for Q4_K / Q6_K;
@@ -341,7 +381,9 @@ TEST_P(LinearTest, DecodeGemvQuantizesActivationsTo16Bits) {
 // float64 dot product with x quantized as documented (ops.h, quant_gemm.h):
 // per block of 32, per super-block of 256 for Q4_K / Q6_K, at every M (up
 // to 7 rows the int8 GEMV, from 8 the int8 GEMM); sx = max|x| / 127
-// in F32, v = x * (1 / sx) rounded to nearest even. The integer sums are
+// in F32, v = x * (1 / sx) rounded to nearest even; the int8 panels (the
+// loader's layout under this policy) quantize blocks of 32 as llama.cpp
+// does (QuantizeXAsLlamaCpp: F16 steps). The integer sums are
 // exact, so only F32 rounding may separate them: 2e-6 (GEMV) and 1e-5
 // (GEMM, whose F32 epilogue runs per block) relative to sum |x^| (|w| +
 // |block offset|). Against the unquantized x: within sum |w| sx / 2 more.
@@ -398,10 +440,20 @@ TEST_P(LinearTest, Int8ActivationsMatchTheQuantizedDotProduct) {
         for (int64_t i = 0; i < m; ++i) {
           const float* xr = x.data() + i * ldx;
           std::vector<float> xq;
-          std::vector<double> half_step;
-          QuantizeXAsDocumented(xr, k, xb, 127.0f, &xq, &half_step);
+          std::vector<double> half_step, s_minus_sum;
+          const bool llama = packed && xb == 32;
+          if (llama) {
+            QuantizeXAsLlamaCpp(xr, k, &xq, &half_step, &s_minus_sum);
+          } else {
+            QuantizeXAsDocumented(xr, k, xb, 127.0f, &xq, &half_step);
+          }
           for (int64_t j = 0; j < n; ++j) {
             double exact = bias[j], quantized = bias[j], qmag = std::fabs(bias[j]), rounding = 0;
+            for (int64_t b = 0; llama && b < k / 32; ++b) {
+              const double mb = BlockMin(dtype, w.data() + j * row_bytes, b);
+              quantized += mb * s_minus_sum[b];
+              rounding += std::fabs(mb * s_minus_sum[b]);
+            }
             for (int64_t p = 0; p < k; ++p) {
               const double coef = BlockOffset(dtype, w.data() + j * row_bytes, p);
               exact += static_cast<double>(xr[p]) * wf[j * k + p];

@@ -15,9 +15,11 @@ With --activations int8: inferd's default activation policy for
 block-quantized weights emulated: before every Linear whose weight is stored
 block-quantized (and the LM head), x is quantized as inferd's kernels do
 (device/ops.h ActivationPrecision::kInt8): per row and block of 32 values
-(256 for the K-quants, as ggml's q8_K), sx = max |x| /
-127 in float32, v = rint(x * float32(1 / sx)) clamped to [-127, 127], x ->
-sx v; the products then in float64 as before.
+as llama.cpp's q8_0 (sx = max |x| / 127 in float32, v = rint(x *
+float32(127 / max |x|)), x -> float16(sx) v), per super-block of 256 for
+the K-quants as its q8_K (v = rint(x * float32(1 / sx)), x -> sx v); the
+products then in float64 as before. (For Q4_1 / Q5_1 weights inferd's
+minimum term takes float16(sx sum v) where this takes float16(sx) sum v.)
 
 With --score JSON (a list of [prompt ids, generated ids] pairs) instead of
 --prompts: the teacher-forced check of someone else's greedy output: one
@@ -158,10 +160,18 @@ def quantize_x(x, block):
     amax = np.abs(b).max(axis=2, keepdims=True)
     sx = (amax / np.float32(127.0)).astype(np.float32)
     tiny = np.finfo(np.float32).tiny
-    inv = np.where(sx >= tiny, np.float32(1.0) / np.where(sx >= tiny, sx, np.float32(1.0)),
-                   np.float32(0.0)).astype(np.float32)
+    normal = sx >= tiny
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if block == 32:
+            inv = np.where(normal, np.float32(127.0) / np.where(normal, amax, np.float32(1.0)),
+                           np.float32(0.0)).astype(np.float32)
+            step = sx.astype(np.float16).astype(np.float64)
+        else:
+            inv = np.where(normal, np.float32(1.0) / np.where(normal, sx, np.float32(1.0)),
+                           np.float32(0.0)).astype(np.float32)
+            step = sx.astype(np.float64)
     v = np.clip(np.rint((b * inv).astype(np.float32)), -127, 127)
-    return (v.astype(np.float64) * sx.astype(np.float64)).reshape(shape)
+    return (v.astype(np.float64) * step).reshape(shape)
 
 
 def int8_input(x, w):
