@@ -63,7 +63,10 @@
 //    (FindOrPack) and releases stored pages (ReleaseStored);
 //    WeightBuffers::shared; WeightLoader::set_int8_panels and a public
 //    WithPacked; PackedFormat::kInt8Panels.
-#define INFERD_PLUGIN_API_VERSION 10
+// 11: AttentionParams::bf16_products; Device::fast_bf16_products;
+//    PackedFormat::kBf16Pairs; EngineOptions::dtype defaults to "auto"
+//    (resolved per model when it opens).
+#define INFERD_PLUGIN_API_VERSION 11
 
 namespace inferd {
 
