@@ -290,6 +290,35 @@ inline void SoftmaxTile(const AttnJob& job, int64_t q_begin, int64_t k0, int nk,
   }
 }
 
+// Keys the queries [q_begin, q_end) of job may see: [*begin, *end).
+inline void KeyRange(const AttnJob& job, int64_t q_begin, int64_t q_end, int64_t* begin,
+                     int64_t* end) {
+  *end = job.causal ? job.first_pos + q_end : job.kv_len;
+  *begin = 0;
+  if (job.window > 0) {
+    *begin = job.first_pos + q_begin - job.window + 1;
+    if (*begin < 0) *begin = 0;
+  }
+}
+
+// out rows of the queries [q_begin, q_end): acc[r] / l[r] (0 where no key
+// was seen).
+inline void WriteRows(const AttnJob& job, int64_t q_begin, int64_t q_end, const float* acc,
+                      const float* l, int dp) {
+  const int d = job.head_dim;
+  for (int64_t qi = q_begin; qi < q_end; ++qi) {
+    for (int g = 0; g < job.group; ++g) {
+      const int r = static_cast<int>((qi - q_begin) * job.group + g);
+      const __m512 inv = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
+      float* o = job.out + qi * job.ldo + int64_t{g} * d;
+      for (int e = 0; e < dp; e += 16) {
+        _mm512_mask_storeu_ps(o + e, TailMask(d - e),
+                              _mm512_mul_ps(_mm512_loadu_ps(acc + r * dp + e), inv));
+      }
+    }
+  }
+}
+
 // ---- BF16 products (AttnJob::bf16) ---------------------------------------
 // Pairs are two BF16 values in one 32-bit word, the lower one first:
 // queries and key tiles paired along the head dim (qs2[r][e/2],
@@ -449,13 +478,8 @@ void AttendTileBf16(const AttnJob& job, int64_t q_begin, int64_t q_end, float* s
     }
   }
 
-  const int64_t last_pos = job.first_pos + q_end - 1;
-  const int64_t key_end = job.causal ? last_pos + 1 : job.kv_len;
-  int64_t key_begin = 0;
-  if (job.window > 0) {
-    key_begin = job.first_pos + q_begin - job.window + 1;
-    if (key_begin < 0) key_begin = 0;
-  }
+  int64_t key_begin, key_end;
+  KeyRange(job, q_begin, q_end, &key_begin, &key_end);
   // Pairs (v_j[e], v_j+1[e]) for 16 e: the BF16 of rows j and j + 1 side by
   // side, then interleaved.
   const __m512i interleave = _mm512_set_epi16(
@@ -515,17 +539,7 @@ void AttendTileBf16(const AttnJob& job, int64_t q_begin, int64_t q_end, float* s
     PvBf16(rows, p2, vt2, nkp, acc, dp);
   }
 
-  for (int64_t qi = q_begin; qi < q_end; ++qi) {
-    for (int g = 0; g < group; ++g) {
-      const int r = static_cast<int>((qi - q_begin) * group + g);
-      const __m512 inv = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
-      float* o = job.out + qi * job.ldo + int64_t{g} * d;
-      for (int e = 0; e < dp; e += 16) {
-        _mm512_mask_storeu_ps(o + e, TailMask(d - e),
-                              _mm512_mul_ps(_mm512_loadu_ps(acc + r * dp + e), inv));
-      }
-    }
-  }
+  WriteRows(job, q_begin, q_end, acc, l, dp);
 }
 
 }  // namespace
@@ -583,13 +597,8 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
     }
   }
 
-  const int64_t last_pos = job.first_pos + q_end - 1;
-  const int64_t key_end = job.causal ? last_pos + 1 : job.kv_len;
-  int64_t key_begin = 0;
-  if (job.window > 0) {
-    key_begin = job.first_pos + q_begin - job.window + 1;
-    if (key_begin < 0) key_begin = 0;
-  }
+  int64_t key_begin, key_end;
+  KeyRange(job, q_begin, q_end, &key_begin, &key_end);
   const float* vrows[kKeyTile];
   for (int64_t k0 = key_begin; k0 < key_end; k0 += kKeyTile) {
     const int nk =
@@ -658,18 +667,7 @@ void AttendTileIsa(const AttnJob& job, int64_t q_begin, int64_t q_end,
     Pv(rows, s, vrows, nk, acc, dp);
   }
 
-  for (int64_t qi = q_begin; qi < q_end; ++qi) {
-    for (int g = 0; g < group; ++g) {
-      const int r = static_cast<int>((qi - q_begin) * group + g);
-      const __m512 inv = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
-      float* o = job.out + qi * job.ldo + int64_t{g} * d;
-      for (int e = 0; e < dp; e += 16) {
-        _mm512_mask_storeu_ps(
-            o + e, TailMask(d - e),
-            _mm512_mul_ps(_mm512_loadu_ps(acc + r * dp + e), inv));
-      }
-    }
-  }
+  WriteRows(job, q_begin, q_end, acc, l, dp);
 }
 
 }  // namespace cpu_avx512
