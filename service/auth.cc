@@ -66,9 +66,7 @@ bool ApiKeyAuth::KeysEqual(absl::string_view expected,
 }
 
 absl::Status ApiKeyAuth::Check(const grpc::ServerContextBase& ctx) const {
-  return CheckKey(PresentedKey(ctx),
-                  "metadata 'authorization: Bearer <key>' or "
-                  "'x-api-key: <key>'");
+  return CheckKey(PresentedKey(ctx), kGrpcKeyHint);
 }
 
 absl::Status ApiKeyAuth::CheckKey(absl::string_view given,

@@ -15,6 +15,10 @@
 
 namespace inferd {
 
+// How a gRPC call presents its key (completes "missing API key: send ...").
+inline constexpr char kGrpcKeyHint[] =
+    "metadata 'authorization: Bearer <key>' or 'x-api-key: <key>'";
+
 class ApiKeyAuth {
  public:
   // An empty key disables the check (every call passes).

@@ -10,13 +10,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+  return FieldError(field, absl::StrCat(": ", what));
 }
 
 absl::Status CheckCount(absl::string_view field, size_t n,
@@ -39,7 +40,7 @@ absl::StatusOr<EmbedParams> ToEmbedParams(const v1::EmbedRequest& req,
                                           absl::Time deadline) {
   EmbedParams p;
   if (req.texts_size() > 0 && req.token_ids_size() > 0) {
-    return Invalid("texts/token_ids", "give texts or token_ids, not both");
+    return FieldErrorMessage("token_ids", "texts/token_ids: give texts or token_ids, not both");
   }
   size_t n = req.texts_size() + req.token_ids_size();
   if (auto s = CheckCount("texts", n, limits); !s.ok()) return s;
@@ -112,7 +113,7 @@ absl::StatusOr<ClassifyParams> ToClassifyParams(const v1::ClassifyRequest& req,
                                                 absl::Time deadline) {
   ClassifyParams p;
   if (req.texts_size() > 0 && req.pairs_size() > 0) {
-    return Invalid("texts/pairs", "give texts or pairs, not both");
+    return FieldErrorMessage("pairs", "texts/pairs: give texts or pairs, not both");
   }
   if (auto s = CheckCount("texts", req.texts_size() + req.pairs_size(), limits);
       !s.ok()) {

@@ -1,7 +1,7 @@
 // What the gRPC front end's calls share (inference_service.cc,
-// grpc_generate.cc, grpc_embed_stream.cc): the call deadline, a call's
-// bookkeeping (active count, outcome report), and the unary reactor whose
-// answer arrives on an engine thread. Internal to service/.
+// grpc_generate.cc, grpc_embed_stream.cc): the call deadline, admission
+// through the call kit (call_scope.h), and the unary reactor whose answer
+// arrives on an engine thread. Internal to service/.
 #ifndef INFERD_SERVICE_GRPC_CALLS_H_
 #define INFERD_SERVICE_GRPC_CALLS_H_
 
@@ -17,6 +17,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "runtime/engine/engine.h"
+#include "service/call_scope.h"
 #include "service/inference_service.h"
 #include "service/reactor_link.h"
 
@@ -24,23 +25,6 @@ namespace inferd {
 
 // The call's deadline (InfiniteFuture when the client set none).
 absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx);
-
-// Counts a call as active from construction to destruction and reports its
-// outcome to the observer.
-class CallStats {
- public:
-  CallStats(InferenceService* svc, absl::string_view rpc);
-  ~CallStats();
-  void set_model(absl::string_view m) { model_ = std::string(m); }
-  void set_status(const grpc::Status& s) { status_ = s; }
-
- private:
-  InferenceService* svc_;
-  std::string rpc_;
-  std::string model_;
-  grpc::Status status_;
-  absl::Time start_;
-};
 
 // Unary call whose work finishes on an engine thread. Engine callbacks
 // reach it only through its ReactorLink (see reactor_link.h). A cancel or an
@@ -72,7 +56,10 @@ class UnaryCall : public grpc::ServerUnaryReactor {
   // A copy for engine callbacks.
   std::shared_ptr<Link> link() const { return link_; }
 
-  void SetModel(absl::string_view m) { stats_.set_model(m); }
+  void SetModel(absl::string_view m) {
+    absl::MutexLock lock(&mu_);
+    scope_.set_model(m);
+  }
   void SetHandle(std::shared_ptr<RequestHandle> handle);
 
   // Ends the call with `status` unless it has ended already.
@@ -101,12 +88,12 @@ class UnaryCall : public grpc::ServerUnaryReactor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   InferenceService* const svc_;
-  CallStats stats_;
+  absl::Mutex mu_;
+  CallScope scope_ ABSL_GUARDED_BY(mu_);
   const std::shared_ptr<Link> link_;
   grpc::ByteBuffer* const out_;  // gRPC's; written by Done only
   // Set by Begin, before any engine callback; read-only afterwards.
   std::unique_ptr<google::protobuf::Message> request_;
-  absl::Mutex mu_;
   std::shared_ptr<RequestHandle> handle_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

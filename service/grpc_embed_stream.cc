@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "service/grpc_calls.h"
+#include "service/outbox.h"
 #include "service/request_parse.h"
 #include "service/status.h"
 
@@ -32,9 +33,16 @@ class EmbedStreamCall
   // a client that does not read cannot grow the server's memory).
   static constexpr int64_t kMaxInFlight = 64;
 
-  // `admit` not OK: the call ends at once with it.
-  EmbedStreamCall(InferenceService* svc, const absl::Status& admit)
-      : svc_(svc), stats_(svc, "Embed"), link_(Link::Create(this)) {
+  // A call that is not admitted ends at once.
+  EmbedStreamCall(InferenceService* svc, const grpc::CallbackServerContext& ctx)
+      : svc_(svc), scope_(svc->requests(), "Embed"), link_(Link::Create(this)) {
+    outbox_.SetWriter(
+        [this](const grpc::ByteBuffer& bytes) { StartWrite(&bytes); },
+        [this](const absl::Status& status) {
+          scope_.set_status(status);
+          Finish(ToGrpcStatus(status));
+        });
+    absl::Status admit = svc_->Admit(ctx, &scope_);
     if (!admit.ok()) {
       absl::MutexLock lock(&mu_);
       FailLocked(ToGrpcStatus(admit));
@@ -49,7 +57,7 @@ class EmbedStreamCall
     draining_ = !svc_->accepting();
     reading_ = true;
     StartRead(&raw_request_);
-    if (draining_) PumpLocked();
+    if (draining_) MaybeEndLocked();
   }
 
   // Drain timeout (InferenceService::CancelStreams, under its streams
@@ -63,7 +71,7 @@ class EmbedStreamCall
   void OnDrain() override {
     absl::MutexLock lock(&mu_);
     draining_ = true;
-    PumpLocked();
+    MaybeEndLocked();
   }
 
   // reading_ stays true until this reaction is done with raw_request_ and
@@ -76,7 +84,7 @@ class EmbedStreamCall
       if (!ok) {
         reading_ = false;
         reads_done_ = true;
-        PumpLocked();
+        MaybeEndLocked();
         return;
       }
       if (failed_) {
@@ -117,7 +125,7 @@ class EmbedStreamCall
     auto handle = SubmitOne(request_, key, &model_name);
     absl::MutexLock lock(&mu_);
     reading_ = false;
-    if (!model_name.empty()) stats_.set_model(model_name);
+    if (!model_name.empty()) scope_.set_model(model_name);
     if (!AfterSubmitLocked(handle, key, request_, answers_before)) return;
     // Refused while the others were answered meanwhile: nothing of ours is
     // left to wake the parked request, so submit it again now.
@@ -127,15 +135,14 @@ class EmbedStreamCall
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!queue_.empty()) queue_.pop_front();
+    outbox_.WriteDone(ok);
     if (!ok) {
       FailLocked(grpc::Status(grpc::StatusCode::CANCELLED,
                               "the stream was closed"));
       return;
     }
     MaybeReadLocked();
-    PumpLocked();
+    MaybeEndLocked();
   }
 
   void OnCancel() override {
@@ -148,6 +155,7 @@ class EmbedStreamCall
     if (registered_) svc_->UnregisterStream(this);
     link_->Detach();  // waits for an engine callback inside the call
     AwaitReactions(&mu_);
+    outbox_.AwaitCallbacks();
     delete this;
   }
 
@@ -202,10 +210,7 @@ class EmbedStreamCall
     }
     if (!refused) ++answers_;
     if (handles_.erase(key) == 0 && !failed_) answered_.insert(key);
-    if (failed_) {
-      PumpLocked();
-      return;
-    }
+    if (failed_) return;
     if (refused && sent.has_value() &&
         (pending_ > 0 || answers_ != sent->answers_at_submit)) {
       // Refused for room after it was accepted for tokenization: park it
@@ -213,7 +218,7 @@ class EmbedStreamCall
       // answer since it was sent, room was freed: retry now.
       parked_.emplace_back(key, std::move(sent->req));
       if (pending_ == 0) RetryParkedLocked();
-      PumpLocked();
+      MaybeEndLocked();
       return;
     }
     // One of ours left the engine's queue: room for the parked requests.
@@ -232,8 +237,8 @@ class EmbedStreamCall
       FailLocked(ToGrpcStatus(written));
       return;
     }
-    queue_.push_back(std::move(bytes));
-    PumpLocked();
+    outbox_.Push(std::move(bytes));
+    MaybeEndLocked();
   }
 
   // Converts and submits one request; the caller records the outcome
@@ -279,56 +284,44 @@ class EmbedStreamCall
 
   void MaybeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (reading_ || reads_done_ || failed_ || !parked_.empty()) return;
-    if (pending_ + static_cast<int64_t>(queue_.size()) >= kMaxInFlight) return;
+    if (pending_ + static_cast<int64_t>(outbox_.queued()) >= kMaxInFlight) {
+      return;
+    }
     reading_ = true;
     StartRead(&raw_request_);
   }
 
   // Ends the stream with `status` at once (the first failure wins): pending
-  // engine requests are aborted and their answers dropped.
+  // engine requests are aborted, their answers and what is queued dropped.
   void FailLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!failed_) {
-      failed_ = true;
-      final_status_ = status;
-      // The front response stays while its write is in flight.
-      while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
-      for (auto& [k, h] : handles_) h->Abort();
-      handles_.clear();
-      answered_.clear();
-      sent_.clear();
-      parked_.clear();
-    }
-    PumpLocked();
+    if (failed_) return;
+    failed_ = true;
+    for (auto& [k, h] : handles_) h->Abort();
+    handles_.clear();
+    answered_.clear();
+    sent_.clear();
+    parked_.clear();
+    outbox_.End(FromGrpcStatus(status), /*abandon=*/true);
   }
 
-  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
-    if (!queue_.empty() && !failed_) {
-      writing_ = true;
-      StartWrite(&queue_.front());
-      return;
-    }
-    // Ends once the stream failed, or the client is done and every request
-    // it sent was answered.
-    if (failed_ || (reads_done_ && pending_ == 0 && parked_.empty())) {
-      finished_ = true;
-      stats_.set_status(final_status_);
-      Finish(final_status_);
-    } else if (draining_ && pending_ == 0 && parked_.empty()) {
-      // Every request of the stream was answered and written; the server
-      // takes no new ones.
-      finished_ = true;
-      final_status_ = grpc::Status(
-          grpc::StatusCode::UNAVAILABLE,
+  // Ends the stream (after what is queued is written) once the client is
+  // done and every request it sent was answered, or once the server drains
+  // and nothing of this stream is in flight.
+  void MaybeEndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (failed_ || pending_ > 0 || !parked_.empty()) return;
+    if (reads_done_) {
+      outbox_.End(absl::OkStatus());
+    } else if (draining_) {
+      outbox_.End(absl::UnavailableError(
           "the server is shutting down; every request sent on this stream "
-          "was answered");
-      stats_.set_status(final_status_);
-      Finish(final_status_);
+          "was answered"));
     }
   }
 
   InferenceService* svc_;
-  CallStats stats_;
+  // Under mu_, or in the outbox's finish (which runs under mu_ too: every
+  // outbox call of this stream is made holding it).
+  CallScope scope_;
   const std::shared_ptr<Link> link_;
   bool registered_ = false;  // set in the constructor only
   absl::Mutex mu_;
@@ -354,28 +347,24 @@ class EmbedStreamCall
     int64_t answers_at_submit = 0;
   };
   std::map<int64_t, Sent> sent_ ABSL_GUARDED_BY(mu_);
-  // Responses to write (serialized); the front one is in flight while
-  // writing_.
-  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
+  // Responses to write (serialized), in completion order.
+  Outbox<grpc::ByteBuffer> outbox_;
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
   // Engine answers received so far (a refused submit that overlapped one
   // may be retried).
   int64_t answers_ ABSL_GUARDED_BY(mu_) = 0;
   // A read is in flight, or its reaction still uses request_.
   bool reading_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
   bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 InferenceService::Embed(grpc::CallbackServerContext* ctx) {
-  return new EmbedStreamCall(this, Admit(*ctx));
+  return new EmbedStreamCall(this, *ctx);
 }
 
 }  // namespace inferd

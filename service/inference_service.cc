@@ -22,31 +22,23 @@ absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
   return absl::FromChrono(tp);
 }
 
-// ------------------------------------------------------------- CallStats
-
-CallStats::CallStats(InferenceService* svc, absl::string_view rpc)
-    : svc_(svc), rpc_(rpc), start_(absl::Now()) {
-  svc_->requests()->active_counter().fetch_add(1);
-}
-
-CallStats::~CallStats() {
-  svc_->requests()->active_counter().fetch_sub(1);
-  if (svc_->observer() != nullptr) {
-    svc_->observer()->OnRpcDone(rpc_, model_, FromGrpcStatus(status_),
-                                absl::ToDoubleSeconds(absl::Now() - start_));
-  }
-}
-
 // ------------------------------------------------------------- UnaryCall
 
 UnaryCall::UnaryCall(InferenceService* svc, absl::string_view rpc,
                      grpc::ByteBuffer* out)
-    : svc_(svc), stats_(svc, rpc), link_(Link::Create(this)), out_(out) {}
+    : svc_(svc),
+      scope_(svc->requests(), std::string(rpc)),
+      link_(Link::Create(this)),
+      out_(out) {}
 
 bool UnaryCall::BeginInto(const grpc::CallbackServerContext& ctx,
                           const grpc::ByteBuffer& raw,
                           google::protobuf::Message* request) {
-  absl::Status admit = svc_->Admit(ctx);
+  absl::Status admit;
+  {
+    absl::MutexLock lock(&mu_);
+    admit = svc_->Admit(ctx, &scope_);
+  }
   if (!admit.ok()) {
     Done(admit);
     return false;
@@ -80,7 +72,7 @@ void UnaryCall::Done(const google::protobuf::Message& response) {
 void UnaryCall::FinishLocked(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  stats_.set_status(status);
+  scope_.set_status(FromGrpcStatus(status));
   Finish(status);
 }
 
@@ -105,13 +97,9 @@ InferenceService::InferenceService(RequestLayer* requests,
                                    const ApiKeyAuth* auth)
     : requests_(requests), auth_(auth) {}
 
-absl::Status InferenceService::Admit(
-    const grpc::CallbackServerContext& ctx) const {
-  if (auth_ != nullptr) {
-    absl::Status s = auth_->Check(ctx);
-    if (!s.ok()) return s;
-  }
-  return requests_->CheckAccepting();
+absl::Status InferenceService::Admit(const grpc::CallbackServerContext& ctx,
+                                     CallScope* scope) const {
+  return scope->Admit(auth_, ApiKeyAuth::PresentedKey(ctx), kGrpcKeyHint);
 }
 
 void InferenceService::RegisterStream(OpenStream* s) {
@@ -229,63 +217,49 @@ grpc::ServerUnaryReactor* InferenceService::Detokenize(
 
 // --------------------------------------------------------- ModelsService
 
-bool ModelsService::Admit(grpc::CallbackServerContext* ctx,
-                          grpc::ServerUnaryReactor* reactor,
-                          absl::string_view rpc) {
-  if (auth_ == nullptr) return true;
-  absl::Status s = auth_->Check(*ctx);
-  if (s.ok()) return true;
-  grpc::Status status = ToGrpcStatus(s);
-  Report(rpc, "", status, absl::Now());
-  reactor->Finish(status);
-  return false;
-}
-
-void ModelsService::Report(absl::string_view rpc, absl::string_view model,
-                           const grpc::Status& status, absl::Time start) {
-  if (RpcObserver* observer = requests_->observer(); observer != nullptr) {
-    observer->OnRpcDone(rpc, model, FromGrpcStatus(status),
-                        absl::ToDoubleSeconds(absl::Now() - start));
-  }
+template <typename Request>
+grpc::ServerUnaryReactor* ModelsService::Query(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out, absl::string_view rpc,
+    const std::function<absl::Status(const Request&, grpc::ByteBuffer*,
+                                     std::string*)>& answer) {
+  CallScope scope(requests_, std::string(rpc), CallScope::Kind::kQuery);
+  auto* reactor = ctx->DefaultReactor();
+  absl::Status status =
+      scope.Admit(auth_, ApiKeyAuth::PresentedKey(*ctx), kGrpcKeyHint);
+  Request request;
+  if (status.ok()) status = ParseRequest(*raw, &request);
+  std::string model;
+  if (status.ok()) status = answer(request, out, &model);
+  scope.set_model(model);
+  scope.set_status(status);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ModelsService::ListModels(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* out) {
-  const absl::Time start = absl::Now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!Admit(ctx, reactor, "ListModels")) return reactor;
-  v1::ListModelsRequest request;
-  grpc::Status status = ToGrpcStatus(ParseRequest(*raw, &request));
-  if (status.ok()) {
-    status = ToGrpcStatus(SerializeResponse(requests_->ListModels(), out));
-  }
-  Report("ListModels", "", status, start);
-  reactor->Finish(status);
-  return reactor;
+  return Query<v1::ListModelsRequest>(
+      ctx, raw, out, "ListModels",
+      [this](const v1::ListModelsRequest&, grpc::ByteBuffer* bytes,
+             std::string*) {
+        return SerializeResponse(requests_->ListModels(), bytes);
+      });
 }
 
 grpc::ServerUnaryReactor* ModelsService::GetModel(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* out) {
-  const absl::Time start = absl::Now();
-  auto* reactor = ctx->DefaultReactor();
-  if (!Admit(ctx, reactor, "GetModel")) return reactor;
-  v1::GetModelRequest request;
-  grpc::Status status = ToGrpcStatus(ParseRequest(*raw, &request));
-  std::string model_name;
-  if (status.ok()) {
-    absl::StatusOr<v1::ModelInfo> info = requests_->GetModel(request);
-    if (info.ok()) {
-      model_name = info->name();
-      status = ToGrpcStatus(SerializeResponse(*info, out));
-    } else {
-      status = ToGrpcStatus(info.status());
-    }
-  }
-  Report("GetModel", model_name, status, start);
-  reactor->Finish(status);
-  return reactor;
+  return Query<v1::GetModelRequest>(
+      ctx, raw, out, "GetModel",
+      [this](const v1::GetModelRequest& request, grpc::ByteBuffer* bytes,
+             std::string* model) -> absl::Status {
+        absl::StatusOr<v1::ModelInfo> info = requests_->GetModel(request);
+        if (!info.ok()) return info.status();
+        *model = info->name();
+        return SerializeResponse(*info, bytes);
+      });
 }
 
 }  // namespace inferd

@@ -31,6 +31,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
 #include "service/auth.h"
+#include "service/call_scope.h"
 #include "service/request_layer.h"
 
 namespace inferd {
@@ -97,8 +98,10 @@ class InferenceService final : public RawInferenceBase {
   void UnregisterStream(OpenStream* s);
 
   // OK when the call may proceed: its API key checks out (UNAUTHENTICATED)
-  // and the server is not draining (UNAVAILABLE).
-  absl::Status Admit(const grpc::CallbackServerContext& ctx) const;
+  // and the server is not draining (UNAVAILABLE); a refusal is recorded on
+  // `scope`.
+  absl::Status Admit(const grpc::CallbackServerContext& ctx,
+                     CallScope* scope) const;
 
   RequestLayer* requests() const { return requests_; }
   RpcObserver* observer() const { return requests_->observer(); }
@@ -129,12 +132,14 @@ class ModelsService final : public RawModelsBase {
                                      grpc::ByteBuffer* response) override;
 
  private:
-  // Checks the API key and reports the outcome; true when the call may
-  // proceed (else it was finished on `reactor`).
-  bool Admit(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor,
-             absl::string_view rpc);
-  void Report(absl::string_view rpc, absl::string_view model,
-              const grpc::Status& status, absl::Time start);
+  // A unary query answered at once: admitted and parsed into `request`,
+  // then `answer` fills `out` (returning the model the call was about).
+  template <typename Request>
+  grpc::ServerUnaryReactor* Query(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+      grpc::ByteBuffer* out, absl::string_view rpc,
+      const std::function<absl::Status(const Request&, grpc::ByteBuffer*,
+                                       std::string*)>& answer);
 
   RequestLayer* const requests_;
   const ApiKeyAuth* auth_;

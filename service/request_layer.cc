@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "runtime/chat/tool_parser.h"
+#include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -23,9 +24,9 @@ absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
   const ServedModel* model = nullptr;
   if (name.empty()) {
     if (models.models().size() != 1) {
-      return absl::InvalidArgumentError(
-          "model: this server has several models; set the request's model "
-          "field (see ListModels)");
+      return FieldError("model",
+                        ": this server has several models; set the request's "
+                        "model field (see ListModels)");
     }
     model = models.models()[0].get();
   } else {
@@ -50,9 +51,11 @@ absl::Status ToolConstraintError(const absl::Status& s) {
       !absl::StartsWith(s.message(), "response_format")) {
     return s;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "tools: a parameters schema cannot constrain the tool call (tool_choice "
-      "required or a function): ", s.message()));
+  return FieldError(
+      "tools",
+      absl::StrCat(": a parameters schema cannot constrain the tool call "
+                   "(tool_choice required or a function): ",
+                   s.message()));
 }
 
 // One generation's bookkeeping between engine chunks: the response
@@ -195,12 +198,15 @@ absl::StatusOr<std::function<std::unique_ptr<OutputParser>()>> OutputParsers(
   if (plan.mode == ToolPlan::Mode::kAuto) {
     tool_format = o.tool_parser.value_or(model.chat_format()->tool_parser());
     if (tool_format.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "tool_choice: auto needs the model's tool-call format, and the chat "
-          "template of model '", model.name(), "' shows none; start the "
-          "server with --model ", model.name(), "=PATH,tool_parser=NAME (",
-          absl::StrJoin(ToolParserNames(), ", "), ") or use tool_choice "
-          "required or a named function"));
+      return FieldError(
+          "tool_choice",
+          absl::StrCat(": auto needs the model's tool-call format, and the "
+                       "chat template of model '", model.name(), "' shows "
+                       "none; start the server with --model ", model.name(),
+                       "=PATH,tool_parser=NAME (",
+                       absl::StrJoin(ToolParserNames(), ", "),
+                       ") or use tool_choice required or a named function"),
+          absl::StatusCode::kFailedPrecondition);
     }
   }
   if (reasoning.empty() && tool_format.empty() &&
@@ -286,9 +292,9 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
   ASSIGN_OR_RETURN(ToolPlan plan, ToToolPlan(req, &*params));
   if (plan.mode != ToolPlan::Mode::kOff &&
       !(*model)->chat_format()->has_template()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tools: model '", (*model)->name(), "' has no usable chat template "
-        "to show tools to"));
+    return FieldError("tools", absl::StrCat(": model '", (*model)->name(),
+                                            "' has no usable chat template "
+                                            "to show tools to"));
   }
   ASSIGN_OR_RETURN(auto parsers, OutputParsers(**model, req, plan));
   if (plan.mode == ToolPlan::Mode::kAuto &&
@@ -399,11 +405,10 @@ absl::StatusOr<v1::TokenizeResponse> RequestLayer::Tokenize(
   if (model_name != nullptr) *model_name = (*model)->name();
   const bool chat = req.messages_size() > 0;
   if (!chat && req.tools_size() > 0) {
-    return absl::InvalidArgumentError("tools: need messages");
+    return FieldError("tools", ": need messages");
   }
   if (chat && !req.text().empty()) {
-    return absl::InvalidArgumentError(
-        "messages: give text or messages, not both");
+    return FieldError("messages", ": give text or messages, not both");
   }
   // A chat template writes its own special tokens.
   const bool add_special =
@@ -450,9 +455,10 @@ absl::StatusOr<v1::DetokenizeResponse> RequestLayer::Detokenize(
   ids.reserve(req.token_ids_size());
   for (uint32_t id : req.token_ids()) {
     if (id >= tok.vocab_size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token_ids: id ", id, " is outside the vocabulary [0, ",
-                       tok.vocab_size(), ")"));
+      return FieldError("token_ids",
+                        absl::StrCat(": id ", id,
+                                     " is outside the vocabulary [0, ",
+                                     tok.vocab_size(), ")"));
     }
     ids.push_back(static_cast<int32_t>(id));
   }
@@ -475,8 +481,7 @@ v1::ListModelsResponse RequestLayer::ListModels() const {
 absl::StatusOr<v1::ModelInfo> RequestLayer::GetModel(
     const v1::GetModelRequest& req) const {
   if (req.name().empty()) {
-    return absl::InvalidArgumentError(
-        "name: set the model name (see ListModels)");
+    return FieldError("name", ": set the model name (see ListModels)");
   }
   ASSIGN_OR_RETURN(const ServedModel* model, models_->Find(req.name()));
   v1::ModelInfo info;

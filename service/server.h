@@ -16,7 +16,7 @@
 #include "service/auth.h"
 #include "service/flags.h"
 #include "service/health.h"
-#include "service/http_api.h"
+#include "service/http/http_api.h"
 #include "service/inference_service.h"
 #include "service/metrics.h"
 

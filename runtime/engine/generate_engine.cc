@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 #include "absl/time/clock.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/token_bytes.h"
@@ -170,12 +171,12 @@ EngineStats GenerateEngine::Stats() const {
 absl::Status GenerateEngine::PreparePrompt(Request* r) const {
   ASSIGN_OR_RETURN(r->prompt, input_->ProcessPrompt(r->params));
   if (r->prompt.empty()) {
-    return absl::InvalidArgumentError("prompt: it has no tokens");
+    return FieldError("prompt", ": it has no tokens");
   }
   for (int32_t id : r->prompt) {
     if (id < 0 || id >= options_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "prompt_token_ids: id ", id, " is outside the vocabulary [0, ",
+      return FieldError("prompt_token_ids", absl::StrCat(
+          ": id ", id, " is outside the vocabulary [0, ",
           options_.vocab_size, ")"));
     }
   }
@@ -183,12 +184,12 @@ absl::Status GenerateEngine::PreparePrompt(Request* r) const {
   const int32_t max_len = options_.scheduler.max_model_len;
   const int32_t prompt_len = static_cast<int32_t>(r->prompt.size());
   if (prompt_len >= max_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return FieldErrorMessage("prompt", absl::StrCat(
         "the prompt has ", prompt_len, " tokens; the model's context is ",
         max_len, " tokens, which must also hold at least one generated token"));
   }
   if (sampling.max_tokens > 0 && prompt_len + sampling.max_tokens > max_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
+    return FieldErrorMessage("sampling.max_tokens", absl::StrCat(
         "prompt (", prompt_len, " tokens) + max_tokens (", sampling.max_tokens,
         ") exceed the model's context of ", max_len, " tokens"));
   }

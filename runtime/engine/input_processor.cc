@@ -1,14 +1,16 @@
 #include "runtime/engine/input_processor.h"
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
 namespace {
 
-absl::Status TooLong(absl::string_view what, size_t index, size_t len,
-                     int64_t limit) {
-  return absl::InvalidArgumentError(absl::StrCat(
+// `path`: the request field the input came from.
+absl::Status TooLong(absl::string_view path, absl::string_view what,
+                     size_t index, size_t len, int64_t limit) {
+  return FieldErrorMessage(path, absl::StrCat(
       what, " ", index, " has ", len, " tokens; the model takes at most ",
       limit, " (set truncate=true to cut it, or shorten it)"));
 }
@@ -48,7 +50,7 @@ absl::Status TokenizingInputProcessor::FitLength(size_t index, bool truncate, bo
     if (!seq->type_ids.empty()) seq->type_ids.push_back(0);
   }
   if (seq->ids.size() <= limit) return absl::OkStatus();
-  if (!truncate) return TooLong("input", index, seq->ids.size(), limit);
+  if (!truncate) return TooLong("texts", "input", index, seq->ids.size(), limit);
   const size_t drop = seq->ids.size() - limit;
   if (left) {
     seq->ids.erase(seq->ids.begin(), seq->ids.begin() + drop);
@@ -90,8 +92,8 @@ TokenizingInputProcessor::ProcessEmbed(const EmbedParams& params) const {
     if (!name.empty()) {
       auto it = options_.prompts.find(name);
       if (it == options_.prompts.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "prompt_name: '", name, "' is not a prompt of this model"));
+        return FieldError("prompt_name", absl::StrCat(
+            ": '", name, "' is not a prompt of this model"));
       }
       prefix = it->second;
     }
@@ -132,8 +134,7 @@ TokenizingInputProcessor::ProcessEmbed(const EmbedParams& params) const {
     }
     RETURN_IF_ERROR(FitLength(i, params.truncate, params.truncate_left, &s));
     if (s.ids.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("texts[", i, "] has no tokens"));
+      return FieldError(absl::StrCat("texts[", i, "]"), " has no tokens");
     }
     out.push_back(std::move(s));
   }
@@ -165,7 +166,8 @@ TokenizingInputProcessor::ProcessClassify(const ClassifyParams& params) const {
                           absl::StrCat("input ", i, ": ", enc.status().message()));
     }
     if (enc->ids.size() > limit) {
-      return TooLong("input", i, enc->ids.size(), options_.max_input_tokens);
+      return TooLong("texts", "input", i, enc->ids.size(),
+                     options_.max_input_tokens);
     }
     ASSIGN_OR_RETURN(PrefillSequence s, FromEncoding(*enc));
     out.push_back(std::move(s));
@@ -182,8 +184,8 @@ TokenizingInputProcessor::ProcessRerank(const RerankParams& params) const {
   ASSIGN_OR_RETURN(Encoding q, tokenizer_->Encode(params.query, false));
   const size_t specials = static_cast<size_t>(tokenizer_->NumSpecialTokensToAdd(true));
   if (q.ids.size() + specials + 1 > limit) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "query has ", q.ids.size(), " tokens; with a document it must fit in ",
+    return FieldError("query", absl::StrCat(
+        " has ", q.ids.size(), " tokens; with a document it must fit in ",
         limit, " tokens (shorten the query)"));
   }
   TruncationParams t;
@@ -199,7 +201,7 @@ TokenizingInputProcessor::ProcessRerank(const RerankParams& params) const {
                                        enc.status().message()));
     }
     if (enc->ids.size() > limit) {
-      return TooLong("query + document", i, enc->ids.size(),
+      return TooLong("documents", "query + document", i, enc->ids.size(),
                      options_.max_input_tokens);
     }
     ASSIGN_OR_RETURN(PrefillSequence s, FromEncoding(*enc));

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 
 namespace inferd {
@@ -38,16 +39,18 @@ absl::StatusOr<M3Heads> LoadM3Heads(const std::string& dir, int64_t hidden) {
 
 absl::Status M3Heads::Check(const EmbedParams& params) const {
   if (params.want_sparse && !sparse) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "outputs.sparse: this model has no sparse (lexical weights) head; "
+    return FieldError("outputs.sparse", absl::StrCat(
+        ": this model has no sparse (lexical weights) head; "
         "it needs ",
-        sparse_missing));
+        sparse_missing),
+        absl::StatusCode::kFailedPrecondition);
   }
   if (params.want_multi_vector && !colbert) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "outputs.multi_vector: this model has no multi-vector (ColBERT) "
+    return FieldError("outputs.multi_vector", absl::StrCat(
+        ": this model has no multi-vector (ColBERT) "
         "head; it needs ",
-        colbert_missing));
+        colbert_missing),
+        absl::StatusCode::kFailedPrecondition);
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 #include "absl/strings/str_join.h"
 #include "device/device.h"
 #include "runtime/common/registry.h"
@@ -341,9 +342,11 @@ absl::StatusOr<const ServedModel*> ModelManager::Find(
   }
   std::vector<std::string> names;
   for (const auto& m : models_) names.push_back(m->name());
-  return absl::NotFoundError(absl::StrCat("unknown model '", name,
-                                          "'; this server has: ",
-                                          absl::StrJoin(names, ", ")));
+  return FieldErrorMessage(
+      "model",
+      absl::StrCat("unknown model '", name, "'; this server has: ",
+                   absl::StrJoin(names, ", ")),
+      absl::StatusCode::kNotFound);
 }
 
 absl::StatusOr<ServedModel*> ModelManager::Resolve(const std::string& name,
@@ -355,16 +358,19 @@ absl::StatusOr<ServedModel*> ModelManager::Resolve(const std::string& name,
       if (m->workflow().Supports(task)) candidates.push_back(m.get());
     }
     if (candidates.empty()) {
-      return absl::NotFoundError(absl::StrCat(
-          "no model of this server can ", TaskName(task),
-          "; see ListModels for what each model does"));
+      return FieldErrorMessage(
+          "model",
+          absl::StrCat("no model of this server can ", TaskName(task),
+                       "; see ListModels for what each model does"),
+          absl::StatusCode::kNotFound);
     }
     if (candidates.size() > 1) {
       std::vector<std::string> names;
       for (auto* c : candidates) names.push_back(c->name());
-      return absl::InvalidArgumentError(absl::StrCat(
-          "several models can ", TaskName(task), " (",
-          absl::StrJoin(names, ", "), "); set the request's model field"));
+      return FieldErrorMessage(
+          "model", absl::StrCat("several models can ", TaskName(task), " (",
+                                absl::StrJoin(names, ", "),
+                                "); set the request's model field"));
     }
     model = candidates[0];
   } else {
@@ -374,9 +380,12 @@ absl::StatusOr<ServedModel*> ModelManager::Resolve(const std::string& name,
     if (model->open_error().ok() && !model->workflow().Supports(task)) {
       std::vector<std::string> tasks;
       for (Task t : model->workflow().tasks) tasks.emplace_back(TaskName(t));
-      return absl::FailedPreconditionError(absl::StrCat(
-          "model '", name, "' (", model->workflow().name, ") cannot ",
-          TaskName(task), "; it supports: ", absl::StrJoin(tasks, ", ")));
+      return FieldErrorMessage(
+          "model",
+          absl::StrCat("model '", name, "' (", model->workflow().name,
+                       ") cannot ", TaskName(task), "; it supports: ",
+                       absl::StrJoin(tasks, ", ")),
+          absl::StatusCode::kFailedPrecondition);
     }
   }
   switch (model->state()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "runtime/common/status_macros.h"
@@ -290,8 +291,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
   RETURN_IF_ERROR(CheckTask(Task::kEmbed));
   if (params.dimensions > 0 && options_.embedding_dims > 0 &&
       params.dimensions > options_.embedding_dims) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dimensions: ", params.dimensions,
+    return FieldError(
+        "dimensions", absl::StrCat(": ", params.dimensions,
                      " is larger than the model's ", options_.embedding_dims));
   }
   ASSIGN_OR_RETURN(const OutputProcessor* pooling,

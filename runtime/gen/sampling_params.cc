@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 
 namespace inferd {
 
@@ -28,8 +29,8 @@ namespace {
 
 absl::Status OutOfRange(absl::string_view field, double value,
                         absl::string_view range) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("sampling.", field, " = ", value, " is outside ", range));
+  return FieldError(absl::StrCat("sampling.", field),
+                    absl::StrCat(" = ", value, " is outside ", range));
 }
 
 }  // namespace
@@ -38,8 +39,8 @@ absl::Status SamplingParams::Validate() const {
   if (max_tokens < 0) return OutOfRange("max_tokens", max_tokens, "[0, ...)");
   if (min_tokens < 0) return OutOfRange("min_tokens", min_tokens, "[0, ...)");
   if (max_tokens > 0 && min_tokens > max_tokens) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampling.min_tokens (", min_tokens,
+    return FieldError(
+        "sampling.min_tokens", absl::StrCat(" (", min_tokens,
                      ") must be <= max_tokens (", max_tokens, ")"));
   }
   if (!(temperature >= 0.0f && temperature <= 100.0f)) {
@@ -62,19 +63,19 @@ absl::Status SamplingParams::Validate() const {
     return OutOfRange("frequency_penalty", frequency_penalty, "[-2, 2]");
   }
   if (static_cast<int32_t>(logit_bias.size()) > kMaxLogitBias) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampling.logit_bias has ", logit_bias.size(),
+    return FieldError(
+        "sampling.logit_bias", absl::StrCat(" has ", logit_bias.size(),
                      " entries; at most ", kMaxLogitBias, " are allowed"));
   }
   for (const auto& [id, bias] : logit_bias) {
     if (!(bias >= -100.0f && bias <= 100.0f)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sampling.logit_bias: the bias of token ", id, " is ", bias,
+      return FieldError("sampling.logit_bias", absl::StrCat(
+          ": the bias of token ", id, " is ", bias,
           "; it must be in [-100, 100]"));
     }
     if (id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sampling.logit_bias: token id ", id, " is negative"));
+      return FieldError("sampling.logit_bias", absl::StrCat(
+          ": token id ", id, " is negative"));
     }
   }
   const ResponseFormat& rf = response_format;
@@ -87,32 +88,32 @@ absl::Status SamplingParams::Validate() const {
                             ? "response_format.grammar"
                             : "response_format.json_schema";
     if (rf.spec.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+      return FieldError(field, " is empty");
     }
     if (static_cast<int64_t>(rf.spec.size()) > kMaxResponseFormatBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, " has ", rf.spec.size(), " bytes; at most ",
+      return FieldError(
+          field, absl::StrCat(" has ", rf.spec.size(), " bytes; at most ",
                        kMaxResponseFormatBytes, " are allowed"));
     }
   }
   if (rf.type == ResponseFormat::Type::kChoice) {
     if (rf.choices.empty() ||
         static_cast<int32_t>(rf.choices.size()) > kMaxChoices) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "response_format.choice needs 1 to ", kMaxChoices,
+      return FieldError("response_format.choice", absl::StrCat(
+          " needs 1 to ", kMaxChoices,
           " choices; it has ", rf.choices.size()));
     }
     int64_t bytes = 0;
     for (const std::string& c : rf.choices) {
       if (c.empty()) {
-        return absl::InvalidArgumentError(
-            "response_format.choice: a choice is empty");
+        return FieldError("response_format.choice",
+                          ": a choice is empty");
       }
       bytes += static_cast<int64_t>(c.size());
     }
     if (bytes > kMaxResponseFormatBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("response_format.choice holds ", bytes,
+      return FieldError(
+          "response_format.choice", absl::StrCat(" holds ", bytes,
                        " bytes; at most ", kMaxResponseFormatBytes,
                        " are allowed"));
     }
@@ -124,23 +125,23 @@ absl::Status SamplingParams::Validate() const {
     return OutOfRange("prompt_logprobs", prompt_logprobs, "[0, 20]");
   }
   if (n < 1 || n > kMaxSamples) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sampling.n is ", n, "; at most ", kMaxSamples,
+    return FieldError("sampling.n", absl::StrCat(
+        " is ", n, "; at most ", kMaxSamples,
         " samples per request are allowed (0 means 1)"));
   }
   if (static_cast<int32_t>(stop.size()) > kMaxStopStrings) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sampling.stop has ", stop.size(), " strings; at most ",
+    return FieldError(
+        "sampling.stop", absl::StrCat(" has ", stop.size(), " strings; at most ",
                      kMaxStopStrings, " are allowed"));
   }
   for (const std::string& s : stop) {
     if (s.empty()) {
-      return absl::InvalidArgumentError(
-          "sampling.stop contains an empty string");
+      return FieldError("sampling.stop",
+                        " contains an empty string");
     }
     if (static_cast<int32_t>(s.size()) > kMaxStopStringBytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampling.stop string of ", s.size(), " bytes exceeds ",
+      return FieldError(
+          "sampling.stop", absl::StrCat(" string of ", s.size(), " bytes exceeds ",
                        kMaxStopStringBytes, " bytes"));
     }
   }

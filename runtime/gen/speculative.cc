@@ -4,26 +4,27 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 
 namespace inferd {
 
 absl::Status SpeculativeParams::Validate() const {
   if (num_draft_tokens < -1 || num_draft_tokens > kMaxDraftTokens) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("speculative.num_draft_tokens = ", num_draft_tokens,
+    return FieldError(
+        "speculative.num_draft_tokens", absl::StrCat(" = ", num_draft_tokens,
                      " is outside [0, ", kMaxDraftTokens, "]"));
   }
   for (auto [name, v] : {std::pair<const char*, int32_t>{"min_ngram", min_ngram},
                          {"max_ngram", max_ngram}}) {
     if (v < 0 || v > kMaxNgram) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("speculative.", name, " = ", v, " is outside [1, ",
+      return FieldError(
+          absl::StrCat("speculative.", name), absl::StrCat(" = ", v, " is outside [1, ",
                        kMaxNgram, "] (0 = default)"));
     }
   }
   if (min_ngram > 0 && max_ngram > 0 && min_ngram > max_ngram) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("speculative.min_ngram (", min_ngram,
+    return FieldError(
+        "speculative.min_ngram", absl::StrCat(" (", min_ngram,
                      ") must be <= max_ngram (", max_ngram, ")"));
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/common/field_error.h"
 #include "llguidance.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/status_macros.h"
@@ -357,18 +358,17 @@ const char* FieldName(ResponseFormat::Type type) {
 static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl(
     const ResponseFormat& format) {
   if (!ValidUtf8(format.spec)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldName(format.type), " is not valid UTF-8"));
+    return FieldError(FieldName(format.type), " is not valid UTF-8");
   }
   for (const std::string& c : format.choices) {
     if (!ValidUtf8(c)) {
-      return absl::InvalidArgumentError(
-          "response_format.choice: a choice is not valid UTF-8");
+      return FieldError("response_format.choice",
+                        ": a choice is not valid UTF-8");
     }
   }
   switch (format.type) {
     case ResponseFormat::Type::kText:
-      return absl::InvalidArgumentError("response_format: no format is set");
+      return FieldError("response_format", ": no format is set");
     case ResponseFormat::Type::kRegex:
       return std::make_pair(std::string("regex"), format.spec);
     case ResponseFormat::Type::kGrammar:
@@ -386,17 +386,16 @@ static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl
       Json schema = Json::parse(format.spec, nullptr,
                                 /*allow_exceptions=*/false);
       if (schema.is_discarded()) {
-        return absl::InvalidArgumentError(
-            "response_format.json_schema: not valid JSON");
+        return FieldError("response_format.json_schema",
+                          ": not valid JSON");
       }
       if (schema.is_boolean()) {
         schema = schema.get<bool>() ? Json::object()
                                     : Json{{"not", Json::object()}};
       }
       if (!schema.is_object()) {
-        return absl::InvalidArgumentError(
-            "response_format.json_schema: a schema is a JSON object (or "
-            "true/false)");
+        return FieldError("response_format.json_schema",
+                          ": a schema is a JSON object (or true/false)");
       }
       const Json original = schema;
       RewriteContext ctx;
@@ -432,8 +431,8 @@ static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl
       // schema opts in to the coercion.
       if (!ctx.overlapping_one_of.empty() &&
           options.value("coerce_one_of", false) != true) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "response_format.json_schema: at ", ctx.overlapping_one_of,
+        return FieldError("response_format.json_schema", absl::StrCat(
+            ": at ", ctx.overlapping_one_of,
             ": 'oneOf' whose branches may overlap (a value could match two; "
             "inferd compiles oneOf only when the branches' types, or a "
             "required property's const/enum values, exclude each other). "
@@ -445,7 +444,7 @@ static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl
       return std::make_pair(std::string("json"), schema.dump());
     }
   }
-  return absl::InvalidArgumentError("response_format: unknown type");
+  return FieldError("response_format", ": unknown type");
 }
 
 absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammar(
@@ -454,8 +453,7 @@ absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammar(
   try {
     return LlguidanceGrammarImpl(format);
   } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldName(format.type), ": ", e.what()));
+    return FieldError(FieldName(format.type), absl::StrCat(": ", e.what()));
   }
 }
 
@@ -918,8 +916,7 @@ absl::StatusOr<std::unique_ptr<TokenConstraint>> ConstraintCompiler::NewConstrai
     if (const char* err = llg_matcher_get_error(m)) {
       std::string msg = err;
       llg_free_matcher(m);
-      return absl::InvalidArgumentError(
-          absl::StrCat(FieldName(format.type), ": ", msg));
+      return FieldError(FieldName(format.type), absl::StrCat(": ", msg));
     }
     compiled = std::make_shared<Compiled>();
     compiled->matcher = m;

@@ -421,8 +421,10 @@ def main():
         for name, status, cls, word in [
                 ("unknown_model", 404, "NotFoundError", "no-such-model"),
                 ("bad_n", 400, "BadRequestError", "n"),
-                ("tool_choice_undefined", 400, "BadRequestError", "tool_choice.function_name"),
-                ("tool_parameters_not_object", 400, "BadRequestError", "tools[0].parameters"),
+                # Messages name the fields as the request sent them.
+                ("tool_choice_undefined", 400, "BadRequestError", "tool_choice: 'nope'"),
+                ("tool_parameters_not_object", 400, "BadRequestError",
+                 "tools[0].function.parameters"),
                 ("tool_parameters_unsupported", 400, "BadRequestError", "tools"),
                 ("tool_choice_without_tools", 400, "BadRequestError", "tool_choice"),
                 ("tool_call_on_user_message", 400, "BadRequestError", "messages[0].tool_calls"),

@@ -3,7 +3,8 @@
 // and errors serve the clients that speak OpenAI's API (the `openai` SDKs,
 // LangChain, LiteLLM, gateways routing on the JSON body).
 //
-// Routes: GET /health (200 when every model is ready, else 503),
+// Routes (one file per family, routes.h): GET /health (200 when every
+// model is ready, else 503),
 // GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions and
 // POST /v1/completions (with `stream`: server-sent events, `data: {...}`
 // chunks then `data: [DONE]`), POST /v1/embeddings. Request bodies are
@@ -17,8 +18,8 @@
 // threads, which wait for the engine's answer.
 //
 // Thread-safe. Stop() ends listening and waits for in-flight requests.
-#ifndef INFERD_SERVICE_HTTP_API_H_
-#define INFERD_SERVICE_HTTP_API_H_
+#ifndef INFERD_SERVICE_HTTP_HTTP_API_H_
+#define INFERD_SERVICE_HTTP_HTTP_API_H_
 
 #include <functional>
 #include <memory>
@@ -81,4 +82,4 @@ class HttpApi {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_HTTP_API_H_
+#endif  // INFERD_SERVICE_HTTP_HTTP_API_H_
