@@ -197,7 +197,12 @@ absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
         Number(body, "max_completion_tokens", &max_tokens, &has_max));
   }
   if (has_max) {
-    if (max_tokens < 1) return Invalid("max_tokens", "must be at least 1");
+    if (max_tokens < 1) {
+      return Invalid(chat && body.contains("max_completion_tokens")
+                         ? "max_completion_tokens"
+                         : "max_tokens",
+                     "must be at least 1");
+    }
     s->set_max_tokens(static_cast<uint32_t>(
         std::min<int64_t>(max_tokens, std::numeric_limits<uint32_t>::max())));
   }

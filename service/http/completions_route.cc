@@ -417,6 +417,10 @@ void Generate(const HttpContext& ctx, const httplib::Request& req,
       chat ? Api::kChat : Api::kCompletions);
   std::optional<Json> body = call->AdmitBody(req, res);
   if (!body.has_value()) return;
+  if (chat && body->contains("max_completion_tokens") &&
+      !body->contains("max_tokens")) {
+    call->Alias("max_tokens", "max_completion_tokens");
+  }
   GenerateBody g;
   if (absl::Status s = ReadGenerateBody(*ctx.requests, *body, chat, &g);
       !s.ok()) {

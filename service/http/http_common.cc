@@ -158,7 +158,11 @@ std::optional<Json> HttpCall::AdmitBody(const httplib::Request& req,
 }
 
 absl::Status HttpCall::Named(const absl::Status& status) const {
-  return OpenAiNamed(api_, status);
+  absl::Status named = OpenAiNamed(api_, status);
+  if (!alias_from_.empty() && FieldPathOf(named) == alias_from_) {
+    return RenameField(named, alias_to_);
+  }
+  return named;
 }
 
 void HttpCall::Fail(httplib::Response& res, const absl::Status& status) {

@@ -106,6 +106,13 @@ class HttpCall {
   void Fail(httplib::Response& res, const absl::Status& status);
   // `status` with its field named as this route's body names it.
   absl::Status Named(const absl::Status& status) const;
+  // This request sent the field OpenAiParam calls `param` under another
+  // accepted name (chat's max_completion_tokens for max_tokens): errors
+  // about it name `sent`.
+  void Alias(std::string param, std::string sent) {
+    alias_from_ = std::move(param);
+    alias_to_ = std::move(sent);
+  }
 
   void set_model(absl::string_view model) { scope_.set_model(model); }
   void set_status(const absl::Status& status) { scope_.set_status(status); }
@@ -116,6 +123,8 @@ class HttpCall {
  private:
   const HttpContext ctx_;
   const Api api_;
+  std::string alias_from_;
+  std::string alias_to_;
   CallScope scope_;
 };
 
