@@ -77,7 +77,8 @@ sources_for() {
     structured_output_fuzz)
       echo "$root/runtime/gen/structured_output.cc" ;;
     request_fuzz)
-      echo "$root/service/convert.cc" "$root"/runtime/gen/sampling_params.cc \
+      echo "$root/service/convert.cc" "$root/service/validation.cc" \
+           "$root"/runtime/gen/sampling_params.cc \
            "$root"/runtime/gen/speculative.cc \
            "$proto_gen/inferd/v1/inference.pb.cc" \
            "$proto_gen/inferd/v1/models.pb.cc" ;;

@@ -5,6 +5,7 @@
 #ifndef INFERD_SERVICE_GRPC_CALLS_H_
 #define INFERD_SERVICE_GRPC_CALLS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,13 @@ namespace inferd {
 
 // The call's deadline (InfiniteFuture when the client set none).
 absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx);
+
+// An EmbedRequest through the request layer, answered as an EmbedResponse
+// (EmbedBatch and the Embed stream).
+absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitEmbed(
+    RequestLayer* requests, const v1::EmbedRequest& req, absl::Time deadline,
+    std::function<void(absl::StatusOr<v1::EmbedResponse>)> done,
+    std::string* model);
 
 // Unary call whose work finishes on an engine thread. Engine callbacks
 // reach it only through its ReactorLink (see reactor_link.h). A cancel or an

@@ -248,8 +248,8 @@ class EmbedStreamCall
       const v1::EmbedRequest& req, int64_t key, std::string* model_name) {
     if (absl::Status s = svc_->requests()->CheckAccepting(); !s.ok()) return s;
     std::shared_ptr<Link> link = link_;
-    auto handle = svc_->requests()->Embed(
-        req, absl::InfiniteFuture(),
+    auto handle = SubmitEmbed(
+        svc_->requests(), req, absl::InfiniteFuture(),
         [link, key, id = req.id()](absl::StatusOr<v1::EmbedResponse> result) {
           link->Visit([&](EmbedStreamCall& call) {
             call.OnResult(key, id, std::move(result));

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "service/convert.h"
 #include "service/grpc_calls.h"
 #include "service/outbox.h"
 #include "service/request_parse.h"
@@ -47,13 +48,18 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       outbox_.End(admitted);
       return;
     }
+    absl::StatusOr<GenerateInput> input = ToGenerateInput(req, DeadlineOf(&ctx));
+    if (!input.ok()) {
+      outbox_.End(input.status());
+      return;
+    }
     std::shared_ptr<Link> link = link_;
     std::string model;
     auto handle = svc_->requests()->Generate(
-        req, DeadlineOf(&ctx),
-        [link](absl::StatusOr<v1::GenerateResponse> message, bool last) {
+        *std::move(input),
+        [link](absl::StatusOr<GenerateOutput> output) {
           link->Visit([&](GenerateCall& call) {
-            call.OnMessage(std::move(message), last);
+            call.OnOutput(std::move(output));
           });
         },
         &model);
@@ -80,13 +86,16 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
  private:
   // Engine thread, through the link.
-  void OnMessage(absl::StatusOr<v1::GenerateResponse> message, bool last) {
-    if (!message.ok()) {
-      outbox_.End(message.status());
+  void OnOutput(absl::StatusOr<GenerateOutput> output) {
+    if (!output.ok()) {
+      outbox_.End(output.status());
       return;
     }
+    const bool last = output->last;
+    v1::GenerateResponse message;
+    FillGenerateResponse(*output, &message);
     grpc::ByteBuffer bytes;
-    absl::Status written = SerializeResponse(*message, &bytes);
+    absl::Status written = SerializeResponse(message, &bytes);
     if (!written.ok()) {
       outbox_.Cancel(written);
       return;

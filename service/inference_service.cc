@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "service/convert.h"
 #include "service/grpc_calls.h"
 #include "service/request_parse.h"
 #include "service/status.h"
@@ -131,22 +132,21 @@ void InferenceService::CancelStreams() {
 namespace {
 
 // The unary engine calls (EmbedBatch, Rerank, Classify): admitted and
-// parsed by UnaryCall::Begin, handed to the request layer by `submit`,
-// answered on the engine's thread through the call's link (a call that was
-// cancelled, and maybe freed, meanwhile is never entered).
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* RunEngineCall(
-    InferenceService* svc, grpc::CallbackServerContext* ctx,
-    const grpc::ByteBuffer* raw, grpc::ByteBuffer* out,
-    absl::string_view rpc,
-    absl::StatusOr<std::shared_ptr<RequestHandle>> (RequestLayer::*submit)(
-        const Request&, absl::Time, RequestLayer::Sink<Response>,
-        std::string*)) {
+// parsed by UnaryCall::Begin, handed to the request layer by `submit`
+// (Request, deadline, done, &model) -> handle, answered on the engine's
+// thread through the call's link (a call that was cancelled, and maybe
+// freed, meanwhile is never entered).
+template <typename Request, typename Response, typename Submit>
+grpc::ServerUnaryReactor* RunEngineCall(InferenceService* svc,
+                                        grpc::CallbackServerContext* ctx,
+                                        const grpc::ByteBuffer* raw,
+                                        grpc::ByteBuffer* out,
+                                        absl::string_view rpc, Submit submit) {
   auto* call = new UnaryCall(svc, rpc, out);
   const Request* request = call->Begin<Request>(*ctx, *raw);
   if (request == nullptr) return call;
   std::string model;
-  auto handle = (svc->requests()->*submit)(
+  absl::StatusOr<std::shared_ptr<RequestHandle>> handle = submit(
       *request, DeadlineOf(ctx),
       [link = call->link()](absl::StatusOr<Response> response) {
         link->Visit([&](UnaryCall& c) { c.Done(response); });
@@ -161,58 +161,134 @@ grpc::ServerUnaryReactor* RunEngineCall(
   return call;
 }
 
-// The synchronous calls (Tokenize, Detokenize).
-template <typename Request, typename Response>
-grpc::ServerUnaryReactor* RunSyncCall(
-    InferenceService* svc, grpc::CallbackServerContext* ctx,
-    const grpc::ByteBuffer* raw, grpc::ByteBuffer* out, absl::string_view rpc,
-    absl::StatusOr<Response> (RequestLayer::*run)(const Request&,
-                                                  std::string*) const) {
+// The synchronous calls (Tokenize, Detokenize): `run` (Request, &model) ->
+// StatusOr<Response>.
+template <typename Request, typename Run>
+grpc::ServerUnaryReactor* RunSyncCall(InferenceService* svc,
+                                      grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* raw,
+                                      grpc::ByteBuffer* out,
+                                      absl::string_view rpc, Run run) {
   auto* call = new UnaryCall(svc, rpc, out);
   const Request* request = call->Begin<Request>(*ctx, *raw);
   if (request == nullptr) return call;
   std::string model;
-  absl::StatusOr<Response> response = (svc->requests()->*run)(*request, &model);
+  auto response = run(*request, &model);
   if (!model.empty()) call->SetModel(model);
   call->Done(response);
   return call;
 }
 
+// An answer of the request layer converted to its inferd.v1 response.
+template <typename Answer, typename Response, typename Fill>
+std::function<void(absl::StatusOr<Answer>)> Converting(
+    std::function<void(absl::StatusOr<Response>)> done, Fill fill) {
+  return [done = std::move(done), fill = std::move(fill)](
+             absl::StatusOr<Answer> answer) {
+    if (!answer.ok()) {
+      done(answer.status());
+      return;
+    }
+    Response response;
+    fill(*answer, &response);
+    done(std::move(response));
+  };
+}
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitEmbed(
+    RequestLayer* requests, const v1::EmbedRequest& req, absl::Time deadline,
+    std::function<void(absl::StatusOr<v1::EmbedResponse>)> done,
+    std::string* model) {
+  // Only id and encoding are needed to build the answer.
+  v1::EmbedRequest shape;
+  shape.set_id(req.id());
+  shape.set_encoding(req.encoding());
+  return requests->Embed(
+      ToEmbedInput(req, deadline),
+      Converting<EmbedResult, v1::EmbedResponse>(
+          std::move(done),
+          [shape](const EmbedResult& r, v1::EmbedResponse* resp) {
+            FillEmbedResponse(r, shape, resp);
+          }),
+      model);
+}
 
 grpc::ServerUnaryReactor* InferenceService::EmbedBatch(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* out) {
   return RunEngineCall<v1::EmbedRequest, v1::EmbedResponse>(
-      this, ctx, raw, out, "EmbedBatch", &RequestLayer::Embed);
+      this, ctx, raw, out, "EmbedBatch",
+      [this](const v1::EmbedRequest& req, absl::Time deadline,
+             std::function<void(absl::StatusOr<v1::EmbedResponse>)> done,
+             std::string* model) {
+        return SubmitEmbed(requests_, req, deadline, std::move(done), model);
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Rerank(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* out) {
   return RunEngineCall<v1::RerankRequest, v1::RerankResponse>(
-      this, ctx, raw, out, "Rerank", &RequestLayer::Rerank);
+      this, ctx, raw, out, "Rerank",
+      [this](const v1::RerankRequest& req, absl::Time deadline,
+             std::function<void(absl::StatusOr<v1::RerankResponse>)> done,
+             std::string* model) {
+        return requests_->Rerank(
+            ToRerankInput(req, deadline),
+            Converting<RerankAnswer, v1::RerankResponse>(std::move(done),
+                                                        &FillRerankResponse),
+            model);
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Classify(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* out) {
   return RunEngineCall<v1::ClassifyRequest, v1::ClassifyResponse>(
-      this, ctx, raw, out, "Classify", &RequestLayer::Classify);
+      this, ctx, raw, out, "Classify",
+      [this](const v1::ClassifyRequest& req, absl::Time deadline,
+             std::function<void(absl::StatusOr<v1::ClassifyResponse>)> done,
+             std::string* model) {
+        return requests_->Classify(
+            ToClassifyInput(req, deadline),
+            Converting<ClassifyAnswer, v1::ClassifyResponse>(
+                std::move(done), &FillClassifyResponse),
+            model);
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* out) {
-  return RunSyncCall<v1::TokenizeRequest, v1::TokenizeResponse>(
-      this, ctx, raw, out, "Tokenize", &RequestLayer::Tokenize);
+  return RunSyncCall<v1::TokenizeRequest>(
+      this, ctx, raw, out, "Tokenize",
+      [this](const v1::TokenizeRequest& req,
+             std::string* model) -> absl::StatusOr<v1::TokenizeResponse> {
+        absl::StatusOr<TokenizeAnswer> answer =
+            requests_->Tokenize(ToTokenizeInput(req), model);
+        if (!answer.ok()) return answer.status();
+        v1::TokenizeResponse resp;
+        FillTokenizeResponse(*answer, &resp);
+        return resp;
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Detokenize(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
     grpc::ByteBuffer* out) {
-  return RunSyncCall<v1::DetokenizeRequest, v1::DetokenizeResponse>(
-      this, ctx, raw, out, "Detokenize", &RequestLayer::Detokenize);
+  return RunSyncCall<v1::DetokenizeRequest>(
+      this, ctx, raw, out, "Detokenize",
+      [this](const v1::DetokenizeRequest& req,
+             std::string* model) -> absl::StatusOr<v1::DetokenizeResponse> {
+        absl::StatusOr<std::string> text =
+            requests_->Detokenize(ToDetokenizeInput(req), model);
+        if (!text.ok()) return text.status();
+        v1::DetokenizeResponse resp;
+        resp.set_text(*std::move(text));
+        return resp;
+      });
 }
 
 // --------------------------------------------------------- ModelsService
@@ -244,7 +320,11 @@ grpc::ServerUnaryReactor* ModelsService::ListModels(
       ctx, raw, out, "ListModels",
       [this](const v1::ListModelsRequest&, grpc::ByteBuffer* bytes,
              std::string*) {
-        return SerializeResponse(requests_->ListModels(), bytes);
+        v1::ListModelsResponse list;
+        for (const ServedModelInfo& info : requests_->ListModels()) {
+          FillModelInfo(info, list.add_models());
+        }
+        return SerializeResponse(list, bytes);
       });
 }
 
@@ -255,10 +335,13 @@ grpc::ServerUnaryReactor* ModelsService::GetModel(
       ctx, raw, out, "GetModel",
       [this](const v1::GetModelRequest& request, grpc::ByteBuffer* bytes,
              std::string* model) -> absl::Status {
-        absl::StatusOr<v1::ModelInfo> info = requests_->GetModel(request);
+        absl::StatusOr<ServedModelInfo> info =
+            requests_->GetModel(request.name());
         if (!info.ok()) return info.status();
-        *model = info->name();
-        return SerializeResponse(*info, bytes);
+        *model = info->name;
+        v1::ModelInfo out;
+        FillModelInfo(*info, &out);
+        return SerializeResponse(out, bytes);
       });
 }
 

@@ -71,45 +71,10 @@ const Histogram::BucketBoundaries& StepSplitBuckets() {
   return *b;
 }
 
-absl::string_view CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    default:
-      return "UNKNOWN";
-  }
+// The code's name as gRPC spells it (absl's codes are gRPC's).
+std::string CodeName(absl::StatusCode code) {
+  std::string name = absl::StatusCodeToString(code);
+  return name.empty() ? "UNKNOWN" : name;
 }
 
 absl::string_view StateName(ModelState s) {
@@ -551,8 +516,7 @@ void Metrics::OnRpcDone(absl::string_view rpc, absl::string_view model,
   rpc_requests_
       .Add({{"rpc", r},
             {"model", m},
-            {"code", std::string(CodeName(
-                         static_cast<grpc::StatusCode>(status.code())))}})
+            {"code", CodeName(status.code())}})
       .Increment();
   rpc_duration_.Add({{"rpc", r}, {"model", m}}, LatencyBuckets())
       .Observe(seconds);

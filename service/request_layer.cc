@@ -1,6 +1,8 @@
 #include "service/request_layer.h"
 
 #include <algorithm>
+#include <numeric>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/tokenizer.h"
+#include "service/validation.h"
 
 namespace inferd {
 namespace {
@@ -58,52 +61,116 @@ absl::Status ToolConstraintError(const absl::Status& s) {
                    s.message()));
 }
 
-// One generation's bookkeeping between engine chunks: the response
-// messages, and for the observer the gaps between output tokens (per
-// sample: n > 1 interleaves them) and the completion tokens of every
-// sample.
+// Names tokens for answers: their vocabulary entries and text bytes.
+class TokenNamer {
+ public:
+  explicit TokenNamer(const ServedModel* model) : model_(model) {}
+  NamedToken Name(int32_t id, float logprob) const {
+    return NamedToken{id, model_->tokenizer().IdToToken(id),
+                      model_->TokenTextBytes(id), logprob};
+  }
+  std::vector<NamedLogprobs> Name(const std::vector<TokenLogprobs>& lps) const {
+    std::vector<NamedLogprobs> out;
+    out.reserve(lps.size());
+    for (const TokenLogprobs& lp : lps) {
+      NamedLogprobs n;
+      n.sampled = Name(lp.sampled.token_id, lp.sampled.logprob);
+      for (const TokenLogprobValue& t : lp.top) {
+        n.top.push_back(Name(t.token_id, t.logprob));
+      }
+      out.push_back(std::move(n));
+    }
+    return out;
+  }
+
+ private:
+  const ServedModel* model_;
+};
+
+// One generation's bookkeeping between engine chunks: the outputs (tokens
+// named, text through each sample's output parser, the prompt echoed), and
+// for the observer the gaps between output tokens (per sample: n > 1
+// interleaves them) and the completion tokens of every sample.
 class GenerateStream {
  public:
   // `parsers` (may be null): makes each sample's output parser (tool calls,
   // reasoning); `tool_constraint`: the output was constrained to calls
-  // (tool_choice required or a function).
+  // (tool_choice required or a function); `echo`: the prompt text to echo
+  // (nothing: no echo; "" with prompt ids: their decoding).
   GenerateStream(RequestLayer::GenerateSink sink, std::string request_id,
                  const ServedModel* model, RpcObserver* observer,
                  std::function<std::unique_ptr<OutputParser>()> parsers,
-                 bool tool_constraint)
+                 bool tool_constraint, std::optional<std::string> echo)
       : sink_(std::move(sink)),
         request_id_(std::move(request_id)),
-        model_(model->name()),
+        model_(model),
+        namer_(model),
         observer_(observer),
         new_parser_(std::move(parsers)),
-        tool_constraint_(tool_constraint) {
-    naming_.token = [model](int32_t id) {
-      return model->tokenizer().IdToToken(id);
-    };
-    naming_.text_bytes = [model](int32_t id) {
-      return model->TokenTextBytes(id);
-    };
-  }
+        tool_constraint_(tool_constraint),
+        echo_(std::move(echo)) {}
 
   void OnChunk(const absl::StatusOr<GenerateChunk>& chunk) {
     if (!chunk.ok()) {
       sink_(tool_constraint_ ? ToolConstraintError(chunk.status())
-                             : chunk.status(),
-            /*last=*/true);
+                             : chunk.status());
       return;
     }
     const GenerateChunk& c = *chunk;
     const bool last = c.finish != FinishReason::kNone && !c.more_samples;
     if (observer_ != nullptr) Observe(c, last);
-    v1::GenerateResponse resp;
-    FillGenerateResponse(c, request_id_, naming_, &resp);
-    if (new_parser_ != nullptr) Parse(c, &resp);
-    sink_(std::move(resp), last);
+    GenerateOutput out = Output(c);
+    out.last = last;
+    if (new_parser_ != nullptr) Parse(c, &out);
+    sink_(std::move(out));
   }
 
  private:
+  GenerateOutput Output(const GenerateChunk& c) {
+    GenerateOutput out;
+    out.request_id = request_id_;
+    out.sample_index = std::max(c.sample_index, 0);
+    out.text = c.text;
+    out.token_ids = c.token_ids;
+    out.logprobs = namer_.Name(c.logprobs);
+    out.prompt_logprobs = namer_.Name(c.prompt_logprobs);
+    if (!c.prompt_token_ids.empty()) out.echo = Echo(c.prompt_token_ids);
+    out.finish = c.finish;
+    if (c.finish == FinishReason::kNone) return out;
+    out.stop_reason = c.stop_reason;
+    out.prompt_tokens = c.prompt_tokens;
+    out.completion_tokens = c.completion_tokens;
+    out.cached_prompt_tokens = c.cached_prompt_tokens;
+    out.draft_tokens = c.draft_tokens;
+    out.accepted_draft_tokens = c.accepted_draft_tokens;
+    out.timings = c.timings;
+    return out;
+  }
+
+  // The prompt once, on the first output that carries its ids.
+  std::optional<PromptEcho> Echo(const std::vector<int32_t>& ids) {
+    absl::MutexLock lock(&echo_mu_);
+    if (!echo_.has_value() || echo_sent_) return std::nullopt;
+    echo_sent_ = true;
+    PromptEcho e;
+    e.token_ids = ids;
+    const Tokenizer& tok = model_->tokenizer();
+    if (!echo_->empty()) {
+      e.text = *echo_;
+    } else if (absl::StatusOr<std::string> text = tok.Decode(ids, true);
+               text.ok()) {
+      e.text = *std::move(text);
+    }
+    if (absl::StatusOr<std::string> first =
+            tok.Decode(absl::MakeConstSpan(ids).subspan(0, 1), false);
+        first.ok()) {
+      e.first_token = *std::move(first);
+    }
+    return e;
+  }
+
   // The sample's text through its parser: content, reasoning, tool calls.
-  void Parse(const GenerateChunk& c, v1::GenerateResponse* resp) {
+  void Parse(const GenerateChunk& c, GenerateOutput* out) {
     absl::MutexLock lock(&parse_mu_);
     const size_t sample = static_cast<size_t>(std::max(c.sample_index, 0));
     if (sample >= parsers_.size()) parsers_.resize(sample + 1);
@@ -112,28 +179,21 @@ class GenerateStream {
     ParsedDelta d = parser->Feed(c.text);
     const bool finished = c.finish != FinishReason::kNone;
     if (finished) d.Append(parser->Finish());
-    resp->set_text(std::move(d.content));
-    resp->set_reasoning(std::move(d.reasoning));
+    out->text = std::move(d.content);
+    out->reasoning = std::move(d.reasoning);
     for (ToolCallDelta& t : d.tool_calls) {
-      // One entry per call in a message: the pieces of a call joined.
-      const int n = resp->tool_calls_size();
-      if (n > 0 && resp->tool_calls(n - 1).index() ==
-                       static_cast<uint32_t>(t.index)) {
-        resp->mutable_tool_calls(n - 1)->mutable_arguments()->append(t.arguments);
+      // One entry per call in an output: the pieces of a call joined.
+      if (!out->tool_calls.empty() && out->tool_calls.back().index == t.index) {
+        out->tool_calls.back().arguments.append(t.arguments);
         continue;
       }
-      v1::ToolCallDelta* out = resp->add_tool_calls();
-      out->set_index(static_cast<uint32_t>(t.index));
-      out->set_id(std::move(t.id));
-      out->set_name(std::move(t.name));
-      out->set_arguments(std::move(t.arguments));
+      out->tool_calls.push_back(std::move(t));
     }
     if (finished && parser->tool_calls() > 0 &&
         (c.finish == FinishReason::kStop || c.finish == FinishReason::kEos)) {
-      resp->set_finish_reason(v1::FINISH_REASON_TOOL_CALLS);
+      out->tool_calls_finish = true;
     }
   }
-
 
   void Observe(const GenerateChunk& c, bool last) {
     absl::MutexLock lock(&mu_);
@@ -163,17 +223,20 @@ class GenerateStream {
       // sample's tokens.
       GenerateChunk done = c;
       done.completion_tokens = completion_tokens_;
-      observer_->OnGenerateDone(model_, done, inter_token_seconds_);
+      observer_->OnGenerateDone(model_->name(), done, inter_token_seconds_);
     }
   }
 
   const RequestLayer::GenerateSink sink_;
   const std::string request_id_;
-  const std::string model_;
-  TokenNaming naming_;
+  const ServedModel* const model_;
+  const TokenNamer namer_;
   RpcObserver* const observer_;
   const std::function<std::unique_ptr<OutputParser>()> new_parser_;
   const bool tool_constraint_;
+  absl::Mutex echo_mu_;
+  const std::optional<std::string> echo_;
+  bool echo_sent_ ABSL_GUARDED_BY(echo_mu_) = false;
   absl::Mutex parse_mu_;
   std::vector<std::unique_ptr<OutputParser>> parsers_ ABSL_GUARDED_BY(parse_mu_);
   absl::Mutex mu_;
@@ -187,9 +250,8 @@ class GenerateStream {
 // applies. FAILED_PRECONDITION for tool_choice auto on a model whose
 // tool-call format is unknown.
 absl::StatusOr<std::function<std::unique_ptr<OutputParser>()>> OutputParsers(
-    const ServedModel& model, const v1::GenerateRequest& req,
-    const ToolPlan& plan) {
-  if (req.messages_size() == 0) return nullptr;
+    const ServedModel& model, const GenerateInput& in, const ToolPlan& plan) {
+  if (in.params.messages.empty()) return nullptr;
   const ModelOverrides& o = model.spec().overrides;
   std::string reasoning = o.reasoning_parser.value_or(
       model.chat_format()->reasoning_parser());
@@ -235,18 +297,17 @@ void ReportPrefill(RpcObserver* observer, absl::string_view task,
   }
 }
 
-// The shared flow of the prefill tasks after conversion: resolve, submit,
-// answer. `submit` converts and calls the engine; `fill` builds the
-// response from the result.
-template <typename Result, typename Response>
+// The shared flow of the prefill tasks: resolve, validate and submit
+// (`submit`), answer (`answer` builds it from the engine's result).
+template <typename Result, typename Answer>
 absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitPrefill(
     const RequestLayer& layer, const std::string& model_name, Task task,
     absl::string_view task_label, std::string* resolved,
     const std::function<absl::StatusOr<std::shared_ptr<RequestHandle>>(
         ServedModel&, ResultCallback<Result>)>& submit,
     std::function<int64_t(const Result&)> outputs,
-    std::function<void(const ServedModelInfo&, const Result&, Response*)> fill,
-    RequestLayer::Sink<Response> done) {
+    std::function<Answer(const ServedModelInfo&, Result)> answer,
+    RequestLayer::Sink<Answer> done) {
   if (absl::Status s = layer.CheckAccepting(); !s.ok()) return s;
   auto model = layer.models()->Resolve(model_name, task);
   if (!model.ok()) return model.status();
@@ -254,7 +315,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitPrefill(
   ServedModelInfo info = (*model)->info();
   return submit(
       **model, [observer = layer.observer(), info, label = std::string(task_label),
-                outputs = std::move(outputs), fill = std::move(fill),
+                outputs = std::move(outputs), answer = std::move(answer),
                 done = std::move(done)](absl::StatusOr<Result> result) {
         if (!result.ok()) {
           done(result.status());
@@ -262,10 +323,17 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitPrefill(
         }
         ReportPrefill(observer, label, info.name, outputs(*result),
                       result->total_tokens, result->timings);
-        Response resp;
-        fill(info, *result, &resp);
-        done(std::move(resp));
+        done(answer(info, *std::move(result)));
       });
+}
+
+// Indices of `scores`, best first (ties in input order).
+std::vector<size_t> BestFirst(const std::vector<float>& scores) {
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  return order;
 }
 
 }  // namespace
@@ -281,42 +349,49 @@ absl::Status RequestLayer::CheckAccepting() const {
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
-    const v1::GenerateRequest& req, absl::Time deadline, GenerateSink sink,
-    std::string* model_name) {
+    GenerateInput in, GenerateSink sink, std::string* model_name) {
   RETURN_IF_ERROR(CheckAccepting());
-  auto model = models_->Resolve(req.model(), Task::kGenerate);
-  if (!model.ok()) return model.status();
-  if (model_name != nullptr) *model_name = (*model)->name();
-  auto params = ToGenerateParams(req, (*model)->info(), deadline);
-  if (!params.ok()) return params.status();
-  ASSIGN_OR_RETURN(ToolPlan plan, ToToolPlan(req, &*params));
+  ASSIGN_OR_RETURN(ServedModel* model,
+                   models_->Resolve(in.model, Task::kGenerate));
+  if (model_name != nullptr) *model_name = model->name();
+  RETURN_IF_ERROR(Validate(in, model->info()));
+  const ToolPlan plan = PlanTools(&in);
   if (plan.mode != ToolPlan::Mode::kOff &&
-      !(*model)->chat_format()->has_template()) {
-    return FieldError("tools", absl::StrCat(": model '", (*model)->name(),
+      !model->chat_format()->has_template()) {
+    return FieldError("tools", absl::StrCat(": model '", model->name(),
                                             "' has no usable chat template "
                                             "to show tools to"));
   }
-  ASSIGN_OR_RETURN(auto parsers, OutputParsers(**model, req, plan));
-  if (plan.mode == ToolPlan::Mode::kAuto &&
-      !req.sampling().has_skip_special_tokens()) {
-    const std::string format = (*model)->spec().overrides.tool_parser.value_or(
-        (*model)->chat_format()->tool_parser());
-    // Mistral's [TOOL_CALLS] and Llama's <|python_tag|> are special tokens.
-    if (ToolParserNeedsSpecialTokens(format)) {
-      params->sampling.skip_special_tokens = false;
-    }
+  ASSIGN_OR_RETURN(auto parsers, OutputParsers(*model, in, plan));
+  GenerateParams& p = in.params;
+  if (in.prompt_token_ids.has_value()) {
+    // In the vocabulary (Validate), so in int32.
+    p.prompt_token_ids.assign(in.prompt_token_ids->begin(),
+                              in.prompt_token_ids->end());
   }
-  if (params->request_id.empty()) {
-    params->request_id = absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()));
+  p.add_special_tokens = in.add_special_tokens.value_or(p.messages.empty());
+  bool skip = in.skip_special_tokens.value_or(true);
+  if (plan.mode == ToolPlan::Mode::kAuto && !in.skip_special_tokens) {
+    // Mistral's [TOOL_CALLS] and Llama's <|python_tag|> are special tokens.
+    skip = !ToolParserNeedsSpecialTokens(model->spec().overrides.tool_parser.value_or(
+        model->chat_format()->tool_parser()));
+  }
+  p.sampling.skip_special_tokens = skip;
+  if (p.request_id.empty()) {
+    p.request_id = absl::StrCat("gen-", absl::ToUnixNanos(absl::Now()));
+  }
+  std::optional<std::string> echo;
+  if (in.echo_prompt) {
+    p.return_prompt_token_ids = true;
+    echo = p.prompt.value_or("");
   }
   const bool constrained = plan.mode == ToolPlan::Mode::kRequired ||
                            plan.mode == ToolPlan::Mode::kNamed;
   auto stream = std::make_shared<GenerateStream>(
-      std::move(sink), params->request_id, *model, observer_,
-      std::move(parsers), constrained);
-  auto handle = (*model)->engine().SubmitGenerate(
-      std::move(params).value(),
-      [stream](const absl::StatusOr<GenerateChunk>& chunk) {
+      std::move(sink), p.request_id, model, observer_, std::move(parsers),
+      constrained, std::move(echo));
+  auto handle = model->engine().SubmitGenerate(
+      std::move(p), [stream](const absl::StatusOr<GenerateChunk>& chunk) {
         stream->OnChunk(chunk);
       });
   if (!handle.ok() && constrained) return ToolConstraintError(handle.status());
@@ -324,137 +399,134 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Embed(
-    const v1::EmbedRequest& req, absl::Time deadline,
-    Sink<v1::EmbedResponse> done, std::string* model_name) {
-  // Only id and encoding are needed to build the answer.
-  v1::EmbedRequest shape;
-  shape.set_id(req.id());
-  shape.set_encoding(req.encoding());
-  return SubmitPrefill<EmbedResult, v1::EmbedResponse>(
-      *this, req.model(), Task::kEmbed, "embed", model_name,
-      [this, &req, deadline](ServedModel& model,
-                             ResultCallback<EmbedResult> cb)
+    EmbedInput in, Sink<EmbedResult> done, std::string* model_name) {
+  auto input = std::make_shared<EmbedInput>(std::move(in));
+  return SubmitPrefill<EmbedResult, EmbedResult>(
+      *this, input->model, Task::kEmbed, "embed", model_name,
+      [this, input](ServedModel& model, ResultCallback<EmbedResult> cb)
           -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
-        auto params = ToEmbedParams(req, model.info(), limits_, deadline);
-        if (!params.ok()) return params.status();
-        return model.engine().SubmitEmbed(std::move(params).value(),
+        RETURN_IF_ERROR(Validate(*input, model.info(), limits_));
+        for (const std::vector<int64_t>& ids : input->token_ids) {
+          // In the vocabulary (Validate), so in int32.
+          input->params.token_ids.emplace_back(ids.begin(), ids.end());
+        }
+        return model.engine().SubmitEmbed(std::move(input->params),
                                           std::move(cb));
       },
       [](const EmbedResult& r) {
         return static_cast<int64_t>(r.embeddings.size());
       },
-      [shape](const ServedModelInfo&, const EmbedResult& r,
-              v1::EmbedResponse* resp) { FillEmbedResponse(r, shape, resp); },
+      [](const ServedModelInfo&, EmbedResult r) { return r; },
       std::move(done));
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Rerank(
-    const v1::RerankRequest& req, absl::Time deadline,
-    Sink<v1::RerankResponse> done, std::string* model_name) {
-  // The answer repeats documents only when asked to.
-  auto shape = std::make_shared<v1::RerankRequest>();
-  shape->set_top_n(req.top_n());
-  shape->set_return_documents(req.return_documents());
-  if (req.return_documents()) *shape->mutable_documents() = req.documents();
-  return SubmitPrefill<RerankResult, v1::RerankResponse>(
-      *this, req.model(), Task::kRerank, "rerank", model_name,
-      [this, &req, deadline](ServedModel& model,
-                             ResultCallback<RerankResult> cb)
+    RerankInput in, Sink<RerankAnswer> done, std::string* model_name) {
+  auto input = std::make_shared<RerankInput>(std::move(in));
+  return SubmitPrefill<RerankResult, RerankAnswer>(
+      *this, input->model, Task::kRerank, "rerank", model_name,
+      [this, input](ServedModel& model, ResultCallback<RerankResult> cb)
           -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
-        auto params = ToRerankParams(req, limits_, deadline);
-        if (!params.ok()) return params.status();
-        return model.engine().SubmitRerank(std::move(params).value(),
-                                           std::move(cb));
+        RETURN_IF_ERROR(Validate(*input, limits_));
+        // The answer repeats documents only when asked to.
+        RerankParams params = input->params;
+        if (!input->return_documents) input->params.documents.clear();
+        return model.engine().SubmitRerank(std::move(params), std::move(cb));
       },
       [](const RerankResult& r) {
         return static_cast<int64_t>(r.scores.size());
       },
-      [shape](const ServedModelInfo&, const RerankResult& r,
-              v1::RerankResponse* resp) {
-        FillRerankResponse(r, *shape, resp);
+      [input](const ServedModelInfo&, RerankResult r) {
+        RerankAnswer a;
+        std::vector<size_t> order = BestFirst(r.scores);
+        size_t n = order.size();
+        if (input->top_n > 0) n = std::min<size_t>(n, input->top_n);
+        for (size_t k = 0; k < n; ++k) {
+          const size_t i = order[k];
+          RerankAnswer::Item item{static_cast<int64_t>(i), r.scores[i],
+                                  std::nullopt};
+          if (input->return_documents) item.document = input->params.documents[i];
+          a.results.push_back(std::move(item));
+        }
+        a.total_tokens = r.total_tokens;
+        a.timings = r.timings;
+        return a;
       },
       std::move(done));
 }
 
 absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Classify(
-    const v1::ClassifyRequest& req, absl::Time deadline,
-    Sink<v1::ClassifyResponse> done, std::string* model_name) {
-  return SubmitPrefill<ClassifyResult, v1::ClassifyResponse>(
-      *this, req.model(), Task::kClassify, "classify", model_name,
-      [this, &req, deadline](ServedModel& model,
-                             ResultCallback<ClassifyResult> cb)
+    ClassifyInput in, Sink<ClassifyAnswer> done, std::string* model_name) {
+  auto input = std::make_shared<ClassifyInput>(std::move(in));
+  return SubmitPrefill<ClassifyResult, ClassifyAnswer>(
+      *this, input->model, Task::kClassify, "classify", model_name,
+      [this, input](ServedModel& model, ResultCallback<ClassifyResult> cb)
           -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
-        auto params = ToClassifyParams(req, limits_, deadline);
-        if (!params.ok()) return params.status();
-        return model.engine().SubmitClassify(std::move(params).value(),
+        RETURN_IF_ERROR(Validate(*input, limits_));
+        return model.engine().SubmitClassify(std::move(input->params),
                                              std::move(cb));
       },
       [](const ClassifyResult& r) {
         return static_cast<int64_t>(r.scores.size());
       },
-      [](const ServedModelInfo& info, const ClassifyResult& r,
-         v1::ClassifyResponse* resp) { FillClassifyResponse(r, info, resp); },
+      [](const ServedModelInfo& info, ClassifyResult r) {
+        ClassifyAnswer a;
+        for (const std::vector<float>& scores : r.scores) {
+          std::vector<ClassifyAnswer::Label>& labels = a.results.emplace_back();
+          for (size_t idx : BestFirst(scores)) {
+            labels.push_back(
+                {static_cast<int64_t>(idx),
+                 idx < info.labels.size() ? info.labels[idx]
+                                          : absl::StrCat("LABEL_", idx),
+                 scores[idx]});
+          }
+        }
+        a.total_tokens = r.total_tokens;
+        return a;
+      },
       std::move(done));
 }
 
-absl::StatusOr<v1::TokenizeResponse> RequestLayer::Tokenize(
-    const v1::TokenizeRequest& req, std::string* model_name) const {
+absl::StatusOr<TokenizeAnswer> RequestLayer::Tokenize(
+    const TokenizeInput& in, std::string* model_name) const {
   RETURN_IF_ERROR(CheckAccepting());
-  auto model = ResolveAnyModel(*models_, req.model());
-  if (!model.ok()) return model.status();
-  if (model_name != nullptr) *model_name = (*model)->name();
-  const bool chat = req.messages_size() > 0;
-  if (!chat && req.tools_size() > 0) {
-    return FieldError("tools", ": need messages");
-  }
-  if (chat && !req.text().empty()) {
-    return FieldError("messages", ": give text or messages, not both");
-  }
+  ASSIGN_OR_RETURN(const ServedModel* model, ResolveAnyModel(*models_, in.model));
+  if (model_name != nullptr) *model_name = model->name();
+  RETURN_IF_ERROR(Validate(in));
+  const bool chat = !in.messages.empty();
   // A chat template writes its own special tokens.
-  const bool add_special =
-      req.has_add_special_tokens() ? req.add_special_tokens() : !chat;
-  v1::TokenizeResponse resp;
-  std::string rendered;
+  const bool add_special = in.add_special_tokens.value_or(!chat);
+  TokenizeAnswer answer;
+  answer.max_input_tokens = model->info().max_input_tokens;
   if (chat) {
-    std::vector<ChatMessage> messages;
-    RETURN_IF_ERROR(ToChatMessages(req.messages(), &messages));
-    std::vector<ChatTool> tools;
-    RETURN_IF_ERROR(ToChatTools(req.tools(), &tools));
-    ASSIGN_OR_RETURN(
-        rendered,
-        (*model)->chat_format()->Render(messages,
-                                        req.has_add_generation_prompt()
-                                            ? req.add_generation_prompt()
-                                            : true,
-                                        tools));
-    resp.set_rendered_prompt(rendered);
+    ASSIGN_OR_RETURN(answer.rendered_prompt,
+                     model->chat_format()->Render(
+                         in.messages, in.add_generation_prompt.value_or(true),
+                         in.tools));
   }
-  ASSIGN_OR_RETURN(
-      Encoding enc,
-      (*model)->tokenizer().Encode(chat ? rendered : req.text(), add_special));
-  for (size_t i = 0; i < enc.ids.size(); ++i) {
-    resp.add_token_ids(static_cast<uint32_t>(enc.ids[i]));
-    if (i < enc.tokens.size()) resp.add_tokens(enc.tokens[i]);
-    if (req.return_offsets() && i < enc.offsets.size()) {
-      v1::Offset* o = resp.add_offsets();
-      o->set_start(enc.offsets[i].first);
-      o->set_end(enc.offsets[i].second);
+  ASSIGN_OR_RETURN(Encoding enc,
+                   model->tokenizer().Encode(
+                       chat ? answer.rendered_prompt : in.text, add_special));
+  answer.token_ids = std::move(enc.ids);
+  answer.tokens = std::move(enc.tokens);
+  if (in.return_offsets) {
+    for (const auto& [start, end] : enc.offsets) {
+      answer.offsets.emplace_back(start, end);
     }
   }
-  return resp;
+  return answer;
 }
 
-absl::StatusOr<v1::DetokenizeResponse> RequestLayer::Detokenize(
-    const v1::DetokenizeRequest& req, std::string* model_name) const {
+absl::StatusOr<std::string> RequestLayer::Detokenize(
+    const DetokenizeInput& in, std::string* model_name) const {
   RETURN_IF_ERROR(CheckAccepting());
-  auto model = ResolveAnyModel(*models_, req.model());
-  if (!model.ok()) return model.status();
-  if (model_name != nullptr) *model_name = (*model)->name();
-  const Tokenizer& tok = (*model)->tokenizer();
+  ASSIGN_OR_RETURN(const ServedModel* model, ResolveAnyModel(*models_, in.model));
+  if (model_name != nullptr) *model_name = model->name();
+  const Tokenizer& tok = model->tokenizer();
   std::vector<int32_t> ids;
-  ids.reserve(req.token_ids_size());
-  for (uint32_t id : req.token_ids()) {
-    if (id >= tok.vocab_size()) {
+  ids.reserve(in.token_ids.size());
+  for (int64_t id : in.token_ids) {
+    if (id < 0 || id >= static_cast<int64_t>(tok.vocab_size())) {
       return FieldError("token_ids",
                         absl::StrCat(": id ", id,
                                      " is outside the vocabulary [0, ",
@@ -462,31 +534,20 @@ absl::StatusOr<v1::DetokenizeResponse> RequestLayer::Detokenize(
     }
     ids.push_back(static_cast<int32_t>(id));
   }
-  const bool skip =
-      req.has_skip_special_tokens() ? req.skip_special_tokens() : true;
-  ASSIGN_OR_RETURN(std::string text, tok.Decode(ids, skip));
-  v1::DetokenizeResponse resp;
-  resp.set_text(std::move(text));
-  return resp;
+  return tok.Decode(ids, in.skip_special_tokens.value_or(true));
 }
 
-v1::ListModelsResponse RequestLayer::ListModels() const {
-  v1::ListModelsResponse resp;
-  for (const ServedModelInfo& info : models_->List()) {
-    FillModelInfo(info, resp.add_models());
-  }
-  return resp;
+std::vector<ServedModelInfo> RequestLayer::ListModels() const {
+  return models_->List();
 }
 
-absl::StatusOr<v1::ModelInfo> RequestLayer::GetModel(
-    const v1::GetModelRequest& req) const {
-  if (req.name().empty()) {
+absl::StatusOr<ServedModelInfo> RequestLayer::GetModel(
+    const std::string& name) const {
+  if (name.empty()) {
     return FieldError("name", ": set the model name (see ListModels)");
   }
-  ASSIGN_OR_RETURN(const ServedModel* model, models_->Find(req.name()));
-  v1::ModelInfo info;
-  FillModelInfo(model->info(), &info);
-  return info;
+  ASSIGN_OR_RETURN(const ServedModel* model, models_->Find(name));
+  return model->info();
 }
 
 }  // namespace inferd

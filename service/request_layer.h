@@ -1,17 +1,19 @@
-// The request layer: what every front end (the gRPC handlers; the
-// OpenAI-compatible HTTP API) calls to serve an inferd.v1 request. It
-// resolves the model, validates and converts the request (convert.h),
-// submits it to the model's engine, and hands the engine's answers back as
-// inferd.v1 messages; every error is an absl::Status whose code is the
-// gRPC one (INVALID_ARGUMENT naming the field, NOT_FOUND, UNAVAILABLE,
-// RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED ...). Front ends only parse and
-// write their wire format, and map the status to theirs. The request layer
-// also reports to the RpcObserver what the engines did (generations and
-// prefill requests; each front end reports its own calls).
+// The request layer: what every front end (the gRPC handlers, the HTTP
+// routes) calls to serve a request. A front end reads its wire format
+// straight into the request types of requests.h; the request layer resolves
+// the model, validates the request (validation.h: errors name the field by
+// its inferd.v1 path in the status payload, which each front end renames),
+// submits it to the model's engine, and hands back the engine's answers
+// with their tokens named and tool calls / reasoning parsed; the front end
+// writes them in its wire format. Every error is an absl::Status whose code
+// is the gRPC one (INVALID_ARGUMENT, NOT_FOUND, UNAVAILABLE,
+// RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED ...). The request layer also reports
+// to the RpcObserver what the engines did (generations and prefill
+// requests; each front end reports its own calls through its CallScope).
 //
 // Thread-safe: front ends call it concurrently. Sinks run on engine threads
 // (or inside the call, for errors found before submission only through the
-// returned status), once per message, never after the final one.
+// returned status), once per answer, never after the final one.
 #ifndef INFERD_SERVICE_REQUEST_LAYER_H_
 #define INFERD_SERVICE_REQUEST_LAYER_H_
 
@@ -25,11 +27,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "inferd/v1/inference.pb.h"
-#include "inferd/v1/models.pb.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
-#include "service/convert.h"
+#include "service/requests.h"
 
 namespace inferd {
 
@@ -66,42 +66,36 @@ class RequestLayer {
   // UNAVAILABLE once draining.
   absl::Status CheckAccepting() const;
 
-  // Generate. `sink` gets each response message in order; `last` marks the
-  // final message of the call (the last sample's final chunk with n > 1),
+  // Generate. `sink` gets each output in order; the final one has `last`,
   // after which it is not called again; an error status ends the call. The
-  // returned handle aborts the generation (its later messages are not
-  // delivered... the engine may still deliver one already in flight: front
-  // ends drop messages after they ended). `model_name` (may be null) gets
-  // the resolved model's name as soon as it is known, also on errors after
-  // resolution.
-  using GenerateSink =
-      std::function<void(absl::StatusOr<v1::GenerateResponse> message,
-                         bool last)>;
+  // returned handle aborts the generation (the engine may still deliver an
+  // output already in flight: front ends drop outputs after they ended).
+  // `model_name` (may be null) gets the resolved model's name as soon as it
+  // is known, also on errors after resolution.
+  using GenerateSink = std::function<void(absl::StatusOr<GenerateOutput>)>;
   absl::StatusOr<std::shared_ptr<RequestHandle>> Generate(
-      const v1::GenerateRequest& req, absl::Time deadline, GenerateSink sink,
-      std::string* model_name = nullptr);
+      GenerateInput in, GenerateSink sink, std::string* model_name = nullptr);
 
   // The prefill tasks: one answer each, through `done`.
-  template <typename Response>
-  using Sink = std::function<void(absl::StatusOr<Response>)>;
+  template <typename Answer>
+  using Sink = std::function<void(absl::StatusOr<Answer>)>;
   absl::StatusOr<std::shared_ptr<RequestHandle>> Embed(
-      const v1::EmbedRequest& req, absl::Time deadline,
-      Sink<v1::EmbedResponse> done, std::string* model_name = nullptr);
+      EmbedInput in, Sink<EmbedResult> done, std::string* model_name = nullptr);
   absl::StatusOr<std::shared_ptr<RequestHandle>> Rerank(
-      const v1::RerankRequest& req, absl::Time deadline,
-      Sink<v1::RerankResponse> done, std::string* model_name = nullptr);
+      RerankInput in, Sink<RerankAnswer> done,
+      std::string* model_name = nullptr);
   absl::StatusOr<std::shared_ptr<RequestHandle>> Classify(
-      const v1::ClassifyRequest& req, absl::Time deadline,
-      Sink<v1::ClassifyResponse> done, std::string* model_name = nullptr);
+      ClassifyInput in, Sink<ClassifyAnswer> done,
+      std::string* model_name = nullptr);
 
   // Synchronous calls (no engine queue).
-  absl::StatusOr<v1::TokenizeResponse> Tokenize(
-      const v1::TokenizeRequest& req, std::string* model_name = nullptr) const;
-  absl::StatusOr<v1::DetokenizeResponse> Detokenize(
-      const v1::DetokenizeRequest& req,
-      std::string* model_name = nullptr) const;
-  v1::ListModelsResponse ListModels() const;
-  absl::StatusOr<v1::ModelInfo> GetModel(const v1::GetModelRequest& req) const;
+  absl::StatusOr<TokenizeAnswer> Tokenize(
+      const TokenizeInput& in, std::string* model_name = nullptr) const;
+  absl::StatusOr<std::string> Detokenize(
+      const DetokenizeInput& in, std::string* model_name = nullptr) const;
+  std::vector<ServedModelInfo> ListModels() const;
+  // NOT_FOUND (field `name`) for a model the server does not have.
+  absl::StatusOr<ServedModelInfo> GetModel(const std::string& name) const;
 
   // Calls in flight across every front end (a front end counts a call
   // from its start to its end); the drain waits for them.

@@ -49,6 +49,9 @@ struct ChatTool {
   std::string name;
   std::string description;
   std::string parameters;
+  // OpenAI's `strict`: a constraint built from `parameters` follows them
+  // exactly (no extra properties).
+  bool strict = false;
 };
 
 // The template context transformers' apply_chat_template(messages,

@@ -41,6 +41,8 @@ struct GenerateEngine::Request {
   std::vector<TokenLogprobs> prompt_logprobs;
   int32_t prompt_logprobs_done = 0;
   bool prompt_logprobs_sent = false;
+  // GenerateParams.return_prompt_token_ids: sent with the first token.
+  bool prompt_ids_sent = false;
   // Sample 0: PreparePrompt made the other samples (into `children`).
   bool samples_created = false;
   std::vector<int32_t> prompt;
@@ -78,6 +80,8 @@ struct GenerateEngine::OutputEvent {
   SampleResult sample;
   // With the first token of a request with prompt logprobs.
   std::vector<TokenLogprobs> prompt_logprobs;
+  // With the first token, when the request asked for its prompt's ids.
+  std::vector<int32_t> prompt_token_ids;
   // The request's draft counts after the step of this token.
   int64_t draft_tokens = 0;
   int64_t accepted_drafts = 0;
@@ -508,6 +512,7 @@ void GenerateEngine::EmitToken(Request* r, OutputEvent& event) {
   c.text = std::move(check.text);
   c.token_ids.push_back(token);
   c.prompt_logprobs = std::move(event.prompt_logprobs);
+  c.prompt_token_ids = std::move(event.prompt_token_ids);
   if (r->params.sampling.logprobs > 0) {
     TokenLogprobs lp;
     lp.sampled = {token, sample.logprob};
@@ -764,6 +769,11 @@ void GenerateEngine::UpdateStep(const SchedulerOutput& out, StepSamples& step,
           !em.request->prompt_logprobs_sent) {
         em.request->prompt_logprobs_sent = true;
         e.prompt_logprobs = std::move(em.request->prompt_logprobs);
+      }
+      if (em.request->params.return_prompt_token_ids &&
+          !em.request->prompt_ids_sent) {
+        em.request->prompt_ids_sent = true;
+        e.prompt_token_ids = em.request->prompt;
       }
       e.draft_tokens = em.request->draft_tokens;
       e.accepted_drafts = em.request->accepted_drafts;

@@ -118,6 +118,9 @@ struct GenerateParams {
   // Prompt-lookup speculative decoding; num_draft_tokens -1 = the server's
   // default.
   SpeculativeParams speculative;
+  // The first chunk of each sample carries the prompt's token ids (what
+  // an echo of the prompt needs).
+  bool return_prompt_token_ids = false;
   absl::Time deadline = absl::InfiniteFuture();
 };
 
@@ -143,6 +146,8 @@ struct GenerateChunk {
   // SamplingParams.prompt_logprobs > 0: prompt positions 1.. (the first
   // token has none), `sampled` being the prompt token.
   std::vector<TokenLogprobs> prompt_logprobs;
+  // On each sample's first chunk when GenerateParams.return_prompt_token_ids.
+  std::vector<int32_t> prompt_token_ids;
   std::string text;
   std::vector<int32_t> token_ids;
   std::vector<TokenLogprobs> logprobs;

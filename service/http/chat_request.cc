@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -34,7 +36,7 @@ absl::StatusOr<std::string> ContentText(const Json& content,
 
 }  // namespace
 
-absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
+absl::Status ToChatMessage(const Json& m, size_t i, ChatMessage* out) {
   const std::string p = absl::StrCat("messages[", i, "]");
   if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
     return Invalid(p, "must be an object with a role");
@@ -64,15 +66,15 @@ absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
       if (!f.contains("name") || !f["name"].is_string()) {
         return Invalid(absl::StrCat(q, ".function.name"), "must be a string");
       }
-      v1::ToolCall* t = out->add_tool_calls();
-      if (c.contains("id") && c["id"].is_string()) t->set_id(c["id"].get<std::string>());
-      t->set_name(f["name"].get<std::string>());
+      ChatToolCall& t = out->tool_calls.emplace_back();
+      t.id = StringField(c, "id");
+      t.name = f["name"].get<std::string>();
       if (auto a = f.find("arguments"); a != f.end() && !a->is_null()) {
         // OpenAI clients send a string; an object is taken as well.
         if (a->is_string()) {
-          t->set_arguments(a->get<std::string>());
+          t.arguments = a->get<std::string>();
         } else if (a->is_object()) {
-          t->set_arguments(a->dump());
+          t.arguments = a->dump();
         } else {
           return Invalid(absl::StrCat(q, ".function.arguments"),
                          "must be a JSON string");
@@ -82,23 +84,22 @@ absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out) {
   }
   if (auto id = m.find("tool_call_id"); id != m.end() && !id->is_null()) {
     if (!id->is_string()) return Invalid(absl::StrCat(p, ".tool_call_id"), "must be a string");
-    out->set_tool_call_id(id->get<std::string>());
+    out->tool_call_id = id->get<std::string>();
   }
   if (auto n = m.find("name"); n != m.end() && n->is_string()) {
-    out->set_name(n->get<std::string>());
+    out->name = n->get<std::string>();
   }
   for (const char* key : {"reasoning_content", "reasoning"}) {
     if (auto r = m.find(key); r != m.end() && r->is_string()) {
-      out->set_reasoning_content(r->get<std::string>());
+      out->reasoning_content = r->get<std::string>();
     }
   }
-  out->set_role(std::move(role));
-  out->set_content(std::move(content));
+  out->role = std::move(role);
+  out->content = std::move(content);
   return absl::OkStatus();
 }
 
-absl::Status ToToolList(const Json& body,
-                        google::protobuf::RepeatedPtrField<v1::Tool>* tools) {
+absl::Status ToToolList(const Json& body, std::vector<ChatTool>* tools) {
   if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
     if (!t->is_array()) return Invalid("tools", "must be an array");
     for (size_t i = 0; i < t->size(); ++i) {
@@ -116,23 +117,23 @@ absl::Status ToToolList(const Json& body,
       if (!f->contains("name") || !(*f)["name"].is_string()) {
         return Invalid(absl::StrCat(p, ".function.name"), "must be a string");
       }
-      v1::Tool* out = tools->Add();
-      out->set_name((*f)["name"].get<std::string>());
+      ChatTool& out = tools->emplace_back();
+      out.name = (*f)["name"].get<std::string>();
       if (auto st = f->find("strict"); st != f->end() && st->is_boolean()) {
-        out->set_strict(st->get<bool>());
+        out.strict = st->get<bool>();
       }
       if (auto d = f->find("description"); d != f->end() && !d->is_null()) {
         if (!d->is_string()) {
           return Invalid(absl::StrCat(p, ".function.description"), "must be a string");
         }
-        out->set_description(d->get<std::string>());
+        out.description = d->get<std::string>();
       }
       if (auto ps = f->find("parameters"); ps != f->end() && !ps->is_null()) {
         if (!ps->is_object()) {
           return Invalid(absl::StrCat(p, ".function.parameters"),
                          "must be a JSON Schema object");
         }
-        out->set_parameters(ps->dump());
+        out.parameters = ps->dump();
       }
     }
   }
@@ -142,23 +143,23 @@ absl::Status ToToolList(const Json& body,
 namespace {
 
 // tools, tool_choice, parallel_tool_calls (OpenAI's shapes).
-absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
+absl::Status ToTools(const Json& body, GenerateInput* req) {
   if (auto f = body.find("functions");
       f != body.end() && f->is_array() && !f->empty()) {
     return Invalid("functions",
                    "the legacy functions field is not supported; use tools");
   }
-  RETURN_IF_ERROR(ToToolList(body, req->mutable_tools()));
+  RETURN_IF_ERROR(ToToolList(body, &req->params.tools));
   if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
-    v1::ToolChoice* tc = req->mutable_tool_choice();
+    ToolChoice* tc = &req->tool_choice;
     if (c->is_string()) {
       const std::string v = c->get<std::string>();
       if (v == "none") {
-        tc->set_mode(v1::TOOL_CHOICE_MODE_NONE);
+        tc->mode = ToolChoice::Mode::kNone;
       } else if (v == "auto") {
-        tc->set_mode(v1::TOOL_CHOICE_MODE_AUTO);
+        tc->mode = ToolChoice::Mode::kAuto;
       } else if (v == "required") {
-        tc->set_mode(v1::TOOL_CHOICE_MODE_REQUIRED);
+        tc->mode = ToolChoice::Mode::kRequired;
       } else {
         return Invalid("tool_choice",
                        "must be none, auto, required or {\"type\": "
@@ -168,7 +169,8 @@ absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
                c->contains("function") && (*c)["function"].is_object() &&
                (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
-      tc->set_function_name((*c)["function"]["name"].get<std::string>());
+      tc->mode = ToolChoice::Mode::kFunction;
+      tc->function = (*c)["function"]["name"].get<std::string>();
     } else {
       return Invalid("tool_choice",
                      "must be none, auto, required or {\"type\": "
@@ -178,7 +180,7 @@ absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
   if (auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
     bool v = true;
     RETURN_IF_ERROR(Bool(body, "parallel_tool_calls", &v));
-    req->set_parallel_tool_calls(v);
+    req->parallel_tool_calls = v;
   }
   return absl::OkStatus();
 }
@@ -186,9 +188,67 @@ absl::Status ToTools(const Json& body, v1::GenerateRequest* req) {
 // The sampling fields chat and completions share (OpenAI's names, and the
 // extras vLLM accepts: top_k, min_p, repetition_penalty, ignore_eos,
 // min_tokens).
-absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
-                        bool chat) {
-  v1::SamplingParams* s = req->mutable_sampling();
+// A count, clamped to int32 (a larger one is out of every range anyway).
+int32_t Clamp32(int64_t v) {
+  return static_cast<int32_t>(std::clamp<int64_t>(
+      v, std::numeric_limits<int32_t>::min(),
+      std::numeric_limits<int32_t>::max()));
+}
+
+absl::Status ToStop(const Json& body, SamplingParams* s) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (it->is_string()) {
+    s->stop.push_back(it->get<std::string>());
+  } else if (it->is_array()) {
+    for (const Json& x : *it) {
+      if (!x.is_string()) return Invalid("stop", "must hold strings");
+      s->stop.push_back(x.get<std::string>());
+    }
+  } else {
+    return Invalid("stop", "must be a string or an array of strings");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ToLogitBias(const Json& body, SamplingParams* s) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return Invalid("logit_bias", "must be an object");
+  std::map<int32_t, float> bias;
+  for (const auto& [k, v] : it->items()) {
+    uint32_t id = 0;
+    if (!absl::SimpleAtoi(k, &id) || !v.is_number()) {
+      return Invalid("logit_bias",
+                     "keys are token ids, values numbers (-100 to 100)");
+    }
+    bias[Clamp32(id)] = v.get<float>();
+  }
+  s->logit_bias.assign(bias.begin(), bias.end());
+  return absl::OkStatus();
+}
+
+// logprobs: chat has logprobs (bool) + top_logprobs; completions has
+// logprobs (int, the top count).
+absl::Status ToLogprobs(const Json& body, bool chat, SamplingParams* s) {
+  int64_t top = 0;
+  if (chat) {
+    bool want = false;
+    RETURN_IF_ERROR(Bool(body, "logprobs", &want));
+    RETURN_IF_ERROR(Number(body, "top_logprobs", &top));
+    if (top > 0 && !want) {
+      return Invalid("top_logprobs", "needs \"logprobs\": true");
+    }
+    if (want) s->logprobs = Clamp32(std::max<int64_t>(top, 1));
+  } else {
+    RETURN_IF_ERROR(Number(body, "logprobs", &top));
+    if (top > 0) s->logprobs = Clamp32(top);
+  }
+  return absl::OkStatus();
+}
+
+// max_tokens (chat: or max_completion_tokens), min_tokens, n.
+absl::Status ToCounts(const Json& body, bool chat, SamplingParams* s) {
   int64_t max_tokens = 0;
   bool has_max = false;
   RETURN_IF_ERROR(Number(body, "max_tokens", &max_tokens, &has_max));
@@ -203,97 +263,62 @@ absl::Status ToSampling(const Json& body, v1::GenerateRequest* req,
                          : "max_tokens",
                      "must be at least 1");
     }
-    s->set_max_tokens(static_cast<uint32_t>(
-        std::min<int64_t>(max_tokens, std::numeric_limits<uint32_t>::max())));
+    s->max_tokens = Clamp32(max_tokens);
   }
-  double temperature = 1.0;
-  bool has_t = false;
-  RETURN_IF_ERROR(Number(body, "temperature", &temperature, &has_t));
-  if (has_t) s->set_temperature(static_cast<float>(temperature));
-  double top_p = 1.0;
-  bool has_p = false;
-  RETURN_IF_ERROR(Number(body, "top_p", &top_p, &has_p));
-  if (has_p) s->set_top_p(static_cast<float>(top_p));
-  int64_t top_k = 0;
-  RETURN_IF_ERROR(Number(body, "top_k", &top_k));
-  if (top_k > 0) s->set_top_k(static_cast<int32_t>(top_k));
-  double min_p = 0, presence = 0, frequency = 0, repetition = 1;
-  bool has_rep = false;
-  RETURN_IF_ERROR(Number(body, "min_p", &min_p));
-  RETURN_IF_ERROR(Number(body, "presence_penalty", &presence));
-  RETURN_IF_ERROR(Number(body, "frequency_penalty", &frequency));
-  RETURN_IF_ERROR(Number(body, "repetition_penalty", &repetition, &has_rep));
-  s->set_min_p(static_cast<float>(min_p));
-  s->set_presence_penalty(static_cast<float>(presence));
-  s->set_frequency_penalty(static_cast<float>(frequency));
-  if (has_rep) s->set_repetition_penalty(static_cast<float>(repetition));
-  // vLLM's extras: ignore_eos (benchmarks' fixed output lengths) and
-  // min_tokens.
-  bool ignore_eos = false;
-  RETURN_IF_ERROR(Bool(body, "ignore_eos", &ignore_eos));
-  s->set_ignore_eos(ignore_eos);
   int64_t min_tokens = 0;
   RETURN_IF_ERROR(Number(body, "min_tokens", &min_tokens));
   if (min_tokens < 0) return Invalid("min_tokens", "must be 0 or more");
-  s->set_min_tokens(static_cast<uint32_t>(
-      std::min<int64_t>(min_tokens, std::numeric_limits<uint32_t>::max())));
-  int64_t seed = 0;
-  bool has_seed = false;
-  RETURN_IF_ERROR(Number(body, "seed", &seed, &has_seed));
-  if (has_seed) s->set_seed(static_cast<uint64_t>(seed));
+  s->min_tokens = Clamp32(min_tokens);
   int64_t n = 1;
   RETURN_IF_ERROR(Number(body, "n", &n));
   if (n < 1 || n > 128) return Invalid("n", "must be 1 to 128");
-  if (n > 1) s->set_n(static_cast<uint32_t>(n));
-  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) {
-      s->add_stop(it->get<std::string>());
-    } else if (it->is_array()) {
-      for (const Json& x : *it) {
-        if (!x.is_string()) return Invalid("stop", "must hold strings");
-        s->add_stop(x.get<std::string>());
-      }
-    } else {
-      return Invalid("stop", "must be a string or an array of strings");
-    }
-  }
-  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) return Invalid("logit_bias", "must be an object");
-    for (const auto& [k, v] : it->items()) {
-      uint32_t id = 0;
-      if (!absl::SimpleAtoi(k, &id) || !v.is_number()) {
-        return Invalid("logit_bias",
-                       "keys are token ids, values numbers (-100 to 100)");
-      }
-      (*s->mutable_logit_bias())[id] = v.get<float>();
-    }
-  }
-  // logprobs: chat has logprobs (bool) + top_logprobs; completions has
-  // logprobs (int, the top count).
-  int64_t top = 0;
-  if (chat) {
-    bool want = false;
-    RETURN_IF_ERROR(Bool(body, "logprobs", &want));
-    RETURN_IF_ERROR(Number(body, "top_logprobs", &top));
-    if (top > 0 && !want) {
-      return Invalid("top_logprobs", "needs \"logprobs\": true");
-    }
-    if (want) s->set_logprobs(static_cast<uint32_t>(std::max<int64_t>(top, 1)));
-  } else {
-    RETURN_IF_ERROR(Number(body, "logprobs", &top));
-    if (top > 0) s->set_logprobs(static_cast<uint32_t>(top));
-  }
+  s->n = Clamp32(n);
   return absl::OkStatus();
 }
 
-absl::Status ToResponseFormat(const Json& body, v1::GenerateRequest* req) {
+// The sampling fields chat and completions share (OpenAI's names, and the
+// extras vLLM accepts: top_k, min_p, repetition_penalty, ignore_eos,
+// min_tokens).
+absl::Status ToSampling(const Json& body, bool chat, SamplingParams* s) {
+  RETURN_IF_ERROR(ToCounts(body, chat, s));
+  double temperature = 1.0, top_p = 1.0, min_p = 0, presence = 0,
+         frequency = 0, repetition = 1;
+  RETURN_IF_ERROR(Number(body, "temperature", &temperature));
+  RETURN_IF_ERROR(Number(body, "top_p", &top_p));
+  RETURN_IF_ERROR(Number(body, "min_p", &min_p));
+  RETURN_IF_ERROR(Number(body, "presence_penalty", &presence));
+  RETURN_IF_ERROR(Number(body, "frequency_penalty", &frequency));
+  RETURN_IF_ERROR(Number(body, "repetition_penalty", &repetition));
+  s->temperature = static_cast<float>(temperature);
+  s->top_p = static_cast<float>(top_p);
+  s->min_p = static_cast<float>(min_p);
+  s->presence_penalty = static_cast<float>(presence);
+  s->frequency_penalty = static_cast<float>(frequency);
+  s->repetition_penalty = static_cast<float>(repetition);
+  int64_t top_k = 0;
+  RETURN_IF_ERROR(Number(body, "top_k", &top_k));
+  s->top_k = top_k > 0 ? Clamp32(top_k) : 0;
+  // vLLM's extras: ignore_eos (benchmarks' fixed output lengths) and
+  // min_tokens.
+  RETURN_IF_ERROR(Bool(body, "ignore_eos", &s->ignore_eos));
+  int64_t seed = 0;
+  bool has_seed = false;
+  RETURN_IF_ERROR(Number(body, "seed", &seed, &has_seed));
+  if (has_seed) s->seed = static_cast<uint64_t>(seed);
+  RETURN_IF_ERROR(ToStop(body, s));
+  RETURN_IF_ERROR(ToLogitBias(body, s));
+  return ToLogprobs(body, chat, s);
+}
+
+absl::Status ToResponseFormat(const Json& body, ResponseFormat* out) {
   auto it = body.find("response_format");
   if (it == body.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_object()) return Invalid("response_format", "must be an object");
   const std::string type = it->value("type", "");
   if (type == "text") return absl::OkStatus();
   if (type == "json_object") {
-    req->mutable_response_format()->set_json_schema("{\"type\": \"object\"}");
+    out->type = ResponseFormat::Type::kJsonSchema;
+    out->spec = "{\"type\": \"object\"}";
     return absl::OkStatus();
   }
   if (type == "json_schema") {
@@ -302,10 +327,9 @@ absl::Status ToResponseFormat(const Json& body, v1::GenerateRequest* req) {
       return Invalid("response_format.json_schema",
                      "needs {\"name\": ..., \"schema\": {...}}");
     }
-    req->mutable_response_format()->set_json_schema((*js)["schema"].dump());
-    if (js->value("strict", false)) {
-      req->mutable_response_format()->set_strict(true);
-    }
+    out->type = ResponseFormat::Type::kJsonSchema;
+    out->spec = (*js)["schema"].dump();
+    out->strict = js->value("strict", false);
     return absl::OkStatus();
   }
   return Invalid("response_format.type",
@@ -314,25 +338,30 @@ absl::Status ToResponseFormat(const Json& body, v1::GenerateRequest* req) {
 
 }  // namespace
 
-absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req) {
+absl::Status ToChatRequest(const Json& body, GenerateInput* req) {
+  req->model = body.value("model", "");
   RETURN_IF_ERROR(ToTools(body, req));
   auto msgs = body.find("messages");
   if (msgs == body.end() || !msgs->is_array() || msgs->empty()) {
     return Invalid("messages", "must be a non-empty array");
   }
   for (size_t i = 0; i < msgs->size(); ++i) {
-    RETURN_IF_ERROR(ToChatMessage((*msgs)[i], i, req->add_messages()));
+    RETURN_IF_ERROR(ToChatMessage((*msgs)[i], i,
+                                  &req->params.messages.emplace_back()));
   }
-  RETURN_IF_ERROR(ToSampling(body, req, /*chat=*/true));
-  return ToResponseFormat(body, req);
+  RETURN_IF_ERROR(ToSampling(body, /*chat=*/true, &req->params.sampling));
+  return ToResponseFormat(body, &req->params.sampling.response_format);
 }
 
-absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
+absl::Status ToCompletionRequest(const Json& body, GenerateInput* req,
                                  EchoPlan* echo) {
+  req->model = body.value("model", "");
   *echo = EchoPlan();
   RETURN_IF_ERROR(Bool(body, "echo", &echo->echo));
+  req->echo_prompt = echo->echo;
   const Json* source = &body;
   Json with_one_token;
+  int64_t prompt_logprobs = 0;
   if (echo->echo) {
     int64_t logprobs = 0;
     bool has_logprobs = false;
@@ -345,10 +374,7 @@ absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
       with_one_token["max_tokens"] = 1;
       source = &with_one_token;
     }
-    if (echo->logprobs) {
-      req->mutable_sampling()->set_prompt_logprobs(static_cast<uint32_t>(
-          std::clamp<int64_t>(logprobs, 1, 20)));
-    }
+    if (echo->logprobs) prompt_logprobs = std::clamp<int64_t>(logprobs, 1, 20);
   }
   if (body.contains("suffix") && !body["suffix"].is_null()) {
     return Invalid("suffix", "is not supported");
@@ -361,16 +387,17 @@ absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
     p = &(*p)[0];  // a batch of one
   }
   if (p->is_string()) {
-    req->set_prompt(p->get<std::string>());
+    req->params.prompt = p->get<std::string>();
   } else if (p->is_array() && !p->empty() && (*p)[0].is_number_integer()) {
-    RETURN_IF_ERROR(ToTokenIds(
-        *p, "prompt", req->mutable_prompt_token_ids()->mutable_ids()));
+    RETURN_IF_ERROR(ToTokenIds(*p, "prompt", &req->prompt_token_ids.emplace()));
   } else {
     return Invalid("prompt",
                    "must be a string or token ids (one prompt per request)");
   }
-  RETURN_IF_ERROR(ToSampling(*source, req, /*chat=*/false));
-  return ToResponseFormat(*source, req);
+  SamplingParams& s = req->params.sampling;
+  RETURN_IF_ERROR(ToSampling(*source, /*chat=*/false, &s));
+  s.prompt_logprobs = static_cast<int32_t>(prompt_logprobs);
+  return ToResponseFormat(*source, &s.response_format);
 }
 
 }  // namespace inferd::http

@@ -1,6 +1,7 @@
 // The bodies of POST /v1/chat/completions, /v1/completions and /tokenize
-// (OpenAI's shapes, and the extras vLLM accepts) read into inferd.v1
-// requests; a field that is wrong is a 400 naming it (OpenAI's `param`).
+// (OpenAI's shapes, and the extras vLLM accepts) read straight into the
+// request layer's types (service/requests.h); a field of the wrong shape is
+// a 400 naming it (OpenAI's `param`); the request layer checks the values.
 // Pure functions; thread-safe.
 #ifndef INFERD_SERVICE_HTTP_CHAT_REQUEST_H_
 #define INFERD_SERVICE_HTTP_CHAT_REQUEST_H_
@@ -8,7 +9,9 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "inferd/v1/inference.pb.h"
+#include <vector>
+
+#include "service/requests.h"
 #include "service/http/http_common.h"
 
 namespace inferd::http {
@@ -16,31 +19,29 @@ namespace inferd::http {
 // One chat message (OpenAI's shape) as inferd's; `i` its index. Assistant
 // messages may carry tool_calls (content then may be null), tool messages
 // tool_call_id (and name).
-absl::Status ToChatMessage(const Json& m, size_t i, v1::ChatMessage* out);
+absl::Status ToChatMessage(const Json& m, size_t i, ChatMessage* out);
 
 // `tools` (OpenAI's shape: function tools).
-absl::Status ToToolList(const Json& body,
-                        google::protobuf::RepeatedPtrField<v1::Tool>* tools);
+absl::Status ToToolList(const Json& body, std::vector<ChatTool>* tools);
 
 // A chat completion's body: messages, tools, sampling, response_format.
-absl::Status ToChatRequest(const Json& body, v1::GenerateRequest* req);
+absl::Status ToChatRequest(const Json& body, GenerateInput* req);
 
-// Completions' `echo`: the prompt text before each choice; with
-// `logprobs`, the prompt's tokens lead each choice's logprobs (the first
-// one with null logprob, as it has no context); with `max_tokens` 0 the
-// answer is the prompt alone (how evaluation harnesses score a text: the
-// engine generates one token, which is dropped).
+// Completions' `echo`: the prompt text before each choice (the request
+// layer's first output carries it); with `logprobs`, the prompt's tokens
+// lead each choice's logprobs (the first one with null logprob, as it has
+// no context); with `max_tokens` 0 the answer is the prompt alone (how
+// evaluation harnesses score a text: the engine generates one token, which
+// is dropped).
 struct EchoPlan {
   bool echo = false;
   bool logprobs = false;
   bool prompt_only = false;
-  std::string text;         // the prompt as text
-  std::string first_token;  // the prompt's first token as text
 };
 
 // A completion's body: prompt (text or ids, one per request), sampling,
 // response_format; `*echo` what it asks of an echo.
-absl::Status ToCompletionRequest(const Json& body, v1::GenerateRequest* req,
+absl::Status ToCompletionRequest(const Json& body, GenerateInput* req,
                                  EchoPlan* echo);
 
 }  // namespace inferd::http

@@ -21,12 +21,7 @@
 namespace inferd::http {
 namespace {
 
-// One message of the generation; `last` on the call's final one.
-struct GenMessage {
-  v1::GenerateResponse message;
-  bool last = false;
-};
-using GenOutbox = Outbox<GenMessage>;
+using GenOutbox = Outbox<GenerateOutput>;
 
 // What every chunk of an answer repeats.
 struct AnswerIds {
@@ -41,35 +36,35 @@ class Completion {
  public:
   Completion(bool chat, const EchoPlan& echo) : chat_(chat), echo_(echo) {}
 
-  void Add(const v1::GenerateResponse& m) {
-    const size_t i = m.sample_index();
+  void Add(const GenerateOutput& m) {
+    if (m.echo.has_value()) prompt_ = *m.echo;
+    const size_t i = static_cast<size_t>(m.sample_index);
     if (i >= choices_.size()) choices_.resize(i + 1);
     Choice& c = choices_[i];
     if (!c.echoed) {
-      c.text = echo_.text;
+      if (echo_.echo) c.text = prompt_.text;
       c.echoed = true;
     }
-    if (m.prompt_logprobs_size() > 0) prompt_logprobs_ = m.prompt_logprobs();
+    if (!m.prompt_logprobs.empty()) prompt_logprobs_ = m.prompt_logprobs;
+    const bool finished = m.finish != FinishReason::kNone;
     if (echo_.prompt_only) {
       // The one generated token is not part of the answer.
-      if (m.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      if (finished) {
         c.finish = "length";
-        prompt_tokens_ = m.usage().prompt_tokens();
+        prompt_tokens_ = m.prompt_tokens;
       }
       return;
     }
-    c.text += m.text();
-    c.reasoning += m.reasoning();
-    for (const v1::ToolCallDelta& t : m.tool_calls()) {
-      c.tool_calls.push_back(ToolCallDelta{static_cast<int>(t.index()),
-                                           t.id(), t.name(), t.arguments()});
-    }
-    for (const auto& lp : m.logprobs()) *c.logprobs.Add() = lp;
-    c.any_logprobs |= m.logprobs_size() > 0;
-    if (m.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-      c.finish = FinishReasonName(m.finish_reason());
-      prompt_tokens_ = m.usage().prompt_tokens();
-      completion_tokens_ += m.usage().completion_tokens();
+    c.text += m.text;
+    c.reasoning += m.reasoning;
+    c.tool_calls.insert(c.tool_calls.end(), m.tool_calls.begin(),
+                        m.tool_calls.end());
+    c.logprobs.insert(c.logprobs.end(), m.logprobs.begin(), m.logprobs.end());
+    c.any_logprobs |= !m.logprobs.empty();
+    if (finished) {
+      c.finish = FinishReasonName(m);
+      prompt_tokens_ = m.prompt_tokens;
+      completion_tokens_ += m.completion_tokens;
     }
   }
 
@@ -85,7 +80,7 @@ class Completion {
       }
       int64_t offset = 0;
       c["logprobs"] =
-          echo_.logprobs ? EchoLogprobsJson(echo_.first_token,
+          echo_.logprobs ? EchoLogprobsJson(prompt_.first_token,
                                             prompt_logprobs_, ch.logprobs,
                                             ids.top_logprobs)
           : !ch.any_logprobs ? Json()
@@ -135,9 +130,11 @@ class Completion {
 
   const bool chat_;
   const EchoPlan echo_;
+  // The prompt (echo), from the first output.
+  PromptEcho prompt_;
   std::vector<Choice> choices_;
-  uint32_t prompt_tokens_ = 0;
-  uint32_t completion_tokens_ = 0;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
   // Echo with logprobs: the prompt's entries (sample 0 carries them).
   LogprobList prompt_logprobs_;
 };
@@ -150,36 +147,38 @@ struct StreamState {
   AnswerIds ids;
   bool done = false;
   std::vector<bool> role_sent;
-  // Completions' echo: the prompt text, and which choices have had it.
-  std::string echo;
+  // Completions' echo: whether asked, the prompt text (from the first
+  // output), and which choices have had it.
+  bool echo = false;
+  std::string echo_text;
   std::vector<bool> echoed;
   // Completions' logprobs: each choice's text offset so far.
   std::vector<int64_t> text_offset;
-  uint32_t prompt_tokens = 0;
-  uint32_t completion_tokens = 0;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
 };
 
 // A chat chunk's delta: role (first chunk of a choice), reasoning, content,
 // tool call pieces.
-Json ChatDelta(const v1::GenerateResponse& m, bool first) {
+Json ChatDelta(const GenerateOutput& m, bool first) {
   Json delta = Json::object();
   if (first) delta["role"] = "assistant";
-  if (!m.reasoning().empty()) delta["reasoning_content"] = m.reasoning();
+  if (!m.reasoning.empty()) delta["reasoning_content"] = m.reasoning;
   delta["content"] =
-      m.text().empty() && (m.tool_calls_size() > 0 || !m.reasoning().empty())
+      m.text.empty() && (!m.tool_calls.empty() || !m.reasoning.empty())
           ? Json()
-          : Json(m.text());
-  if (m.tool_calls_size() > 0) {
+          : Json(m.text);
+  if (!m.tool_calls.empty()) {
     Json calls = Json::array();
-    for (const v1::ToolCallDelta& t : m.tool_calls()) {
-      Json c = {{"index", t.index()}};
-      if (!t.id().empty()) {
-        c["id"] = t.id();
+    for (const ToolCallDelta& t : m.tool_calls) {
+      Json c = {{"index", t.index}};
+      if (!t.id.empty()) {
+        c["id"] = t.id;
         c["type"] = "function";
       }
       Json f = Json::object();
-      if (!t.name().empty()) f["name"] = t.name();
-      f["arguments"] = t.arguments();
+      if (!t.name.empty()) f["name"] = t.name;
+      f["arguments"] = t.arguments;
       c["function"] = std::move(f);
       calls.push_back(std::move(c));
     }
@@ -189,8 +188,9 @@ Json ChatDelta(const v1::GenerateResponse& m, bool first) {
 }
 
 // One engine message as a chunk's choice.
-Json StreamChoice(const v1::GenerateResponse& m, StreamState& st) {
-  const size_t i = m.sample_index();
+Json StreamChoice(const GenerateOutput& m, StreamState& st) {
+  if (m.echo.has_value()) st.echo_text = m.echo->text;
+  const size_t i = static_cast<size_t>(m.sample_index);
   if (i >= st.role_sent.size()) st.role_sent.resize(i + 1, false);
   if (i >= st.echoed.size()) st.echoed.resize(i + 1, false);
   if (i >= st.text_offset.size()) st.text_offset.resize(i + 1, 0);
@@ -200,20 +200,20 @@ Json StreamChoice(const v1::GenerateResponse& m, StreamState& st) {
     st.role_sent[i] = true;
   } else {
     // An echo puts the prompt before each choice's first text.
-    choice["text"] = st.echoed[i] ? m.text() : st.echo + m.text();
+    choice["text"] =
+        st.echoed[i] || !st.echo ? m.text : st.echo_text + m.text;
     st.echoed[i] = true;
   }
   const int top = st.ids.top_logprobs;
   choice["logprobs"] =
-      m.logprobs_size() == 0 ? Json()
-      : st.chat ? LogprobsJson(m.logprobs(), top)
-                : LegacyLogprobsJson(m.logprobs(), top, &st.text_offset[i]);
-  const bool finished = m.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
-  choice["finish_reason"] =
-      finished ? Json(FinishReasonName(m.finish_reason())) : Json();
+      m.logprobs.empty() ? Json()
+      : st.chat ? LogprobsJson(m.logprobs, top)
+                : LegacyLogprobsJson(m.logprobs, top, &st.text_offset[i]);
+  const bool finished = m.finish != FinishReason::kNone;
+  choice["finish_reason"] = finished ? Json(FinishReasonName(m)) : Json();
   if (finished) {
-    st.prompt_tokens = m.usage().prompt_tokens();
-    st.completion_tokens += m.usage().completion_tokens();
+    st.prompt_tokens = m.prompt_tokens;
+    st.completion_tokens += m.completion_tokens;
   }
   return choice;
 }
@@ -254,7 +254,7 @@ bool StreamNext(GenOutbox& outbox, const HttpCall& call, StreamState& st,
     sink.done();
     return true;
   }
-  Json chunk = StreamChunk(st, Json::array({StreamChoice(next.item->message, st)}));
+  Json chunk = StreamChunk(st, Json::array({StreamChoice(*next.item, st)}));
   if (st.include_usage) chunk["usage"] = Json();
   if (!SendEvent(sink, chunk)) return false;  // the client left: aborted
   if (next.item->last) EndStream(st, sink);
@@ -276,7 +276,7 @@ void Complete(httplib::Response& res, std::shared_ptr<HttpCall> call,
     call->Fail(res, *first.end);
     return;
   }
-  built->Add(first.item->message);
+  built->Add(*first.item);
   call->set_status(absl::OkStatus());
   if (first.item->last) {
     res.set_content(built->Finish(ids).dump(), "application/json");
@@ -301,7 +301,7 @@ void Complete(httplib::Response& res, std::shared_ptr<HttpCall> call,
           body = Json{{"error", ErrorJson(call->Named(*m.end))}}.dump(
               -1, ' ', false, Json::error_handler_t::replace);
         } else {
-          built->Add(m.item->message);
+          built->Add(*m.item);
           if (!m.item->last) return true;
           body = built->Finish(ids).dump();
         }
@@ -320,55 +320,16 @@ void Complete(httplib::Response& res, std::shared_ptr<HttpCall> call,
       });
 }
 
-// A completion request's prompt as text (token ids detokenized).
-absl::StatusOr<std::string> PromptText(RequestLayer& requests,
-                                       const v1::GenerateRequest& gen) {
-  if (!gen.has_prompt_token_ids()) return gen.prompt();
-  v1::DetokenizeRequest d;
-  d.set_model(gen.model());
-  *d.mutable_token_ids() = gen.prompt_token_ids().ids();
-  ASSIGN_OR_RETURN(v1::DetokenizeResponse text, requests.Detokenize(d));
-  return text.text();
-}
-
-// The echo's prompt text and, with logprobs, its first token.
-absl::Status FillEcho(RequestLayer& requests, const v1::GenerateRequest& gen,
-                      EchoPlan* echo) {
-  ASSIGN_OR_RETURN(echo->text, PromptText(requests, gen));
-  if (!echo->logprobs) return absl::OkStatus();
-  uint32_t first = 0;
-  if (gen.has_prompt_token_ids()) {
-    first = gen.prompt_token_ids().ids(0);
-  } else {
-    // The ids Generate will see: the same tokenizer defaults.
-    v1::TokenizeRequest t;
-    t.set_model(gen.model());
-    t.set_text(gen.prompt());
-    ASSIGN_OR_RETURN(v1::TokenizeResponse ids, requests.Tokenize(t));
-    if (ids.token_ids_size() == 0) return Invalid("prompt", "has no tokens");
-    first = ids.token_ids(0);
-  }
-  v1::DetokenizeRequest d;
-  d.set_model(gen.model());
-  d.add_token_ids(first);
-  d.set_skip_special_tokens(false);
-  ASSIGN_OR_RETURN(v1::DetokenizeResponse text, requests.Detokenize(d));
-  echo->first_token = text.text();
-  return absl::OkStatus();
-}
-
-// What a generation route reads of its body beyond the GenerateRequest.
+// What a generation route reads of its body beyond the GenerateInput.
 struct GenerateBody {
-  v1::GenerateRequest gen;
+  GenerateInput gen;
   EchoPlan echo;
   bool stream = false;
   bool include_usage = false;
   int top_logprobs = 0;
 };
 
-absl::Status ReadGenerateBody(RequestLayer& requests, const Json& body,
-                              bool chat, GenerateBody* out) {
-  out->gen.set_model(body.value("model", ""));
+absl::Status ReadGenerateBody(const Json& body, bool chat, GenerateBody* out) {
   RETURN_IF_ERROR(chat ? ToChatRequest(body, &out->gen)
                        : ToCompletionRequest(body, &out->gen, &out->echo));
   RETURN_IF_ERROR(Bool(body, "stream", &out->stream));
@@ -376,7 +337,6 @@ absl::Status ReadGenerateBody(RequestLayer& requests, const Json& body,
     return Invalid("stream", "echo with logprobs or max_tokens 0 is answered "
                              "whole; ask with stream false");
   }
-  if (out->echo.echo) RETURN_IF_ERROR(FillEcho(requests, out->gen, &out->echo));
   if (auto so = body.find("stream_options");
       so != body.end() && so->is_object()) {
     out->include_usage = so->value("include_usage", false);
@@ -422,7 +382,7 @@ void Generate(const HttpContext& ctx, const httplib::Request& req,
     call->Alias("max_tokens", "max_completion_tokens");
   }
   GenerateBody g;
-  if (absl::Status s = ReadGenerateBody(*ctx.requests, *body, chat, &g);
+  if (absl::Status s = ReadGenerateBody(*body, chat, &g);
       !s.ok()) {
     call->Fail(res, s);
     return;
@@ -431,13 +391,14 @@ void Generate(const HttpContext& ctx, const httplib::Request& req,
   std::string model;
   absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
       ctx.requests->Generate(
-          g.gen, absl::InfiniteFuture(),
-          [outbox](absl::StatusOr<v1::GenerateResponse> m, bool last) {
+          std::move(g.gen),
+          [outbox](absl::StatusOr<GenerateOutput> m) {
             if (!m.ok()) {
               outbox->End(m.status());
               return;
             }
-            outbox->Push(GenMessage{*std::move(m), last});
+            const bool last = m->last;
+            outbox->Push(*std::move(m));
             if (last) outbox->End(absl::OkStatus());
           },
           &model);
@@ -457,7 +418,7 @@ void Generate(const HttpContext& ctx, const httplib::Request& req,
   state->chat = chat;
   state->include_usage = g.include_usage;
   state->ids = ids;
-  state->echo = std::move(g.echo.text);
+  state->echo = g.echo.echo;
   StartStream(res, call, outbox, state);
 }
 

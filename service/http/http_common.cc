@@ -1,5 +1,8 @@
 #include "service/http/http_common.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -90,14 +93,14 @@ std::string StringField(const Json& o, const char* key) {
 }
 
 absl::Status ToTokenIds(const Json& ids, const std::string& param,
-                        google::protobuf::RepeatedField<uint32_t>* out) {
+                        std::vector<int64_t>* out) {
   if (!ids.is_array()) return Invalid(param, "must be a list of token ids");
   for (const Json& id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() > UINT32_MAX) {
       return Invalid(param, "token ids must be integers in [0, 2^32)");
     }
-    out->Add(id.get<uint32_t>());
+    out->push_back(id.get<int64_t>());
   }
   return absl::OkStatus();
 }

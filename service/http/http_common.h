@@ -14,11 +14,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "google/protobuf/repeated_field.h"
 #include "nlohmann/json.hpp"
 #include "service/auth.h"
 #include "service/call_scope.h"
@@ -61,9 +61,9 @@ absl::Status Number(const Json& body, const char* key, T* out,
 absl::Status Bool(const Json& body, const char* key, bool* out);
 // An object's string field, "" when absent or not a string (never throws).
 std::string StringField(const Json& o, const char* key);
-// A JSON array of token ids, appended to `out`.
+// A JSON array of token ids (integers in [0, 2^32)), appended to `out`.
 absl::Status ToTokenIds(const Json& ids, const std::string& param,
-                        google::protobuf::RepeatedField<uint32_t>* out);
+                        std::vector<int64_t>* out);
 
 int64_t NowSeconds();
 int64_t NowNanos();

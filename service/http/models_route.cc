@@ -3,6 +3,7 @@
 // GET /v1/models/{id} (OpenAI's model objects, with inferd's max_model_len,
 // dtype and activations), and GET /metrics when the server has them.
 #include <string>
+#include <vector>
 
 #include "service/http/http_common.h"
 #include "service/http/routes.h"
@@ -11,15 +12,15 @@ namespace inferd::http {
 namespace {
 
 void Health(const HttpContext& ctx, httplib::Response& res) {
-  v1::ListModelsResponse list = ctx.requests->ListModels();
+  const std::vector<ServedModelInfo> list = ctx.requests->ListModels();
   Json models = Json::object();
-  bool ready = list.models_size() > 0;
-  for (const v1::ModelInfo& m : list.models()) {
-    const bool ok = m.state() == v1::MODEL_STATE_READY;
+  bool ready = !list.empty();
+  for (const ServedModelInfo& m : list) {
+    const bool ok = m.state == ModelState::kReady;
     ready = ready && ok;
-    models[m.name()] = ok                                      ? "ready"
-                       : m.state() == v1::MODEL_STATE_LOADING ? "loading"
-                                                              : "failed";
+    models[m.name] = ok                                 ? "ready"
+                     : m.state == ModelState::kLoading ? "loading"
+                                                       : "failed";
   }
   if (!ctx.requests->accepting()) ready = false;
   res.status = ready ? 200 : 503;
@@ -28,14 +29,14 @@ void Health(const HttpContext& ctx, httplib::Response& res) {
       "application/json");
 }
 
-Json ModelJson(const HttpContext& ctx, const v1::ModelInfo& m) {
-  return Json{{"id", m.name()},
+Json ModelJson(const HttpContext& ctx, const ServedModelInfo& m) {
+  return Json{{"id", m.name},
               {"object", "model"},
               {"created", ctx.created},
               {"owned_by", "inferd"},
-              {"max_model_len", m.max_input_tokens()},
-              {"dtype", m.dtype()},
-              {"activations", m.activations()}};
+              {"max_model_len", m.max_input_tokens},
+              {"dtype", m.dtype},
+              {"activations", m.activations}};
 }
 
 void ListModels(const HttpContext& ctx, const httplib::Request& req,
@@ -43,8 +44,7 @@ void ListModels(const HttpContext& ctx, const httplib::Request& req,
   HttpCall call(ctx, "GET /v1/models", Api::kModels, CallScope::Kind::kQuery);
   if (!call.Admit(req, res)) return;
   Json data = Json::array();
-  const v1::ListModelsResponse list = ctx.requests->ListModels();
-  for (const v1::ModelInfo& m : list.models()) {
+  for (const ServedModelInfo& m : ctx.requests->ListModels()) {
     data.push_back(ModelJson(ctx, m));
   }
   res.set_content(Json{{"object", "list"}, {"data", data}}.dump(),
@@ -56,14 +56,12 @@ void GetModel(const HttpContext& ctx, const httplib::Request& req,
   HttpCall call(ctx, "GET /v1/models/{id}", Api::kModels,
                 CallScope::Kind::kQuery);
   if (!call.Admit(req, res)) return;
-  v1::GetModelRequest get;
-  get.set_name(req.matches[1]);
-  absl::StatusOr<v1::ModelInfo> info = ctx.requests->GetModel(get);
+  absl::StatusOr<ServedModelInfo> info = ctx.requests->GetModel(req.matches[1]);
   if (!info.ok()) {
     call.Fail(res, info.status());
     return;
   }
-  call.set_model(info->name());
+  call.set_model(info->name);
   res.set_content(ModelJson(ctx, *info).dump(), "application/json");
 }
 

@@ -7,18 +7,9 @@
 
 namespace inferd::http {
 
-const char* FinishReasonName(v1::FinishReason r) {
-  switch (r) {
-    case v1::FINISH_REASON_LENGTH:
-      return "length";
-    case v1::FINISH_REASON_STOP:
-    case v1::FINISH_REASON_EOS:
-      return "stop";
-    case v1::FINISH_REASON_TOOL_CALLS:
-      return "tool_calls";
-    default:
-      return "stop";
-  }
+const char* FinishReasonName(const GenerateOutput& out) {
+  if (out.tool_calls_finish) return "tool_calls";
+  return out.finish == FinishReason::kLength ? "length" : "stop";
 }
 
 namespace {
@@ -63,8 +54,8 @@ bool IsUtf8(absl::string_view s) {
 // OpenAI's token entry: the text the token adds, its UTF-8 bytes, and its
 // logprob. A token that is part of a multi-byte character is written as
 // "bytes:\xNN..." (its bytes alone are not text), as OpenAI does.
-Json TokenJson(const v1::TokenLogprob& t) {
-  const std::string& b = t.text_bytes();
+Json TokenJson(const NamedToken& t) {
+  const std::string& b = t.text_bytes;
   std::string text;
   if (IsUtf8(b)) {
     text = b;
@@ -77,7 +68,7 @@ Json TokenJson(const v1::TokenLogprob& t) {
   }
   std::vector<int> bytes;
   for (char c : b) bytes.push_back(static_cast<uint8_t>(c));
-  return Json{{"token", text}, {"logprob", t.logprob()}, {"bytes", bytes}};
+  return Json{{"token", text}, {"logprob", t.logprob}, {"bytes", bytes}};
 }
 
 }  // namespace
@@ -94,18 +85,17 @@ Json LegacyLogprobsJson(const LogprobList& lps, int top, int64_t* offset) {
   Json token_logprobs = Json::array();
   Json top_logprobs = Json::array();
   Json text_offset = Json::array();
-  for (const v1::SampledLogprobs& lp : lps) {
-    const Json t = TokenJson(lp.sampled());
+  for (const NamedLogprobs& lp : lps) {
+    const Json t = TokenJson(lp.sampled);
     tokens.push_back(t["token"]);
-    token_logprobs.push_back(lp.sampled().logprob());
+    token_logprobs.push_back(lp.sampled.logprob);
     Json tops = Json::object();
-    for (int k = 0; k < lp.top_size() && k < top; ++k) {
-      tops[TokenJson(lp.top(k))["token"].get<std::string>()] =
-          lp.top(k).logprob();
+    for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
+      tops[TokenJson(lp.top[k])["token"].get<std::string>()] = lp.top[k].logprob;
     }
     top_logprobs.push_back(std::move(tops));
     text_offset.push_back(*offset);
-    *offset += TextLength(lp.sampled().text_bytes());
+    *offset += TextLength(lp.sampled.text_bytes);
   }
   return Json{{"tokens", tokens},
               {"token_logprobs", token_logprobs},
@@ -117,7 +107,7 @@ Json EchoLogprobsJson(const std::string& first_token,
                       const LogprobList& prompt, const LogprobList& generated,
                       int top) {
   LogprobList all = prompt;
-  for (const v1::SampledLogprobs& lp : generated) *all.Add() = lp;
+  all.insert(all.end(), generated.begin(), generated.end());
   int64_t offset = TextLength(first_token);
   Json rest = LegacyLogprobsJson(all, top, &offset);
   Json out = {{"tokens", Json::array({first_token})},
@@ -133,12 +123,12 @@ Json EchoLogprobsJson(const std::string& first_token,
 
 Json LogprobsJson(const LogprobList& lps, int top) {
   Json content = Json::array();
-  for (const v1::SampledLogprobs& lp : lps) {
+  for (const NamedLogprobs& lp : lps) {
     Json tops = Json::array();
-    for (int k = 0; k < lp.top_size() && k < top; ++k) {
-      tops.push_back(TokenJson(lp.top(k)));
+    for (size_t k = 0; k < lp.top.size() && static_cast<int>(k) < top; ++k) {
+      tops.push_back(TokenJson(lp.top[k]));
     }
-    Json entry = TokenJson(lp.sampled());
+    Json entry = TokenJson(lp.sampled);
     entry["top_logprobs"] = std::move(tops);
     content.push_back(std::move(entry));
   }

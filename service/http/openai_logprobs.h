@@ -8,15 +8,18 @@
 #include <cstdint>
 #include <string>
 
-#include "inferd/v1/inference.pb.h"
+#include <vector>
+
+#include "service/requests.h"
 #include "service/http/http_common.h"
 
 namespace inferd::http {
 
-using LogprobList = google::protobuf::RepeatedPtrField<v1::SampledLogprobs>;
+using LogprobList = std::vector<NamedLogprobs>;
 
-// OpenAI's finish_reason ("stop", "length", "tool_calls").
-const char* FinishReasonName(v1::FinishReason r);
+// OpenAI's finish_reason of a final output ("stop", "length",
+// "tool_calls").
+const char* FinishReasonName(const GenerateOutput& out);
 
 // Characters (code points) of well-formed UTF-8 text; bytes otherwise.
 int64_t TextLength(const std::string& s);

@@ -1,5 +1,6 @@
-// libFuzzer target: request conversion and validation (service/convert.cc),
-// the step between a decoded inferd.v1 request and the engine. The first
+// libFuzzer target: the gRPC adapter (service/convert.cc) and the request
+// checks (service/validation.cc), the step between a decoded inferd.v1
+// request and the engine. The first
 // byte picks the message (GenerateRequest, EmbedRequest, RerankRequest,
 // ClassifyRequest) and the model it is checked against; the rest is the
 // serialized message (inputs protobuf cannot parse are skipped: gRPC
@@ -15,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "runtime/engine/model_info.h"
 #include "service/convert.h"
+#include "service/validation.h"
 
 namespace {
 
@@ -48,32 +50,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 0: {
       inferd::v1::GenerateRequest req;
       if (!req.ParseFromArray(body, n)) return 0;
-      auto p = inferd::ToGenerateParams(req, gen, deadline);
-      if (!p.ok()) return 0;
-      for (int32_t id : p->prompt_token_ids) Check(id >= 0 && id < gen.vocab_size);
-      for (int32_t id : p->sampling.stop_token_ids) {
+      auto in = inferd::ToGenerateInput(req, deadline);
+      if (!in.ok() || !inferd::Validate(*in, gen).ok()) return 0;
+      const inferd::GenerateParams& p = in->params;
+      if (in->prompt_token_ids.has_value()) {
+        Check(!in->prompt_token_ids->empty());
+        for (int64_t id : *in->prompt_token_ids) {
+          Check(id >= 0 && id < gen.vocab_size);
+        }
+      }
+      for (int32_t id : p.sampling.stop_token_ids) {
         Check(id >= 0 && id < gen.vocab_size);
       }
-      for (const auto& [id, bias] : p->sampling.logit_bias) {
+      for (const auto& [id, bias] : p.sampling.logit_bias) {
         Check(id >= 0 && id < gen.vocab_size);
       }
-      Check(p->sampling.max_tokens >= 0 &&
-            p->sampling.max_tokens <= gen.max_input_tokens);
-      Check(p->sampling.Validate().ok());
-      Check(p->speculative.Validate().ok());
-      // An accepted request has an input: token ids, messages or a prompt.
-      Check(!p->prompt_token_ids.empty() || !p->messages.empty() ||
-            req.input_case() == inferd::v1::GenerateRequest::kPrompt);
-      for (const auto& m : p->messages) Check(!m.role.empty());
-      // Tools: an accepted plan names tools of the request; a constraint
-      // is valid JSON.
-      auto plan = inferd::ToToolPlan(req, &*p);
-      if (plan.ok() && plan->mode != inferd::ToolPlan::Mode::kOff) {
-        Check(static_cast<int>(p->tools.size()) == req.tools_size());
-        if (plan->mode == inferd::ToolPlan::Mode::kRequired ||
-            plan->mode == inferd::ToolPlan::Mode::kNamed) {
-          Check(!nlohmann::json::parse(p->sampling.response_format.spec, nullptr,
-                                       false).is_discarded());
+      Check(p.sampling.max_tokens >= 0 &&
+            p.sampling.max_tokens <= gen.max_input_tokens);
+      Check(p.sampling.Validate().ok());
+      Check(p.speculative.Validate().ok());
+      // An accepted request has one input: token ids, messages or a prompt.
+      Check(in->prompt_token_ids.has_value() + !p.messages.empty() +
+                p.prompt.has_value() == 1);
+      for (const auto& m : p.messages) Check(!m.role.empty());
+      // Tools: an accepted plan keeps the request's tools; a constraint is
+      // valid JSON.
+      inferd::GenerateInput planned = *in;
+      const inferd::ToolPlan plan = inferd::PlanTools(&planned);
+      if (plan.mode != inferd::ToolPlan::Mode::kOff) {
+        Check(static_cast<int>(planned.params.tools.size()) == req.tools_size());
+        if (plan.mode == inferd::ToolPlan::Mode::kRequired ||
+            plan.mode == inferd::ToolPlan::Mode::kNamed) {
+          Check(!nlohmann::json::parse(planned.params.sampling.response_format.spec,
+                                       nullptr, false)
+                     .is_discarded());
         }
       }
       break;
@@ -81,35 +91,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 1: {
       inferd::v1::EmbedRequest req;
       if (!req.ParseFromArray(body, n)) return 0;
-      auto p = inferd::ToEmbedParams(req, emb, limits, deadline);
-      if (!p.ok()) return 0;
-      const size_t count = p->texts.size() + p->token_ids.size();
+      const inferd::EmbedInput in = inferd::ToEmbedInput(req, deadline);
+      if (!inferd::Validate(in, emb, limits).ok()) return 0;
+      const inferd::EmbedParams& p = in.params;
+      const size_t count = p.texts.size() + in.token_ids.size();
       Check(count >= 1 &&
             count <= static_cast<size_t>(limits.max_inputs_per_request));
-      for (const auto& ids : p->token_ids) {
+      for (const auto& ids : in.token_ids) {
         Check(!ids.empty());
-        for (int32_t id : ids) Check(id >= 0 && id < emb.vocab_size);
+        for (int64_t id : ids) Check(id >= 0 && id < emb.vocab_size);
       }
-      Check(p->dimensions <= emb.embedding_dims);
-      Check(p->want_dense || p->want_sparse || p->want_multi_vector);
+      Check(p.dimensions >= 0 && p.dimensions <= emb.embedding_dims);
+      Check(p.want_dense || p.want_sparse || p.want_multi_vector);
       break;
     }
     case 2: {
       inferd::v1::RerankRequest req;
       if (!req.ParseFromArray(body, n)) return 0;
-      auto p = inferd::ToRerankParams(req, limits, deadline);
-      if (!p.ok()) return 0;
-      Check(!p->query.empty() && !p->documents.empty() &&
-            p->documents.size() <=
+      const inferd::RerankInput in = inferd::ToRerankInput(req, deadline);
+      if (!inferd::Validate(in, limits).ok()) return 0;
+      Check(!in.params.query.empty() && !in.params.documents.empty() &&
+            in.params.documents.size() <=
                 static_cast<size_t>(limits.max_inputs_per_request));
       break;
     }
     case 3: {
       inferd::v1::ClassifyRequest req;
       if (!req.ParseFromArray(body, n)) return 0;
-      auto p = inferd::ToClassifyParams(req, limits, deadline);
-      if (!p.ok()) return 0;
-      const size_t count = p->texts.size() + p->pairs.size();
+      const inferd::ClassifyInput in = inferd::ToClassifyInput(req, deadline);
+      if (!inferd::Validate(in, limits).ok()) return 0;
+      const size_t count = in.params.texts.size() + in.params.pairs.size();
       Check(count >= 1 &&
             count <= static_cast<size_t>(limits.max_inputs_per_request));
       break;

@@ -1,9 +1,12 @@
-// ToToolPlan: tools / tool_choice validation and the constraint it builds.
+// Tools through the gRPC adapter (ToGenerateInput), the request checks
+// (Validate) and the tool plan (PlanTools): tools / tool_choice validation
+// and the constraint it builds.
 #include <string>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "service/convert.h"
+#include "service/validation.h"
 
 namespace inferd {
 namespace {
@@ -22,8 +25,19 @@ v1::GenerateRequest Request() {
   return r;
 }
 
+// The plan of `r`; `p`'s response_format (if any) is the request's own, and
+// `p` gets the request's parameters.
 absl::StatusOr<ToolPlan> Plan(const v1::GenerateRequest& r, GenerateParams* p) {
-  return ToToolPlan(r, p);
+  absl::StatusOr<GenerateInput> in = ToGenerateInput(r, absl::InfiniteFuture());
+  if (!in.ok()) return in.status();
+  in->params.sampling.response_format = p->sampling.response_format;
+  ServedModelInfo model;
+  model.vocab_size = 1000;
+  model.max_input_tokens = 512;
+  if (absl::Status s = Validate(*in, model); !s.ok()) return s;
+  ToolPlan plan = PlanTools(&*in);
+  *p = in->params;
+  return plan;
 }
 
 TEST(ToolPlanTest, AutoByDefaultLeavesTheOutputFree) {
@@ -149,13 +163,14 @@ TEST(ToolPlanTest, BadInputNamesTheField) {
   r.mutable_tool_choice()->set_mode(v1::TOOL_CHOICE_MODE_REQUIRED);
   GenerateParams with_format;
   with_format.sampling.response_format.type = ResponseFormat::Type::kRegex;
-  auto both = ToToolPlan(r, &with_format);
+  auto both = Plan(r, &with_format);
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("response_format"), std::string::npos);
 }
 
 TEST(ToolPlanTest, ChatMessagesKeepToolFields) {
-  google::protobuf::RepeatedPtrField<v1::ChatMessage> in;
+  v1::GenerateRequest req;
+  google::protobuf::RepeatedPtrField<v1::ChatMessage>& in = *req.mutable_messages();
   v1::ChatMessage* a = in.Add();
   a->set_role("assistant");
   v1::ToolCall* c = a->add_tool_calls();
@@ -167,23 +182,27 @@ TEST(ToolPlanTest, ChatMessagesKeepToolFields) {
   t->set_tool_call_id("call_1");
   t->set_name("get_weather");
   t->set_content("sunny");
-  std::vector<ChatMessage> out;
-  ASSERT_TRUE(ToChatMessages(in, &out).ok());
+  absl::StatusOr<GenerateInput> converted =
+      ToGenerateInput(req, absl::InfiniteFuture());
+  ASSERT_TRUE(converted.ok());
+  const std::vector<ChatMessage>& out = converted->params.messages;
+  ASSERT_TRUE(ValidateMessages(out).ok());
   ASSERT_EQ(out.size(), 2u);
   ASSERT_EQ(out[0].tool_calls.size(), 1u);
   EXPECT_EQ(out[0].tool_calls[0].arguments, R"({"city": "Paris"})");
   EXPECT_EQ(out[1].tool_call_id, "call_1");
   EXPECT_EQ(out[1].name, "get_weather");
 
+  auto check = [&req] {
+    return ValidateMessages(
+        ToGenerateInput(req, absl::InfiniteFuture())->params.messages);
+  };
   c->set_arguments("{broken");
-  out.clear();
-  auto s = ToChatMessages(in, &out);
+  auto s = check();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message().substr(0, 35), "messages[0].tool_calls[0].arguments");
   a->set_role("user");
-  out.clear();
-  EXPECT_EQ(ToChatMessages(in, &out).message().substr(0, 22),
-            "messages[0].tool_calls");
+  EXPECT_EQ(check().message().substr(0, 22), "messages[0].tool_calls");
 }
 
 }  // namespace
