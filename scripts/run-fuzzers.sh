@@ -77,13 +77,13 @@ sources_for() {
     structured_output_fuzz)
       echo "$root/runtime/gen/structured_output.cc" ;;
     request_fuzz)
-      echo "$root/service/convert.cc" "$root/service/validation.cc" \
+      echo "$root/service/grpc/convert.cc" "$root/service/request/validation.cc" \
            "$root"/runtime/gen/sampling_params.cc \
            "$root"/runtime/gen/speculative.cc \
            "$proto_gen/inferd/v1/inference.pb.cc" \
            "$proto_gen/inferd/v1/models.pb.cc" ;;
     request_parse_fuzz)
-      echo "$root/service/request_parse.cc" \
+      echo "$root/service/grpc/request_parse.cc" \
            "$proto_gen/inferd/v1/inference.pb.cc" \
            "$proto_gen/inferd/v1/models.pb.cc" ;;
     *)

@@ -22,7 +22,7 @@
 #include "prometheus/registry.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
-#include "service/request_layer.h"
+#include "service/request/request_layer.h"
 
 namespace inferd {
 

@@ -13,11 +13,11 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
 #include "runtime/engine/model_manager.h"
-#include "service/auth.h"
+#include "service/request/auth.h"
 #include "service/flags.h"
-#include "service/health.h"
+#include "service/grpc/health.h"
 #include "service/http/http_api.h"
-#include "service/inference_service.h"
+#include "service/grpc/inference_service.h"
 #include "service/metrics.h"
 
 namespace inferd {

@@ -39,7 +39,10 @@ function(inferd_tier_libraries suffix)
     inferd_gen_${suffix} inferd_device ${CMAKE_DL_LIBS})
   inferd_tier_target(inferd_engine_${suffix})
 
+  # The service's layers (request, grpc, http, the server) in one library.
   file(GLOB service_srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/service/*.cc
+       ${PROJECT_SOURCE_DIR}/service/request/*.cc
+       ${PROJECT_SOURCE_DIR}/service/grpc/*.cc
        ${PROJECT_SOURCE_DIR}/service/http/*.cc)
   list(REMOVE_ITEM service_srcs ${PROJECT_SOURCE_DIR}/service/main.cc)
   add_library(inferd_service_${suffix} STATIC ${service_srcs})

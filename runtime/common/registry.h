@@ -43,6 +43,9 @@ inline constexpr char kOutputProcessor[] = "output_processor";
 // The prefill tail after the output processor (runtime/engine/
 // output_stages.h): dense, matryoshka, normalize, scores.
 inline constexpr char kOutputStage[] = "output_stage";
+// Embed outputs from every token's hidden state (runtime/engine/
+// token_heads.h): bge_m3_sparse, bge_m3_colbert.
+inline constexpr char kTokenHead[] = "token_head";
 inline constexpr char kExecutor[] = "executor";
 // A device kind ("cpu") -> the ModelRunnerFactory of its model runner
 // (runtime/model/model_runner.h).

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/common/registry.h"
 #include "runtime/engine/components.h"
+#include "runtime/engine/m3_output.h"
+#include "runtime/engine/token_heads.h"
 #include "runtime/engine/executors.h"
 #include "runtime/engine/input_processor.h"
 #include "runtime/engine/output_processor.h"
@@ -215,6 +217,21 @@ std::vector<std::string> EmbeddingTail() {
   return {"dense", "matryoshka", "normalize"};
 }
 
+// The token heads every embedding workflow offers (present when the model
+// directory has their files).
+std::vector<std::string> EmbeddingTokenHeads() {
+  return {"bge_m3_sparse", "bge_m3_colbert"};
+}
+
+void RegisterTokenHeads() {
+  Add(registry_kind::kTokenHead, "bge_m3_sparse",
+      "BGE-M3 sparse lexical weights (sparse_linear): outputs.sparse",
+      TokenHeadFactory(&NewM3SparseHead));
+  Add(registry_kind::kTokenHead, "bge_m3_colbert",
+      "BGE-M3 ColBERT vectors (colbert_linear): outputs.multi_vector",
+      TokenHeadFactory(&NewM3ColbertHead));
+}
+
 void RegisterWorkflows() {
   AddWorkflow(Recipe("causal_generate", "decoder LM generation",
                      {Task::kGenerate}, "prompt_tokenizer",
@@ -227,6 +244,7 @@ void RegisterWorkflows() {
                         "prefill_loop");
     w.default_pooling = "cls";
     w.output_stages = EmbeddingTail();
+    w.token_heads = EmbeddingTokenHeads();
     AddWorkflow(std::move(w));
   }
   {
@@ -237,6 +255,7 @@ void RegisterWorkflows() {
     w.default_pooling = "last";
     w.bidirectional_variant = "decoder_embed_bidirectional";
     w.output_stages = EmbeddingTail();
+    w.token_heads = EmbeddingTokenHeads();
     AddWorkflow(std::move(w));
   }
   {
@@ -248,6 +267,7 @@ void RegisterWorkflows() {
                         "prefill_loop");
     w.default_pooling = "last";
     w.output_stages = EmbeddingTail();
+    w.token_heads = EmbeddingTokenHeads();
     AddWorkflow(std::move(w));
   }
   {
@@ -310,6 +330,7 @@ void RegisterAll() {
   RegisterSchedulers();
   RegisterOutputProcessors();
   RegisterBuiltinOutputStages();
+  RegisterTokenHeads();
   RegisterExecutors();
   RegisterWorkflows();
   RegisterArchitectures();

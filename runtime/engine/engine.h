@@ -41,7 +41,7 @@ class WeightStore;
 //   which can be longer than the caller's interest in it. So a callback
 //   must not hold a raw pointer to an object the caller may destroy: a gRPC
 //   reactor is deleted by gRPC after a cancel, at any moment. service/
-//   therefore captures a shared ReactorLink (service/reactor_link.h), which
+//   therefore captures a shared ReactorLink (service/grpc/reactor_link.h), which
 //   the reactor detaches in OnDone before it is deleted; a late callback
 //   finds it detached and is dropped.
 class RequestHandle {
@@ -113,6 +113,9 @@ class Engine {
       GenerateParams params, GenerateCallback on_chunk);
 
   virtual EngineStats Stats() const = 0;
+  // Embedders: the outputs an embed request may ask for besides "dense"
+  // (the token heads that are present: "sparse", "multi_vector").
+  virtual std::vector<std::string> EmbedOutputs() const { return {}; }
 
   // The longest input (prompt + output for generation) the engine accepts,
   // when it is tighter than the model's own limit (e.g. a KV cache smaller

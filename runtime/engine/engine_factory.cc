@@ -18,7 +18,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/executors.h"
 #include "runtime/engine/generate_engine.h"
-#include "runtime/engine/m3_output.h"
+#include "runtime/engine/token_heads.h"
 #include "runtime/engine/model_manager.h"
 #include "runtime/engine/prefill_engine.h"
 #include "runtime/model/model_runner.h"
@@ -220,13 +220,6 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   }
   const SentenceTransformersConfig& st = model.st_config();
   po.default_normalize = st.present ? st.has_normalize : true;
-  if (w.Supports(Task::kEmbed)) {
-    ASSIGN_OR_RETURN(po.m3, LoadM3Heads(model.spec().path,
-                                        model.config().hidden_size));
-    po.m3.special_ids = SpecialIds(model);
-    const Tokenizer* tok = &model.tokenizer();
-    po.m3.id_to_token = [tok](int32_t id) { return tok->IdToToken(id); };
-  }
 
   PrefillComponents c;
   InputProcessorOptions io;
@@ -254,6 +247,18 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   sc.dense = std::move(dense);
   sc.scores = oc.scores;
   ASSIGN_OR_RETURN(c.stages, CreateOutputStages(DefaultOutputStages(w), sc));
+  TokenHeadContext hc;
+  hc.model_dir = model.spec().path;
+  hc.hidden_size = model.config().hidden_size;
+  hc.special_ids = SpecialIds(model);
+  const Tokenizer* tok = &model.tokenizer();
+  hc.id_to_token = [tok](int32_t id) { return tok->IdToToken(id); };
+  for (const std::string& name : w.token_heads) {
+    ASSIGN_OR_RETURN(TokenHeadFactory make,
+                     Component<TokenHeadFactory>(registry_kind::kTokenHead, name, w));
+    ASSIGN_OR_RETURN(std::unique_ptr<TokenHead> head, make(hc));
+    c.token_heads.push_back(std::move(head));
+  }
   auto make_output = [&](const std::string& name)
       -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
     ASSIGN_OR_RETURN(OutputProcessorFactory factory,

@@ -41,7 +41,7 @@
 #include "runtime/engine/admission_front.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
-#include "runtime/engine/prefill_engine.h"
+#include "runtime/engine/step_runner.h"
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
 #include "runtime/gen/step_sampling.h"

@@ -155,29 +155,123 @@ float ColbertScore(const std::vector<float>& query,
   return static_cast<float>(total / nq);
 }
 
-absl::Status M3Collector::Add(size_t index, const std::vector<int32_t>& ids,
-                              const SequenceResult& hidden) {
+namespace {
+
+// One of the two heads over the shared weights.
+class M3TokenHead : public TokenHead {
+ public:
+  M3TokenHead(std::shared_ptr<const M3Heads> heads, bool sparse)
+      : heads_(std::move(heads)), sparse_(sparse) {}
+
+  std::string output() const override {
+    return sparse_ ? "sparse" : "multi_vector";
+  }
+  bool present() const override {
+    return sparse_ ? heads_->sparse.has_value() : heads_->colbert.has_value();
+  }
+  bool Wanted(const EmbedParams& p) const override {
+    return sparse_ ? p.want_sparse : p.want_multi_vector;
+  }
+  absl::Status Check(const EmbedParams& p) const override {
+    if (!Wanted(p)) return absl::OkStatus();
+    EmbedParams only;
+    only.want_sparse = sparse_;
+    only.want_multi_vector = !sparse_;
+    return heads_->Check(only);
+  }
+  std::unique_ptr<TokenHeadRun> Start(const EmbedParams& p, bool normalize,
+                                      const ExecutionContext& ctx) const override;
+
+ private:
+  const std::shared_ptr<const M3Heads> heads_;
+  const bool sparse_;
+};
+
+class SparseRun : public TokenHeadRun {
+ public:
+  SparseRun(std::shared_ptr<const M3Heads> heads, bool with_tokens,
+            const ExecutionContext& ctx)
+      : heads_(std::move(heads)), with_tokens_(with_tokens), ctx_(ctx) {}
+  absl::Status Add(size_t index, const std::vector<int32_t>& ids,
+                   const SequenceResult& hidden) override {
+    if (out_.size() <= index) out_.resize(index + 1);
+    ASSIGN_OR_RETURN(out_[index],
+                     SparseWeights(ctx_, hidden, ids, *heads_, with_tokens_));
+    return absl::OkStatus();
+  }
+  void MoveInto(EmbedResult* result) override {
+    result->sparse = std::move(out_);
+  }
+
+ private:
+  const std::shared_ptr<const M3Heads> heads_;
+  const bool with_tokens_;
+  const ExecutionContext ctx_;
+  std::vector<SparseVector> out_;
+};
+
+class ColbertRun : public TokenHeadRun {
+ public:
+  ColbertRun(std::shared_ptr<const M3Heads> heads, bool normalize,
+             const ExecutionContext& ctx)
+      : heads_(std::move(heads)), normalize_(normalize), ctx_(ctx) {}
+  absl::Status Add(size_t index, const std::vector<int32_t>& ids,
+                   const SequenceResult& hidden) override {
+    if (out_.size() <= index) out_.resize(index + 1);
+    ASSIGN_OR_RETURN(out_[index],
+                     ColbertVectors(ctx_, hidden, *heads_->colbert, normalize_));
+    return absl::OkStatus();
+  }
+  void MoveInto(EmbedResult* result) override {
+    result->multi_vectors = std::move(out_);
+    result->multi_vector_dims = heads_->colbert->out_features;
+  }
+
+ private:
+  const std::shared_ptr<const M3Heads> heads_;
+  const bool normalize_;
+  const ExecutionContext ctx_;
+  std::vector<std::vector<float>> out_;
+};
+
+std::unique_ptr<TokenHeadRun> M3TokenHead::Start(
+    const EmbedParams& p, bool normalize, const ExecutionContext& ctx) const {
   if (sparse_) {
-    if (sparse_out_.size() <= index) sparse_out_.resize(index + 1);
-    absl::StatusOr<SparseVector> v =
-        SparseWeights(ctx_, hidden, ids, heads_, sparse_tokens_);
-    if (!v.ok()) return v.status();
-    sparse_out_[index] = std::move(v).value();
+    return std::make_unique<SparseRun>(heads_, p.want_sparse_tokens, ctx);
   }
-  if (multi_) {
-    if (multi_out_.size() <= index) multi_out_.resize(index + 1);
-    absl::StatusOr<std::vector<float>> v =
-        ColbertVectors(ctx_, hidden, *heads_.colbert, normalize_);
-    if (!v.ok()) return v.status();
-    multi_out_[index] = std::move(v).value();
-  }
-  return absl::OkStatus();
+  return std::make_unique<ColbertRun>(heads_, normalize, ctx);
 }
 
-void M3Collector::MoveInto(EmbedResult* result) {
-  result->sparse = std::move(sparse_out_);
-  result->multi_vectors = std::move(multi_out_);
-  result->multi_vector_dims = multi_ ? heads_.colbert->out_features : 0;
+// One head's weights (the other left unset) from the model directory.
+absl::StatusOr<std::unique_ptr<TokenHead>> NewM3Head(
+    const TokenHeadContext& ctx, bool sparse) {
+  auto heads = std::make_shared<M3Heads>();
+  const M3HeadFiles files = FindM3HeadFiles(ctx.model_dir);
+  heads->sparse_missing = M3HeadMissing(ctx.model_dir, "sparse_linear");
+  heads->colbert_missing = M3HeadMissing(ctx.model_dir, "colbert_linear");
+  if (sparse && !files.sparse.empty()) {
+    ASSIGN_OR_RETURN(heads->sparse,
+                     LoadLinearHead(files.sparse, ctx.hidden_size, 1));
+  }
+  if (!sparse && !files.colbert.empty()) {
+    ASSIGN_OR_RETURN(heads->colbert,
+                     LoadLinearHead(files.colbert, ctx.hidden_size, 0));
+  }
+  heads->special_ids = ctx.special_ids;
+  heads->id_to_token = ctx.id_to_token;
+  return std::unique_ptr<TokenHead>(new M3TokenHead(std::move(heads), sparse));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TokenHead>> NewM3SparseHead(
+    const TokenHeadContext& ctx) {
+  return NewM3Head(ctx, /*sparse=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<TokenHead>> NewM3ColbertHead(
+    const TokenHeadContext& ctx) {
+  return NewM3Head(ctx, /*sparse=*/false);
 }
 
 }  // namespace inferd

@@ -5,13 +5,15 @@
 //   (CLS, EOS, PAD, UNK) and zero weights dropped;
 // - multi-vector (ColBERT): colbert_linear(h_t) for every token after the
 //   first (CLS), each L2-normalized when the request normalizes.
-// Also the ColBERT late-interaction score of two such sets of vectors.
+// Also the ColBERT late-interaction score of two such sets of vectors, and
+// both heads as token heads (token_heads.h) a workflow names.
 // Immutable after construction; thread-safe (replica loops share it).
 #ifndef INFERD_RUNTIME_ENGINE_M3_OUTPUT_H_
 #define INFERD_RUNTIME_ENGINE_M3_OUTPUT_H_
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "device/ops.h"
 #include "runtime/engine/requests.h"
+#include "runtime/engine/token_heads.h"
 #include "runtime/loader/m3_heads.h"
 #include "runtime/model/batch_plan.h"
 
@@ -63,39 +66,14 @@ absl::StatusOr<std::vector<float>> ColbertVectors(const ExecutionContext& ctx,
                                                   const LinearWeights& head,
                                                   bool normalize);
 
-// The sparse and multi-vector outputs of one embed request, filled
-// sequence by sequence as its batches finish (by the request's completion
-// path: one thread at a time) and then moved into its EmbedResult.
-class M3Collector {
- public:
-  // `heads` must outlive the collector; `normalize` applies to the
-  // multi-vector output; the heads run on `ctx`.
-  M3Collector(const M3Heads& heads, const EmbedParams& params, bool normalize,
-              const ExecutionContext& ctx)
-      : ctx_(ctx),
-        heads_(heads),
-        sparse_(params.want_sparse),
-        sparse_tokens_(params.want_sparse_tokens),
-        multi_(params.want_multi_vector),
-        normalize_(normalize) {}
-  // Whether the request asks for either output (it then needs every
-  // token's hidden state: StepOutput::kHiddenStates).
-  bool wanted() const { return sparse_ || multi_; }
-  // Sequence `index` (`ids` its tokens) finished with `hidden`.
-  absl::Status Add(size_t index, const std::vector<int32_t>& ids,
-                   const SequenceResult& hidden);
-  void MoveInto(EmbedResult* result);
-
- private:
-  const ExecutionContext ctx_;
-  const M3Heads& heads_;
-  const bool sparse_;
-  const bool sparse_tokens_;
-  const bool multi_;
-  const bool normalize_;
-  std::vector<SparseVector> sparse_out_;
-  std::vector<std::vector<float>> multi_out_;
-};
+// The built-in token heads (token_heads.h): BGE-M3's sparse lexical
+// weights (`bge_m3_sparse`, output "sparse") and ColBERT vectors
+// (`bge_m3_colbert`, output "multi_vector") from sparse_linear /
+// colbert_linear in the model directory; absent files give an absent head.
+absl::StatusOr<std::unique_ptr<TokenHead>> NewM3SparseHead(
+    const TokenHeadContext& ctx);
+absl::StatusOr<std::unique_ptr<TokenHead>> NewM3ColbertHead(
+    const TokenHeadContext& ctx);
 
 // Late-interaction (MaxSim) score: the mean over query vectors of the best
 // dot product with any document vector. Both are row-major [n x dims].

@@ -115,10 +115,8 @@ ServedModel::ServedModel(ModelSpec spec, ModelConfig config,
   if (workflow_.Supports(Task::kEmbed)) {
     i.embedding_dims = config_.hidden_size;
     if (!st_.dense.empty()) i.embedding_dims = st_.dense.back().out_features;
+    // The token heads' outputs join once the engine is built (Load).
     i.embed_outputs = {"dense"};
-    const M3HeadFiles heads = FindM3HeadFiles(spec_.path);
-    if (!heads.sparse.empty()) i.embed_outputs.push_back("sparse");
-    if (!heads.colbert.empty()) i.embed_outputs.push_back("multi_vector");
   }
   if (workflow_.Supports(Task::kClassify) || workflow_.Supports(Task::kRerank)) {
     for (int64_t l = 0; l < config_.num_labels; ++l) {
@@ -180,7 +178,12 @@ absl::Status ServedModel::CheckComponents() const {
       {registry_kind::kExecutor, workflow_.executor},
       {registry_kind::kModel, workflow_.model_class},
   };
-  for (const auto& [kind, name] : parts) {
+  std::vector<std::pair<const char*, std::string>> needed(std::begin(parts),
+                                                          std::end(parts));
+  for (const std::string& head : workflow_.token_heads) {
+    needed.emplace_back(registry_kind::kTokenHead, head);
+  }
+  for (const auto& [kind, name] : needed) {
     if (r.Find(kind, name) != nullptr) continue;
     std::string hint;
     if (kind == std::string(registry_kind::kOutputProcessor) &&
@@ -276,6 +279,12 @@ absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
     return s;
   }
   engine_ = std::move(engine).value();
+  {
+    absl::MutexLock lock(&mu_);
+    for (std::string& output : engine_->EmbedOutputs()) {
+      info_.embed_outputs.push_back(std::move(output));
+    }
+  }
   engine_->set_step_observer(step_observer_);
   {
     absl::MutexLock lock(&mu_);

@@ -70,6 +70,13 @@ class Registrar : public PluginRegistrar {
     return Add(registry_kind::kExecutor, name, description,
                std::move(factory));
   }
+  absl::Status AddTokenHead(const std::string& name,
+                            const std::string& description,
+                            TokenHeadFactory factory) override {
+    if (!factory) return Empty(name);
+    return Add(registry_kind::kTokenHead, name, description,
+               std::move(factory));
+  }
   absl::Status AddModelClass(const std::string& name,
                              const std::string& description,
                              ModelFactory factory) override {

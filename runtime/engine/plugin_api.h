@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/engine/components.h"
+#include "runtime/engine/token_heads.h"
 #include "runtime/engine/workflow.h"
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
@@ -66,7 +67,13 @@
 // 11: AttentionParams::bf16_products; Device::fast_bf16_products;
 //    PackedFormat::kBf16Pairs; EngineOptions::dtype defaults to "auto"
 //    (resolved per model when it opens).
-#define INFERD_PLUGIN_API_VERSION 11
+// 12: token heads (runtime/engine/token_heads.h: TokenHead, TokenHeadRun,
+//    registry kind "token_head", AddTokenHead; Workflow::token_heads names
+//    them; BGE-M3's heads are the built-in bge_m3_sparse / bge_m3_colbert)
+//    and Engine::EmbedOutputs; StepRunner moved to step_runner.h;
+//    GenerateParams::return_prompt_token_ids and
+//    GenerateChunk::prompt_token_ids; ChatTool::strict.
+#define INFERD_PLUGIN_API_VERSION 12
 
 namespace inferd {
 
@@ -101,6 +108,11 @@ class PluginRegistrar {
   virtual absl::Status AddExecutor(const std::string& name,
                                    const std::string& description,
                                    ExecutorFactory factory) = 0;
+  // An embed output from every token's hidden state (kind "token_head"),
+  // which a workflow names in its token_heads.
+  virtual absl::Status AddTokenHead(const std::string& name,
+                                    const std::string& description,
+                                    TokenHeadFactory factory) = 0;
   // A model class (kind "model"), named like the architecture it builds.
   virtual absl::Status AddModelClass(const std::string& name,
                                      const std::string& description,

@@ -254,6 +254,14 @@ absl::StatusOr<OutputRows> PrefillEngine::RunOutputPlan(
   return rows;
 }
 
+std::vector<std::string> PrefillEngine::EmbedOutputs() const {
+  std::vector<std::string> out;
+  for (const auto& head : components_.token_heads) {
+    if (head->present()) out.push_back(head->output());
+  }
+  return out;
+}
+
 std::vector<const OutputStage*> PrefillEngine::stages() const {
   std::vector<const OutputStage*> out;
   for (const auto& s : components_.stages) out.push_back(s.get());
@@ -297,7 +305,22 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
   }
   ASSIGN_OR_RETURN(const OutputProcessor* pooling,
                    ResolvePooling(params.pooling));
-  RETURN_IF_ERROR(options_.m3.Check(params));
+  for (const auto& [wanted, output] :
+       {std::pair<bool, const char*>{params.want_sparse, "sparse"},
+        {params.want_multi_vector, "multi_vector"}}) {
+    const bool served = std::any_of(
+        components_.token_heads.begin(), components_.token_heads.end(),
+        [o = output](const auto& h) { return h->output() == o; });
+    if (wanted && !served) {
+      return FieldError(absl::StrCat("outputs.", output),
+                        absl::StrCat(": workflow ", options_.workflow,
+                                     " has no token head for it"),
+                        absl::StatusCode::kFailedPrecondition);
+    }
+  }
+  for (const auto& head : components_.token_heads) {
+    RETURN_IF_ERROR(head->Check(params));
+  }
   auto shared = std::make_shared<const EmbedParams>(std::move(params));
   PrefillRequest request = NewRequest(shared, &InputProcessor::ProcessEmbed);
   request.head = pooling;
@@ -306,17 +329,22 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
       shared->normalize.value_or(options_.default_normalize);
   request.stage_request.dimensions = shared->dimensions;
   if (shared->want_dense) request.stages = stages();
-  // Sparse / multi-vector outputs: they need every token's hidden state.
-  auto m3 = std::make_shared<M3Collector>(
-      options_.m3, *shared, request.stage_request.normalize, stage_ctx_);
-  if (m3->wanted()) {
+  // Token heads' outputs: they need every token's hidden state.
+  auto runs = std::make_shared<std::vector<std::unique_ptr<TokenHeadRun>>>();
+  for (const auto& head : components_.token_heads) {
+    if (!head->Wanted(*shared)) continue;
+    runs->push_back(
+        head->Start(*shared, request.stage_request.normalize, stage_ctx_));
+  }
+  if (!runs->empty()) {
     request.step_output = StepOutput::kHiddenStates;
-    request.token_heads = [m3](size_t i, const PrefillSequence& seq,
-                               const SequenceResult& r) {
-      return m3->Add(i, seq.ids, r);
+    request.token_heads = [runs](size_t i, const PrefillSequence& seq,
+                                 const SequenceResult& r) {
+      for (const auto& run : *runs) RETURN_IF_ERROR(run->Add(i, seq.ids, r));
+      return absl::OkStatus();
     };
   }
-  request.sink = [m3, want_dense = shared->want_dense, done = std::move(done)](
+  request.sink = [runs, want_dense = shared->want_dense, done = std::move(done)](
                      absl::StatusOr<OutputRows> rows, const PrefillOutcome& o) {
     if (!rows.ok()) {
       done(rows.status());
@@ -326,7 +354,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> PrefillEngine::SubmitEmbed(
     result.total_tokens = o.total_tokens;
     result.tokens = o.lengths;
     result.timings = o.timings;
-    m3->MoveInto(&result);
+    for (const auto& run : *runs) run->MoveInto(&result);
     for (int64_t r = 0; r < rows->rows; ++r) {
       result.embeddings.push_back(want_dense ? rows->Row(r)
                                              : std::vector<float>());

@@ -8,7 +8,7 @@
 // from the scheduler and run them; the runner pools on the device (one row
 // per sequence). A request is one PrefillRequest record from admission to
 // its answer: its sequences, its output plan (the output processor: one
-// row per sequence; token heads such as BGE-M3's; then the workflow's
+// row per sequence; the workflow's token heads (token_heads.h); then its
 // output stages on device ops over the request's rows) and its result
 // sink. The components come from the registry by the workflow's names.
 // While one replica runs its batch, another assembles the next.
@@ -33,24 +33,14 @@
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/input_processor.h"
-#include "runtime/engine/m3_output.h"
 #include "runtime/engine/output_processor.h"
 #include "runtime/engine/output_stages.h"
 #include "runtime/engine/prefill_scheduler.h"
+#include "runtime/engine/step_runner.h"
+#include "runtime/engine/token_heads.h"
 #include "runtime/engine/workflow.h"
 
 namespace inferd {
-
-// What a replica loop calls to run one step. Not thread-safe; one per
-// replica.
-class StepRunner {
- public:
-  virtual ~StepRunner() = default;
-  virtual absl::StatusOr<BatchResult> Execute(const BatchPlan& plan) = 0;
-  // KV cache bytes committed so far (0 without a cache); callable from any
-  // thread.
-  virtual int64_t kv_cache_resident_bytes() const { return 0; }
-};
 
 struct PrefillEngineOptions {
   std::string workflow;     // the recipe's name, for error messages
@@ -65,9 +55,6 @@ struct PrefillEngineOptions {
   // Embedders.
   bool default_normalize = true;
   int64_t embedding_dims = 0;
-  // BGE-M3 heads for the sparse and multi-vector outputs (absent on most
-  // models: requests for them are then FAILED_PRECONDITION).
-  M3Heads m3;
 };
 
 // Replicas and kernel threads per replica of a prefill-only model.
@@ -94,6 +81,9 @@ struct PrefillComponents {
   // The workflow's output stages after the output processor, in order
   // (empty: the built-in tail of its tasks, without Dense modules).
   std::vector<std::unique_ptr<OutputStage>> stages;
+  // Embedders: the workflow's token heads (outputs from every token's
+  // hidden state, e.g. BGE-M3's sparse and multi-vector ones).
+  std::vector<std::unique_ptr<TokenHead>> token_heads;
 };
 
 class PrefillEngine : public Engine {
@@ -114,6 +104,7 @@ class PrefillEngine : public Engine {
       RerankParams params, ResultCallback<RerankResult> done) override;
 
   EngineStats Stats() const override;
+  std::vector<std::string> EmbedOutputs() const override;
   void Stop() override;
 
  private:
@@ -138,8 +129,8 @@ class PrefillEngine : public Engine {
     StepOutput step_output = StepOutput::kHiddenStates;
     bool raw_scores = false;  // the head's OutputRequest
     // When set, sees each sequence's step result (and its tokens) before
-    // the head does (BGE-M3's sparse and multi-vector heads); an error
-    // fails the request.
+    // the head does (the request's token head runs); an error fails the
+    // request.
     std::function<absl::Status(size_t index, const PrefillSequence& seq,
                                const SequenceResult& result)>
         token_heads;

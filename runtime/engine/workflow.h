@@ -46,6 +46,10 @@ struct Workflow {
   // order (runtime/engine/output_stages.h); empty = the built-in tail of
   // the recipe's tasks (DefaultOutputStages).
   std::vector<std::string> output_stages;
+  // Embedders: the token heads (registry kind token_head,
+  // runtime/engine/token_heads.h) whose outputs a request may ask for
+  // besides the pooled vector.
+  std::vector<std::string> token_heads;
   std::string executor;
   // Embedders: the pooling used when neither the request, the --model
   // options nor the sentence-transformers files choose one.

@@ -76,7 +76,8 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
   // (token id, bias) added to the logits before everything else; ids are
-  // checked against the vocabulary by the caller (service/convert.cc).
+  // checked against the vocabulary by the request layer
+  // (service/request/validation.cc).
   std::vector<std::pair<int32_t, float>> logit_bias;
   // Independent completions of the prompt (prefilled once, its KV blocks
   // shared); 1..kMaxSamples. Sample i draws from seed + i when a seed is

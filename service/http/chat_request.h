@@ -1,6 +1,6 @@
 // The bodies of POST /v1/chat/completions, /v1/completions and /tokenize
 // (OpenAI's shapes, and the extras vLLM accepts) read straight into the
-// request layer's types (service/requests.h); a field of the wrong shape is
+// request layer's types (service/request/requests.h); a field of the wrong shape is
 // a 400 naming it (OpenAI's `param`); the request layer checks the values.
 // Pure functions; thread-safe.
 #ifndef INFERD_SERVICE_HTTP_CHAT_REQUEST_H_
@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include <vector>
 
-#include "service/requests.h"
+#include "service/request/requests.h"
 #include "service/http/http_common.h"
 
 namespace inferd::http {

@@ -16,7 +16,7 @@
 #include "service/http/http_common.h"
 #include "service/http/openai_logprobs.h"
 #include "service/http/routes.h"
-#include "service/outbox.h"
+#include "service/request/outbox.h"
 
 namespace inferd::http {
 namespace {

@@ -11,7 +11,7 @@
 #include "runtime/common/status_macros.h"
 #include "service/http/http_common.h"
 #include "service/http/routes.h"
-#include "service/outbox.h"
+#include "service/request/outbox.h"
 
 namespace inferd::http {
 namespace {

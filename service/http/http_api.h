@@ -27,8 +27,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "service/auth.h"
-#include "service/request_layer.h"
+#include "service/request/auth.h"
+#include "service/request/request_layer.h"
 
 namespace httplib {
 class Server;

@@ -20,10 +20,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
-#include "service/auth.h"
-#include "service/call_scope.h"
+#include "service/request/auth.h"
+#include "service/request/call_scope.h"
 #include "service/http/openai_names.h"
-#include "service/request_layer.h"
+#include "service/request/request_layer.h"
 
 namespace inferd::http {
 

@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "service/requests.h"
+#include "service/request/requests.h"
 #include "service/http/http_common.h"
 
 namespace inferd::http {

@@ -1,5 +1,5 @@
-// libFuzzer target: the gRPC adapter (service/convert.cc) and the request
-// checks (service/validation.cc), the step between a decoded inferd.v1
+// libFuzzer target: the gRPC adapter (service/grpc/convert.cc) and the request
+// checks (service/request/validation.cc), the step between a decoded inferd.v1
 // request and the engine. The first
 // byte picks the message (GenerateRequest, EmbedRequest, RerankRequest,
 // ClassifyRequest) and the model it is checked against; the rest is the
@@ -15,8 +15,8 @@
 #include "inferd/v1/inference.pb.h"
 #include "nlohmann/json.hpp"
 #include "runtime/engine/model_info.h"
-#include "service/convert.h"
-#include "service/validation.h"
+#include "service/grpc/convert.h"
+#include "service/request/validation.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: the wire-format diagnosis of service/request_parse.cc
+// libFuzzer target: the wire-format diagnosis of service/grpc/request_parse.cc
 // against protobuf's own parser. The first byte picks the request type
 // (the first four in request_fuzz's order, so its corpus seeds this one);
 // the rest is the bytes a client sent. Protobuf is the reference: when it
@@ -18,7 +18,7 @@
 #include "google/protobuf/stubs/logging.h"
 #include "inferd/v1/inference.pb.h"
 #include "inferd/v1/models.pb.h"
-#include "service/request_parse.h"
+#include "service/grpc/request_parse.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "service/auth.h"
+#include "service/request/auth.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "service/request_parse.h"
+#include "service/grpc/request_parse.h"
 
 #include <random>
 #include <string>

@@ -5,8 +5,8 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "service/convert.h"
-#include "service/validation.h"
+#include "service/grpc/convert.h"
+#include "service/request/validation.h"
 
 namespace inferd {
 namespace {

@@ -1,4 +1,4 @@
-#include "service/status.h"
+#include "service/grpc/status.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "service/request_layer.h"
+#include "service/request/request_layer.h"
 
 #include <algorithm>
 #include <numeric>
@@ -16,7 +16,7 @@
 #include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/tokenizer/tokenizer.h"
-#include "service/validation.h"
+#include "service/request/validation.h"
 
 namespace inferd {
 namespace {

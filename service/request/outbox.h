@@ -16,8 +16,8 @@
 // and Finish do not: inferd's reactors are not inlineable). A reactor may
 // call the outbox while holding its own mutex (lock order: the reactor's,
 // then the outbox's).
-#ifndef INFERD_SERVICE_OUTBOX_H_
-#define INFERD_SERVICE_OUTBOX_H_
+#ifndef INFERD_SERVICE_REQUEST_OUTBOX_H_
+#define INFERD_SERVICE_REQUEST_OUTBOX_H_
 
 #include <deque>
 #include <functional>
@@ -188,4 +188,4 @@ class Outbox {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_OUTBOX_H_
+#endif  // INFERD_SERVICE_REQUEST_OUTBOX_H_

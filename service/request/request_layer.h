@@ -14,8 +14,8 @@
 // Thread-safe: front ends call it concurrently. Sinks run on engine threads
 // (or inside the call, for errors found before submission only through the
 // returned status), once per answer, never after the final one.
-#ifndef INFERD_SERVICE_REQUEST_LAYER_H_
-#define INFERD_SERVICE_REQUEST_LAYER_H_
+#ifndef INFERD_SERVICE_REQUEST_REQUEST_LAYER_H_
+#define INFERD_SERVICE_REQUEST_REQUEST_LAYER_H_
 
 #include <atomic>
 #include <functional>
@@ -29,7 +29,7 @@
 #include "absl/types/span.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
-#include "service/requests.h"
+#include "service/request/requests.h"
 
 namespace inferd {
 
@@ -116,4 +116,4 @@ class RequestLayer {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_REQUEST_LAYER_H_
+#endif  // INFERD_SERVICE_REQUEST_REQUEST_LAYER_H_

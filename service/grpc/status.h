@@ -1,7 +1,7 @@
 // The one place absl::Status becomes grpc::Status (ARCHITECTURE.md "Errors").
 // Pure function; thread-safe.
-#ifndef INFERD_SERVICE_STATUS_H_
-#define INFERD_SERVICE_STATUS_H_
+#ifndef INFERD_SERVICE_GRPC_STATUS_H_
+#define INFERD_SERVICE_GRPC_STATUS_H_
 
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
@@ -16,4 +16,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_STATUS_H_
+#endif  // INFERD_SERVICE_GRPC_STATUS_H_

@@ -12,10 +12,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "service/grpc_calls.h"
-#include "service/outbox.h"
-#include "service/request_parse.h"
-#include "service/status.h"
+#include "service/grpc/grpc_calls.h"
+#include "service/request/outbox.h"
+#include "service/grpc/request_parse.h"
+#include "service/grpc/status.h"
 
 namespace inferd {
 namespace {

@@ -1,4 +1,4 @@
-#include "service/convert.h"
+#include "service/grpc/convert.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -20,8 +20,8 @@
 //
 // AwaitReactions (below) is the other half of a reactor's OnDone: the
 // ordering between its last reactions and its deletion.
-#ifndef INFERD_SERVICE_REACTOR_LINK_H_
-#define INFERD_SERVICE_REACTOR_LINK_H_
+#ifndef INFERD_SERVICE_GRPC_REACTOR_LINK_H_
+#define INFERD_SERVICE_GRPC_REACTOR_LINK_H_
 
 #include <memory>
 #include <utility>
@@ -79,4 +79,4 @@ inline void AwaitReactions(absl::Mutex* mu) {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_REACTOR_LINK_H_
+#endif  // INFERD_SERVICE_GRPC_REACTOR_LINK_H_

@@ -5,8 +5,8 @@
 // --allow-partial-start, when loading ended with one ready), and everything
 // NOT_SERVING when it drains.
 // Thread-safe.
-#ifndef INFERD_SERVICE_HEALTH_H_
-#define INFERD_SERVICE_HEALTH_H_
+#ifndef INFERD_SERVICE_GRPC_HEALTH_H_
+#define INFERD_SERVICE_GRPC_HEALTH_H_
 
 #include <map>
 #include <set>
@@ -61,4 +61,4 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_HEALTH_H_
+#endif  // INFERD_SERVICE_GRPC_HEALTH_H_

@@ -1,20 +1,12 @@
-#include "service/auth.h"
+#include "service/request/auth.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace inferd {
-namespace {
-
-absl::string_view ToView(const grpc::string_ref& s) {
-  return absl::string_view(s.data(), s.size());
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> ApiKeyAuth::LoadKey(
     const std::string& api_key, const std::string& api_key_file) {
@@ -34,22 +26,6 @@ absl::StatusOr<std::string> ApiKeyAuth::LoadKey(
   return key;
 }
 
-std::string ApiKeyAuth::PresentedKey(const grpc::ServerContextBase& ctx) {
-  const auto& md = ctx.client_metadata();
-  auto it = md.find("authorization");
-  if (it != md.end()) {
-    absl::string_view v = absl::StripAsciiWhitespace(ToView(it->second));
-    if (v.size() > 7 && absl::StartsWithIgnoreCase(v, "bearer ")) {
-      return std::string(absl::StripAsciiWhitespace(v.substr(7)));
-    }
-  }
-  it = md.find("x-api-key");
-  if (it != md.end()) {
-    return std::string(absl::StripAsciiWhitespace(ToView(it->second)));
-  }
-  return "";
-}
-
 bool ApiKeyAuth::KeysEqual(absl::string_view expected,
                            absl::string_view given) {
   // Every byte of `expected` is compared against the same position of
@@ -65,9 +41,6 @@ bool ApiKeyAuth::KeysEqual(absl::string_view expected,
   return diff == 0;
 }
 
-absl::Status ApiKeyAuth::Check(const grpc::ServerContextBase& ctx) const {
-  return CheckKey(PresentedKey(ctx), kGrpcKeyHint);
-}
 
 absl::Status ApiKeyAuth::CheckKey(absl::string_view given,
                                   absl::string_view how_to_send) const {

@@ -13,8 +13,8 @@
 //   the request is not a valid inferd.v1.TokenizeRequest message: at byte
 //   9, field 2 (text) claims 300 bytes but 6 are left (truncated?)
 // Pure functions; thread-safe.
-#ifndef INFERD_SERVICE_REQUEST_PARSE_H_
-#define INFERD_SERVICE_REQUEST_PARSE_H_
+#ifndef INFERD_SERVICE_GRPC_REQUEST_PARSE_H_
+#define INFERD_SERVICE_GRPC_REQUEST_PARSE_H_
 
 #include <cstddef>
 #include <string>
@@ -56,4 +56,4 @@ size_t FirstInvalidUtf8(absl::string_view s);
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_REQUEST_PARSE_H_
+#endif  // INFERD_SERVICE_GRPC_REQUEST_PARSE_H_

@@ -1,4 +1,4 @@
-#include "service/inference_service.h"
+#include "service/grpc/inference_service.h"
 
 #include <chrono>
 #include <memory>
@@ -7,10 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "service/convert.h"
-#include "service/grpc_calls.h"
-#include "service/request_parse.h"
-#include "service/status.h"
+#include "service/grpc/convert.h"
+#include "service/grpc/grpc_auth.h"
+#include "service/grpc/grpc_calls.h"
+#include "service/grpc/request_parse.h"
+#include "service/grpc/status.h"
 
 namespace inferd {
 
@@ -100,7 +101,7 @@ InferenceService::InferenceService(RequestLayer* requests,
 
 absl::Status InferenceService::Admit(const grpc::CallbackServerContext& ctx,
                                      CallScope* scope) const {
-  return scope->Admit(auth_, ApiKeyAuth::PresentedKey(ctx), kGrpcKeyHint);
+  return scope->Admit(auth_, PresentedKey(ctx), kGrpcKeyHint);
 }
 
 void InferenceService::RegisterStream(OpenStream* s) {
@@ -302,7 +303,7 @@ grpc::ServerUnaryReactor* ModelsService::Query(
   CallScope scope(requests_, std::string(rpc), CallScope::Kind::kQuery);
   auto* reactor = ctx->DefaultReactor();
   absl::Status status =
-      scope.Admit(auth_, ApiKeyAuth::PresentedKey(*ctx), kGrpcKeyHint);
+      scope.Admit(auth_, PresentedKey(*ctx), kGrpcKeyHint);
   Request request;
   if (status.ok()) status = ParseRequest(*raw, &request);
   std::string model;

@@ -6,16 +6,16 @@
 // model, status, seconds) to the observer.
 //
 // Not thread-safe: the call that owns it serializes its use.
-#ifndef INFERD_SERVICE_CALL_SCOPE_H_
-#define INFERD_SERVICE_CALL_SCOPE_H_
+#ifndef INFERD_SERVICE_REQUEST_CALL_SCOPE_H_
+#define INFERD_SERVICE_REQUEST_CALL_SCOPE_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "service/auth.h"
-#include "service/request_layer.h"
+#include "service/request/auth.h"
+#include "service/request/request_layer.h"
 
 namespace inferd {
 
@@ -56,4 +56,4 @@ class CallScope {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_CALL_SCOPE_H_
+#endif  // INFERD_SERVICE_REQUEST_CALL_SCOPE_H_

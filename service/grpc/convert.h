@@ -4,15 +4,15 @@
 // for both front ends); only what the wire format itself can get wrong (an
 // enum value this server does not know) is refused, naming the field.
 // Pure functions; thread-safe.
-#ifndef INFERD_SERVICE_CONVERT_H_
-#define INFERD_SERVICE_CONVERT_H_
+#ifndef INFERD_SERVICE_GRPC_CONVERT_H_
+#define INFERD_SERVICE_GRPC_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "inferd/v1/inference.pb.h"
 #include "inferd/v1/models.pb.h"
 #include "runtime/engine/model_info.h"
-#include "service/requests.h"
+#include "service/request/requests.h"
 
 namespace inferd {
 
@@ -41,4 +41,4 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason);
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_CONVERT_H_
+#endif  // INFERD_SERVICE_GRPC_CONVERT_H_

@@ -5,14 +5,14 @@
 // (runtime/common/field_error.h: `sampling.max_tokens`, `tools[1].name`),
 // which each front end renames in its own terms. Pure functions;
 // thread-safe.
-#ifndef INFERD_SERVICE_VALIDATION_H_
-#define INFERD_SERVICE_VALIDATION_H_
+#ifndef INFERD_SERVICE_REQUEST_VALIDATION_H_
+#define INFERD_SERVICE_REQUEST_VALIDATION_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "runtime/engine/model_info.h"
-#include "service/requests.h"
+#include "service/request/requests.h"
 
 namespace inferd {
 
@@ -52,4 +52,4 @@ ToolPlan PlanTools(GenerateInput* in);
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_VALIDATION_H_
+#endif  // INFERD_SERVICE_REQUEST_VALIDATION_H_

@@ -1,4 +1,4 @@
-#include "service/validation.h"
+#include "service/request/validation.h"
 
 #include <algorithm>
 #include <cstdint>

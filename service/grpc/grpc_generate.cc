@@ -3,11 +3,11 @@
 #include <memory>
 #include <string>
 
-#include "service/convert.h"
-#include "service/grpc_calls.h"
-#include "service/outbox.h"
-#include "service/request_parse.h"
-#include "service/status.h"
+#include "service/grpc/convert.h"
+#include "service/grpc/grpc_calls.h"
+#include "service/request/outbox.h"
+#include "service/grpc/request_parse.h"
+#include "service/grpc/status.h"
 
 namespace inferd {
 namespace {

@@ -1,7 +1,7 @@
-#include "service/health.h"
+#include "service/grpc/health.h"
 
 #include "absl/strings/str_cat.h"
-#include "service/reactor_link.h"
+#include "service/grpc/reactor_link.h"
 
 namespace inferd {
 

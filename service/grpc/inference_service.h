@@ -7,13 +7,13 @@
 // gRPC calls the handlers concurrently.
 //
 // Every method is registered raw (grpc::ByteBuffer in and out): the
-// handlers parse requests themselves (service/request_parse.h), so bytes
+// handlers parse requests themselves (service/grpc/request_parse.h), so bytes
 // protobuf rejects (a string that is not UTF-8, a truncated message) are
 // answered INVALID_ARGUMENT naming the field, where gRPC's typed callback
 // handlers would answer UNIMPLEMENTED with no message (or end a bidi
 // stream's reads as if the client had closed it).
-#ifndef INFERD_SERVICE_INFERENCE_SERVICE_H_
-#define INFERD_SERVICE_INFERENCE_SERVICE_H_
+#ifndef INFERD_SERVICE_GRPC_INFERENCE_SERVICE_H_
+#define INFERD_SERVICE_GRPC_INFERENCE_SERVICE_H_
 
 #include <atomic>
 #include <functional>
@@ -30,9 +30,9 @@
 #include "inferd/v1/models.grpc.pb.h"
 #include "runtime/engine/engine.h"
 #include "runtime/engine/model_manager.h"
-#include "service/auth.h"
-#include "service/call_scope.h"
-#include "service/request_layer.h"
+#include "service/request/auth.h"
+#include "service/request/call_scope.h"
+#include "service/request/request_layer.h"
 
 namespace inferd {
 
@@ -147,4 +147,4 @@ class ModelsService final : public RawModelsBase {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_INFERENCE_SERVICE_H_
+#endif  // INFERD_SERVICE_GRPC_INFERENCE_SERVICE_H_

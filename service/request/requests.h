@@ -4,8 +4,8 @@
 // with their tokens named. Each front end reads its wire format straight
 // into these (gRPC: convert.h; HTTP: service/http/) and writes its wire
 // format from them; validation.h checks them once for both. Value types.
-#ifndef INFERD_SERVICE_REQUESTS_H_
-#define INFERD_SERVICE_REQUESTS_H_
+#ifndef INFERD_SERVICE_REQUEST_REQUESTS_H_
+#define INFERD_SERVICE_REQUEST_REQUESTS_H_
 
 #include <cstdint>
 #include <optional>
@@ -186,4 +186,4 @@ struct DetokenizeInput {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_REQUESTS_H_
+#endif  // INFERD_SERVICE_REQUEST_REQUESTS_H_

@@ -1,4 +1,4 @@
-#include "service/call_scope.h"
+#include "service/request/call_scope.h"
 
 #include "absl/time/clock.h"
 

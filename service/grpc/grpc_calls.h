@@ -2,8 +2,8 @@
 // grpc_generate.cc, grpc_embed_stream.cc): the call deadline, admission
 // through the call kit (call_scope.h), and the unary reactor whose answer
 // arrives on an engine thread. Internal to service/.
-#ifndef INFERD_SERVICE_GRPC_CALLS_H_
-#define INFERD_SERVICE_GRPC_CALLS_H_
+#ifndef INFERD_SERVICE_GRPC_GRPC_CALLS_H_
+#define INFERD_SERVICE_GRPC_GRPC_CALLS_H_
 
 #include <functional>
 #include <memory>
@@ -18,9 +18,9 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "runtime/engine/engine.h"
-#include "service/call_scope.h"
-#include "service/inference_service.h"
-#include "service/reactor_link.h"
+#include "service/request/call_scope.h"
+#include "service/grpc/inference_service.h"
+#include "service/grpc/reactor_link.h"
 
 namespace inferd {
 
@@ -108,4 +108,4 @@ class UnaryCall : public grpc::ServerUnaryReactor {
 
 }  // namespace inferd
 
-#endif  // INFERD_SERVICE_GRPC_CALLS_H_
+#endif  // INFERD_SERVICE_GRPC_GRPC_CALLS_H_
