@@ -805,6 +805,17 @@ void RegisterBuiltinToolParsers() {
                   (absl::StrContains(t, "<|start_header_id|>") &&
                    absl::StrContains(t, "\"parameters\""));
          }});
+    for (const auto& [name, description] :
+         {std::pair<const char*, const char*>{
+              "think",
+              "text inside <think>...</think> is reasoning (a template that "
+              "writes <think> picks it)"},
+          {"none", "no reasoning: all text is content"}}) {
+      absl::Status s = Registry::Global().Add(Registry::Entry{
+          registry_kind::kReasoningParser, name, description, "builtin",
+          std::string(name)});
+      (void)s;  // registered once, before anything else
+    }
   });
 }
 
@@ -855,7 +866,9 @@ std::string DetectReasoningParser(absl::string_view t) {
 }
 
 bool IsReasoningParser(absl::string_view name) {
-  return name == "think" || name == "none";
+  RegisterBuiltinToolParsers();
+  return Registry::Global().Find(registry_kind::kReasoningParser, name) !=
+         nullptr;
 }
 
 bool ToolParserNeedsSpecialTokens(absl::string_view name) {

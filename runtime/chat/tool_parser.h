@@ -77,6 +77,8 @@ class OutputParser {
 namespace registry_kind {
 // A tool-call format's name -> its ToolParserFormat.
 inline constexpr char kToolParser[] = "tool_parser";
+// The `reasoning_parser=` values (listed by --list-components).
+inline constexpr char kReasoningParser[] = "reasoning_parser";
 }  // namespace registry_kind
 
 // A tool-call format, as registered (kind "tool_parser" in the process's

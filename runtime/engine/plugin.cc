@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/chat/tool_parser.h"
 #include "runtime/common/registry.h"
 #include "runtime/engine/plugin_api.h"
 #include "runtime/loader/config_parser.h"
@@ -203,6 +204,8 @@ absl::Status LoadPlugins(const std::vector<std::string>& paths) {
 
 std::string ListComponents() {
   RegisterBuiltinComponents();
+  // Tool-call formats and reasoning parsers register on first use.
+  (void)ToolParserNames();
   std::string out;
   std::string kind;
   for (const Registry::Listing& e : Registry::Global().List()) {

@@ -275,11 +275,13 @@ class PluginTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         for kind in ("architecture:", "workflow:", "input_processor:",
                      "scheduler:", "attention_backend:", "output_processor:",
-                     "executor:", "model:"):
+                     "executor:", "model:", "output_stage:", "token_head:",
+                     "tool_parser:", "reasoning_parser:"):
             self.assertIn(kind, r.stdout)
         for name in ("causal_prefill", "prefill_loop", "pooling_mean",
-                     "continuous_batching", "BertModel"):
-            self.assertIn(name, r.stdout)
+                     "continuous_batching", "BertModel", "bge_m3_sparse",
+                     "bge_m3_colbert", "hermes", "llama3_json", "think"):
+            self.assertIn(f"\n  {name} ", r.stdout)
         self.assertNotIn("pooling_max", r.stdout)
         r = subprocess.run([P.inferd, "--list-components", "--plugin",
                             ARGS.plugin], capture_output=True, text=True,
