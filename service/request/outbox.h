@@ -79,10 +79,7 @@ class Outbox {
     std::function<void()> cancel;
     {
       absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      cancel = std::move(cancel_);
-      cancel_ = nullptr;
-      EndLocked(why, /*abandon=*/true);
+      cancel = CancelLocked(why);
     }
     if (cancel) cancel();
   }
@@ -95,11 +92,7 @@ class Outbox {
       writing_ = false;
       if (!queue_.empty()) queue_.pop_front();
       if (!ok) {
-        cancelled_ = true;
-        cancel = std::move(cancel_);
-        cancel_ = nullptr;
-        EndLocked(absl::CancelledError("the stream was closed"),
-                  /*abandon=*/true);
+        cancel = CancelLocked(absl::CancelledError("the stream was closed"));
       } else {
         PumpLocked();
       }
@@ -152,6 +145,17 @@ class Outbox {
   }
 
  private:
+  // Marks the call cancelled and ends it with `why` (dropping what is
+  // queued); the cancel callback to run outside the mutex, once.
+  std::function<void()> CancelLocked(const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    cancelled_ = true;
+    std::function<void()> cancel = std::move(cancel_);
+    cancel_ = nullptr;
+    EndLocked(why, /*abandon=*/true);
+    return cancel;
+  }
+
   void EndLocked(const absl::Status& status, bool abandon)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!end_.has_value()) end_ = status;

@@ -428,9 +428,11 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Rerank(
       [this, input](ServedModel& model, ResultCallback<RerankResult> cb)
           -> absl::StatusOr<std::shared_ptr<RequestHandle>> {
         RETURN_IF_ERROR(Validate(*input, limits_));
-        // The answer repeats documents only when asked to.
-        RerankParams params = input->params;
-        if (!input->return_documents) input->params.documents.clear();
+        // The answer repeats documents only when asked to: only then is a
+        // copy kept for it.
+        RerankParams params = input->return_documents
+                                  ? input->params
+                                  : std::move(input->params);
         return model.engine().SubmitRerank(std::move(params), std::move(cb));
       },
       [](const RerankResult& r) {
