@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "device/cpu/thread_pool.h"
 #include "runtime/loader/model_dir.h"
+#include "runtime/model/model_registry.h"
 #include "runtime/model/model_runner.h"
 
 namespace inferd {
@@ -378,4 +379,12 @@ BENCHMARK(BM_GgufPrefill)
 }  // namespace
 }  // namespace inferd
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, after the start-up registrations inferd's main makes.
+int main(int argc, char** argv) {
+  inferd::RegisterModelBuiltins();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

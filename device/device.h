@@ -1,6 +1,7 @@
 // Device: the small interface every compute backend implements (memory,
 // memory info, synchronization, its op table), and DeviceRegistry, which maps
-// a name ("cpu", later "cuda") to a shared Device instance.
+// a name ("cpu", later "cuda") to a shared Device instance; the factories are
+// the registry kind "device" (runtime/common/registry.h).
 // Thread-safe: Device methods and the registry may be called from any thread.
 #ifndef INFERD_DEVICE_DEVICE_H_
 #define INFERD_DEVICE_DEVICE_H_
@@ -15,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/common/registry.h"
 
 namespace inferd {
 
@@ -121,16 +123,29 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
-// Maps device names to factories and caches one instance per name. Built-in
-// devices ("cpu") are registered on first use; a new backend adds one
-// Register() call (see device_registry.cc).
+// The registry value of kind "device": builds an instance of the backend.
+using DeviceFactory = std::function<absl::StatusOr<std::unique_ptr<Device>>(
+    const DeviceOptions& options)>;
+
+// The device kind's registry (name -> factory).
+Registry<DeviceFactory>& Devices();
+
+// Registers the built-in devices ("cpu"); a new backend adds one line in
+// device_registry.cc. Called once at start-up (RegisterBuiltins, or a tool's
+// main); idempotent.
+void RegisterDeviceBuiltins();
+
+// Builds devices from their factories (Devices()) and caches one shared
+// instance per name.
 class DeviceRegistry {
  public:
-  using Factory = std::function<absl::StatusOr<std::unique_ptr<Device>>(
-      const DeviceOptions& options)>;
+  using Factory = DeviceFactory;
 
-  // Registers `factory` under `name`. ALREADY_EXISTS if taken.
-  static absl::Status Register(absl::string_view name, Factory factory);
+  // Registers `factory` under `name`. ALREADY_EXISTS if taken;
+  // INVALID_ARGUMENT for a null factory.
+  static absl::Status Register(absl::string_view name, Factory factory,
+                               std::string description = "",
+                               std::string origin = "builtin");
 
   // The shared instance for `name`, created with default options on first
   // use. The registry owns it; it lives until process exit. NOT_FOUND for an

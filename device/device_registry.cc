@@ -14,59 +14,63 @@
 namespace inferd {
 namespace {
 
-struct Registry {
+// The shared instances, one per device name.
+struct Instances {
   absl::Mutex mu;
-  std::map<std::string, DeviceRegistry::Factory, std::less<>> factories
-      ABSL_GUARDED_BY(mu);
-  std::map<std::string, std::unique_ptr<Device>, std::less<>> instances
+  std::map<std::string, std::unique_ptr<Device>, std::less<>> devices
       ABSL_GUARDED_BY(mu);
 };
 
-Registry& GetRegistry() {
-  static Registry* registry = [] {
-    auto* r = new Registry;
-    absl::MutexLock lock(&r->mu);
-    // Built-in devices: one line per backend.
-    r->factories.emplace("cpu", &CreateCpuDevice);
-    return r;
-  }();
-  return *registry;
+Instances& GetInstances() {
+  static Instances* const instances = new Instances;
+  return *instances;
 }
 
 }  // namespace
 
-absl::Status DeviceRegistry::Register(absl::string_view name,
-                                      Factory factory) {
-  Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
-  if (!r.factories.emplace(std::string(name), std::move(factory)).second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("device '", name, "' is already registered"));
+Registry<DeviceFactory>& Devices() {
+  static auto* const registry = new Registry<DeviceFactory>(
+      "device", "a compute backend: memory, synchronization, op table");
+  return *registry;
+}
+
+void RegisterDeviceBuiltins() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Built-in devices: one line per backend.
+    absl::Status s = Devices().Add(
+        "cpu",
+        "host CPU: AVX-512 / AVX2 kernels chosen at run time, portable C++ "
+        "otherwise; one thread pool",
+        &CreateCpuDevice);
+    (void)s;  // call_once: registered once
+  });
+}
+
+absl::Status DeviceRegistry::Register(absl::string_view name, Factory factory,
+                                      std::string description,
+                                      std::string origin) {
+  if (!factory) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", name, "' was registered without a factory"));
   }
-  return absl::OkStatus();
+  return Devices().Add(std::string(name), std::move(description),
+                       std::move(factory), std::move(origin));
 }
 
 absl::StatusOr<std::unique_ptr<Device>> DeviceRegistry::Create(
     absl::string_view name, const DeviceOptions& options) {
-  Factory factory;
-  {
-    Registry& r = GetRegistry();
-    absl::MutexLock lock(&r.mu);
-    auto it = r.factories.find(name);
-    if (it == r.factories.end()) {
-      return absl::NotFoundError(absl::StrCat("unknown device '", name, "'"));
-    }
-    factory = it->second;
-  }
-  return factory(options);
+  absl::StatusOr<DeviceFactory> factory = Devices().Get(name);
+  if (!factory.ok()) return factory.status();
+  return (*factory)(options);
 }
 
 absl::StatusOr<Device*> DeviceRegistry::Init(absl::string_view name,
                                              const DeviceOptions& options) {
-  Registry& r = GetRegistry();
+  Instances& r = GetInstances();
   {
     absl::MutexLock lock(&r.mu);
-    if (r.instances.find(name) != r.instances.end()) {
+    if (r.devices.find(name) != r.devices.end()) {
       return absl::FailedPreconditionError(
           absl::StrCat("device '", name, "' is already initialized"));
     }
@@ -74,7 +78,7 @@ absl::StatusOr<Device*> DeviceRegistry::Init(absl::string_view name,
   absl::StatusOr<std::unique_ptr<Device>> device = Create(name, options);
   if (!device.ok()) return device.status();
   absl::MutexLock lock(&r.mu);
-  auto [it, inserted] = r.instances.emplace(std::string(name), nullptr);
+  auto [it, inserted] = r.devices.emplace(std::string(name), nullptr);
   if (!inserted) {
     return absl::FailedPreconditionError(
         absl::StrCat("device '", name, "' is already initialized"));
@@ -84,11 +88,11 @@ absl::StatusOr<Device*> DeviceRegistry::Init(absl::string_view name,
 }
 
 absl::StatusOr<Device*> DeviceRegistry::Get(absl::string_view name) {
-  Registry& r = GetRegistry();
+  Instances& r = GetInstances();
   {
     absl::MutexLock lock(&r.mu);
-    auto it = r.instances.find(name);
-    if (it != r.instances.end()) return it->second.get();
+    auto it = r.devices.find(name);
+    if (it != r.devices.end()) return it->second.get();
   }
   absl::StatusOr<Device*> device = Init(name, DeviceOptions{});
   if (device.ok() || !absl::IsFailedPrecondition(device.status())) {
@@ -96,16 +100,10 @@ absl::StatusOr<Device*> DeviceRegistry::Get(absl::string_view name) {
   }
   // Lost a race with another initializer: use its instance.
   absl::MutexLock lock(&r.mu);
-  return r.instances.find(name)->second.get();
+  return r.devices.find(name)->second.get();
 }
 
-std::vector<std::string> DeviceRegistry::Names() {
-  Registry& r = GetRegistry();
-  absl::MutexLock lock(&r.mu);
-  std::vector<std::string> names;
-  for (const auto& [name, factory] : r.factories) names.push_back(name);
-  return names;
-}
+std::vector<std::string> DeviceRegistry::Names() { return Devices().Names(); }
 
 DeviceBuffer DeviceBuffer::Own(Device* device, void* data, size_t bytes) {
   DeviceBuffer buffer;

@@ -4,12 +4,16 @@
 #include <cstdio>
 #include <iostream>
 
+#include "runtime/engine/builtins.h"
 #include "runtime/engine/plugin.h"
 #include "service/flags.h"
 #include "service/logging.h"
 #include "service/server.h"
 
 int main(int argc, char** argv) {
+  // Every registry's built-ins, before flags name components and plug-ins
+  // add theirs.
+  inferd::RegisterBuiltins();
   auto options = inferd::ParseFlags(argc, argv);
   if (!options.ok()) {
     std::fprintf(stderr, "inferd: %s\n",

@@ -534,14 +534,14 @@ void Metrics::OnGenerateDone(absl::string_view model,
              std::string(FinishReasonName(final_chunk.finish))}})
       .Increment();
   prompt_tokens_.Add(labels).Increment(
-      static_cast<double>(final_chunk.prompt_tokens));
+      static_cast<double>(final_chunk.usage.prompt_tokens));
   generation_tokens_.Add(labels).Increment(
-      static_cast<double>(final_chunk.completion_tokens));
+      static_cast<double>(final_chunk.usage.completion_tokens));
   request_prompt_tokens_.Add(labels, TokenCountBuckets())
-      .Observe(static_cast<double>(final_chunk.prompt_tokens));
+      .Observe(static_cast<double>(final_chunk.usage.prompt_tokens));
   request_generation_tokens_.Add(labels, TokenCountBuckets())
-      .Observe(static_cast<double>(final_chunk.completion_tokens));
-  if (final_chunk.completion_tokens > 0) {
+      .Observe(static_cast<double>(final_chunk.usage.completion_tokens));
+  if (final_chunk.usage.completion_tokens > 0) {
     // A generation that never got scheduled (cancelled while queued) has
     // no first token and no queue time.
     time_to_first_token_.Add(labels, TtftBuckets())

@@ -194,17 +194,20 @@ absl::Status BuildModel(const std::string& name, const std::string& path,
                     "(sample_detokenize, or one a plug-in registers)");
       }
       spec->overrides.sampler = v;
-    } else if (k == "tool_parser") {
-      if (!IsToolParser(v)) {
-        return fail(absl::StrCat("tool_parser must be one of ",
-                                 absl::StrJoin(ToolParserNames(), ", ")));
+    } else if (k == "tool_parser" || k == "reasoning_parser") {
+      // A registered format (built-in or a plug-in's); checked once
+      // plug-ins are loaded (ServedModel::CheckComponents).
+      if (v.empty() || v.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyz0123456789_") !=
+                           std::string::npos) {
+        const std::vector<std::string> names =
+            k == "tool_parser" ? ToolParserNames() : ReasoningParserNames();
+        return fail(absl::StrCat(k, " must be the name of a registered format: ",
+                                 absl::StrJoin(names, ", "),
+                                 ", or one a plug-in registers"));
       }
-      spec->overrides.tool_parser = v;
-    } else if (k == "reasoning_parser") {
-      if (!IsReasoningParser(v)) {
-        return fail("reasoning_parser must be think or none");
-      }
-      spec->overrides.reasoning_parser = v;
+      (k == "tool_parser" ? spec->overrides.tool_parser
+                          : spec->overrides.reasoning_parser) = v;
     } else if (k == "bidirectional") {
       absl::StatusOr<bool> b = ParseBool(k, v);
       if (!b.ok()) return fail(b.status().message());

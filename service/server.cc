@@ -11,6 +11,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/engine/builtins.h"
 #include "runtime/engine/plugin.h"
 #include "runtime/loader/safetensors.h"
 #include "service/logging.h"
@@ -74,7 +75,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
 }
 
 absl::Status Server::OpenModels() {
-  // Plug-ins first: a model may need what they register.
+  // Built-ins and plug-ins first: a model may need what they register
+  // (main has registered the built-ins already; tests that start a Server
+  // in process rely on this call).
+  RegisterBuiltins();
   RETURN_IF_ERROR(LoadPlugins(options_.plugins));
   for (const std::string& p : options_.plugins) LOG_INFO("loaded plug-in {}", p);
   SetWeightFileMode(options_.mmap_weights ? WeightFileMode::kMap

@@ -61,13 +61,14 @@ function(inferd_tier_libraries suffix)
   inferd_tier_target(inferd_${suffix})
 endfunction()
 
-# inferd_tier_test(NAME SRCS a.cc ... LIBS x ...): one gtest binary, run
-# whole by ctest.
+# inferd_tier_test(NAME SRCS a.cc ... LIBS x ... [STARTUP layer]): one gtest
+# binary, run whole by ctest (STARTUP: inferd_test_main in tests/).
 function(inferd_tier_test name)
-  cmake_parse_arguments(T "" "" "SRCS;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "STARTUP" "SRCS;LIBS" ${ARGN})
   add_executable(${name} ${T_SRCS} ${INFERD_TIER_OBJECTS})
   target_link_libraries(${name} PRIVATE ${T_LIBS} ${INFERD_TIER_LIBS}
-                        GTest::gtest GTest::gmock GTest::gtest_main)
+                        GTest::gtest GTest::gmock)
+  inferd_test_main(${name} "${T_STARTUP}")
   inferd_test_paths(${name})
   inferd_tier_target(${name})
   add_test(NAME ${name} COMMAND ${name})

@@ -529,4 +529,12 @@ BENCHMARK(BM_EncoderAttention)
 }  // namespace bench
 }  // namespace inferd
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, after the start-up registrations inferd's main makes.
+int main(int argc, char** argv) {
+  inferd::RegisterDeviceBuiltins();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

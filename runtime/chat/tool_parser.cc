@@ -750,97 +750,114 @@ std::string RandomMistralToolCallId() { return RandomAlnum(9); }
 
 namespace {
 
-absl::Status AddFormat(std::string name, std::string description,
-                       ToolParserFormat format, std::string origin) {
+template <typename Format>
+absl::Status AddTo(Registry<Format>& registry, std::string name,
+                   std::string description, Format format,
+                   std::string origin) {
   if (format.make == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tool_parser '", name, "' has no factory"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        registry.kind(), " '", name, "' was registered without a factory"));
   }
-  return Registry::Global().Add(Registry::Entry{
-      registry_kind::kToolParser, std::move(name), std::move(description),
-      std::move(origin), std::move(format)});
+  return registry.Add(name, std::move(description), std::move(format),
+                      std::move(origin));
 }
 
-// The built-in formats, registered on first use (before any other
-// registration: RegisterToolParser calls this first).
 void RegisterBuiltinToolParsers() {
-  static absl::once_flag once;
-  absl::call_once(once, [] {
-    auto add = [](const char* name, const char* description,
-                  ToolParserFormat f) {
-      absl::Status s = AddFormat(name, description, std::move(f), "builtin");
-      (void)s;  // registered once, before anything else
-    };
-    add("hermes",
-        "<tool_call>{\"name\", \"arguments\"}</tool_call> (Qwen2.5, Qwen3, "
-        "QwQ, SmolLM3, Hermes)",
-        {[](ToolCallIdFn ids) {
-           return std::make_unique<MarkupToolParser>(
-               Format::kHermes, OrDefault(std::move(ids), RandomToolCallId));
-         },
-         false, 0,
-         [](absl::string_view t) {
-           return absl::StrContains(t, "<tool_call>");
-         }});
-    add("mistral",
-        "[TOOL_CALLS][{...}] or [TOOL_CALLS]name[ARGS]{...} (Mistral)",
-        {[](ToolCallIdFn ids) {
-           return std::make_unique<MarkupToolParser>(
-               Format::kMistral,
-               OrDefault(std::move(ids), RandomMistralToolCallId));
-         },
-         true, 1,
-         [](absl::string_view t) {
-           return absl::StrContains(t, "[TOOL_CALLS]");
-         }});
-    add("llama3_json",
-        "<|python_tag|>? {\"name\", \"parameters\"}; ... (Llama 3.x JSON)",
-        {[](ToolCallIdFn ids) {
-           return std::make_unique<MarkupToolParser>(
-               Format::kLlama3, OrDefault(std::move(ids), RandomToolCallId));
-         },
-         true, 2,
-         [](absl::string_view t) {
-           return absl::StrContains(t, "<|python_tag|>") ||
-                  (absl::StrContains(t, "<|start_header_id|>") &&
-                   absl::StrContains(t, "\"parameters\""));
-         }});
-    for (const auto& [name, description] :
-         {std::pair<const char*, const char*>{
-              "think",
-              "text inside <think>...</think> is reasoning (a template that "
-              "writes <think> picks it)"},
-          {"none", "no reasoning: all text is content"}}) {
-      absl::Status s = Registry::Global().Add(Registry::Entry{
-          registry_kind::kReasoningParser, name, description, "builtin",
-          std::string(name)});
-      (void)s;  // registered once, before anything else
-    }
-  });
+  auto add = [](const char* name, const char* description,
+                ToolParserFormat f) {
+    absl::Status s = RegisterToolParser(name, description, std::move(f));
+    (void)s;  // RegisterChatBuiltins' call_once: registered once
+  };
+  add("hermes",
+      "<tool_call>{\"name\", \"arguments\"}</tool_call> (Qwen2.5, Qwen3, "
+      "QwQ, SmolLM3, Hermes)",
+      {[](ToolCallIdFn ids) {
+         return std::make_unique<MarkupToolParser>(
+             Format::kHermes, OrDefault(std::move(ids), RandomToolCallId));
+       },
+       false, 0,
+       [](absl::string_view t) { return absl::StrContains(t, "<tool_call>"); }});
+  add("mistral",
+      "[TOOL_CALLS][{...}] or [TOOL_CALLS]name[ARGS]{...} (Mistral)",
+      {[](ToolCallIdFn ids) {
+         return std::make_unique<MarkupToolParser>(
+             Format::kMistral,
+             OrDefault(std::move(ids), RandomMistralToolCallId));
+       },
+       true, 1,
+       [](absl::string_view t) {
+         return absl::StrContains(t, "[TOOL_CALLS]");
+       }});
+  add("llama3_json",
+      "<|python_tag|>? {\"name\", \"parameters\"}; ... (Llama 3.x JSON)",
+      {[](ToolCallIdFn ids) {
+         return std::make_unique<MarkupToolParser>(
+             Format::kLlama3, OrDefault(std::move(ids), RandomToolCallId));
+       },
+       true, 2,
+       [](absl::string_view t) {
+         return absl::StrContains(t, "<|python_tag|>") ||
+                (absl::StrContains(t, "<|start_header_id|>") &&
+                 absl::StrContains(t, "\"parameters\""));
+       }});
+}
+
+void RegisterBuiltinReasoningParsers() {
+  absl::Status s = RegisterReasoningParser(
+      "think",
+      "text inside <think>...</think> is reasoning (a template that writes "
+      "<think> picks it)",
+      {[](std::unique_ptr<OutputParser> inner) {
+         return NewThinkParser(std::move(inner));
+       },
+       [](absl::string_view t) { return absl::StrContains(t, "<think>"); }});
+  s.Update(RegisterReasoningParser(
+      "none", "no reasoning: all text is content",
+      {[](std::unique_ptr<OutputParser> inner) { return inner; }, nullptr}));
+  (void)s;  // RegisterChatBuiltins' call_once: registered once
 }
 
 const ToolParserFormat* FindFormat(absl::string_view name) {
-  RegisterBuiltinToolParsers();
-  const Registry::Entry* e =
-      Registry::Global().Find(registry_kind::kToolParser, name);
-  return e == nullptr ? nullptr : std::any_cast<ToolParserFormat>(&e->value);
+  return ToolParsers().Find(name);
 }
 
 }  // namespace
 
-absl::Status RegisterToolParser(std::string name, std::string description,
-                                ToolParserFormat format, std::string origin) {
-  // The built-ins first, so that a name of theirs is taken (ALREADY_EXISTS)
-  // whoever registers first.
-  RegisterBuiltinToolParsers();
-  return AddFormat(std::move(name), std::move(description), std::move(format),
-                   std::move(origin));
+Registry<ToolParserFormat>& ToolParsers() {
+  static auto* const registry = new Registry<ToolParserFormat>(
+      "tool_parser", "a tool-call format: generated text -> tool calls");
+  return *registry;
 }
 
-std::vector<std::string> ToolParserNames() {
-  RegisterBuiltinToolParsers();
-  return Registry::Global().Names(registry_kind::kToolParser);
+Registry<ReasoningParserFormat>& ReasoningParsers() {
+  static auto* const registry = new Registry<ReasoningParserFormat>(
+      "reasoning_parser", "a reasoning format: generated text -> reasoning");
+  return *registry;
 }
+
+void RegisterChatBuiltins() {
+  static absl::once_flag once;
+  absl::call_once(once, [] {
+    RegisterBuiltinToolParsers();
+    RegisterBuiltinReasoningParsers();
+  });
+}
+
+absl::Status RegisterToolParser(std::string name, std::string description,
+                                ToolParserFormat format, std::string origin) {
+  return AddTo(ToolParsers(), std::move(name), std::move(description),
+               std::move(format), std::move(origin));
+}
+
+absl::Status RegisterReasoningParser(std::string name,
+                                     std::string description,
+                                     ReasoningParserFormat format,
+                                     std::string origin) {
+  return AddTo(ReasoningParsers(), std::move(name), std::move(description),
+               std::move(format), std::move(origin));
+}
+
+std::vector<std::string> ToolParserNames() { return ToolParsers().Names(); }
 
 bool IsToolParser(absl::string_view name) {
   return FindFormat(name) != nullptr;
@@ -862,13 +879,22 @@ std::string DetectToolParser(absl::string_view t) {
 }
 
 std::string DetectReasoningParser(absl::string_view t) {
-  return absl::StrContains(t, "<think>") ? "think" : "";
+  for (const std::string& name : ReasoningParserNames()) {
+    const ReasoningParserFormat* f = ReasoningParsers().Find(name);
+    if (f != nullptr && f->matches_template != nullptr &&
+        f->matches_template(t)) {
+      return name;
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> ReasoningParserNames() {
+  return ReasoningParsers().Names();
 }
 
 bool IsReasoningParser(absl::string_view name) {
-  RegisterBuiltinToolParsers();
-  return Registry::Global().Find(registry_kind::kReasoningParser, name) !=
-         nullptr;
+  return ReasoningParsers().Contains(name);
 }
 
 bool ToolParserNeedsSpecialTokens(absl::string_view name) {
@@ -896,6 +922,12 @@ std::unique_ptr<OutputParser> NewNamedToolParser(std::string function,
 std::unique_ptr<OutputParser> NewThinkParser(
     std::unique_ptr<OutputParser> inner) {
   return std::make_unique<ThinkParser>(std::move(inner));
+}
+
+std::unique_ptr<OutputParser> NewReasoningParser(
+    absl::string_view name, std::unique_ptr<OutputParser> inner) {
+  const ReasoningParserFormat* f = ReasoningParsers().Find(name);
+  return f == nullptr ? nullptr : f->make(std::move(inner));
 }
 
 }  // namespace inferd

@@ -7,7 +7,8 @@
 // `mistral` ([TOOL_CALLS][{...}, ...] and [TOOL_CALLS]name[ARGS]{...}),
 // plus the JSON forms a tool_choice constraint produces (`required`: an
 // array of {"name", "arguments"}; a named function: its arguments object).
-// Reasoning: `think` splits <think>...</think> off as reasoning.
+// Reasoning: `think` splits <think>...</think> off as reasoning. Both kinds
+// are registries (runtime/common/registry.h) a plug-in can add to.
 //
 // A parser's decisions depend only on the text seen so far, never on where
 // the pieces were cut, so the concatenation of the deltas equals what one
@@ -24,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "runtime/common/registry.h"
 
 namespace inferd {
 
@@ -74,16 +76,9 @@ class OutputParser {
   virtual int tool_calls() const { return 0; }
 };
 
-namespace registry_kind {
-// A tool-call format's name -> its ToolParserFormat.
-inline constexpr char kToolParser[] = "tool_parser";
-// The `reasoning_parser=` values (listed by --list-components).
-inline constexpr char kReasoningParser[] = "reasoning_parser";
-}  // namespace registry_kind
-
-// A tool-call format, as registered (kind "tool_parser" in the process's
-// Registry; the built-ins hermes, mistral and llama3_json register
-// themselves on first use; a plug-in may add more).
+// A tool-call format, as registered in the tool_parser kind (ToolParsers();
+// the built-ins hermes, mistral and llama3_json are registered by
+// RegisterChatBuiltins; a plug-in may add more).
 struct ToolParserFormat {
   // A parser; `ids` null: the format's own id maker.
   std::function<std::unique_ptr<OutputParser>(ToolCallIdFn ids)> make;
@@ -95,10 +90,38 @@ struct ToolParserFormat {
   // from a template, only by tool_parser=).
   std::function<bool(absl::string_view chat_template)> matches_template;
 };
-// ALREADY_EXISTS when the name is taken.
+
+// A reasoning format, as registered in the reasoning_parser kind
+// (ReasoningParsers(); the built-ins are `think` and `none`).
+struct ReasoningParserFormat {
+  // The parser: reasoning first, then the rest of the text goes to `inner`
+  // (may be null: content). `none` returns `inner` itself.
+  std::function<std::unique_ptr<OutputParser>(
+      std::unique_ptr<OutputParser> inner)>
+      make;
+  // Whether a chat template writes this format (may be null).
+  std::function<bool(absl::string_view chat_template)> matches_template;
+};
+
+// The tool_parser kind's registry (the `tool_parser=` values).
+Registry<ToolParserFormat>& ToolParsers();
+// The reasoning_parser kind's registry (the `reasoning_parser=` values).
+Registry<ReasoningParserFormat>& ReasoningParsers();
+
+// Registers the chat layer's built-ins: the tool-call formats hermes,
+// mistral, llama3_json and the reasoning parsers think and none. Called once
+// at start-up (RegisterBuiltins, or the main of a tool that links only this
+// layer); idempotent.
+void RegisterChatBuiltins();
+
+// ALREADY_EXISTS when the name is taken; INVALID_ARGUMENT without `make`.
 absl::Status RegisterToolParser(std::string name, std::string description,
                                 ToolParserFormat format,
                                 std::string origin = "builtin");
+absl::Status RegisterReasoningParser(std::string name,
+                                     std::string description,
+                                     ReasoningParserFormat format,
+                                     std::string origin = "builtin");
 
 // The tool-call formats by name (the `tool_parser=` values), sorted.
 std::vector<std::string> ToolParserNames();
@@ -108,9 +131,11 @@ bool IsToolParser(absl::string_view name);
 // Llama 3's "parameters" JSON -> llama3_json (the first registered format,
 // by priority, whose matches_template says so).
 std::string DetectToolParser(absl::string_view chat_template);
-// "think" when the template writes <think> (the `reasoning_parser=` values
-// are "think" and "none"), else empty.
+// The reasoning format a template writes (`think` when it writes <think>),
+// else empty.
 std::string DetectReasoningParser(absl::string_view chat_template);
+// The `reasoning_parser=` values, sorted.
+std::vector<std::string> ReasoningParserNames();
 bool IsReasoningParser(absl::string_view name);
 // Whether the format's markers are special tokens that decoding must keep
 // (Mistral's [TOOL_CALLS], Llama's <|python_tag|>).
@@ -129,6 +154,9 @@ std::unique_ptr<OutputParser> NewNamedToolParser(std::string function,
 // goes to `inner` (may be null: content).
 std::unique_ptr<OutputParser> NewThinkParser(
     std::unique_ptr<OutputParser> inner);
+// The reasoning parser `name` over `inner`; nullptr if `name` is unknown.
+std::unique_ptr<OutputParser> NewReasoningParser(
+    absl::string_view name, std::unique_ptr<OutputParser> inner);
 
 }  // namespace inferd
 

@@ -1,17 +1,23 @@
-// Registry: the process-wide table of inferd's named, swappable parts —
-// config parsers, architectures, model classes, workflows and the components a
-// workflow is assembled from (input processors, schedulers, attention backends,
-// output processors, executors), and the model runner of each device kind. Each
-// entry has a kind, a name unique within its kind, a one-line description,
-// its origin ("builtin" or the plug-in that added it) and a typed value
-// (usually a factory). Each layer defines the value types of its kinds and
-// registers its built-ins; plug-ins add more at startup
-// (runtime/engine/plugin.h). Entries are never removed, so pointers
-// returned by Find stay valid. Thread-safe.
+// Registries: inferd's named, swappable parts, one typed table per kind —
+// devices, config parsers, model classes, attention backends, model runners,
+// tool-call formats, reasoning parsers, architectures, workflows and the
+// components a workflow is assembled from (input processors, prefill and
+// batching schedulers, output processors, samplers, output stages, token
+// heads, executors).
+//
+// Each kind is one `Registry<T>` owned by the layer that defines T, reached
+// through that layer's accessor (e.g. `Workflows()` in runtime/engine/
+// workflow.h). An entry has a name unique within its kind, a one-line
+// description, its origin ("builtin" or the plug-in that added it) and a
+// value of type T (usually a factory). Built-ins are registered once at
+// start-up by `RegisterBuiltins()` (runtime/engine/builtins.h; each layer has
+// its own Register*Builtins for tools that link only that layer), before
+// plug-ins load (runtime/engine/plugin.h); lookups never register anything.
+// Entries are never removed, so pointers returned by Find stay valid.
+// Thread-safe.
 #ifndef INFERD_RUNTIME_COMMON_REGISTRY_H_
 #define INFERD_RUNTIME_COMMON_REGISTRY_H_
 
-#include <any>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,87 +34,93 @@
 
 namespace inferd {
 
-// The kinds inferd itself uses.
-namespace registry_kind {
-inline constexpr char kArchitecture[] = "architecture";
-// config.json's model_type -> its ConfigParser (runtime/loader/
-// config_parser.h): the family's defaults and rules.
-inline constexpr char kConfigParser[] = "config_parser";
-inline constexpr char kModel[] = "model";
-inline constexpr char kWorkflow[] = "workflow";
-inline constexpr char kInputProcessor[] = "input_processor";
-inline constexpr char kScheduler[] = "scheduler";
-inline constexpr char kAttentionBackend[] = "attention_backend";
-inline constexpr char kOutputProcessor[] = "output_processor";
-// The prefill tail after the output processor (runtime/engine/
-// output_stages.h): dense, matryoshka, normalize, scores.
-inline constexpr char kOutputStage[] = "output_stage";
-// Embed outputs from every token's hidden state (runtime/engine/
-// token_heads.h): bge_m3_sparse, bge_m3_colbert.
-inline constexpr char kTokenHead[] = "token_head";
-inline constexpr char kExecutor[] = "executor";
-// A device kind ("cpu") -> the ModelRunnerFactory of its model runner
-// (runtime/model/model_runner.h).
-inline constexpr char kModelRunner[] = "model_runner";
-}  // namespace registry_kind
+// One entry without its value (for listings).
+struct RegistryListing {
+  std::string kind, name, description, origin;
+};
 
-class Registry {
+// What every kind's registry offers whatever its value type: names,
+// listings, and the catalog of every kind (--list-components).
+class RegistryKind {
  public:
-  struct Entry {
-    std::string kind;
-    std::string name;
+  RegistryKind(const RegistryKind&) = delete;
+  RegistryKind& operator=(const RegistryKind&) = delete;
+  // Leaves All() (the process's registries live forever; a test's local
+  // one does not).
+  virtual ~RegistryKind();
+
+  const std::string& kind() const { return kind_; }
+  // What the kind is, one line.
+  const std::string& summary() const { return summary_; }
+
+  bool Contains(absl::string_view name) const;
+  // Sorted.
+  std::vector<std::string> Names() const;
+  // Sorted by name.
+  std::vector<RegistryListing> List() const;
+
+  // Every kind's registry created in this process, sorted by kind.
+  static std::vector<const RegistryKind*> All();
+
+ protected:
+  struct Meta {
     std::string description;
-    std::string origin;  // "builtin" or a plug-in's path
-    std::any value;
+    std::string origin;
   };
+  // Adds itself to All().
+  RegistryKind(std::string kind, std::string summary);
+  // ALREADY_EXISTS (naming both origins) when `name` is taken,
+  // INVALID_ARGUMENT for an empty name; else records it and returns OK.
+  absl::Status Reserve(const std::string& name, Meta meta)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NotFound(absl::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The process's registry.
-  static Registry& Global();
-
-  Registry() = default;
-  Registry(const Registry&) = delete;
-  Registry& operator=(const Registry&) = delete;
-
-  // ALREADY_EXISTS (naming both origins) when `kind`/`name` is taken;
-  // INVALID_ARGUMENT for an empty kind or name.
-  absl::Status Add(Entry entry);
-
-  // The entry, or null.
-  const Entry* Find(absl::string_view kind, absl::string_view name) const;
-
-  // The value of `kind`/`name` as a T. NOT_FOUND listing the names of that
-  // kind when absent; INVALID_ARGUMENT when the entry holds another type
-  // (e.g. a scheduler of another interface than the caller needs).
-  template <typename T>
-  absl::StatusOr<T> Get(absl::string_view kind, absl::string_view name) const {
-    const Entry* e = Find(kind, name);
-    if (e == nullptr) {
-      return absl::NotFoundError(absl::StrCat(
-          "no ", kind, " named '", name, "' is registered; registered: ",
-          Names(kind).empty() ? std::string("none")
-                              : absl::StrJoin(Names(kind), ", ")));
-    }
-    const T* value = std::any_cast<T>(&e->value);
-    if (value == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kind, " '", name, "' (", e->origin,
-          ") does not provide the interface this caller needs"));
-    }
-    return *value;
-  }
-
-  // Names of `kind`, sorted.
-  std::vector<std::string> Names(absl::string_view kind) const;
-  // Every entry (without values), sorted by kind then name.
-  struct Listing {
-    std::string kind, name, description, origin;
-  };
-  std::vector<Listing> List() const;
+  mutable absl::Mutex mu_;
 
  private:
-  mutable absl::Mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::unique_ptr<Entry>>
-      entries_ ABSL_GUARDED_BY(mu_);
+  const std::string kind_;
+  const std::string summary_;
+  std::map<std::string, Meta, std::less<>> meta_ ABSL_GUARDED_BY(mu_);
+};
+
+template <typename T>
+class Registry final : public RegistryKind {
+ public:
+  Registry(std::string kind, std::string summary)
+      : RegistryKind(std::move(kind), std::move(summary)) {}
+
+  // ALREADY_EXISTS naming both origins when `name` is taken (built-ins
+  // cannot be replaced); INVALID_ARGUMENT for an empty name.
+  absl::Status Add(const std::string& name, std::string description, T value,
+                   std::string origin = "builtin") {
+    absl::MutexLock lock(&mu_);
+    absl::Status s = Reserve(
+        name, Meta{std::move(description),
+                   origin.empty() ? std::string("builtin") : std::move(origin)});
+    if (!s.ok()) return s;
+    values_.emplace(name, std::make_unique<T>(std::move(value)));
+    return absl::OkStatus();
+  }
+
+  // The value, or null. The pointer stays valid for the process's life.
+  const T* Find(absl::string_view name) const {
+    absl::MutexLock lock(&mu_);
+    auto it = values_.find(name);
+    return it == values_.end() ? nullptr : it->second.get();
+  }
+
+  // A copy of the value; NOT_FOUND naming the kind and listing its names.
+  absl::StatusOr<T> Get(absl::string_view name) const {
+    absl::MutexLock lock(&mu_);
+    auto it = values_.find(name);
+    if (it == values_.end()) return absl::NotFoundError(NotFound(name));
+    return *it->second;
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<const T>, std::less<>> values_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace inferd

@@ -1,23 +1,34 @@
-// The component interfaces a workflow is assembled from, and the registry
-// value types (runtime/common/registry.h) under which implementations are
+// The component interfaces a workflow is assembled from, and the registry of
+// each kind (runtime/common/registry.h), where implementations are
 // registered by name:
 //
-//   kind              value type                     built-ins
-//   input_processor   InputProcessorFactory          embed_tokenizer,
-//                                                    embed_tokenizer_eos,
-//                                                    classify_tokenizer,
-//                                                    pair_tokenizer,
-//                                                    prompt_tokenizer
-//   scheduler         PrefillSchedulerFactory        prefill_only
-//                     BatchingSchedulerFactory       continuous_batching
-//   attention_backend AttentionBackendRegistration   (runtime/model)
-//   output_processor  OutputProcessorFactory         pooling_cls, pooling_mean,
-//                                                    pooling_last,
-//                                                    label_scores,
-//                                                    relevance_scores
-//                     SamplerFactory                 sample_detokenize
-//   executor          ExecutorFactory                prefill_loop,
-//                                                    continuous_batching_loop
+//   kind / accessor                  value type                built-ins
+//   input_processor                  InputProcessorFactory     embed_tokenizer,
+//     InputProcessors()                                        embed_tokenizer_eos,
+//                                                              classify_tokenizer,
+//                                                              pair_tokenizer,
+//                                                              prompt_tokenizer
+//   prefill_scheduler                PrefillSchedulerFactory   prefill_only
+//     PrefillSchedulers()
+//   batching_scheduler               BatchingSchedulerFactory  continuous_batching
+//     BatchingSchedulers()
+//   attention_backend                AttentionBackendRegistration (runtime/model)
+//   output_processor                 OutputProcessorFactory    pooling_cls,
+//     OutputProcessors()                                       pooling_mean,
+//                                                              pooling_last,
+//                                                              label_scores,
+//                                                              relevance_scores
+//   sampler  Samplers()              SamplerFactory            sample_detokenize
+//   output_stage  (output_stages.h)  OutputStageFactory        dense, matryoshka,
+//                                                              normalize, scores
+//   token_head  (token_heads.h)      TokenHeadFactory          bge_m3_sparse,
+//                                                              bge_m3_colbert
+//   executor  Executors()            ExecutorFactory           prefill_loop,
+//                                                              continuous_batching_loop
+//
+// A workflow's `scheduler` names a batching scheduler and its
+// `output_processor` a sampler when the workflow generates, else a prefill
+// scheduler and an output processor (SchedulerKind, OutputKind).
 //
 // An executor is the engine loop: it reads the model's resolved workflow,
 // builds each component from the registry by name and runs them. Plug-ins
@@ -38,8 +49,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/chat/chat_format.h"
 #include "absl/strings/string_view.h"
+#include "runtime/chat/chat_format.h"
+#include "runtime/common/registry.h"
 #include "runtime/engine/prefill_scheduler.h"
 #include "runtime/engine/requests.h"
 #include "runtime/model/batch_plan.h"
@@ -187,10 +199,19 @@ struct EngineBuildContext {
 using ExecutorFactory = std::function<absl::StatusOr<std::unique_ptr<Engine>>(
     const EngineBuildContext& context)>;
 
-// Registers inferd's built-in components, workflows and architectures
-// (idempotent). Lookups through SelectWorkflow / CreateEngine call it; main
-// calls it before loading plug-ins.
-void RegisterBuiltinComponents();
+// ------------------------------------------------------------ registries
+Registry<InputProcessorFactory>& InputProcessors();
+Registry<PrefillSchedulerFactory>& PrefillSchedulers();
+Registry<BatchingSchedulerFactory>& BatchingSchedulers();
+Registry<OutputProcessorFactory>& OutputProcessors();
+Registry<SamplerFactory>& Samplers();
+Registry<ExecutorFactory>& Executors();
+
+// The registries a workflow's `scheduler` and `output_processor` name
+// components in: batching scheduler and sampler for a workflow that
+// generates, prefill scheduler and output processor otherwise.
+const RegistryKind& SchedulerKind(const Workflow& workflow);
+const RegistryKind& OutputKind(const Workflow& workflow);
 
 }  // namespace inferd
 

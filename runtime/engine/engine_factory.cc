@@ -136,9 +136,9 @@ absl::StatusOr<DenseLayer> LoadDense(const std::string& dir,
 }
 
 template <typename T>
-absl::StatusOr<T> Component(const char* kind, const std::string& name,
-                            const Workflow& w) {
-  auto v = Registry::Global().Get<T>(kind, name);
+absl::StatusOr<T> Component(const Registry<T>& registry,
+                            const std::string& name, const Workflow& w) {
+  absl::StatusOr<T> v = registry.Get(name);
   if (!v.ok()) {
     return absl::Status(v.status().code(),
                         absl::StrCat("workflow ", w.name, ": ",
@@ -170,8 +170,7 @@ absl::StatusOr<std::unique_ptr<InputProcessor>> MakeInput(
     const ServedModel& model, InputProcessorOptions io) {
   const Workflow& w = model.workflow();
   ASSIGN_OR_RETURN(InputProcessorFactory factory,
-                   Component<InputProcessorFactory>(
-                       registry_kind::kInputProcessor, w.input_processor, w));
+                   Component(InputProcessors(), w.input_processor, w));
   InputProcessorContext ctx;
   ctx.tokenizer = &model.tokenizer();
   ctx.options = std::move(io);
@@ -230,8 +229,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   ASSIGN_OR_RETURN(c.input, MakeInput(model, std::move(io)));
 
   ASSIGN_OR_RETURN(PrefillSchedulerFactory make_scheduler,
-                   Component<PrefillSchedulerFactory>(registry_kind::kScheduler,
-                                                      w.scheduler, w));
+                   Component(PrefillSchedulers(), w.scheduler, w));
   c.scheduler = make_scheduler(so);
   if (c.scheduler == nullptr) {
     return absl::InternalError(absl::StrCat("scheduler ", w.scheduler,
@@ -254,16 +252,14 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   const Tokenizer* tok = &model.tokenizer();
   hc.id_to_token = [tok](int32_t id) { return tok->IdToToken(id); };
   for (const std::string& name : w.token_heads) {
-    ASSIGN_OR_RETURN(TokenHeadFactory make,
-                     Component<TokenHeadFactory>(registry_kind::kTokenHead, name, w));
+    ASSIGN_OR_RETURN(TokenHeadFactory make, Component(TokenHeads(), name, w));
     ASSIGN_OR_RETURN(std::unique_ptr<TokenHead> head, make(hc));
     c.token_heads.push_back(std::move(head));
   }
   auto make_output = [&](const std::string& name)
       -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
     ASSIGN_OR_RETURN(OutputProcessorFactory factory,
-                     Component<OutputProcessorFactory>(
-                         registry_kind::kOutputProcessor, name, w));
+                     Component(OutputProcessors(), name, w));
     ASSIGN_OR_RETURN(std::unique_ptr<OutputProcessor> out, factory(oc));
     if (out == nullptr) {
       return absl::InternalError(
@@ -275,8 +271,7 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   if (w.Supports(Task::kEmbed)) {
     // Every registered pooling, for requests that choose theirs.
     const std::string prefix = PoolingComponent("");
-    for (const std::string& name :
-         Registry::Global().Names(registry_kind::kOutputProcessor)) {
+    for (const std::string& name : OutputProcessors().Names()) {
       if (!absl::StartsWith(name, prefix)) continue;
       ASSIGN_OR_RETURN(c.poolings[name.substr(prefix.size())],
                        make_output(name));
@@ -371,12 +366,10 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
   io.chat = model.chat_format();
   ASSIGN_OR_RETURN(c.input, MakeInput(model, std::move(io)));
   ASSIGN_OR_RETURN(BatchingSchedulerFactory make_scheduler,
-                   Component<BatchingSchedulerFactory>(registry_kind::kScheduler,
-                                                       w.scheduler, w));
+                   Component(BatchingSchedulers(), w.scheduler, w));
   c.scheduler = make_scheduler(sc);
   ASSIGN_OR_RETURN(SamplerFactory make_sampler,
-                   Component<SamplerFactory>(registry_kind::kOutputProcessor,
-                                             model.output_processor(), w));
+                   Component(Samplers(), model.output_processor(), w));
   c.sampler = make_sampler(go.vocab_size);
   if (c.scheduler == nullptr || c.sampler == nullptr) {
     return absl::InternalError(absl::StrCat(
@@ -396,11 +389,9 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildContinuousBatchingLoop(
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(
     const ServedModel& model, std::shared_ptr<const WeightStore> weights) {
-  RegisterBuiltinComponents();
   const Workflow& w = model.workflow();
   ASSIGN_OR_RETURN(ExecutorFactory executor,
-                   Component<ExecutorFactory>(registry_kind::kExecutor,
-                                              w.executor, w));
+                   Component(Executors(), w.executor, w));
   EngineBuildContext context;
   context.model = &model;
   context.weights = std::move(weights);

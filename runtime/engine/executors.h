@@ -1,5 +1,5 @@
 // The built-in executors, registered as "prefill_loop" and
-// "continuous_batching_loop" (builtin_components.cc); defined in
+// "continuous_batching_loop" (builtins.cc); defined in
 // engine_factory.cc. Each reads the model's workflow and builds its
 // components from the registry.
 #ifndef INFERD_RUNTIME_ENGINE_EXECUTORS_H_

@@ -72,6 +72,17 @@ struct GenerateEngine::Request {
   int64_t accepted_drafts = 0;
   int64_t out_draft_tokens = 0;
   int64_t out_accepted_drafts = 0;
+
+  // The counts a final chunk reports (the output side's).
+  GenerateUsage Usage() const {
+    GenerateUsage u;
+    u.prompt_tokens = static_cast<int64_t>(prompt.size());
+    u.completion_tokens = completion_tokens;
+    u.cached_prompt_tokens = cached_tokens;
+    u.draft_tokens = out_draft_tokens;
+    u.accepted_draft_tokens = out_accepted_drafts;
+    return u;
+  }
 };
 
 struct GenerateEngine::OutputEvent {
@@ -380,11 +391,7 @@ void GenerateEngine::FinishOwnSample(Request* r, FinishReason reason,
   GenerateChunk c;
   c.text = std::move(res.text);
   c.finish = reason;
-  c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
-  c.completion_tokens = r->completion_tokens;
-  c.cached_prompt_tokens = r->cached_tokens;
-  c.draft_tokens = r->out_draft_tokens;
-  c.accepted_draft_tokens = r->out_accepted_drafts;
+  c.usage = r->Usage();
   const absl::Time now = absl::Now();
   if (r->first_scheduled != absl::InfiniteFuture()) {
     c.timings.queue_seconds =
@@ -525,11 +532,7 @@ void GenerateEngine::EmitToken(Request* r, OutputEvent& event) {
     c.finish = check.finish_reason;
     c.stop_reason = check.stop_token_id ? absl::StrCat(*check.stop_token_id)
                                         : check.stop_string;
-    c.prompt_tokens = static_cast<int64_t>(r->prompt.size());
-    c.completion_tokens = r->completion_tokens;
-    c.cached_prompt_tokens = r->cached_tokens;
-    c.draft_tokens = r->out_draft_tokens;
-    c.accepted_draft_tokens = r->out_accepted_drafts;
+    c.usage = r->Usage();
     c.timings.queue_seconds =
         absl::ToDoubleSeconds(r->first_scheduled - r->arrival);
     c.timings.time_to_first_token_seconds =

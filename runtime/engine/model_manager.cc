@@ -10,8 +10,13 @@
 #include "device/device.h"
 #include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/chat/tool_parser.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/token_heads.h"
+#include "runtime/engine/workflow.h"
+#include "runtime/model/attention_backend.h"
+#include "runtime/model/model_registry.h"
 #include "absl/time/clock.h"
 #include "runtime/loader/m3_heads.h"
 #include "runtime/loader/model_dir.h"
@@ -169,41 +174,54 @@ std::string ServedModel::output_processor() const {
 }
 
 absl::Status ServedModel::CheckComponents() const {
-  const Registry& r = Registry::Global();
-  const std::pair<const char*, std::string> parts[] = {
-      {registry_kind::kInputProcessor, workflow_.input_processor},
-      {registry_kind::kScheduler, workflow_.scheduler},
-      {registry_kind::kAttentionBackend, workflow_.attention_backend},
-      {registry_kind::kOutputProcessor, output_processor()},
-      {registry_kind::kExecutor, workflow_.executor},
-      {registry_kind::kModel, workflow_.model_class},
+  std::vector<std::pair<const RegistryKind*, std::string>> needed = {
+      {&InputProcessors(), workflow_.input_processor},
+      {&SchedulerKind(workflow_), workflow_.scheduler},
+      {&AttentionBackends(), workflow_.attention_backend},
+      {&OutputKind(workflow_), output_processor()},
+      {&Executors(), workflow_.executor},
+      {&ModelClasses(), workflow_.model_class},
   };
-  std::vector<std::pair<const char*, std::string>> needed(std::begin(parts),
-                                                          std::end(parts));
   for (const std::string& head : workflow_.token_heads) {
-    needed.emplace_back(registry_kind::kTokenHead, head);
+    needed.emplace_back(&TokenHeads(), head);
+  }
+  // The output formats named by --model options (a plug-in's may be among
+  // them: they are checked here, once plug-ins are loaded).
+  const ModelOverrides& o = spec_.overrides;
+  if (o.tool_parser) needed.emplace_back(&ToolParsers(), *o.tool_parser);
+  if (o.reasoning_parser) {
+    needed.emplace_back(&ReasoningParsers(), *o.reasoning_parser);
   }
   for (const auto& [kind, name] : needed) {
-    if (r.Find(kind, name) != nullptr) continue;
+    if (kind->Contains(name)) continue;
     std::string hint;
-    if (kind == std::string(registry_kind::kOutputProcessor) &&
+    if (kind == &OutputProcessors() &&
         workflow_.output_processor == kPoolingOutput) {
       hint = absl::StrCat(
-          "; its pooling '", DefaultPooling(workflow_, st_, spec_.overrides),
-          "' (", st_.present && st_.has_pooling && !spec_.overrides.pooling
-                     ? "from 1_Pooling/config.json"
-                     : "chosen for it",
+          "; its pooling '", DefaultPooling(workflow_, st_, o), "' (",
+          st_.present && st_.has_pooling && !o.pooling
+              ? "from 1_Pooling/config.json"
+              : "chosen for it",
           ") needs that output processor: load a plug-in that provides it "
           "with --plugin PATH.so (examples/plugin builds pooling_max), or "
           "serve another pooling with --model ",
           spec_.name, "=", spec_.path, ",pooling=mean");
+    } else if (kind == &ToolParsers() || kind == &ReasoningParsers()) {
+      hint = absl::StrCat("; name a registered one in --model ", spec_.name,
+                          "=", spec_.path, ",", kind->kind(),
+                          "=NAME, or load the plug-in that provides it with "
+                          "--plugin PATH.so");
     } else {
       hint = "; load the plug-in that provides it with --plugin PATH.so";
     }
-    const std::vector<std::string> names = r.Names(kind);
+    const std::vector<std::string> names = kind->Names();
+    const bool by_option = kind == &ToolParsers() || kind == &ReasoningParsers();
     return absl::FailedPreconditionError(absl::StrCat(
-        "model '", spec_.name, "': workflow ", workflow_.name, " needs the ",
-        kind, " '", name, "', which is not registered (registered: ",
+        "model '", spec_.name, "': ",
+        by_option ? std::string("its options name")
+                  : absl::StrCat("workflow ", workflow_.name, " needs"),
+        " the ", kind->kind(), " '", name,
+        "', which is not registered (registered: ",
         names.empty() ? std::string("none") : absl::StrJoin(names, ", "), ")",
         hint));
   }
@@ -211,17 +229,45 @@ absl::Status ServedModel::CheckComponents() const {
 }
 
 absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
-  auto cancelled = [&]() {
-    if (cancel == nullptr || !cancel->load(std::memory_order_acquire)) {
-      return false;
-    }
-    SetFailed(absl::UnavailableError(
-        "not loaded: the server shut down while loading models"));
-    return true;
-  };
   if (!open_error_.ok()) return open_error_;  // FAILED since Create
-  if (cancelled()) return absl::UnavailableError("loading cancelled");
   const absl::Time start = absl::Now();
+  absl::StatusOr<std::shared_ptr<const WeightStore>> weights =
+      LoadWeightsAndEngine(cancel);
+  if (!weights.ok()) {
+    if (absl::IsCancelled(weights.status())) {
+      SetFailed(absl::UnavailableError(
+          "not loaded: the server shut down while loading models"));
+      return absl::UnavailableError("loading cancelled");
+    }
+    absl::Status s = Annotate(weights.status(), spec_.name);
+    SetFailed(s);
+    return s;
+  }
+  RecordLoaded(**weights, absl::Now() - start);
+  state_.store(ModelState::kReady, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const WeightStore>>
+ServedModel::LoadWeightsAndEngine(const std::atomic<bool>* cancel) {
+  auto check_cancel = [cancel]() {
+    return cancel != nullptr && cancel->load(std::memory_order_acquire)
+               ? absl::CancelledError("loading cancelled")
+               : absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check_cancel());
+  RETURN_IF_ERROR(LoadTokenizer());
+  // Opened once here and shared by every replica's runner; a corrupt or
+  // truncated weights file fails this model only.
+  ASSIGN_OR_RETURN(std::shared_ptr<const WeightStore> weights,
+                   OpenModelWeights(spec_.path));
+  RETURN_IF_ERROR(check_cancel());
+  ASSIGN_OR_RETURN(engine_, CreateEngine(*this, weights));
+  engine_->set_step_observer(step_observer_);
+  return weights;
+}
+
+absl::Status ServedModel::LoadTokenizer() {
   // A GGUF file's tokenizer was built when the model was opened; a
   // directory's tokenizer.json is read now.
   absl::StatusOr<std::unique_ptr<Tokenizer>> tok =
@@ -235,73 +281,41 @@ absl::Status ServedModel::Load(const std::atomic<bool>* cancel) {
     tok = Tokenizer::FromFile(tokenizer_json_path_);
   }
   std::string().swap(tokenizer_json_);  // not needed any more
-  if (!tok.ok()) {
-    absl::Status s = Annotate(tok.status(), spec_.name);
-    SetFailed(s);
-    return s;
-  }
+  if (!tok.ok()) return tok.status();
   tokenizer_ = std::move(tok).value();
   // A tokenizer that yields ids past the embedding's rows belongs to other
   // weights: its larger ids would index past the embedding table.
   if (config_.vocab_size > 0 &&
       static_cast<int64_t>(tokenizer_->vocab_size()) > config_.vocab_size) {
-    absl::Status s = Annotate(
-        absl::FailedPreconditionError(absl::StrCat(
-            tokenizer_json_path_.empty() ? std::string("the tokenizer")
-                                         : tokenizer_json_path_,
-            " has token ids up to ", tokenizer_->vocab_size() - 1,
-            " but the model's vocab_size (embedding rows) is ",
-            config_.vocab_size,
-            ": the tokenizer does not belong to these weights")),
-        spec_.name);
-    SetFailed(s);
-    return s;
+    return absl::FailedPreconditionError(absl::StrCat(
+        tokenizer_json_path_.empty() ? std::string("the tokenizer")
+                                     : tokenizer_json_path_,
+        " has token ids up to ", tokenizer_->vocab_size() - 1,
+        " but the model's vocab_size (embedding rows) is ", config_.vocab_size,
+        ": the tokenizer does not belong to these weights"));
   }
-  {
-    absl::MutexLock lock(&mu_);
-    info_.vocab_size = std::max<int64_t>(
-        config_.vocab_size, static_cast<int64_t>(tokenizer_->vocab_size()));
-  }
-  // Opened once here and shared by every replica's runner; a corrupt or
-  // truncated weights file fails this model only.
-  auto weights = OpenModelWeights(spec_.path);
-  if (!weights.ok()) {
-    absl::Status s = Annotate(weights.status(), spec_.name);
-    SetFailed(s);
-    return s;
-  }
-  std::shared_ptr<const WeightStore> store = std::move(weights).value();
-  if (cancelled()) return absl::UnavailableError("loading cancelled");
-  auto engine = CreateEngine(*this, store);
-  if (!engine.ok()) {
-    absl::Status s = Annotate(engine.status(), spec_.name);
-    SetFailed(s);
-    return s;
-  }
-  engine_ = std::move(engine).value();
-  {
-    absl::MutexLock lock(&mu_);
-    for (std::string& output : engine_->EmbedOutputs()) {
-      info_.embed_outputs.push_back(std::move(output));
-    }
-  }
-  engine_->set_step_observer(step_observer_);
-  {
-    absl::MutexLock lock(&mu_);
-    const int64_t engine_limit = engine_->max_input_tokens();
-    if (engine_limit > 0 && engine_limit < info_.max_input_tokens) {
-      info_.max_input_tokens = engine_limit;
-    }
-    info_.weight_tensors = static_cast<int64_t>(store->tensor_count());
-    info_.weight_bytes = static_cast<int64_t>(store->total_bytes());
-    info_.load_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    const Engine::KvCacheSummary& kv = engine_->kv_cache_summary();
-    info_.kv_cache_bytes = kv.bytes;
-    info_.kv_cache_tokens = kv.blocks * kv.block_size;
-    info_.kv_cache_note = kv.note;
-  }
-  state_.store(ModelState::kReady, std::memory_order_release);
+  absl::MutexLock lock(&mu_);
+  info_.vocab_size = std::max<int64_t>(
+      config_.vocab_size, static_cast<int64_t>(tokenizer_->vocab_size()));
   return absl::OkStatus();
+}
+
+void ServedModel::RecordLoaded(const WeightStore& weights, absl::Duration took) {
+  absl::MutexLock lock(&mu_);
+  for (std::string& output : engine_->EmbedOutputs()) {
+    info_.embed_outputs.push_back(std::move(output));
+  }
+  const int64_t engine_limit = engine_->max_input_tokens();
+  if (engine_limit > 0 && engine_limit < info_.max_input_tokens) {
+    info_.max_input_tokens = engine_limit;
+  }
+  info_.weight_tensors = static_cast<int64_t>(weights.tensor_count());
+  info_.weight_bytes = static_cast<int64_t>(weights.total_bytes());
+  info_.load_seconds = absl::ToDoubleSeconds(took);
+  const Engine::KvCacheSummary& kv = engine_->kv_cache_summary();
+  info_.kv_cache_bytes = kv.bytes;
+  info_.kv_cache_tokens = kv.blocks * kv.block_size;
+  info_.kv_cache_note = kv.note;
 }
 
 void ServedModel::Shutdown() {

@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "runtime/chat/chat_format.h"
 #include "runtime/engine/model_info.h"
 #include "runtime/engine/model_options.h"
@@ -25,6 +26,7 @@
 #include "runtime/loader/model_config.h"
 #include "runtime/loader/st_config.h"
 #include "runtime/loader/tokenizer_config.h"
+#include "runtime/loader/weights.h"
 
 namespace inferd {
 
@@ -97,6 +99,13 @@ class ServedModel {
 
  private:
   void SetFailed(const absl::Status& status);
+  // Load's phases: the tokenizer (checked against the embedding rows),
+  // then the weights and the engine (CANCELLED when `cancel` is set before
+  // a phase); RecordLoaded fills info_ from them.
+  absl::Status LoadTokenizer();
+  absl::StatusOr<std::shared_ptr<const WeightStore>> LoadWeightsAndEngine(
+      const std::atomic<bool>* cancel);
+  void RecordLoaded(const WeightStore& weights, absl::Duration took);
 
   const ModelSpec spec_;
   const ModelConfig config_;

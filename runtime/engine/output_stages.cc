@@ -110,10 +110,8 @@ class ScoresStage : public OutputStage {
 
 void AddStage(const char* name, const char* description,
               OutputStageFactory factory) {
-  absl::Status s =
-      Registry::Global().Add({registry_kind::kOutputStage, name, description,
-                              "builtin", std::move(factory)});
-  (void)s;  // registered once (RegisterBuiltinComponents' call_once)
+  absl::Status s = OutputStages().Add(name, description, std::move(factory));
+  (void)s;  // registered once (RegisterBuiltins' call_once)
 }
 
 template <typename Stage>
@@ -125,6 +123,13 @@ OutputStageFactory Plain() {
 }
 
 }  // namespace
+
+Registry<OutputStageFactory>& OutputStages() {
+  static auto* const registry = new Registry<OutputStageFactory>(
+      "output_stage",
+      "a step of the prefill tail after the output processor");
+  return *registry;
+}
 
 std::vector<std::string> DefaultOutputStages(const Workflow& w) {
   if (!w.output_stages.empty()) return w.output_stages;
@@ -139,9 +144,7 @@ absl::StatusOr<std::vector<std::unique_ptr<OutputStage>>> CreateOutputStages(
     const std::vector<std::string>& names, const OutputStageContext& context) {
   std::vector<std::unique_ptr<OutputStage>> stages;
   for (const std::string& name : names) {
-    absl::StatusOr<OutputStageFactory> factory =
-        Registry::Global().Get<OutputStageFactory>(registry_kind::kOutputStage,
-                                                   name);
+    absl::StatusOr<OutputStageFactory> factory = OutputStages().Get(name);
     if (!factory.ok()) {
       return absl::InvalidArgumentError(factory.status().message());
     }

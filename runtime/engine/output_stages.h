@@ -28,6 +28,7 @@
 #include "device/ops.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/workflow.h"
+#include "runtime/common/registry.h"
 
 namespace inferd {
 
@@ -98,7 +99,10 @@ absl::Status RunOutputStages(const ExecutionContext& ctx,
                              const std::vector<const OutputStage*>& stages,
                              OutputRows* rows);
 
-// Registers the built-in stages (RegisterBuiltinComponents calls it).
+// The output_stage kind's registry.
+Registry<OutputStageFactory>& OutputStages();
+
+// Registers the built-in stages (RegisterBuiltins calls it once).
 void RegisterBuiltinOutputStages();
 
 }  // namespace inferd

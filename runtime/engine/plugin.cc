@@ -11,13 +11,14 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime/chat/tool_parser.h"
 #include "runtime/common/registry.h"
+#include "runtime/engine/builtins.h"
 #include "runtime/engine/plugin_api.h"
 #include "runtime/loader/config_parser.h"
 
 namespace inferd {
 namespace {
 
-// Registers into the global registry with the plug-in's path as origin.
+// Registers into each kind's registry with the plug-in's path as origin.
 class Registrar : public PluginRegistrar {
  public:
   explicit Registrar(std::string origin) : origin_(std::move(origin)) {}
@@ -25,64 +26,65 @@ class Registrar : public PluginRegistrar {
   absl::Status AddInputProcessor(const std::string& name,
                                  const std::string& description,
                                  InputProcessorFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kInputProcessor, name, description,
-               std::move(factory));
+    return Add(InputProcessors(), name, description, std::move(factory));
   }
   absl::Status AddOutputProcessor(const std::string& name,
                                   const std::string& description,
                                   OutputProcessorFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kOutputProcessor, name, description,
-               std::move(factory));
+    return Add(OutputProcessors(), name, description, std::move(factory));
   }
   absl::Status AddPrefillScheduler(const std::string& name,
                                    const std::string& description,
                                    PrefillSchedulerFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kScheduler, name, description,
-               std::move(factory));
+    return Add(PrefillSchedulers(), name, description, std::move(factory));
   }
   absl::Status AddSampler(const std::string& name,
                           const std::string& description,
                           SamplerFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kOutputProcessor, name, description,
-               std::move(factory));
+    return Add(Samplers(), name, description, std::move(factory));
   }
   absl::Status AddBatchingScheduler(const std::string& name,
                                     const std::string& description,
                                     BatchingSchedulerFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kScheduler, name, description,
-               std::move(factory));
+    return Add(BatchingSchedulers(), name, description, std::move(factory));
   }
   absl::Status AddAttentionBackend(
       const std::string& name, const std::string& description,
       AttentionBackendRegistration backend) override {
-    if (!backend.create) return Empty(name);
-    return Add(registry_kind::kAttentionBackend, name, description,
-               std::move(backend));
+    if (!backend.create) return Empty(AttentionBackends(), name);
+    return AttentionBackends().Add(name, description, std::move(backend),
+                                   origin_);
   }
   absl::Status AddExecutor(const std::string& name,
                            const std::string& description,
                            ExecutorFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kExecutor, name, description,
-               std::move(factory));
+    return Add(Executors(), name, description, std::move(factory));
+  }
+  absl::Status AddOutputStage(const std::string& name,
+                              const std::string& description,
+                              OutputStageFactory factory) override {
+    return Add(OutputStages(), name, description, std::move(factory));
   }
   absl::Status AddTokenHead(const std::string& name,
                             const std::string& description,
                             TokenHeadFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kTokenHead, name, description,
-               std::move(factory));
+    return Add(TokenHeads(), name, description, std::move(factory));
   }
   absl::Status AddModelClass(const std::string& name,
                              const std::string& description,
                              ModelFactory factory) override {
-    if (!factory) return Empty(name);
-    return Add(registry_kind::kModel, name, description, std::move(factory));
+    return Add(ModelClasses(), name, description, std::move(factory));
+  }
+  absl::Status AddToolParser(const std::string& name,
+                             const std::string& description,
+                             ToolParserFormat format) override {
+    return RegisterToolParser(name, description, std::move(format), origin_);
+  }
+  absl::Status AddReasoningParser(const std::string& name,
+                                  const std::string& description,
+                                  ReasoningParserFormat format) override {
+    return RegisterReasoningParser(name, description, std::move(format),
+                                   origin_);
   }
   absl::Status AddWorkflow(Workflow workflow) override {
     if (workflow.tasks.empty() || workflow.input_processor.empty() ||
@@ -94,9 +96,9 @@ class Registrar : public PluginRegistrar {
           "scheduler, attention_backend, output_processor, executor)"));
     }
     const std::string name = workflow.name;
-    const std::string description = workflow.description;
-    return Add(registry_kind::kWorkflow, name, description,
-               std::move(workflow));
+    std::string description = workflow.description;
+    return Workflows().Add(name, std::move(description), std::move(workflow),
+                           origin_);
   }
   absl::Status AddArchitecture(const std::string& architecture,
                                const std::string& description,
@@ -105,8 +107,8 @@ class Registrar : public PluginRegistrar {
       return absl::InvalidArgumentError(absl::StrCat(
           "architecture '", architecture, "' needs a default_workflow"));
     }
-    return Add(registry_kind::kArchitecture, architecture, description,
-               std::move(spec));
+    return Architectures().Add(architecture, description, std::move(spec),
+                               origin_);
   }
   absl::Status AddConfigParser(const std::string& model_type,
                                const std::string& description,
@@ -120,14 +122,17 @@ class Registrar : public PluginRegistrar {
   }
 
  private:
-  absl::Status Empty(const std::string& name) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", name, "' was registered without a factory"));
+  template <typename T>
+  absl::Status Empty(const Registry<T>& registry, const std::string& name) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        registry.kind(), " '", name, "' was registered without a factory"));
   }
-  absl::Status Add(const char* kind, const std::string& name,
-                   const std::string& description, std::any value) {
-    return Registry::Global().Add(
-        {kind, name, description, origin_, std::move(value)});
+  // Every factory kind: refuses an empty factory.
+  template <typename T>
+  absl::Status Add(Registry<T>& registry, const std::string& name,
+                   const std::string& description, T factory) {
+    if (!factory) return Empty(registry, name);
+    return registry.Add(name, description, std::move(factory), origin_);
   }
 
   const std::string origin_;
@@ -141,7 +146,8 @@ absl::Status Refuse(const std::string& path, absl::string_view why) {
 }  // namespace
 
 absl::Status LoadPlugin(const std::string& path) {
-  RegisterBuiltinComponents();
+  // Built-ins first: a plug-in cannot take one of their names.
+  RegisterBuiltins();
   // The same file loaded twice (e.g. two servers in one process) registers
   // once.
   static absl::Mutex mu(absl::kConstInit);
@@ -203,20 +209,18 @@ absl::Status LoadPlugins(const std::vector<std::string>& paths) {
 }
 
 std::string ListComponents() {
-  RegisterBuiltinComponents();
-  // Tool-call formats and reasoning parsers register on first use.
-  (void)ToolParserNames();
+  RegisterBuiltins();
   std::string out;
-  std::string kind;
-  for (const Registry::Listing& e : Registry::Global().List()) {
-    if (e.kind != kind) {
-      kind = e.kind;
-      absl::StrAppend(&out, out.empty() ? "" : "\n", kind, ":\n");
+  for (const RegistryKind* kind : RegistryKind::All()) {
+    absl::StrAppend(&out, out.empty() ? "" : "\n", kind->kind(), ": ",
+                    kind->summary(), "\n");
+    for (const RegistryListing& e : kind->List()) {
+      absl::StrAppend(
+          &out, "  ", e.name,
+          e.origin == "builtin" ? "" : absl::StrCat(" [", e.origin, "]"),
+          e.description.empty() ? "" : absl::StrCat(" - ", e.description),
+          "\n");
     }
-    absl::StrAppend(&out, "  ", e.name,
-                    e.origin == "builtin" ? "" : absl::StrCat(" [", e.origin, "]"),
-                    e.description.empty() ? "" : absl::StrCat(" - ", e.description),
-                    "\n");
   }
   return out;
 }

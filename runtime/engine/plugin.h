@@ -1,6 +1,7 @@
-// Loading plug-ins (runtime/engine/plugin_api.h) into the registry.
-// Call from the startup thread, after RegisterBuiltinComponents and before
-// any model is created. Loaded libraries are never unloaded (their
+// Loading plug-ins (runtime/engine/plugin_api.h) into the registries.
+// Call from the startup thread before any model is created; LoadPlugin
+// registers the built-ins first (RegisterBuiltins) so that a plug-in cannot
+// take their names. Loaded libraries are never unloaded (their
 // factories stay registered for the process's life).
 #ifndef INFERD_RUNTIME_ENGINE_PLUGIN_H_
 #define INFERD_RUNTIME_ENGINE_PLUGIN_H_
@@ -21,7 +22,8 @@ absl::Status LoadPlugin(const std::string& path);
 // LoadPlugin for each path, in order; the first error stops.
 absl::Status LoadPlugins(const std::vector<std::string>& paths);
 
-// The registry as text: one line per entry, grouped by kind.
+// Every registry kind as text (RegistryKind::All): the kind and what it is,
+// then one line per entry with its origin when not built-in.
 std::string ListComponents();
 
 }  // namespace inferd

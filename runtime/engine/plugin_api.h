@@ -1,7 +1,9 @@
 // The inferd plug-in API: what a shared library loaded with
-// `inferd --plugin PATH.so` includes to add config parsers, architectures,
-// model classes, workflows or components to the registry
-// (runtime/common/registry.h).
+// `inferd --plugin PATH.so` includes to add entries to any registry kind
+// (runtime/common/registry.h): config parsers, architectures, model
+// classes, workflows, components, tool-call and reasoning formats. (Devices
+// and model runners are registry kinds too, but inferd has no option that
+// selects another device yet, so the registrar does not offer them.)
 //
 // A plug-in defines one registration function and exports it with
 // INFERD_PLUGIN:
@@ -26,7 +28,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "runtime/chat/tool_parser.h"
 #include "runtime/engine/components.h"
+#include "runtime/engine/output_stages.h"
 #include "runtime/engine/token_heads.h"
 #include "runtime/engine/workflow.h"
 #include "runtime/gen/sampler.h"
@@ -73,7 +77,13 @@
 //    and Engine::EmbedOutputs; StepRunner moved to step_runner.h;
 //    GenerateParams::return_prompt_token_ids and
 //    GenerateChunk::prompt_token_ids; ChatTool::strict.
-#define INFERD_PLUGIN_API_VERSION 12
+// 13: one typed registry per kind (runtime/common/registry.h: Registry<T>,
+//    no std::any): schedulers are two kinds (prefill_scheduler,
+//    batching_scheduler) and samplers their own kind (sampler, no longer
+//    under output_processor); AddOutputStage, AddToolParser and
+//    AddReasoningParser (ReasoningParserFormat); DeviceRegistry::Register
+//    takes a description and origin.
+#define INFERD_PLUGIN_API_VERSION 13
 
 namespace inferd {
 
@@ -93,9 +103,9 @@ class PluginRegistrar {
   virtual absl::Status AddPrefillScheduler(const std::string& name,
                                            const std::string& description,
                                            PrefillSchedulerFactory factory) = 0;
-  // Generation: a sampler (kind "output_processor"), which a model runs
-  // with `--model NAME=PATH,sampler=<name>`; and a scheduler (kind
-  // "scheduler") a workflow recipe names.
+  // Generation: a sampler (kind "sampler"), which a model runs with
+  // `--model NAME=PATH,sampler=<name>`; and a scheduler (kind
+  // "batching_scheduler") a generation workflow names.
   virtual absl::Status AddSampler(const std::string& name,
                                   const std::string& description,
                                   SamplerFactory factory) = 0;
@@ -108,6 +118,11 @@ class PluginRegistrar {
   virtual absl::Status AddExecutor(const std::string& name,
                                    const std::string& description,
                                    ExecutorFactory factory) = 0;
+  // A step of the prefill tail after the output processor (kind
+  // "output_stage"), which a workflow names in its output_stages.
+  virtual absl::Status AddOutputStage(const std::string& name,
+                                      const std::string& description,
+                                      OutputStageFactory factory) = 0;
   // An embed output from every token's hidden state (kind "token_head"),
   // which a workflow names in its token_heads.
   virtual absl::Status AddTokenHead(const std::string& name,
@@ -117,6 +132,15 @@ class PluginRegistrar {
   virtual absl::Status AddModelClass(const std::string& name,
                                      const std::string& description,
                                      ModelFactory factory) = 0;
+  // A tool-call format (kind "tool_parser", `tool_parser=<name>`) and a
+  // reasoning format (kind "reasoning_parser", `reasoning_parser=<name>`);
+  // a template the format's matches_template recognizes picks it.
+  virtual absl::Status AddToolParser(const std::string& name,
+                                     const std::string& description,
+                                     ToolParserFormat format) = 0;
+  virtual absl::Status AddReasoningParser(const std::string& name,
+                                          const std::string& description,
+                                          ReasoningParserFormat format) = 0;
   // A workflow recipe; its components may come from this plug-in or any
   // other registration.
   virtual absl::Status AddWorkflow(Workflow workflow) = 0;

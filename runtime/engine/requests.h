@@ -135,6 +135,17 @@ struct TokenLogprobs {
 };
 
 // One streamed chunk of a generation: of sample `sample_index` when the
+// A sample's token counts, on its final chunk.
+struct GenerateUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  // Prompt tokens whose KV came from the prefix cache.
+  int64_t cached_prompt_tokens = 0;
+  // Speculative decoding: draft tokens verified, and accepted.
+  int64_t draft_tokens = 0;
+  int64_t accepted_draft_tokens = 0;
+};
+
 // request asked for SamplingParams.n > 1. Each sample's last chunk has
 // finish != kNone; the request's last one also has more_samples false.
 struct GenerateChunk {
@@ -153,12 +164,7 @@ struct GenerateChunk {
   std::vector<TokenLogprobs> logprobs;
   FinishReason finish = FinishReason::kNone;
   std::string stop_reason;
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  int64_t cached_prompt_tokens = 0;
-  // Speculative decoding: draft tokens verified, and accepted.
-  int64_t draft_tokens = 0;
-  int64_t accepted_draft_tokens = 0;
+  GenerateUsage usage;
   RequestTimings timings;
 };
 

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "device/ops.h"
+#include "runtime/common/registry.h"
 #include "runtime/engine/requests.h"
 #include "runtime/model/batch_plan.h"
 
@@ -68,10 +69,13 @@ struct TokenHeadContext {
   std::function<std::string(int32_t)> id_to_token;
 };
 
-// Registry kind `token_head`.
+// The registry value of kind `token_head`.
 using TokenHeadFactory =
     std::function<absl::StatusOr<std::unique_ptr<TokenHead>>(
         const TokenHeadContext& ctx)>;
+
+// The token_head kind's registry.
+Registry<TokenHeadFactory>& TokenHeads();
 
 }  // namespace inferd
 

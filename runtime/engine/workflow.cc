@@ -47,30 +47,40 @@ bool Workflow::Supports(Task task) const {
   return std::find(tasks.begin(), tasks.end(), task) != tasks.end();
 }
 
+Registry<Workflow>& Workflows() {
+  static auto* const registry = new Registry<Workflow>(
+      "workflow", "a recipe of component names a model is served by");
+  return *registry;
+}
+
+Registry<ArchitectureSpec>& Architectures() {
+  static auto* const registry = new Registry<ArchitectureSpec>(
+      "architecture",
+      "config.json's architectures[0] -> model class and workflows");
+  return *registry;
+}
+
 std::vector<std::string> WorkflowArchitectures() {
-  RegisterBuiltinComponents();
-  return Registry::Global().Names(registry_kind::kArchitecture);
+  return Architectures().Names();
 }
 
 absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
                                         const SentenceTransformersConfig& st,
                                         const ModelOverrides& overrides) {
-  RegisterBuiltinComponents();
-  const Registry& registry = Registry::Global();
   if (config.architectures.empty()) {
     return absl::InvalidArgumentError(
         "config.json has no architectures; supported: " +
         absl::StrJoin(WorkflowArchitectures(), ", "));
   }
   const std::string& arch = config.architectures[0];
-  if (registry.Find(registry_kind::kArchitecture, arch) == nullptr) {
+  const ArchitectureSpec* found = Architectures().Find(arch);
+  if (found == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported architecture '", arch, "' in config.json; supported: ",
         absl::StrJoin(WorkflowArchitectures(), ", "),
         " (plug-ins can add more: --plugin)"));
   }
-  ASSIGN_OR_RETURN(ArchitectureSpec spec, registry.Get<ArchitectureSpec>(
-                                              registry_kind::kArchitecture, arch));
+  const ArchitectureSpec& spec = *found;
 
   // The recipe: the task override's, else the architecture's default.
   const std::string task = overrides.task.value_or("");
@@ -82,8 +92,7 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
   }
   if (name.empty() && spec.choose_default) name = spec.choose_default(config, st);
   if (name.empty()) name = spec.default_workflow;
-  ASSIGN_OR_RETURN(Workflow w,
-                   registry.Get<Workflow>(registry_kind::kWorkflow, name));
+  ASSIGN_OR_RETURN(Workflow w, Workflows().Get(name));
   if (!task.empty() && !w.Supports(*ParseTask(task))) {
     std::vector<std::string> offered;
     for (const auto& [t, wf] : spec.task_workflows) offered.push_back(t);
@@ -106,8 +115,7 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
           "workflow ", w.name, " needs causal attention (", w.attention_backend,
           "); bidirectional=true only applies to embedding workflows"));
     }
-    ASSIGN_OR_RETURN(w, registry.Get<Workflow>(registry_kind::kWorkflow,
-                                               w.bidirectional_variant));
+    ASSIGN_OR_RETURN(w, Workflows().Get(w.bidirectional_variant));
     ASSIGN_OR_RETURN(backend, FindAttentionBackend(w.attention_backend));
     bidirectional = backend.mask == AttentionMask::kBidirectional;
   } else if (overrides.bidirectional.has_value() && !*overrides.bidirectional &&

@@ -7,8 +7,8 @@
 // model class and the workflow the architecture gets by default or per
 // task; config.json itself was read by its model_type's ConfigParser
 // (kind "config_parser"). SelectWorkflow applies them to one model directory.
-// Built-ins are registered by RegisterBuiltinComponents (components.h);
-// plug-ins add their own. Thread-safe.
+// Built-ins are registered by RegisterBuiltins (builtins.h); plug-ins add
+// their own. Thread-safe.
 #ifndef INFERD_RUNTIME_ENGINE_WORKFLOW_H_
 #define INFERD_RUNTIME_ENGINE_WORKFLOW_H_
 
@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/common/registry.h"
 #include "runtime/engine/model_options.h"
 #include "runtime/loader/model_config.h"
 #include "runtime/loader/st_config.h"
@@ -101,6 +102,12 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
 
 // Every architecture string the registry knows, sorted.
 std::vector<std::string> WorkflowArchitectures();
+
+// The workflow kind's registry (recipes by name).
+Registry<Workflow>& Workflows();
+// The architecture kind's registry (config.json's architectures[0] -> how
+// it is served).
+Registry<ArchitectureSpec>& Architectures();
 
 }  // namespace inferd
 

@@ -400,7 +400,14 @@ ConfigParser Gemma3Text() {
 
 }  // namespace
 
-void RegisterBuiltinConfigParsers() {
+Registry<ConfigParser>& ConfigParsers() {
+  static auto* const registry = new Registry<ConfigParser>(
+      "config_parser",
+      "config.json's model_type -> how the family's config is read");
+  return *registry;
+}
+
+void RegisterLoaderBuiltins() {
   static std::once_flag once;
   std::call_once(once, [] {
     const std::pair<const char*, const char*> kDescriptions[] = {
@@ -439,7 +446,7 @@ void RegisterBuiltinConfigParsers() {
       absl::Status s = AddConfigParser(kDescriptions[i].first,
                                        kDescriptions[i].second, kParsers[i],
                                        "builtin");
-      (void)s;  // call_once: never registered twice
+      (void)s;  // call_once: registered once
     }
   });
 }
@@ -451,30 +458,26 @@ absl::Status AddConfigParser(const std::string& model_type,
     return absl::InvalidArgumentError(
         "a config parser needs a non-empty model_type");
   }
-  return Registry::Global().Add({registry_kind::kConfigParser, model_type,
-                                 description, origin, std::move(parser)});
+  return ConfigParsers().Add(model_type, description, std::move(parser),
+                             origin);
 }
 
 absl::StatusOr<ConfigParser> FindConfigParser(absl::string_view model_type) {
-  RegisterBuiltinConfigParsers();
-  if (Registry::Global().Find(registry_kind::kConfigParser, model_type) ==
-      nullptr) {
+  const ConfigParser* parser = ConfigParsers().Find(model_type);
+  if (parser == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unsupported model_type '", model_type,
         "'; registered: ", absl::StrJoin(ConfigParserModelTypes(), ", "),
         " (a plug-in loaded with --plugin can register another)"));
   }
-  return Registry::Global().Get<ConfigParser>(registry_kind::kConfigParser,
-                                              model_type);
+  return *parser;
 }
 
 absl::StatusOr<std::string> ModelTypeForArchitecture(
     absl::string_view architecture) {
-  RegisterBuiltinConfigParsers();
   for (const std::string& type : ConfigParserModelTypes()) {
-    auto parser = Registry::Global().Get<ConfigParser>(
-        registry_kind::kConfigParser, type);
-    if (!parser.ok() || parser->architecture_prefix.empty()) continue;
+    const ConfigParser* parser = ConfigParsers().Find(type);
+    if (parser == nullptr || parser->architecture_prefix.empty()) continue;
     const std::string& prefix = parser->architecture_prefix;
     if (architecture == absl::StrCat(prefix, "Model") ||
         absl::StartsWith(architecture, absl::StrCat(prefix, "For"))) {
@@ -486,8 +489,7 @@ absl::StatusOr<std::string> ModelTypeForArchitecture(
 }
 
 std::vector<std::string> ConfigParserModelTypes() {
-  RegisterBuiltinConfigParsers();
-  return Registry::Global().Names(registry_kind::kConfigParser);
+  return ConfigParsers().Names();
 }
 
 }  // namespace inferd

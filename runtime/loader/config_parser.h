@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
+#include "runtime/common/registry.h"
 #include "runtime/loader/model_config.h"
 
 namespace inferd {
@@ -50,10 +51,14 @@ struct ConfigParser {
       read_extra;
 };
 
-// Registers inferd's own parsers (bert, roberta, xlm-roberta, llama,
-// mistral, qwen2, qwen3, smollm3, phi3, gemma2, gemma3_text). Idempotent;
-// the functions below call it.
-void RegisterBuiltinConfigParsers();
+// The config_parser kind's registry (model_type -> parser).
+Registry<ConfigParser>& ConfigParsers();
+
+// Registers the loader's built-ins: inferd's own parsers (bert, roberta,
+// xlm-roberta, llama, mistral, qwen2, qwen3, smollm3, phi3, gemma2,
+// gemma3_text). Called once at start-up (RegisterBuiltins, or the main of a
+// tool that links only the loader); idempotent.
+void RegisterLoaderBuiltins();
 
 // Adds `parser` for `model_type` with `origin` ("builtin" or a plug-in's
 // path). INVALID_ARGUMENT for an empty model_type; ALREADY_EXISTS (naming

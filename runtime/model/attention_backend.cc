@@ -62,48 +62,48 @@ class PagedAttentionBackend : public AttentionBackend {
 
 void AddBackend(const char* name, const char* description,
                 AttentionBackendRegistration reg) {
-  absl::Status s = Registry::Global().Add(
-      {registry_kind::kAttentionBackend, name, description, "builtin",
-       std::move(reg)});
-  (void)s;  // only fails if registered twice, which call_once prevents
+  absl::Status s = AttentionBackends().Add(name, description, std::move(reg));
+  (void)s;  // RegisterModelBuiltins' call_once: registered once
 }
 
 }  // namespace
 
+Registry<AttentionBackendRegistration>& AttentionBackends() {
+  static auto* const registry = new Registry<AttentionBackendRegistration>(
+      "attention_backend",
+      "how a layer's attention runs (mask, KV cache or none)");
+  return *registry;
+}
+
 void RegisterBuiltinAttentionBackends() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    AddBackend("bidirectional_prefill",
-               "no KV cache; packed sequences, each token attends to its whole "
-               "sequence (encoders, bidirectional decoder embedders)",
-               {AttentionMask::kBidirectional, false, [](const KvCacheViews*) {
-                  return std::unique_ptr<AttentionBackend>(
-                      new PrefillAttentionBackend("bidirectional_prefill",
-                                                  AttentionMask::kBidirectional));
-                }});
-    AddBackend("causal_prefill",
-               "no KV cache; packed sequences, each token attends to the ones "
-               "before it (causal decoder embedders)",
-               {AttentionMask::kCausal, false, [](const KvCacheViews*) {
-                  return std::unique_ptr<AttentionBackend>(
-                      new PrefillAttentionBackend("causal_prefill",
-                                                  AttentionMask::kCausal));
-                }});
-    AddBackend("causal_paged",
-               "PagedAttention over a block-paged KV cache; prefill chunks and "
-               "decodes in one batch (generation)",
-               {AttentionMask::kCausal, true, [](const KvCacheViews* cache) {
-                  return std::unique_ptr<AttentionBackend>(
-                      new PagedAttentionBackend(cache));
-                }});
-  });
+  AddBackend("bidirectional_prefill",
+             "no KV cache; packed sequences, each token attends to its whole "
+             "sequence (encoders, bidirectional decoder embedders)",
+             {AttentionMask::kBidirectional, false, [](const KvCacheViews*) {
+                return std::unique_ptr<AttentionBackend>(
+                    new PrefillAttentionBackend("bidirectional_prefill",
+                                                AttentionMask::kBidirectional));
+              }});
+  AddBackend("causal_prefill",
+             "no KV cache; packed sequences, each token attends to the ones "
+             "before it (causal decoder embedders)",
+             {AttentionMask::kCausal, false, [](const KvCacheViews*) {
+                return std::unique_ptr<AttentionBackend>(
+                    new PrefillAttentionBackend("causal_prefill",
+                                                AttentionMask::kCausal));
+              }});
+  AddBackend("causal_paged",
+             "PagedAttention over a block-paged KV cache; prefill chunks and "
+             "decodes in one batch (generation)",
+             {AttentionMask::kCausal, true, [](const KvCacheViews* cache) {
+                return std::unique_ptr<AttentionBackend>(
+                    new PagedAttentionBackend(cache));
+              }});
 }
 
 absl::StatusOr<AttentionBackendRegistration> FindAttentionBackend(
     absl::string_view name) {
-  RegisterBuiltinAttentionBackends();
-  return Registry::Global().Get<AttentionBackendRegistration>(
-      registry_kind::kAttentionBackend, name);
+  return AttentionBackends().Get(name);
 }
 
 }  // namespace inferd

@@ -68,7 +68,10 @@ struct AttentionBackendRegistration {
       create;
 };
 
-// Registers the built-in backends (idempotent; the lookups below call it).
+// The attention_backend kind's registry.
+Registry<AttentionBackendRegistration>& AttentionBackends();
+
+// Registers the built-in backends (RegisterModelBuiltins calls it once).
 void RegisterBuiltinAttentionBackends();
 
 // The registration of `name`; NOT_FOUND listing the registered ones.

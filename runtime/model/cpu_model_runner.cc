@@ -1,7 +1,6 @@
 #include "runtime/model/cpu_model_runner.h"
 
 #include <algorithm>
-#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -46,21 +45,18 @@ int CpuModelRunner::num_threads() const {
 }
 
 void RegisterCpuModelRunner() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    ModelRunnerFactory factory = [](const ModelRunnerOptions& options)
-        -> absl::StatusOr<std::unique_ptr<ModelRunnerBase>> {
-      ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
-                       CpuModelRunner::Create(options));
-      return std::unique_ptr<ModelRunnerBase>(std::move(runner));
-    };
-    absl::Status s = Registry::Global().Add(
-        {registry_kind::kModelRunner, "cpu",
-         "host CPU: the shared cpu device, or a private one when a thread "
-         "count is given",
-         "builtin", std::move(factory)});
-    (void)s;  // call_once: never registered twice
-  });
+  ModelRunnerFactory factory = [](const ModelRunnerOptions& options)
+      -> absl::StatusOr<std::unique_ptr<ModelRunnerBase>> {
+    ASSIGN_OR_RETURN(std::unique_ptr<CpuModelRunner> runner,
+                     CpuModelRunner::Create(options));
+    return std::unique_ptr<ModelRunnerBase>(std::move(runner));
+  };
+  absl::Status s = ModelRunners().Add(
+      "cpu",
+      "host CPU: the shared cpu device, or a private one when a thread "
+      "count is given",
+      std::move(factory));
+  (void)s;  // RegisterModelBuiltins' call_once: registered once
 }
 
 }  // namespace inferd

@@ -31,8 +31,7 @@ class CpuModelRunner : public ModelRunnerBase {
 };
 
 // Registers CpuModelRunner::Create as the model runner of device kind "cpu"
-// (registry kind "model_runner"). Idempotent; RegisterBuiltinModelRunners
-// calls it.
+// (registry kind "model_runner"). RegisterModelBuiltins calls it once.
 void RegisterCpuModelRunner();
 
 }  // namespace inferd

@@ -7,7 +7,10 @@
 #include "absl/strings/str_join.h"
 #include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/loader/config_parser.h"
+#include "runtime/model/attention_backend.h"
 #include "runtime/model/bert.h"
+#include "runtime/model/cpu_model_runner.h"
 #include "runtime/model/llama.h"
 
 namespace inferd {
@@ -19,70 +22,82 @@ struct Builtin {
   const char* description;
 };
 
+void RegisterModelClasses() {
+  const Builtin kModels[] = {
+      {"BertModel", &CreateBertModel, "BERT encoder"},
+      {"BertForSequenceClassification", &CreateBertForSequenceClassification,
+       "BERT encoder + pooler + classification head"},
+      {"XLMRobertaModel", &CreateBertModel, "XLM-RoBERTa encoder"},
+      {"XLMRobertaForSequenceClassification",
+       &CreateXlmRobertaForSequenceClassification,
+       "XLM-RoBERTa encoder + classification head"},
+      {"RobertaModel", &CreateBertModel,
+       "RoBERTa encoder (XLM-RoBERTa's modeling)"},
+      {"RobertaForSequenceClassification",
+       &CreateXlmRobertaForSequenceClassification,
+       "RoBERTa encoder + classification head"},
+      {"LlamaForCausalLM", &CreateDecoderForCausalLM,
+       "Llama decoder + LM head"},
+      {"MistralForCausalLM", &CreateDecoderForCausalLM,
+       "Mistral decoder (sliding window) + LM head"},
+      {"Qwen2ForCausalLM", &CreateDecoderForCausalLM,
+       "Qwen2 decoder (q/k/v bias) + LM head"},
+      {"Qwen3ForCausalLM", &CreateDecoderForCausalLM,
+       "Qwen3 decoder (per-head q/k RMSNorm) + LM head"},
+      {"SmolLM3ForCausalLM", &CreateDecoderForCausalLM,
+       "SmolLM3 decoder (no RoPE on some layers) + LM head"},
+      {"Phi3ForCausalLM", &CreateDecoderForCausalLM,
+       "Phi-3 / Phi-4-mini decoder (fused projections, partial rotary, "
+       "longrope) + LM head"},
+      {"Gemma2ForCausalLM", &CreateDecoderForCausalLM,
+       "Gemma 2 decoder (soft caps, sandwich norms) + LM head"},
+      {"Gemma3ForCausalLM", &CreateDecoderForCausalLM,
+       "Gemma 3 text decoder (q/k norms, local/global RoPE) + LM head"},
+      {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
+      {"Qwen3Model", &CreateDecoderModel,
+       "Qwen3 decoder, no head (Qwen3-Embedding style)"},
+      {"MistralModel", &CreateDecoderModel, "Mistral decoder, no head"},
+      {"Qwen2Model", &CreateDecoderModel, "Qwen2 decoder, no head"},
+  };
+  for (const Builtin& b : kModels) {
+    absl::Status s =
+        ModelClasses().Add(b.architecture, b.description, b.factory);
+    (void)s;  // RegisterModelBuiltins' call_once: registered once
+  }
+}
+
 }  // namespace
 
-void RegisterBuiltinModels() {
+Registry<ModelFactory>& ModelClasses() {
+  static auto* const registry = new Registry<ModelFactory>(
+      "model", "a model class (named like the architecture it builds)");
+  return *registry;
+}
+
+void RegisterModelBuiltins() {
+  RegisterDeviceBuiltins();
+  RegisterLoaderBuiltins();
   static std::once_flag once;
   std::call_once(once, [] {
-    const Builtin kModels[] = {
-        {"BertModel", &CreateBertModel, "BERT encoder"},
-        {"BertForSequenceClassification", &CreateBertForSequenceClassification,
-         "BERT encoder + pooler + classification head"},
-        {"XLMRobertaModel", &CreateBertModel, "XLM-RoBERTa encoder"},
-        {"XLMRobertaForSequenceClassification",
-         &CreateXlmRobertaForSequenceClassification,
-         "XLM-RoBERTa encoder + classification head"},
-        {"RobertaModel", &CreateBertModel,
-         "RoBERTa encoder (XLM-RoBERTa's modeling)"},
-        {"RobertaForSequenceClassification",
-         &CreateXlmRobertaForSequenceClassification,
-         "RoBERTa encoder + classification head"},
-        {"LlamaForCausalLM", &CreateDecoderForCausalLM,
-         "Llama decoder + LM head"},
-        {"MistralForCausalLM", &CreateDecoderForCausalLM,
-         "Mistral decoder (sliding window) + LM head"},
-        {"Qwen2ForCausalLM", &CreateDecoderForCausalLM,
-         "Qwen2 decoder (q/k/v bias) + LM head"},
-        {"Qwen3ForCausalLM", &CreateDecoderForCausalLM,
-         "Qwen3 decoder (per-head q/k RMSNorm) + LM head"},
-        {"SmolLM3ForCausalLM", &CreateDecoderForCausalLM,
-         "SmolLM3 decoder (no RoPE on some layers) + LM head"},
-        {"Phi3ForCausalLM", &CreateDecoderForCausalLM,
-         "Phi-3 / Phi-4-mini decoder (fused projections, partial rotary, "
-         "longrope) + LM head"},
-        {"Gemma2ForCausalLM", &CreateDecoderForCausalLM,
-         "Gemma 2 decoder (soft caps, sandwich norms) + LM head"},
-        {"Gemma3ForCausalLM", &CreateDecoderForCausalLM,
-         "Gemma 3 text decoder (q/k norms, local/global RoPE) + LM head"},
-        {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
-        {"Qwen3Model", &CreateDecoderModel,
-         "Qwen3 decoder, no head (Qwen3-Embedding style)"},
-        {"MistralModel", &CreateDecoderModel, "Mistral decoder, no head"},
-        {"Qwen2Model", &CreateDecoderModel, "Qwen2 decoder, no head"},
-    };
-    for (const Builtin& b : kModels) {
-      absl::Status s = Registry::Global().Add(
-          {registry_kind::kModel, b.architecture, b.description, "builtin",
-           b.factory});
-      (void)s;  // call_once: never registered twice
-    }
+    RegisterModelClasses();
+    RegisterBuiltinAttentionBackends();
+    // One line per device kind's runner, each defined in its own file.
+    RegisterCpuModelRunner();
   });
 }
 
 absl::StatusOr<ModelFactory> FindModelFactory(absl::string_view architecture) {
-  RegisterBuiltinModels();
-  if (Registry::Global().Find(registry_kind::kModel, architecture) == nullptr) {
+  const ModelFactory* factory = ModelClasses().Find(architecture);
+  if (factory == nullptr) {
     return absl::NotFoundError(absl::StrCat(
         "unsupported architecture \"", architecture,
         "\"; supported: ", absl::StrJoin(SupportedArchitectures(), ", ")));
   }
-  return Registry::Global().Get<ModelFactory>(registry_kind::kModel,
-                                              architecture);
+  return *factory;
 }
 
 std::vector<std::string> SupportedArchitectures() {
-  RegisterBuiltinModels();
-  return Registry::Global().Names(registry_kind::kModel);
+  return ModelClasses().Names();
 }
 
 absl::StatusOr<std::unique_ptr<Model>> CreateModel(

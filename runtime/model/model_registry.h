@@ -1,5 +1,5 @@
 // Model classes: HF `architectures[0]` -> the factory that builds that
-// model, kept in the registry (runtime/common/registry.h, kind "model").
+// model, kept in the model kind's registry (runtime/common/registry.h).
 // A new architecture is one model file plus one registration (built-ins in
 // model_registry.cc; plug-ins through runtime/engine/plugin_api.h).
 // Thread-safe.
@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/common/registry.h"
 #include "runtime/loader/model_config.h"
 #include "runtime/loader/weights.h"
 #include "runtime/model/model.h"
@@ -23,9 +24,14 @@ using ModelFactory = std::function<absl::StatusOr<std::unique_ptr<Model>>(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options)>;
 
-// Registers the built-in model classes (idempotent; the lookups below call
-// it).
-void RegisterBuiltinModels();
+// The model kind's registry (model class name -> factory).
+Registry<ModelFactory>& ModelClasses();
+
+// Registers the model layer's built-ins: model classes, attention backends
+// and model runners, after the layers below (RegisterLoaderBuiltins,
+// RegisterDeviceBuiltins). Called once at start-up (RegisterBuiltins, or the
+// main of a tool that links only this layer); idempotent.
+void RegisterModelBuiltins();
 
 // NOT_FOUND listing the supported architectures for an unknown one.
 absl::StatusOr<ModelFactory> FindModelFactory(absl::string_view architecture);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/loader/model_dir.h"
@@ -591,20 +592,25 @@ absl::StatusOr<BatchResult> ModelRunnerBase::Execute(const BatchPlan& plan) {
 
 // ---------------------------------------------------------------------------
 
+Registry<ModelRunnerFactory>& ModelRunners() {
+  static auto* const registry = new Registry<ModelRunnerFactory>(
+      "model_runner", "a device kind's model runner (runs steps on it)");
+  return *registry;
+}
+
 absl::StatusOr<std::unique_ptr<ModelRunnerBase>> CreateModelRunner(
     const ModelRunnerOptions& options) {
-  RegisterBuiltinModelRunners();
   const absl::string_view kind =
       absl::string_view(options.device).substr(0, options.device.find(':'));
-  const Registry& registry = Registry::Global();
-  if (registry.Find(registry_kind::kModelRunner, kind) == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("no model runner for device \"", options.device, "\""));
+  const ModelRunnerFactory* factory = ModelRunners().Find(kind);
+  if (factory == nullptr) {
+    const std::vector<std::string> kinds = ModelRunners().Names();
+    return absl::NotFoundError(absl::StrCat(
+        "no model runner for device \"", options.device, "\" (runners: ",
+        kinds.empty() ? std::string("none") : absl::StrJoin(kinds, ", "),
+        ")"));
   }
-  ASSIGN_OR_RETURN(
-      ModelRunnerFactory factory,
-      registry.Get<ModelRunnerFactory>(registry_kind::kModelRunner, kind));
-  return factory(options);
+  return (*factory)(options);
 }
 
 }  // namespace inferd

@@ -215,10 +215,10 @@ using ModelRunnerFactory =
     std::function<absl::StatusOr<std::unique_ptr<ModelRunnerBase>>(
         const ModelRunnerOptions& options)>;
 
-// Registers the built-in device runners (idempotent; CreateModelRunner
-// calls it). Each runner registers itself from its own file;
-// builtin_model_runners.cc holds one call per device kind.
-void RegisterBuiltinModelRunners();
+// The model_runner kind's registry (device kind -> runner factory). Each
+// built-in runner registers itself from its own file (RegisterCpuModelRunner),
+// called once by RegisterModelBuiltins.
+Registry<ModelRunnerFactory>& ModelRunners();
 
 // Builds the runner registered for options.device's kind (the part before
 // any ':'); NOT_FOUND when there is none.

@@ -301,13 +301,14 @@ void FillGenerateResponse(const GenerateOutput& out,
                               : ToProtoFinishReason(out.finish));
   resp->set_stop_reason(out.stop_reason);
   v1::Usage* u = resp->mutable_usage();
-  u->set_prompt_tokens(static_cast<uint32_t>(out.prompt_tokens));
-  u->set_completion_tokens(static_cast<uint32_t>(out.completion_tokens));
-  u->set_cached_prompt_tokens(static_cast<uint32_t>(out.cached_prompt_tokens));
-  u->set_draft_tokens(static_cast<uint32_t>(out.draft_tokens));
-  u->set_accepted_draft_tokens(static_cast<uint32_t>(out.accepted_draft_tokens));
+  const GenerateUsage& n = out.usage;
+  u->set_prompt_tokens(static_cast<uint32_t>(n.prompt_tokens));
+  u->set_completion_tokens(static_cast<uint32_t>(n.completion_tokens));
+  u->set_cached_prompt_tokens(static_cast<uint32_t>(n.cached_prompt_tokens));
+  u->set_draft_tokens(static_cast<uint32_t>(n.draft_tokens));
+  u->set_accepted_draft_tokens(static_cast<uint32_t>(n.accepted_draft_tokens));
   u->set_total_tokens(
-      static_cast<uint32_t>(out.prompt_tokens + out.completion_tokens));
+      static_cast<uint32_t>(n.prompt_tokens + n.completion_tokens));
   v1::Timings* t = resp->mutable_timings();
   t->set_queue_seconds(out.timings.queue_seconds);
   t->set_time_to_first_token_seconds(out.timings.time_to_first_token_seconds);

@@ -51,7 +51,7 @@ class Completion {
       // The one generated token is not part of the answer.
       if (finished) {
         c.finish = "length";
-        prompt_tokens_ = m.prompt_tokens;
+        prompt_tokens_ = m.usage.prompt_tokens;
       }
       return;
     }
@@ -63,8 +63,8 @@ class Completion {
     c.any_logprobs |= !m.logprobs.empty();
     if (finished) {
       c.finish = FinishReasonName(m);
-      prompt_tokens_ = m.prompt_tokens;
-      completion_tokens_ += m.completion_tokens;
+      prompt_tokens_ = m.usage.prompt_tokens;
+      completion_tokens_ += m.usage.completion_tokens;
     }
   }
 
@@ -212,8 +212,8 @@ Json StreamChoice(const GenerateOutput& m, StreamState& st) {
   const bool finished = m.finish != FinishReason::kNone;
   choice["finish_reason"] = finished ? Json(FinishReasonName(m)) : Json();
   if (finished) {
-    st.prompt_tokens = m.prompt_tokens;
-    st.completion_tokens += m.completion_tokens;
+    st.prompt_tokens = m.usage.prompt_tokens;
+    st.completion_tokens += m.usage.completion_tokens;
   }
   return choice;
 }

@@ -138,11 +138,7 @@ class GenerateStream {
     out.finish = c.finish;
     if (c.finish == FinishReason::kNone) return out;
     out.stop_reason = c.stop_reason;
-    out.prompt_tokens = c.prompt_tokens;
-    out.completion_tokens = c.completion_tokens;
-    out.cached_prompt_tokens = c.cached_prompt_tokens;
-    out.draft_tokens = c.draft_tokens;
-    out.accepted_draft_tokens = c.accepted_draft_tokens;
+    out.usage = c.usage;
     out.timings = c.timings;
     return out;
   }
@@ -216,13 +212,13 @@ class GenerateStream {
       last_token = now;
     }
     if (c.finish != FinishReason::kNone) {
-      completion_tokens_ += c.completion_tokens;
+      completion_tokens_ += c.usage.completion_tokens;
     }
     if (last) {
       // One generation per call: with n > 1, the prompt once and every
       // sample's tokens.
       GenerateChunk done = c;
-      done.completion_tokens = completion_tokens_;
+      done.usage.completion_tokens = completion_tokens_;
       observer_->OnGenerateDone(model_->name(), done, inter_token_seconds_);
     }
   }
@@ -285,7 +281,7 @@ absl::StatusOr<std::function<std::unique_ptr<OutputParser>()>> OutputParsers(
       default: break;
     }
     if (reasoning.empty()) return tools;
-    return NewThinkParser(std::move(tools));
+    return NewReasoningParser(reasoning, std::move(tools));
   };
 }
 

@@ -104,11 +104,7 @@ struct GenerateOutput {
   FinishReason finish = FinishReason::kNone;
   bool tool_calls_finish = false;
   std::string stop_reason;
-  int64_t prompt_tokens = 0;
-  int64_t completion_tokens = 0;
-  int64_t cached_prompt_tokens = 0;
-  int64_t draft_tokens = 0;
-  int64_t accepted_draft_tokens = 0;
+  GenerateUsage usage;
   RequestTimings timings;
   // The call's final output (the last sample's final one).
   bool last = false;

@@ -25,13 +25,31 @@ TEST(DeviceRegistryTest, CpuIsRegisteredAndShared) {
 }
 
 TEST(DeviceRegistryTest, RegistersNewDeviceOnceByName) {
-  ASSERT_TRUE(DeviceRegistry::Register("fake", [](const DeviceOptions& o) {
-                return DeviceRegistry::Create("cpu", o);
-              }).ok());
-  EXPECT_EQ(DeviceRegistry::Register("fake", nullptr).code(), absl::StatusCode::kAlreadyExists);
+  DeviceFactory fake = [](const DeviceOptions& o) {
+    return DeviceRegistry::Create("cpu", o);
+  };
+  ASSERT_TRUE(DeviceRegistry::Register("fake", fake, "a test", "device_test").ok());
+  absl::Status again = DeviceRegistry::Register("fake", fake, "again", "second");
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(again.message().find("device_test"), std::string::npos) << again;
+  EXPECT_EQ(DeviceRegistry::Register("empty", nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
   auto names = DeviceRegistry::Names();
   EXPECT_NE(std::find(names.begin(), names.end(), "fake"), names.end());
   EXPECT_TRUE(DeviceRegistry::Get("fake").ok());
+  // The device kind is one registry among the others, with its origins.
+  bool listed = false;
+  for (const RegistryListing& e : Devices().List()) {
+    if (e.name == "cpu") {
+      EXPECT_EQ(e.origin, "builtin");
+    }
+    if (e.name == "fake") {
+      listed = true;
+      EXPECT_EQ(e.kind, "device");
+      EXPECT_EQ(e.origin, "device_test");
+    }
+  }
+  EXPECT_TRUE(listed);
 }
 
 TEST(CpuDeviceTest, AllocatesAlignedMemoryAndReportsMemInfo) {

@@ -6,9 +6,16 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "runtime/loader/config_parser.h"
 #include "runtime/loader/model_config.h"
 #include "runtime/loader/st_config.h"
 #include "runtime/loader/tokenizer_config.h"
+
+// Start-up: the loader's config parsers, as inferd's main registers them.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  inferd::RegisterLoaderBuiltins();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

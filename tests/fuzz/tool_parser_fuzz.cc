@@ -68,6 +68,12 @@ void Same(const Out& a, const Out& b) {
 
 }  // namespace
 
+// Start-up: the built-in formats, as inferd's main registers them.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  inferd::RegisterChatBuiltins();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const uint8_t pick = data[0];

@@ -57,8 +57,8 @@ TEST_F(MetricsTest, CountsRpcsByCodeAndModel) {
 TEST_F(MetricsTest, GenerationFeedsTokenCountersAndLatencyHistograms) {
   GenerateChunk c;
   c.finish = FinishReason::kLength;
-  c.prompt_tokens = 7;
-  c.completion_tokens = 4;
+  c.usage.prompt_tokens = 7;
+  c.usage.completion_tokens = 4;
   c.timings.queue_seconds = 0.002;
   c.timings.time_to_first_token_seconds = 0.02;
   c.timings.total_seconds = 0.05;

@@ -273,15 +273,46 @@ class PluginTest(unittest.TestCase):
         r = subprocess.run([P.inferd, "--list-components"], capture_output=True,
                            text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        for kind in ("architecture:", "workflow:", "input_processor:",
-                     "scheduler:", "attention_backend:", "output_processor:",
-                     "executor:", "model:", "output_stage:", "token_head:",
-                     "tool_parser:", "reasoning_parser:"):
-            self.assertIn(kind, r.stdout)
-        for name in ("causal_prefill", "prefill_loop", "pooling_mean",
-                     "continuous_batching", "BertModel", "bge_m3_sparse",
-                     "bge_m3_colbert", "hermes", "llama3_json", "think"):
-            self.assertIn(f"\n  {name} ", r.stdout)
+        # One section per registry kind ("kind: what it is"), its entries
+        # indented under it.
+        sections = {}
+        kind = None
+        for line in r.stdout.splitlines():
+            if line and not line.startswith(" "):
+                kind = line.split(":", 1)[0]
+                self.assertNotIn(kind, sections, r.stdout)
+                self.assertTrue(line.split(":", 1)[1].strip(), line)
+                sections[kind] = []
+            elif line.startswith("  "):
+                self.assertIsNotNone(kind, line)
+                sections[kind].append(line.split()[0])
+        expected = {
+            "architecture": ["BertModel", "LlamaForCausalLM"],
+            "workflow": ["encoder_embed", "causal_generate"],
+            "input_processor": ["prompt_tokenizer"],
+            "prefill_scheduler": ["prefill_only"],
+            "batching_scheduler": ["continuous_batching"],
+            "attention_backend": ["causal_prefill", "causal_paged"],
+            "output_processor": ["pooling_mean", "relevance_scores"],
+            "sampler": ["sample_detokenize"],
+            "executor": ["prefill_loop", "continuous_batching_loop"],
+            "model": ["BertModel"],
+            "output_stage": ["dense", "normalize", "scores"],
+            "token_head": ["bge_m3_sparse", "bge_m3_colbert"],
+            "tool_parser": ["hermes", "llama3_json", "mistral"],
+            "reasoning_parser": ["think", "none"],
+            "config_parser": ["bert", "llama"],
+            "model_runner": ["cpu"],
+            "device": ["cpu"],
+        }
+        self.assertEqual(sorted(sections), sorted(expected), r.stdout)
+        for kind, names in expected.items():
+            for name in names:
+                self.assertIn(name, sections[kind], kind)
+        # The sampler is no output processor, the schedulers are two kinds.
+        self.assertNotIn("sample_detokenize", sections["output_processor"])
+        self.assertNotIn("continuous_batching",
+                         sections["prefill_scheduler"])
         self.assertNotIn("pooling_max", r.stdout)
         r = subprocess.run([P.inferd, "--list-components", "--plugin",
                             ARGS.plugin], capture_output=True, text=True,

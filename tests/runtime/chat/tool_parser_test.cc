@@ -352,6 +352,44 @@ TEST(ToolParserTest, RegistryTakesMoreFormats) {
   EXPECT_TRUE(ToolParserNeedsSpecialTokens("mistral"));
 }
 
+TEST(ToolParserTest, ReasoningFormatsAreARegistryToo) {
+  EXPECT_EQ(ReasoningParserNames(), (std::vector<std::string>{"none", "think"}));
+  EXPECT_TRUE(IsReasoningParser("think"));
+  EXPECT_FALSE(IsReasoningParser("deepseek"));
+  EXPECT_EQ(NewReasoningParser("deepseek", nullptr), nullptr);
+  // The registered `think` is the think parser over the inner one.
+  Result r = Whole(
+      [] {
+        return NewReasoningParser("think", NewToolParser("hermes", Counter()));
+      },
+      "<think>plan</think><tool_call>{\"name\": \"f\", \"arguments\": "
+      "{}}</tool_call>");
+  EXPECT_EQ(r.reasoning, "plan");
+  ASSERT_EQ(r.calls.size(), 1u);
+  // `none` hands the text to the inner parser untouched.
+  r = Whole([] { return NewReasoningParser("none", NewNamedToolParser("f")); },
+            "<think>{}</think>");
+  EXPECT_EQ(r.reasoning, "");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, "<think>{}</think>");
+  // A new format: its own markers, picked from a template that writes them.
+  ReasoningParserFormat f;
+  f.make = [](std::unique_ptr<OutputParser> inner) {
+    return NewThinkParser(std::move(inner));
+  };
+  f.matches_template = [](absl::string_view t) {
+    return t.find("<reflect>") != absl::string_view::npos;
+  };
+  ASSERT_TRUE(RegisterReasoningParser("test_reflect", "a test", f, "t.so").ok());
+  EXPECT_EQ(RegisterReasoningParser("think", "clash", f).code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(RegisterReasoningParser("no_make", "x", ReasoningParserFormat())
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DetectReasoningParser("{{ '<reflect>' }}"), "test_reflect");
+  EXPECT_EQ(DetectReasoningParser("{{ '<|im_start|>' }}"), "");
+}
+
 TEST(ToolParserTest, RandomIds) {
   const std::string a = RandomToolCallId(), b = RandomToolCallId();
   EXPECT_EQ(a.substr(0, 5), "call_");

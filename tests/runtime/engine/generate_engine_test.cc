@@ -490,7 +490,7 @@ struct Transcript {
       absl::MutexLock lock(&mu);
       if (done[key]) ++after_final;
       chunks[key].push_back({c->text, c->token_ids, c->finish, c->stop_reason,
-                             c->completion_tokens});
+                             c->usage.completion_tokens});
       if (c->finish != FinishReason::kNone) {
         done[key] = true;
         ++finals;

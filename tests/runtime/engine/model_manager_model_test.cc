@@ -112,6 +112,31 @@ TEST(ModelManagerTest, MaxPoolingWithoutItsComponentIsAStartupError) {
             "pooling_mean");
 }
 
+TEST(ModelManagerTest, UnregisteredOutputFormatsAreAStartupError) {
+  std::vector<ModelSpec> specs = Specs(1);
+  specs[0].path = TestModel("llama-tiny");
+  specs[0].overrides.tool_parser = "qwen_xml";
+  auto manager = ModelManager::Create(specs);
+  ASSERT_FALSE(manager.ok());
+  EXPECT_EQ(manager.status().code(), absl::StatusCode::kFailedPrecondition);
+  std::string msg(manager.status().message());
+  EXPECT_NE(msg.find("tool_parser 'qwen_xml', which is not registered "
+                     "(registered: hermes, llama3_json, mistral)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("--plugin"), std::string::npos) << msg;
+  specs[0].overrides.tool_parser = "hermes";
+  specs[0].overrides.reasoning_parser = "deepseek_r1";
+  manager = ModelManager::Create(specs);
+  ASSERT_FALSE(manager.ok());
+  msg = std::string(manager.status().message());
+  EXPECT_NE(msg.find("reasoning_parser 'deepseek_r1'"), std::string::npos)
+      << msg;
+  specs[0].overrides.reasoning_parser = "think";
+  manager = ModelManager::Create(specs);
+  EXPECT_TRUE(manager.ok()) << manager.status();
+}
+
 // A scratch directory removed at the end of the test.
 class TempDir {
  public:

@@ -25,7 +25,6 @@ SequenceResult Hidden(std::vector<std::vector<float>> rows) {
 absl::StatusOr<std::vector<float>> RunStages(
     const std::vector<std::string>& names, OutputStageContext context,
     const StageRequest& request, std::vector<float> row) {
-  RegisterBuiltinComponents();
   auto stages = CreateOutputStages(names, context);
   if (!stages.ok()) return stages.status();
   std::vector<const OutputStage*> plan;
@@ -48,9 +47,7 @@ absl::StatusOr<std::vector<float>> PoolEmbedding(
     const std::string& name, const SequenceResult& r, int32_t pool_start,
     const StageRequest& request,
     std::vector<DenseLayer> dense = std::vector<DenseLayer>()) {
-  RegisterBuiltinComponents();
-  auto factory = Registry::Global().Get<OutputProcessorFactory>(
-      registry_kind::kOutputProcessor, name);
+  auto factory = OutputProcessors().Get(name);
   if (!factory.ok()) return factory.status();
   auto pooler = (*factory)(OutputProcessorContext{});
   if (!pooler.ok()) return pooler.status();
@@ -144,7 +141,6 @@ TEST(OutputStagesTest, NormalizeGivesTheBitsOfTheHostFormula) {
 }
 
 TEST(OutputStagesTest, UnknownStagesAreNamed) {
-  RegisterBuiltinComponents();
   auto s = CreateOutputStages({"normalize", "nope"}, {});
   EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.status().message().find("nope"), std::string::npos);

@@ -208,8 +208,8 @@ TEST(ParallelSamplesTest, GreedySamplesAreTheGreedyOutputAndPrefillOnce) {
       for (const auto& [i, f] : s.finals) {
         EXPECT_EQ(f.sample_index, i);
         EXPECT_EQ(f.finish, FinishReason::kLength);
-        EXPECT_EQ(f.prompt_tokens, static_cast<int64_t>(prompt.size()));
-        EXPECT_EQ(f.completion_tokens, kMax);
+        EXPECT_EQ(f.usage.prompt_tokens, static_cast<int64_t>(prompt.size()));
+        EXPECT_EQ(f.usage.completion_tokens, kMax);
       }
       e.engine->Stop();
       const EngineStats st = e.engine->Stats();
@@ -314,7 +314,7 @@ TEST(ParallelSamplesTest, CancelBeforeTheFirstStepEndsEverySample) {
   ASSERT_EQ(s.finals.size(), 3u);
   for (const auto& [i, f] : s.finals) {
     EXPECT_EQ(f.finish, FinishReason::kCancelled) << i;
-    EXPECT_EQ(f.completion_tokens, 0) << i;
+    EXPECT_EQ(f.usage.completion_tokens, 0) << i;
   }
 }
 

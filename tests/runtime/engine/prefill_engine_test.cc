@@ -292,9 +292,7 @@ std::unique_ptr<PrefillEngine> MakeEngine(
     const std::string& workflow, std::atomic<int>* calls, Gate* gate,
     int replicas = 1, int max_queue_requests = 1024,
     std::unique_ptr<InputProcessor> input = nullptr, int prep_threads = 1) {
-  RegisterBuiltinComponents();
-  const Registry& reg = Registry::Global();
-  auto w = reg.Get<Workflow>(registry_kind::kWorkflow, workflow);
+  auto w = Workflows().Get(workflow);
   EXPECT_TRUE(w.ok()) << w.status();
   PrefillEngineOptions o;
   o.workflow = w->name;
@@ -308,22 +306,19 @@ std::unique_ptr<PrefillEngine> MakeEngine(
   ic.options.max_input_tokens = 8;
   c.input = input != nullptr
                 ? std::move(input)
-                : std::move(reg.Get<InputProcessorFactory>(
-                                   registry_kind::kInputProcessor,
-                                   w->input_processor)
+                : std::move(InputProcessors()
+                                .Get(w->input_processor)
                                 .value()(ic)
                                 .value());
   PrefillSchedulerOptions so;
   so.max_queue_requests = max_queue_requests;
-  c.scheduler = reg.Get<PrefillSchedulerFactory>(registry_kind::kScheduler,
-                                                 w->scheduler)
-                    .value()(so);
+  c.scheduler = PrefillSchedulers().Get(w->scheduler).value()(so);
   const std::string output = w->output_processor == kPoolingOutput
                                  ? PoolingComponent("mean")
                                  : w->output_processor;
   auto make_output = [&](const std::string& name) {
-    return std::move(reg.Get<OutputProcessorFactory>(
-                            registry_kind::kOutputProcessor, name)
+    return std::move(OutputProcessors()
+                         .Get(name)
                          .value()(OutputProcessorContext{})
                          .value());
   };

@@ -96,7 +96,7 @@ struct Transcript {
         return;
       }
       Chunk k{c->text, c->token_ids, {}, c->finish, c->stop_reason,
-              c->completion_tokens};
+              c->usage.completion_tokens};
       for (const TokenLogprobs& lp : c->logprobs) {
         k.logprobs.emplace_back(lp.sampled.token_id, lp.sampled.logprob);
         for (const TokenLogprobValue& t : lp.top) {
@@ -105,7 +105,7 @@ struct Transcript {
       }
       chunks[key].push_back(std::move(k));
       if (c->finish != FinishReason::kNone) {
-        drafts[key] = {c->draft_tokens, c->accepted_draft_tokens};
+        drafts[key] = {c->usage.draft_tokens, c->usage.accepted_draft_tokens};
         ++finals;
       }
     };

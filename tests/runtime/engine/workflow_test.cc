@@ -1,9 +1,15 @@
 #include "runtime/engine/workflow.h"
 
+#include <algorithm>
+
 #include "gtest/gtest.h"
 #include "runtime/common/registry.h"
 #include "runtime/engine/components.h"
+#include "runtime/engine/output_stages.h"
+#include "runtime/engine/token_heads.h"
 #include "runtime/loader/model_config.h"
+#include "runtime/model/attention_backend.h"
+#include "runtime/model/model_registry.h"
 
 namespace inferd {
 namespace {
@@ -126,55 +132,58 @@ TEST(WorkflowTest, ConfigIsCausalFalseSelectsTheBidirectionalVariant) {
 }
 
 TEST(WorkflowTest, EveryBuiltinRecipeNamesRegisteredComponents) {
-  RegisterBuiltinComponents();
-  const Registry& r = Registry::Global();
-  const std::vector<std::string> workflows = r.Names(registry_kind::kWorkflow);
+  const std::vector<std::string> workflows = Workflows().Names();
   ASSERT_GE(workflows.size(), 6u);
   for (const std::string& name : workflows) {
-    auto w = r.Get<Workflow>(registry_kind::kWorkflow, name);
-    ASSERT_TRUE(w.ok()) << name;
-    EXPECT_NE(r.Find(registry_kind::kInputProcessor, w->input_processor),
-              nullptr) << name;
-    EXPECT_NE(r.Find(registry_kind::kScheduler, w->scheduler), nullptr) << name;
-    EXPECT_NE(r.Find(registry_kind::kAttentionBackend, w->attention_backend),
-              nullptr) << name;
-    EXPECT_NE(r.Find(registry_kind::kExecutor, w->executor), nullptr) << name;
-    if (w->output_processor == kPoolingOutput) {
-      EXPECT_NE(r.Find(registry_kind::kOutputProcessor,
-                       PoolingComponent(w->default_pooling)),
-                nullptr) << name;
-    } else {
-      EXPECT_NE(r.Find(registry_kind::kOutputProcessor, w->output_processor),
-                nullptr) << name;
+    const Workflow* w = Workflows().Find(name);
+    ASSERT_NE(w, nullptr) << name;
+    EXPECT_TRUE(InputProcessors().Contains(w->input_processor)) << name;
+    EXPECT_TRUE(SchedulerKind(*w).Contains(w->scheduler)) << name;
+    EXPECT_TRUE(AttentionBackends().Contains(w->attention_backend)) << name;
+    EXPECT_TRUE(Executors().Contains(w->executor)) << name;
+    EXPECT_TRUE(OutputKind(*w).Contains(
+        w->output_processor == kPoolingOutput
+            ? PoolingComponent(w->default_pooling)
+            : w->output_processor))
+        << name;
+    for (const std::string& stage : w->output_stages) {
+      EXPECT_TRUE(OutputStages().Contains(stage)) << name << " " << stage;
+    }
+    for (const std::string& head : w->token_heads) {
+      EXPECT_TRUE(TokenHeads().Contains(head)) << name << " " << head;
     }
   }
+  // A generation workflow's scheduler and sampler live in their own kinds.
+  const Workflow* generate = Workflows().Find("causal_generate");
+  ASSERT_NE(generate, nullptr);
+  EXPECT_EQ(SchedulerKind(*generate).kind(), "batching_scheduler");
+  EXPECT_EQ(OutputKind(*generate).kind(), "sampler");
+  EXPECT_TRUE(Samplers().Contains(generate->output_processor));
+  EXPECT_FALSE(OutputProcessors().Contains(generate->output_processor));
+  EXPECT_FALSE(PrefillSchedulers().Contains(generate->scheduler));
   // Every architecture's workflows exist, and so does its model class.
-  for (const std::string& arch : r.Names(registry_kind::kArchitecture)) {
-    auto a = r.Get<ArchitectureSpec>(registry_kind::kArchitecture, arch);
-    ASSERT_TRUE(a.ok()) << arch;
-    EXPECT_NE(r.Find(registry_kind::kWorkflow, a->default_workflow), nullptr)
-        << arch;
+  for (const std::string& arch : Architectures().Names()) {
+    const ArchitectureSpec* a = Architectures().Find(arch);
+    ASSERT_NE(a, nullptr) << arch;
+    EXPECT_TRUE(Workflows().Contains(a->default_workflow)) << arch;
     for (const auto& [task, wf] : a->task_workflows) {
-      EXPECT_NE(r.Find(registry_kind::kWorkflow, wf), nullptr) << arch;
+      EXPECT_TRUE(Workflows().Contains(wf)) << arch;
     }
-    EXPECT_NE(r.Find(registry_kind::kModel,
-                     a->model_class.empty() ? arch : a->model_class),
-              nullptr) << arch;
+    EXPECT_TRUE(ModelClasses().Contains(
+        a->model_class.empty() ? arch : a->model_class))
+        << arch;
   }
 }
 
 TEST(WorkflowTest, ANewArchitectureIsOneRegistration) {
-  RegisterBuiltinComponents();
   // An architecture served by an existing model class under a new name,
   // with its own default workflow.
   ArchitectureSpec spec;
   spec.model_class = "BertModel";
   spec.default_workflow = "encoder_embed";
   spec.task_workflows = {{"embed", "encoder_embed"}};
-  ASSERT_TRUE(Registry::Global()
-                  .Add({registry_kind::kArchitecture, "TestBertAlias",
-                        "test", "workflow_test", spec})
-                  .ok());
+  ASSERT_TRUE(
+      Architectures().Add("TestBertAlias", "test", spec, "workflow_test").ok());
   SentenceTransformersConfig st;
   ModelConfig c = Config("BertModel", "bert");
   c.architectures = {"TestBertAlias"};
@@ -183,22 +192,55 @@ TEST(WorkflowTest, ANewArchitectureIsOneRegistration) {
   EXPECT_EQ(w->name, "encoder_embed");
   EXPECT_EQ(w->model_class, "BertModel");
   // Registering the same name twice is refused, naming both origins.
-  absl::Status again = Registry::Global().Add(
-      {registry_kind::kArchitecture, "TestBertAlias", "test", "second", spec});
+  absl::Status again = Architectures().Add("TestBertAlias", "test", spec,
+                                           "second");
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_NE(again.message().find("workflow_test"), std::string::npos);
+  EXPECT_NE(again.message().find("second"), std::string::npos);
 }
 
-TEST(RegistryTest, GetChecksTheValueType) {
-  Registry r;
-  ASSERT_TRUE(r.Add({"thing", "a", "", "", 42}).ok());
-  EXPECT_EQ(*r.Get<int>("thing", "a"), 42);
-  EXPECT_EQ(r.Get<std::string>("thing", "a").status().code(),
-            absl::StatusCode::kInvalidArgument);
-  auto missing = r.Get<int>("thing", "b");
+TEST(RegistryTest, OneTypedTablePerKind) {
+  Registry<int> r("test_kind", "integers for a test");
+  ASSERT_TRUE(r.Add("a", "the first", 42).ok());
+  EXPECT_EQ(*r.Get("a"), 42);
+  ASSERT_NE(r.Find("a"), nullptr);
+  EXPECT_EQ(*r.Find("a"), 42);
+  EXPECT_EQ(r.Find("b"), nullptr);
+  auto missing = r.Get("b");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(missing.status().message().find("registered: a"), std::string::npos);
-  EXPECT_EQ(r.Find("thing", "a")->origin, "builtin");
+  EXPECT_NE(missing.status().message().find("no test_kind named 'b'"),
+            std::string::npos)
+      << missing.status();
+  EXPECT_NE(missing.status().message().find("registered: a"),
+            std::string::npos);
+  EXPECT_EQ(r.Add("", "empty", 1).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(r.Add("c", "", 7, "plugin.so").ok());
+  const std::vector<RegistryListing> listed = r.List();
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].origin, "builtin");
+  EXPECT_EQ(listed[1].origin, "plugin.so");
+  EXPECT_EQ(listed[1].kind, "test_kind");
+  // Every kind is in the catalog --list-components prints, sorted.
+  std::vector<std::string> kinds;
+  for (const RegistryKind* k : RegistryKind::All()) kinds.push_back(k->kind());
+  EXPECT_TRUE(std::is_sorted(kinds.begin(), kinds.end()));
+  for (const char* kind :
+       {"architecture", "attention_backend", "batching_scheduler",
+        "config_parser", "device", "executor", "input_processor", "model",
+        "model_runner", "output_processor", "output_stage",
+        "prefill_scheduler", "reasoning_parser", "sampler", "test_kind",
+        "token_head", "tool_parser", "workflow"}) {
+    EXPECT_NE(std::find(kinds.begin(), kinds.end(), kind), kinds.end())
+        << kind;
+  }
+}
+
+TEST(RegistryTest, AnEmptyKindSaysTheBuiltinsWereNotRegistered) {
+  Registry<int> r("empty_kind", "nothing registered");
+  auto missing = r.Get("x");
+  EXPECT_NE(missing.status().message().find("RegisterBuiltins"),
+            std::string::npos)
+      << missing.status();
 }
 
 }  // namespace

@@ -29,11 +29,15 @@ TEST(ConfigParserTest, BuiltinsAreRegisteredAndListed) {
               IsSupersetOf({"bert", "roberta", "xlm-roberta", "llama",
                             "mistral", "qwen2", "qwen3", "smollm3", "phi3",
                             "gemma2", "gemma3_text"}));
-  const Registry::Entry* e =
-      Registry::Global().Find(registry_kind::kConfigParser, "qwen3");
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->origin, "builtin");
-  EXPECT_FALSE(e->description.empty());
+  bool listed = false;
+  for (const RegistryListing& e : ConfigParsers().List()) {
+    if (e.name != "qwen3") continue;
+    listed = true;
+    EXPECT_EQ(e.kind, "config_parser");
+    EXPECT_EQ(e.origin, "builtin");
+    EXPECT_FALSE(e.description.empty());
+  }
+  EXPECT_TRUE(listed);
   auto qwen3 = FindConfigParser("qwen3");
   ASSERT_TRUE(qwen3.ok()) << qwen3.status();
   EXPECT_TRUE(qwen3->defaults.qk_norm);
@@ -80,7 +84,6 @@ TEST(ConfigParserTest, UnknownModelTypeNamesItAndListsTheKnownOnes) {
 }
 
 TEST(ConfigParserTest, DuplicateAndEmptyRegistrationsAreRefused) {
-  RegisterBuiltinConfigParsers();
   absl::Status dup =
       AddConfigParser("bert", "another bert", ConfigParser(), "test.so");
   EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists);

@@ -891,19 +891,15 @@ TEST(ModelRunnerTest, UnknownArchitectureIsNotFound) {
 // built-in, and a kind registered later is found by CreateModelRunner too
 // (with or without a ":N" suffix).
 TEST(ModelRunnerTest, RunnersComeFromTheRegistryByDeviceKind) {
-  RegisterBuiltinModelRunners();
-  const Registry::Entry* cpu =
-      Registry::Global().Find(registry_kind::kModelRunner, "cpu");
-  ASSERT_NE(cpu, nullptr);
-  EXPECT_EQ(cpu->origin, "builtin");
+  ASSERT_TRUE(ModelRunners().Contains("cpu"));
+  EXPECT_EQ(ModelRunners().List().front().origin, "builtin");
   ModelRunnerFactory fake = [](const ModelRunnerOptions& options)
       -> absl::StatusOr<std::unique_ptr<ModelRunnerBase>> {
     return absl::UnimplementedError("fake runner for " + options.device);
   };
-  ASSERT_TRUE(Registry::Global()
-                  .Add({registry_kind::kModelRunner, "fakedev", "test only",
-                        "model_runner_test", fake})
-                  .ok());
+  ASSERT_TRUE(
+      ModelRunners().Add("fakedev", "test only", fake, "model_runner_test")
+          .ok());
   ModelRunnerOptions options;
   options.model_dir = TestModelDir("bert-embed");
   for (const char* device : {"fakedev", "fakedev:1"}) {

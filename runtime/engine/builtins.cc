@@ -1,14 +1,19 @@
-// inferd's built-in registry entries: input processors, schedulers, output
-// processors, executors, workflow recipes and architectures (config parsers,
-// model classes, attention backends and model runners are registered by
-// their own layers: runtime/loader/config_parser.cc and, in runtime/model,
-// model_registry.cc, attention_backend.cc, builtin_model_runners.cc).
+// RegisterBuiltins and the engine layer's built-in entries: input
+// processors, schedulers, output processors, samplers, output stages, token
+// heads, executors, workflow recipes and architectures. The layers below
+// register their own (devices: device/device_registry.cc; config parsers:
+// runtime/loader/config_parser.cc; model classes, attention backends and
+// model runners: RegisterModelBuiltins in runtime/model/model_registry.cc;
+// tool-call and reasoning formats: runtime/chat/tool_parser.cc).
 // Adding a model family is its ConfigParser, one model file in
 // runtime/model with its model-class registration, and its architecture
 // entry here.
+#include "runtime/engine/builtins.h"
+
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/chat/tool_parser.h"
 #include "runtime/common/registry.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/m3_output.h"
@@ -29,16 +34,16 @@
 namespace inferd {
 namespace {
 
-void Add(const char* kind, const std::string& name,
-         const std::string& description, std::any value) {
-  absl::Status s = Registry::Global().Add(
-      {kind, name, description, "builtin", std::move(value)});
-  (void)s;  // call_once: built-ins are registered once
+template <typename T, typename V>
+void Add(Registry<T>& registry, const std::string& name,
+         const std::string& description, V value) {
+  absl::Status s = registry.Add(name, description, T(std::move(value)));
+  (void)s;  // RegisterBuiltins' call_once: built-ins are registered once
 }
 
 void AddInput(const char* name, unsigned tasks, bool append_eos,
               const char* description) {
-  Add(registry_kind::kInputProcessor, name, description,
+  Add(InputProcessors(), name, description,
       InputProcessorFactory(
           [name = std::string(name), tasks, append_eos](
               const InputProcessorContext& ctx)
@@ -53,7 +58,7 @@ void AddInput(const char* name, unsigned tasks, bool append_eos,
 }
 
 void AddPooling(Pooling pooling, const char* mode, const char* description) {
-  Add(registry_kind::kOutputProcessor, PoolingComponent(mode), description,
+  Add(OutputProcessors(), PoolingComponent(mode), description,
       OutputProcessorFactory([pooling](const OutputProcessorContext&)
                                  -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
         return CreatePoolingProcessor(pooling);
@@ -63,7 +68,7 @@ void AddPooling(Pooling pooling, const char* mode, const char* description) {
 void AddWorkflow(Workflow w) {
   const std::string name = w.name;
   const std::string description = w.description;
-  Add(registry_kind::kWorkflow, name, description, std::move(w));
+  Add(Workflows(), name, description, std::move(w));
 }
 
 Workflow Recipe(const char* name, const char* description,
@@ -84,7 +89,7 @@ Workflow Recipe(const char* name, const char* description,
 
 void AddArchitecture(const char* architecture, const char* description,
                      ArchitectureSpec spec) {
-  Add(registry_kind::kArchitecture, architecture, description,
+  Add(Architectures(), std::string(architecture), description,
       std::move(spec));
 }
 
@@ -159,13 +164,13 @@ void RegisterInputProcessors() {
 }
 
 void RegisterSchedulers() {
-  Add(registry_kind::kScheduler, "prefill_only",
+  Add(PrefillSchedulers(), "prefill_only",
       "first come, first served batches of whole sequences up to a token "
       "budget; no KV cache, no preemption",
       PrefillSchedulerFactory([](const PrefillSchedulerOptions& o) {
         return std::unique_ptr<PrefillScheduler>(new PrefillOnlyScheduler(o));
       }));
-  Add(registry_kind::kScheduler, "continuous_batching",
+  Add(BatchingSchedulers(), "continuous_batching",
       "continuous batching over a paged KV cache with chunked prefill, "
       "prefix caching and preemption by recompute",
       BatchingSchedulerFactory([](const SchedulerConfig& c) {
@@ -179,21 +184,21 @@ void RegisterOutputProcessors() {
              "mean of the input's hidden states (prompt tokens excluded when "
              "the model says so)");
   AddPooling(Pooling::kLast, "last", "last token's hidden state");
-  Add(registry_kind::kOutputProcessor, "label_scores",
+  Add(OutputProcessors(), "label_scores",
       "classifier logits per label (the scores stage applies softmax or "
       "sigmoid)",
       OutputProcessorFactory([](const OutputProcessorContext&)
                                  -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
         return CreateLogitsProcessor("label_scores");
       }));
-  Add(registry_kind::kOutputProcessor, "relevance_scores",
+  Add(OutputProcessors(), "relevance_scores",
       "a cross-encoder's relevance logit (the scores stage applies the "
       "sigmoid)",
       OutputProcessorFactory([](const OutputProcessorContext&)
                                  -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
         return CreateLogitsProcessor("relevance_scores");
       }));
-  Add(registry_kind::kOutputProcessor, "sample_detokenize",
+  Add(Samplers(), "sample_detokenize",
       "logits -> penalties, temperature, top-k/p, min-p sampling; then "
       "incremental detokenization and stop checks",
       SamplerFactory([](int32_t vocab) {
@@ -202,11 +207,11 @@ void RegisterOutputProcessors() {
 }
 
 void RegisterExecutors() {
-  Add(registry_kind::kExecutor, "prefill_loop",
+  Add(Executors(), "prefill_loop",
       "replica loops (one model runner each) pulling batches from a prefill "
       "scheduler",
       ExecutorFactory(&BuildPrefillLoop));
-  Add(registry_kind::kExecutor, "continuous_batching_loop",
+  Add(Executors(), "continuous_batching_loop",
       "one engine loop: schedule, run, sample, detokenize, stream",
       ExecutorFactory(&BuildContinuousBatchingLoop));
 }
@@ -224,10 +229,10 @@ std::vector<std::string> EmbeddingTokenHeads() {
 }
 
 void RegisterTokenHeads() {
-  Add(registry_kind::kTokenHead, "bge_m3_sparse",
+  Add(TokenHeads(), "bge_m3_sparse",
       "BGE-M3 sparse lexical weights (sparse_linear): outputs.sparse",
       TokenHeadFactory(&NewM3SparseHead));
-  Add(registry_kind::kTokenHead, "bge_m3_colbert",
+  Add(TokenHeads(), "bge_m3_colbert",
       "BGE-M3 ColBERT vectors (colbert_linear): outputs.multi_vector",
       TokenHeadFactory(&NewM3ColbertHead));
 }
@@ -321,11 +326,7 @@ void RegisterArchitectures() {
   AddArchitecture("Qwen2Model", "Qwen2 decoder embedder", DecoderBase());
 }
 
-void RegisterAll() {
-  RegisterBuiltinConfigParsers();
-  RegisterBuiltinModels();
-  RegisterBuiltinAttentionBackends();
-  RegisterBuiltinModelRunners();
+void RegisterEngineBuiltins() {
   RegisterInputProcessors();
   RegisterSchedulers();
   RegisterOutputProcessors();
@@ -338,9 +339,11 @@ void RegisterAll() {
 
 }  // namespace
 
-void RegisterBuiltinComponents() {
+void RegisterBuiltins() {
+  RegisterModelBuiltins();  // and the loader's and the devices'
+  RegisterChatBuiltins();
   static std::once_flag once;
-  std::call_once(once, RegisterAll);
+  std::call_once(once, RegisterEngineBuiltins);
 }
 
 }  // namespace inferd
