@@ -9,6 +9,8 @@
 #
 # Types are llama-quantize's names (Q4_K_M, Q5_K_M, Q6_K, Q8_0, ...). An
 # output that already exists is kept. Prints each output's path.
+# ALLOW_REQUANTIZE=1 passes --allow-requantize (an input that is itself
+# quantized, e.g. a Q8_0 file, when no F16 one is at hand).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [[ $# -ge 2 ]] || { echo "usage: $0 INPUT.gguf TYPE..." >&2; exit 2; }
@@ -22,7 +24,9 @@ stem="${stem%-f32}"
 for type in "$@"; do
   out="$stem-$(echo "$type" | tr '[:upper:]' '[:lower:]').gguf"
   if [[ ! -s "$out" ]]; then
-    "$quantize" "$input" "$out.tmp" "$type" "${THREADS:-2}" >&2
+    extra=()
+    [[ "${ALLOW_REQUANTIZE:-0}" == 1 ]] && extra=(--allow-requantize)
+    "$quantize" "${extra[@]}" "$input" "$out.tmp" "$type" "${THREADS:-2}" >&2
     mv "$out.tmp" "$out"
   fi
   echo "$out"

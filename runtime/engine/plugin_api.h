@@ -82,7 +82,7 @@
 //    batching_scheduler) and samplers their own kind (sampler, no longer
 //    under output_processor); AddOutputStage, AddToolParser and
 //    AddReasoningParser (ReasoningParserFormat); DeviceRegistry::Register
-//    takes a description and origin.
+//    takes a description and origin; ConfigParser::rope_type_aliases.
 #define INFERD_PLUGIN_API_VERSION 13
 
 namespace inferd {

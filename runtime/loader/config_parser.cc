@@ -203,6 +203,7 @@ ConfigParser SmolLM3() {
 ConfigParser Phi3() {
   ConfigParser p = Llama();
   p.architecture_prefix = "Phi3";
+  p.rope_type_aliases = {{"su", "longrope"}, {"yarn", "longrope"}};
   ModelConfig& d = p.defaults;
   d.intermediate_size = 8192;
   d.max_position_embeddings = 4096;

@@ -16,6 +16,7 @@
 #define INFERD_RUNTIME_LOADER_CONFIG_PARSER_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ struct ConfigParser {
   // eos_token_ids, bos_token_id and pad_token_id are kept only when the file
   // does not mention the key. model_type and architectures are ignored.
   ModelConfig defaults;
+
+  // The family's older names of rope scaling types and the type each
+  // means, applied before the type is checked (Phi-3: "su" and "yarn" are
+  // "longrope", as transformers' Phi3Config reads them).
+  std::map<std::string, std::string> rope_type_aliases;
 
   // Optional: reads the family's own keys from `json` (the whole
   // config.json object) into `config`, after the common fields. Errors are

@@ -1,5 +1,8 @@
 #include "runtime/loader/gguf_model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +19,7 @@
 #include "device/bf16.h"
 #include "nlohmann/json.hpp"
 #include "runtime/common/status_macros.h"
+#include "runtime/loader/gguf_transcode.h"
 #include "runtime/loader/json_util.h"
 
 namespace inferd {
@@ -88,7 +92,67 @@ absl::optional<DType> DTypeOfGgml(uint32_t id) {
 }
 
 constexpr char kSupportedTypes[] =
-    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K";
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K; and, "
+    "rewritten at load (gguf_transcode.h), Q2_K, Q3_K, Q5_K, IQ4_NL, IQ4_XS";
+
+// What a GGUF store's tensors live in: the file's bytes, and the
+// anonymous page-aligned mappings of the tensors rewritten at load (whole
+// pages of their own, so WeightStore::ReleaseStored may give them back).
+class GgufTensorMemory {
+ public:
+  explicit GgufTensorMemory(std::shared_ptr<const GgufFile> file)
+      : file_(std::move(file)) {}
+  GgufTensorMemory(const GgufTensorMemory&) = delete;
+  GgufTensorMemory& operator=(const GgufTensorMemory&) = delete;
+  ~GgufTensorMemory() {
+    for (const auto& [p, n] : maps_) ::munmap(p, n);
+  }
+
+  absl::StatusOr<uint8_t*> Allocate(size_t bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          file_->path(), ": cannot allocate ", bytes,
+          " bytes for a tensor rewritten at load"));
+    }
+    maps_.emplace_back(p, bytes);
+    return static_cast<uint8_t*>(p);
+  }
+
+  // After a tensor of the mapped file was rewritten: its whole pages are
+  // not read again, so they need not stay resident.
+  void DropSourcePages(const uint8_t* data, size_t bytes) const {
+    if (!file_->mapped()) return;
+    const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const uintptr_t a = reinterpret_cast<uintptr_t>(data);
+    const uintptr_t begin = (a + page - 1) / page * page;
+    const uintptr_t end = (a + bytes) / page * page;
+    if (end > begin) {
+      ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    }
+  }
+
+ private:
+  std::shared_ptr<const GgufFile> file_;
+  std::vector<std::pair<void*, size_t>> maps_;
+};
+
+// Rewrites tensor `t` into its TranscodeTarget in memory of `memory`.
+absl::Status Transcode(const GgufTensorInfo& t, DType target,
+                       GgufTensorMemory& memory, SafetensorsTensorInfo* info) {
+  const int64_t n = t.numel();
+  const size_t bytes = DTypeRowBytes(target, n);
+  ASSIGN_OR_RETURN(uint8_t* out, memory.Allocate(bytes));
+  RETURN_IF_ERROR(TranscodeRow(*t.type, t.data, n, out));
+  memory.DropSourcePages(t.data, t.nbytes);
+  info->dtype = target;
+  info->begin = 0;
+  info->end = bytes;
+  info->data = out;
+  info->alignment = 64;  // page-aligned
+  return absl::OkStatus();
+}
 
 // Largest power of two (capped at 64) dividing the address.
 size_t AlignmentOf(const void* p) {
@@ -465,12 +529,14 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
 absl::StatusOr<std::unique_ptr<WeightStore>> GgufWeights(
     std::shared_ptr<const GgufFile> file) {
   ASSIGN_OR_RETURN(std::string arch, Architecture(*file));
+  auto memory = std::make_shared<GgufTensorMemory>(file);
   std::vector<SafetensorsTensorInfo> infos;
   for (const GgufTensorInfo& t : file->tensors()) {
     std::string hf = GgufTensorHfName(arch, t.name);
     if (hf.empty()) continue;  // not used by inferd's model classes
     const absl::optional<DType> dtype = DTypeOfGgml(t.type->id);
-    if (!dtype.has_value()) {
+    const absl::optional<DType> target = TranscodeTarget(t.type->id);
+    if (!dtype.has_value() && !target.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           file->path(), ": tensor ", t.name, " has type ", t.type->name,
           ", which inferd does not compute with (supported: ", kSupportedTypes,
@@ -486,11 +552,13 @@ absl::StatusOr<std::unique_ptr<WeightStore>> GgufWeights(
     info.end = t.offset + t.nbytes;
     info.data = t.data;
     info.alignment = AlignmentOf(t.data);
+    if (target.has_value()) RETURN_IF_ERROR(Transcode(t, *target, *memory, &info));
     infos.push_back(std::move(info));
   }
   const std::string path = file->path();
   const bool mapped = file->mapped();
-  return WeightStore::FromTensors(path, std::move(infos), std::move(file), mapped);
+  return WeightStore::FromTensors(path, std::move(infos), std::move(memory),
+                                  mapped);
 }
 
 }  // namespace inferd

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "device/quant.h"
+#include "runtime/loader/gguf_transcode.h"
 
 namespace inferd {
 namespace {
@@ -27,12 +28,15 @@ bool DeviceDType(uint32_t id, DType* dtype) {
 
 bool CanDequantize(const GgmlTypeInfo& type) {
   DType dtype;
-  return DeviceDType(type.id, &dtype);
+  return DeviceDType(type.id, &dtype) || TranscodeTarget(type.id).has_value();
 }
 
 absl::Status DequantizeRow(const GgmlTypeInfo& type, const uint8_t* src,
                            int64_t n, float* dst) {
   DType dtype;
+  if (!DeviceDType(type.id, &dtype) && TranscodeTarget(type.id).has_value()) {
+    return DecodeTranscodedRow(type, src, n, dst);
+  }
   if (!DeviceDType(type.id, &dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ggml type ", type.name, " cannot be dequantized by inferd yet"));

@@ -1,8 +1,9 @@
 // Reference dequantization of ggml tensor blocks (the data of GGUF
-// tensors): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K, one row at a
-// time into float32, by the device layer's reference decoders
-// (device/quant.h), which the optimized kernels are checked against. Pure
-// functions; thread-safe.
+// tensors): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K by
+// the device layer's reference decoders (device/quant.h), which the
+// optimized kernels are checked against; Q2_K, Q3_K, Q5_K, IQ4_NL and
+// IQ4_XS by gguf_transcode.h's (the types rewritten at load). One row at a
+// time into float32. Pure functions; thread-safe.
 #ifndef INFERD_RUNTIME_LOADER_GGUF_QUANT_H_
 #define INFERD_RUNTIME_LOADER_GGUF_QUANT_H_
 

@@ -18,9 +18,12 @@ namespace {
 using loader_internal::AsInt;
 using loader_internal::JsonFields;
 
+// `aliases`: the family's older type names (ConfigParser::
+// rope_type_aliases).
 absl::StatusOr<absl::optional<RopeScalingConfig>> ParseRopeScaling(
     const nlohmann::json& obj, absl::string_view field,
-    absl::string_view source) {
+    absl::string_view source,
+    const std::map<std::string, std::string>& aliases) {
   const std::string where = absl::StrCat(source, " ", field);
   JsonFields f(obj, where);
   std::string type;
@@ -28,6 +31,9 @@ absl::StatusOr<absl::optional<RopeScalingConfig>> ParseRopeScaling(
     ASSIGN_OR_RETURN(type, f.String("rope_type", ""));
   } else {
     ASSIGN_OR_RETURN(type, f.String("type", ""));
+  }
+  if (auto alias = aliases.find(type); alias != aliases.end()) {
+    type = alias->second;
   }
   if (type.empty() || type == "default") return absl::optional<RopeScalingConfig>();
   RopeScalingConfig r;
@@ -332,7 +338,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
       JsonFields p(*params, absl::StrCat(source, " rope_parameters"));
       ASSIGN_OR_RETURN(c.rope_theta, p.Double("rope_theta", c.rope_theta));
       ASSIGN_OR_RETURN(c.rope_scaling,
-                       ParseRopeScaling(*params, "rope_parameters", source));
+                       ParseRopeScaling(*params, "rope_parameters", source,
+                                        parser->rope_type_aliases));
     }
     ASSIGN_OR_RETURN(c.rope_theta, f.Double("rope_theta", c.rope_theta));
     if (!(c.rope_theta > 0)) return f.Error("rope_theta", "must be positive");
@@ -341,7 +348,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
         return f.Error("rope_scaling", "must be an object or null");
       }
       ASSIGN_OR_RETURN(c.rope_scaling,
-                       ParseRopeScaling(*rs, "rope_scaling", source));
+                       ParseRopeScaling(*rs, "rope_scaling", source,
+                                        parser->rope_type_aliases));
     }
     ASSIGN_OR_RETURN(c.tie_word_embeddings,
                      f.Bool("tie_word_embeddings", d.tie_word_embeddings));

@@ -149,7 +149,11 @@ def main():
         for name, block_bytes, halves in (
                 ("F16", 2, [0]), ("BF16", 2, []), ("Q8_0", 34, [0]),
                 ("Q4_0", 18, [0]), ("Q4_1", 20, [0, 2]), ("Q5_0", 22, [0]),
-                ("Q5_1", 24, [0, 2]), ("Q4_K", 144, [0, 2]), ("Q6_K", 210, [208])):
+                ("Q5_1", 24, [0, 2]), ("Q4_K", 144, [0, 2]), ("Q6_K", 210, [208]),
+                # The types rewritten at load (runtime/loader/gguf_transcode.h).
+                ("Q2_K", 84, [80, 82]), ("Q3_K", 110, [108]),
+                ("Q5_K", 176, [0, 2]), ("IQ4_NL", 18, [0]),
+                ("IQ4_XS", 136, [0])):
             blocks = rng.integers(0, 256, (64, block_bytes), dtype=np.uint8)
             # Finite, moderate f16 scales (random bytes could be inf/nan).
             for h in halves:
@@ -175,7 +179,8 @@ def main():
                 want = quants.dequantize(blocks, qtype)
             close(got, want, f"random {name} blocks")
         checked_types = sorted(seen) + ["F16", "BF16", "Q8_0", "Q4_0", "Q4_1",
-                                        "Q5_0", "Q5_1", "Q4_K", "Q6_K"]
+                                        "Q5_0", "Q5_1", "Q4_K", "Q6_K", "Q2_K",
+                                        "Q3_K", "Q5_K", "IQ4_NL", "IQ4_XS"]
 
     print(f"dequantized and compared: {', '.join(checked_types)}")
     print(f"{checked_values} metadata values and {len(ref.tensors)} tensors "

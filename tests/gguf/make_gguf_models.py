@@ -51,6 +51,10 @@ MODELS = {
     "gemma3-tiny-q8_0": ("gemma3-tiny", "gemma3", "Q8_0"),
     "gemma3-tiny-f32": ("gemma3-tiny", "gemma3", "F32"),
     "qwen3-tiny-q4_1": ("qwen3-tiny", "qwen3", "Q4_1"),
+    # A type inferd rewrites at load (IQ4_NL -> Q8_0,
+    # runtime/loader/gguf_transcode.h); gguf-py only decodes it, so the
+    # blocks come from iq4_nl_blocks below.
+    "llama-tiny-iq4_nl": ("llama-tiny", "llama", "IQ4_NL"),
     "qwen3-tiny-bf16": ("qwen3-tiny", "qwen3", "BF16"),
     "bert-embed-f16": ("bert-embed", "bert", "F16"),
     "bert-mean-q8_0": ("bert-mean", "bert", "Q8_0"),
@@ -171,6 +175,27 @@ def add_phi3_rope(w, cfg, head_dim):
                  np.asarray(rs["short_factor"], dtype=np.float32))
 
 
+def iq4_nl_blocks(a):
+    """IQ4_NL blocks of the rows of `a` (a multiple of 32 wide): per 32
+    values d = max|x| / 127 in F16 and, per value, the index of the nearest
+    codebook value d * k (gguf-py decodes these; it has no encoder)."""
+    kvalues = np.array(gguf.quants.IQ4_NL.kvalues, dtype=np.float32)
+    x = np.asarray(a, dtype=np.float32).reshape(-1, 32)
+    d = (np.max(np.abs(x), axis=1) / 127.0).astype(np.float16)
+    df = d.astype(np.float32)[:, None]
+    idx = np.argmin(np.abs(df[:, :, None] * kvalues[None, None, :] - x[:, :, None]),
+                    axis=2).astype(np.uint8)
+    qs = idx[:, :16] | (idx[:, 16:] << 4)
+    blocks = np.concatenate([d.view(np.uint8).reshape(-1, 2), qs], axis=1)
+    return blocks.reshape(a.shape[0], -1)
+
+
+def quantize(a, qt):
+    if qt == gguf.GGMLQuantizationType.IQ4_NL:
+        return iq4_nl_blocks(a)
+    return gguf.quants.quantize(a, qt)
+
+
 def write(src, out_path, arch, qtype):
     cfg = json.load(open(os.path.join(src, "config.json")))
     tensors = REF.load_weights(src)
@@ -263,7 +288,7 @@ def write(src, out_path, arch, qtype):
         elif a.ndim == 2 and a.shape[1] % block == 0:
             # Quantized (and BF16) data: uint8 rows; the writer derives the
             # element shape from the byte shape.
-            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
+            w.add_tensor(name, quantize(a, qt), raw_dtype=qt)
         elif a.ndim == 2:
             w.add_tensor(name, a.astype(np.float16))
         else:

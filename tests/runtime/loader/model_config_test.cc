@@ -265,6 +265,40 @@ TEST(ModelConfigTest, Phi3PartialRotaryLongRopeAndWindow) {
   EXPECT_FALSE(ParseModelConfig(j.dump(), "test/config.json").ok());
 }
 
+// Phi-3's older names for longrope (the first Phi-3 128k checkpoints say
+// "su", others "yarn"): read as transformers' Phi3Config reads them, the
+// same configuration as "longrope"; another family's "su" stays unknown.
+TEST(ModelConfigTest, Phi3SuAndYarnAreLongRope) {
+  nlohmann::json j = Minimal("Phi3ForCausalLM", "phi3");
+  j["max_position_embeddings"] = 131072;
+  j["original_max_position_embeddings"] = 4096;
+  j["rope_scaling"] = {{"type", "longrope"},
+                       {"short_factor", {1, 1, 1, 1, 1, 1, 1, 1}},
+                       {"long_factor", {1, 2, 3, 4, 5, 6, 7, 8}}};
+  const ModelConfig want = MustParse(j);
+  for (const char* name : {"su", "yarn"}) {
+    j["rope_scaling"]["type"] = name;
+    ModelConfig got = MustParse(j);
+    ASSERT_TRUE(got.rope_scaling.has_value()) << name;
+    EXPECT_EQ(got.rope_scaling->type, "longrope") << name;
+    EXPECT_DOUBLE_EQ(got.rope_scaling->factor, want.rope_scaling->factor);
+    EXPECT_EQ(got.rope_scaling->original_max_position_embeddings, 4096);
+    EXPECT_EQ(got.rope_scaling->short_factor, want.rope_scaling->short_factor);
+    EXPECT_EQ(got.rope_scaling->long_factor, want.rope_scaling->long_factor);
+  }
+  // "su" without its factor lists is refused as longrope is.
+  j["rope_scaling"] = {{"type", "su"}};
+  auto bad = ParseModelConfig(j.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("short_factor"));
+  nlohmann::json llama = Minimal("LlamaForCausalLM", "llama");
+  llama["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}};
+  bad = ParseModelConfig(llama.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("unsupported rope type 'su'"));
+}
+
 TEST(ModelConfigTest, Gemma2And3Traits) {
   nlohmann::json j = Minimal("Gemma2ForCausalLM", "gemma2");
   j["num_hidden_layers"] = 4;
