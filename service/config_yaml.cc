@@ -112,6 +112,7 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m,
   emit("sampler", o.sampler);
   emit("tool_parser", o.tool_parser);
   emit("reasoning_parser", o.reasoning_parser);
+  emit("rerank_format", o.rerank_format);
   const auto own = EngineSettings(m.engine);
   for (size_t i = 0; i < own.size(); ++i) {
     if (own[i].second == defaults[i].second) continue;

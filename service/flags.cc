@@ -55,6 +55,7 @@ const FlagDoc kFlags[] = {
      "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, sampler=<registered sampler>, "
      "tool_parser=hermes|llama3_json|mistral, reasoning_parser=think|none, "
+     "rerank_format=qwen3 (task=rerank on a causal LM), "
      "and any "
      "engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},

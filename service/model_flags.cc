@@ -147,6 +147,59 @@ absl::Status SetEngineOption(absl::string_view key, absl::string_view value,
 
 // A model from its name, path and options (`--model` or a config file's
 // `models` entry); `where` prefixes errors.
+
+namespace {
+
+// The --model options that name a registered component, and what a valid
+// value is (said when the spelling is wrong).
+struct NamedOption {
+  const char* key;
+  std::optional<std::string> ModelOverrides::*field;
+  std::string (*what)();
+};
+
+const NamedOption kNamedOptions[] = {
+    {"pooling", &ModelOverrides::pooling,
+     [] {
+       return std::string(
+           "cls, mean, last or the name of a pooling a plug-in registers "
+           "(e.g. max with examples/plugin)");
+     }},
+    {"sampler", &ModelOverrides::sampler,
+     [] {
+       return std::string(
+           "the name of a registered sampler (sample_detokenize, or one a "
+           "plug-in registers)");
+     }},
+    {"rerank_format", &ModelOverrides::rerank_format,
+     [] {
+       return std::string(
+           "the name of a registered rerank format (qwen3, or one a plug-in "
+           "registers)");
+     }},
+    {"tool_parser", &ModelOverrides::tool_parser,
+     [] {
+       return absl::StrCat("the name of a registered format: ",
+                           absl::StrJoin(ToolParserNames(), ", "),
+                           ", or one a plug-in registers");
+     }},
+    {"reasoning_parser", &ModelOverrides::reasoning_parser,
+     [] {
+       return absl::StrCat("the name of a registered format: ",
+                           absl::StrJoin(ReasoningParserNames(), ", "),
+                           ", or one a plug-in registers");
+     }},
+};
+
+const NamedOption* FindNamed(absl::string_view key) {
+  for (const NamedOption& o : kNamedOptions) {
+    if (key == o.key) return &o;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 absl::Status BuildModel(const std::string& name, const std::string& path,
                         const std::vector<std::pair<std::string, std::string>>&
                             options,
@@ -173,41 +226,16 @@ absl::Status BuildModel(const std::string& name, const std::string& path,
         return fail("task must be generate, embed, rerank or classify");
       }
       spec->overrides.task = v;
-    } else if (k == "pooling") {
-      // cls, mean, last, or a pooling a plug-in registers (pooling_<v>);
-      // whether it exists is checked once plug-ins are loaded.
+    } else if (const NamedOption* named = FindNamed(k)) {
+      // Names a registered component (a plug-in's among them): only its
+      // spelling here; whether it is registered once plug-ins are loaded
+      // (ServedModel::CheckComponents, SelectWorkflow).
       if (v.empty() || v.find_first_not_of(
                            "abcdefghijklmnopqrstuvwxyz0123456789_") !=
                            std::string::npos) {
-        return fail(
-            "pooling must be cls, mean, last or the name of a pooling a "
-            "plug-in registers (e.g. max with examples/plugin)");
+        return fail(absl::StrCat(k, " must be ", named->what()));
       }
-      spec->overrides.pooling = v;
-    } else if (k == "sampler") {
-      // A registered sampler (a plug-in's); checked once plug-ins are
-      // loaded.
-      if (v.empty() || v.find_first_not_of(
-                           "abcdefghijklmnopqrstuvwxyz0123456789_") !=
-                           std::string::npos) {
-        return fail("sampler must be the name of a registered sampler "
-                    "(sample_detokenize, or one a plug-in registers)");
-      }
-      spec->overrides.sampler = v;
-    } else if (k == "tool_parser" || k == "reasoning_parser") {
-      // A registered format (built-in or a plug-in's); checked once
-      // plug-ins are loaded (ServedModel::CheckComponents).
-      if (v.empty() || v.find_first_not_of(
-                           "abcdefghijklmnopqrstuvwxyz0123456789_") !=
-                           std::string::npos) {
-        const std::vector<std::string> names =
-            k == "tool_parser" ? ToolParserNames() : ReasoningParserNames();
-        return fail(absl::StrCat(k, " must be the name of a registered format: ",
-                                 absl::StrJoin(names, ", "),
-                                 ", or one a plug-in registers"));
-      }
-      (k == "tool_parser" ? spec->overrides.tool_parser
-                          : spec->overrides.reasoning_parser) = v;
+      spec->overrides.*(named->field) = v;
     } else if (k == "bidirectional") {
       absl::StatusOr<bool> b = ParseBool(k, v);
       if (!b.ok()) return fail(b.status().message());

@@ -348,6 +348,19 @@ def make_bytelevel_bpe_tokenizer(style, num_merges=200):
     }
 
 
+def with_vocab_words(tok, words):
+    """`tok` with `words` added to its BPE vocabulary as whole tokens (after
+    every id it has), e.g. a decoder reranker's score tokens "yes" / "no",
+    which the small trained vocabulary lacks."""
+    vocab = tok["model"]["vocab"]
+    next_id = max(list(vocab.values()) + [a["id"] for a in tok["added_tokens"]]) + 1
+    for word in words:
+        if word not in vocab:
+            vocab[word] = next_id
+            next_id += 1
+    return tok
+
+
 def tokenizer_vocab_size(tok):
     vocab = tok["model"]["vocab"]
     ids = list(vocab.values()) if isinstance(vocab, dict) else [len(vocab) - 1]
@@ -406,6 +419,12 @@ TOKENIZERS = {
             "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
             "{% endif %}")}),
 }
+# A decoder reranker's: Qwen's, with the score tokens "yes" and "no" (the
+# real Qwen3 tokenizer under ../shared has them).
+TOKENIZERS["qwen2-rerank"] = (
+    "qwen3",
+    lambda: with_vocab_words(make_bytelevel_bpe_tokenizer("qwen"), ["yes", "no"]),
+    TOKENIZERS["qwen2"][2])
 
 
 def install_tokenizer(out_dir, kind, shared_dir):
@@ -769,6 +788,12 @@ MODELS = {
     "qwen3-tiny": dict(
         kind="decoder", family="qwen3", arch="Qwen3ForCausalLM", tok="qwen2",
         shape=TINY_QWEN, extra={"tie_word_embeddings": True}),
+    # A decoder reranker (Qwen3-Reranker's shape of model: a causal LM
+    # served with task=rerank, scored by its "yes" / "no" logits).
+    "qwen3-reranker-tiny": dict(
+        kind="decoder", family="qwen3", arch="Qwen3ForCausalLM",
+        tok="qwen2-rerank", shape=TINY_QWEN,
+        extra={"tie_word_embeddings": True}),
     "qwen3-embed": dict(
         kind="decoder", family="qwen3", arch="Qwen3Model", tok="qwen2",
         shape=TINY_QWEN, pooling="lasttoken", normalize=True,

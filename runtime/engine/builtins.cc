@@ -23,6 +23,7 @@
 #include "runtime/engine/output_processor.h"
 #include "runtime/engine/output_stages.h"
 #include "runtime/engine/prefill_scheduler.h"
+#include "runtime/engine/rerank_format.h"
 #include "runtime/engine/workflow.h"
 #include "runtime/gen/sampler.h"
 #include "runtime/gen/scheduler.h"
@@ -129,7 +130,8 @@ ArchitectureSpec CausalLm() {
   ArchitectureSpec a;
   a.default_workflow = "causal_generate";
   a.task_workflows = {{"generate", "causal_generate"},
-                      {"embed", "decoder_embed"}};
+                      {"embed", "decoder_embed"},
+                      {"rerank", "decoder_rerank"}};
   // A causal LM that ships sentence-transformers pooling is an embedder
   // (gte-Qwen2 style) unless told otherwise.
   a.choose_default = [](const ModelConfig&,
@@ -161,6 +163,32 @@ void RegisterInputProcessors() {
            "the document only");
   AddInput("prompt_tokenizer", TIP::kPrompt, false,
            "prompt text -> ids (or ids as given) for generation");
+  Add(InputProcessors(), "decoder_rerank_prompt",
+      "(query, document) pairs in a decoder reranker's prompt (its "
+      "rerank_format) -> ids; cuts the pair's end",
+      InputProcessorFactory([](const InputProcessorContext& ctx)
+                                -> absl::StatusOr<std::unique_ptr<InputProcessor>> {
+        return NewDecoderRerankInput(ctx.tokenizer, ctx.options);
+      }));
+}
+
+void RegisterRerankFormats() {
+  // Qwen3-Reranker's prompt (its model card): a yes/no judge.
+  RerankFormat qwen3;
+  qwen3.prefix =
+      "<|im_start|>system\nJudge whether the Document meets the requirements "
+      "based on the Query and the Instruct provided. Note that the answer "
+      "can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n";
+  qwen3.pair = "<Instruct>: {instruction}\n<Query>: {query}\n<Document>: {document}";
+  qwen3.suffix = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  qwen3.instruction =
+      "Given a web search query, retrieve relevant passages that answer the "
+      "query";
+  qwen3.score_tokens = {"no", "yes"};
+  Add(RerankFormats(), "qwen3",
+      "Qwen3-Reranker: a yes/no judge of the document against the query; "
+      "score = P(yes)",
+      std::move(qwen3));
 }
 
 void RegisterSchedulers() {
@@ -190,6 +218,12 @@ void RegisterOutputProcessors() {
       OutputProcessorFactory([](const OutputProcessorContext&)
                                  -> absl::StatusOr<std::unique_ptr<OutputProcessor>> {
         return CreateLogitsProcessor("label_scores");
+      }));
+  Add(OutputProcessors(), "token_logit_scores",
+      "a decoder reranker's last-position logits of its format's tokens "
+      "(logit(yes) - logit(no); the scores stage applies the sigmoid)",
+      OutputProcessorFactory([](const OutputProcessorContext& ctx) {
+        return CreateTokenLogitScores(ctx.score_token_ids);
       }));
   Add(OutputProcessors(), "relevance_scores",
       "a cross-encoder's relevance logit (the scores stage applies the "
@@ -294,6 +328,17 @@ void RegisterWorkflows() {
     w.output_stages = {"scores"};
     AddWorkflow(std::move(w));
   }
+  {
+    Workflow w = Recipe("decoder_rerank",
+                        "causal LM judging (query, document) pairs in its "
+                        "rerank format's prompt -> relevance from the "
+                        "last position's token logits",
+                        {Task::kRerank}, "decoder_rerank_prompt",
+                        "prefill_only", "causal_prefill",
+                        "token_logit_scores", "prefill_loop");
+    w.output_stages = {"scores"};
+    AddWorkflow(std::move(w));
+  }
 }
 
 void RegisterArchitectures() {
@@ -328,6 +373,7 @@ void RegisterArchitectures() {
 
 void RegisterEngineBuiltins() {
   RegisterInputProcessors();
+  RegisterRerankFormats();
   RegisterSchedulers();
   RegisterOutputProcessors();
   RegisterBuiltinOutputStages();

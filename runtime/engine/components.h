@@ -59,6 +59,7 @@
 namespace inferd {
 
 class GenerationScheduler;
+struct RerankFormat;
 struct SchedulerConfig;
 class TokenSampler;
 class Engine;
@@ -81,6 +82,9 @@ struct InputProcessorOptions {
   // which renders GenerateParams.messages; null for models that generate
   // nothing.
   std::shared_ptr<const ChatFormat> chat;
+  // Decoder rerankers: the prompt a (query, document) pair is judged in
+  // (rerank_format.h); null otherwise.
+  std::shared_ptr<const RerankFormat> rerank_format;
 };
 
 // Request text -> token ids. One instance per engine, called from any
@@ -163,6 +167,9 @@ struct OutputProcessorContext {
   // Classifiers: how the model's logits become scores (single-label
   // softmax, multi-label or 1-label sigmoid).
   ScoreFunction scores = ScoreFunction::kSoftmax;
+  // Decoder rerankers: the vocabulary ids of the rerank format's
+  // score_tokens, in its order.
+  std::vector<int32_t> score_token_ids;
 };
 
 using OutputProcessorFactory =

@@ -21,6 +21,7 @@
 #include "runtime/engine/token_heads.h"
 #include "runtime/engine/model_manager.h"
 #include "runtime/engine/prefill_engine.h"
+#include "runtime/engine/rerank_format.h"
 #include "runtime/model/model_runner.h"
 #include "runtime/tokenizer/tokenizer.h"
 
@@ -186,6 +187,32 @@ absl::StatusOr<std::unique_ptr<InputProcessor>> MakeInput(
 
 }  // namespace
 
+// A decoder reranker's format (a causal LM serving rerank) and the ids of
+// its score tokens; a null format for every other model.
+absl::Status ResolveRerankFormat(const ServedModel& model,
+                                 std::shared_ptr<const RerankFormat>* format,
+                                 std::vector<int32_t>* ids) {
+  if (model.config().is_encoder || !model.workflow().Supports(Task::kRerank)) {
+    return absl::OkStatus();
+  }
+  const std::string name =
+      model.spec().overrides.rerank_format.value_or(kDefaultRerankFormat);
+  ASSIGN_OR_RETURN(RerankFormat f, RerankFormats().Get(name));
+  for (const std::string& token : f.score_tokens) {
+    absl::optional<int32_t> id = model.tokenizer().TokenToId(token);
+    if (!id.has_value()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rerank_format ", name, " scores with the token '", token,
+          "', which the model's tokenizer does not have (is this the "
+          "reranker the format was made for? pick another with "
+          "rerank_format=NAME)"));
+    }
+    ids->push_back(*id);
+  }
+  *format = std::make_shared<const RerankFormat>(std::move(f));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
     const EngineBuildContext& context) {
   const ServedModel& model = *context.model;
@@ -226,6 +253,10 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
   io.include_prompt_in_pooling = st.include_prompt;
   io.prompts = st.prompts;
   io.default_prompt_name = st.default_prompt_name;
+  std::vector<int32_t> score_token_ids;
+  RETURN_IF_ERROR(
+      ResolveRerankFormat(model, &io.rerank_format, &score_token_ids));
+  const bool decoder_rerank = io.rerank_format != nullptr;
   ASSIGN_OR_RETURN(c.input, MakeInput(model, std::move(io)));
 
   ASSIGN_OR_RETURN(PrefillSchedulerFactory make_scheduler,
@@ -238,9 +269,10 @@ absl::StatusOr<std::unique_ptr<Engine>> BuildPrefillLoop(
 
   OutputProcessorContext oc;
   oc.scores = model.config().problem_type == "multi_label_classification" ||
-                      model.config().num_labels == 1
+                      model.config().num_labels == 1 || decoder_rerank
                   ? ScoreFunction::kSigmoid
                   : ScoreFunction::kSoftmax;
+  oc.score_token_ids = std::move(score_token_ids);
   OutputStageContext sc;
   sc.dense = std::move(dense);
   sc.scores = oc.scores;

@@ -1,8 +1,11 @@
 #include "runtime/engine/input_processor.h"
 
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/engine/rerank_format.h"
 
 namespace inferd {
 namespace {
@@ -208,6 +211,68 @@ TokenizingInputProcessor::ProcessRerank(const RerankParams& params) const {
     out.push_back(std::move(s));
   }
   return out;
+}
+
+namespace {
+
+class DecoderRerankInput : public InputProcessor {
+ public:
+  DecoderRerankInput(const Tokenizer* tokenizer, InputProcessorOptions options)
+      : tokenizer_(tokenizer), options_(std::move(options)) {}
+
+  absl::string_view name() const override { return "decoder_rerank_prompt"; }
+
+  absl::StatusOr<std::vector<PrefillSequence>> ProcessRerank(
+      const RerankParams& params) const override {
+    const RerankFormat* f = options_.rerank_format.get();
+    if (tokenizer_ == nullptr || f == nullptr) {
+      return absl::FailedPreconditionError(
+          "decoder_rerank_prompt needs the model's tokenizer and rerank "
+          "format");
+    }
+    ASSIGN_OR_RETURN(Encoding prefix, tokenizer_->Encode(f->prefix, false));
+    ASSIGN_OR_RETURN(Encoding suffix, tokenizer_->Encode(f->suffix, false));
+    const size_t limit = static_cast<size_t>(options_.max_input_tokens);
+    const size_t fixed = prefix.ids.size() + suffix.ids.size();
+    if (fixed >= limit) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the rerank prompt alone has ", fixed,
+          " tokens; the model takes at most ", limit));
+    }
+    std::vector<PrefillSequence> out;
+    out.reserve(params.documents.size());
+    for (size_t i = 0; i < params.documents.size(); ++i) {
+      ASSIGN_OR_RETURN(Encoding pair,
+                       tokenizer_->Encode(f->Pair(params.query,
+                                                  params.documents[i]),
+                                          false));
+      if (fixed + pair.ids.size() > limit) {
+        if (!params.truncate) {
+          return TooLong("documents", "query + document", i,
+                         fixed + pair.ids.size(), options_.max_input_tokens);
+        }
+        pair.ids.resize(limit - fixed);
+      }
+      PrefillSequence seq;
+      seq.ids.reserve(fixed + pair.ids.size());
+      seq.ids.insert(seq.ids.end(), prefix.ids.begin(), prefix.ids.end());
+      seq.ids.insert(seq.ids.end(), pair.ids.begin(), pair.ids.end());
+      seq.ids.insert(seq.ids.end(), suffix.ids.begin(), suffix.ids.end());
+      out.push_back(std::move(seq));
+    }
+    return out;
+  }
+
+ private:
+  const Tokenizer* tokenizer_;
+  const InputProcessorOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<InputProcessor> NewDecoderRerankInput(
+    const Tokenizer* tokenizer, InputProcessorOptions options) {
+  return std::make_unique<DecoderRerankInput>(tokenizer, std::move(options));
 }
 
 absl::StatusOr<std::vector<int32_t>> TokenizingInputProcessor::ProcessPrompt(

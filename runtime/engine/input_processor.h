@@ -65,6 +65,13 @@ class TokenizingInputProcessor : public InputProcessor {
   InputProcessorOptions options_;
 };
 
+// Decoder rerankers ("decoder_rerank_prompt"): each (query, document) pair
+// as options.rerank_format's prefix + pair + suffix, tokenized apart without
+// special tokens; a pair longer than the model takes is cut at its end when
+// the request allows truncation. Reranks only.
+std::unique_ptr<InputProcessor> NewDecoderRerankInput(
+    const Tokenizer* tokenizer, InputProcessorOptions options);
+
 }  // namespace inferd
 
 #endif  // INFERD_RUNTIME_ENGINE_INPUT_PROCESSOR_H_

@@ -13,6 +13,7 @@
 #include "runtime/chat/tool_parser.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/engine.h"
+#include "runtime/engine/rerank_format.h"
 #include "runtime/engine/token_heads.h"
 #include "runtime/engine/workflow.h"
 #include "runtime/model/attention_backend.h"
@@ -192,6 +193,10 @@ absl::Status ServedModel::CheckComponents() const {
   if (o.reasoning_parser) {
     needed.emplace_back(&ReasoningParsers(), *o.reasoning_parser);
   }
+  if (!config_.is_encoder && workflow_.Supports(Task::kRerank)) {
+    needed.emplace_back(&RerankFormats(),
+                        o.rerank_format.value_or(kDefaultRerankFormat));
+  }
   for (const auto& [kind, name] : needed) {
     if (kind->Contains(name)) continue;
     std::string hint;
@@ -206,7 +211,8 @@ absl::Status ServedModel::CheckComponents() const {
           "with --plugin PATH.so (examples/plugin builds pooling_max), or "
           "serve another pooling with --model ",
           spec_.name, "=", spec_.path, ",pooling=mean");
-    } else if (kind == &ToolParsers() || kind == &ReasoningParsers()) {
+    } else if (kind == &ToolParsers() || kind == &ReasoningParsers() ||
+               kind == &RerankFormats()) {
       hint = absl::StrCat("; name a registered one in --model ", spec_.name,
                           "=", spec_.path, ",", kind->kind(),
                           "=NAME, or load the plug-in that provides it with "
@@ -215,7 +221,9 @@ absl::Status ServedModel::CheckComponents() const {
       hint = "; load the plug-in that provides it with --plugin PATH.so";
     }
     const std::vector<std::string> names = kind->Names();
-    const bool by_option = kind == &ToolParsers() || kind == &ReasoningParsers();
+    const bool by_option = kind == &ToolParsers() ||
+                           kind == &ReasoningParsers() ||
+                           kind == &RerankFormats();
     return absl::FailedPreconditionError(absl::StrCat(
         "model '", spec_.name, "': ",
         by_option ? std::string("its options name")

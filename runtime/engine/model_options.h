@@ -65,6 +65,9 @@ struct ModelOverrides {
   // model's output, instead of what its chat template suggests.
   std::optional<std::string> tool_parser;
   std::optional<std::string> reasoning_parser;
+  // Decoder rerankers (task=rerank on a causal LM): the registered
+  // rerank_format its prompt and score tokens come from (default qwen3).
+  std::optional<std::string> rerank_format;
 };
 
 struct ModelSpec {

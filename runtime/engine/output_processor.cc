@@ -85,7 +85,43 @@ class LogitsProcessor : public OutputProcessor {
   const std::string name_;
 };
 
+// Decoder rerankers: the score from the last position's LM logits of the
+// format's tokens (two: logit(b) - logit(a), whose sigmoid is P(b) among the
+// two; one: its logit).
+class TokenLogitScores : public OutputProcessor {
+ public:
+  explicit TokenLogitScores(std::vector<int32_t> ids) : ids_(std::move(ids)) {}
+  absl::string_view name() const override { return "token_logit_scores"; }
+  StepOutput step_output() const override { return StepOutput::kLastLogits; }
+  absl::StatusOr<std::vector<float>> Process(
+      const SequenceResult& r, const OutputRequest&) const override {
+    for (int32_t id : ids_) {
+      if (id < 0 || id >= r.cols || r.values.size() < static_cast<size_t>(r.cols)) {
+        return absl::InternalError(absl::StrCat(
+            "token_logit_scores: token id ", id, " is outside the ", r.cols,
+            " logits the model returned"));
+      }
+    }
+    const float score = ids_.size() == 2 ? r.values[ids_[1]] - r.values[ids_[0]]
+                                         : r.values[ids_[0]];
+    return std::vector<float>{score};
+  }
+
+ private:
+  const std::vector<int32_t> ids_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<OutputProcessor>> CreateTokenLogitScores(
+    const std::vector<int32_t>& score_token_ids) {
+  if (score_token_ids.empty() || score_token_ids.size() > 2) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "token_logit_scores needs one or two score tokens (the model's "
+        "rerank format); got ", score_token_ids.size()));
+  }
+  return std::make_unique<TokenLogitScores>(score_token_ids);
+}
 
 std::unique_ptr<OutputProcessor> CreatePoolingProcessor(Pooling pooling) {
   return std::make_unique<PoolingProcessor>(pooling);

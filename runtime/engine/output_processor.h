@@ -31,6 +31,12 @@ std::unique_ptr<OutputProcessor> CreatePoolingProcessor(Pooling pooling);
 // `scores` stage turns them into scores.
 std::unique_ptr<OutputProcessor> CreateLogitsProcessor(std::string name);
 
+// Decoder rerankers ("token_logit_scores"): the last position's LM logits
+// of `score_token_ids` (two: logit(second) - logit(first); one: its logit).
+// FAILED_PRECONDITION for another count.
+absl::StatusOr<std::unique_ptr<OutputProcessor>> CreateTokenLogitScores(
+    const std::vector<int32_t>& score_token_ids);
+
 }  // namespace inferd
 
 #endif  // INFERD_RUNTIME_ENGINE_OUTPUT_PROCESSOR_H_

@@ -86,6 +86,15 @@ class Registrar : public PluginRegistrar {
     return RegisterReasoningParser(name, description, std::move(format),
                                    origin_);
   }
+  absl::Status AddRerankFormat(const std::string& name,
+                               const std::string& description,
+                               RerankFormat format) override {
+    if (format.score_tokens.empty() || format.score_tokens.size() > 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rerank_format '", name, "' needs one or two score_tokens"));
+    }
+    return RerankFormats().Add(name, description, std::move(format), origin_);
+  }
   absl::Status AddWorkflow(Workflow workflow) override {
     if (workflow.tasks.empty() || workflow.input_processor.empty() ||
         workflow.scheduler.empty() || workflow.attention_backend.empty() ||

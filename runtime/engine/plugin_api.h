@@ -31,6 +31,7 @@
 #include "runtime/chat/tool_parser.h"
 #include "runtime/engine/components.h"
 #include "runtime/engine/output_stages.h"
+#include "runtime/engine/rerank_format.h"
 #include "runtime/engine/token_heads.h"
 #include "runtime/engine/workflow.h"
 #include "runtime/gen/sampler.h"
@@ -82,7 +83,10 @@
 //    batching_scheduler) and samplers their own kind (sampler, no longer
 //    under output_processor); AddOutputStage, AddToolParser and
 //    AddReasoningParser (ReasoningParserFormat); DeviceRegistry::Register
-//    takes a description and origin; ConfigParser::rope_type_aliases.
+//    takes a description and origin; ConfigParser::rope_type_aliases;
+//    decoder rerankers (RerankFormat, AddRerankFormat,
+//    OutputProcessorContext::score_token_ids,
+//    InputProcessorOptions::rerank_format).
 #define INFERD_PLUGIN_API_VERSION 13
 
 namespace inferd {
@@ -141,6 +145,11 @@ class PluginRegistrar {
   virtual absl::Status AddReasoningParser(const std::string& name,
                                           const std::string& description,
                                           ReasoningParserFormat format) = 0;
+  // A decoder reranker's prompt and score tokens (kind "rerank_format"),
+  // which a model names with `rerank_format=<name>`.
+  virtual absl::Status AddRerankFormat(const std::string& name,
+                                       const std::string& description,
+                                       RerankFormat format) = 0;
   // A workflow recipe; its components may come from this plug-in or any
   // other registration.
   virtual absl::Status AddWorkflow(Workflow workflow) = 0;

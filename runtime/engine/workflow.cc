@@ -132,6 +132,13 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
     }
     w.output_processor = *overrides.sampler;
   }
+  if (overrides.rerank_format.has_value() &&
+      (config.is_encoder || !w.Supports(Task::kRerank))) {
+    return Unsupported(arch, absl::StrCat(
+        "rerank_format=", *overrides.rerank_format,
+        " only applies to a causal LM served with task=rerank; workflow ",
+        w.name, " serves ", TaskList(w)));
+  }
   w.model_class = spec.model_class.empty() ? arch : spec.model_class;
   w.bidirectional = bidirectional;
   return w;

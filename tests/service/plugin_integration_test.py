@@ -301,6 +301,7 @@ class PluginTest(unittest.TestCase):
             "token_head": ["bge_m3_sparse", "bge_m3_colbert"],
             "tool_parser": ["hermes", "llama3_json", "mistral"],
             "reasoning_parser": ["think", "none"],
+            "rerank_format": ["qwen3"],
             "config_parser": ["bert", "llama"],
             "model_runner": ["cpu"],
             "device": ["cpu"],

@@ -88,6 +88,11 @@ class WorkflowsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         models = [(n, model_dir(n)) for n in EMBEDDERS + DECODERS + HEADS]
+        # A decoder reranker: a causal LM served with task=rerank (the
+        # qwen3 rerank format is the default; named here to check the
+        # option).
+        models.append(("qwen3-reranker", model_dir("qwen3-reranker-tiny") +
+                       ",task=rerank,rerank_format=qwen3,max-input-tokens=320"))
         cls.stories = lib.stories_dir()
         cls.has_stories = os.path.isfile(os.path.join(cls.stories, "config.json"))
         if cls.has_stories:
@@ -297,6 +302,82 @@ class WorkflowsTest(unittest.TestCase):
         self.assertEqual(len(top.results), 1)
         self.assertEqual(top.results[0].index, r.results[0].index)
         self.assertFalse(top.results[0].HasField("document"))
+
+    def test_decoder_reranker_scores_match_reference(self):
+        """Qwen3-Reranker's recipe: the pair in its prompt, tokenized apart
+        (prefix, pair, suffix; no special tokens), scored by the sigmoid of
+        logit("yes") - logit("no") at the last position (= P(yes) among the
+        two), against the NumPy reference's logits; abs error <= 1e-4."""
+        name = "qwen3-reranker"
+        info = self.info[name]
+        self.assertEqual(info.workflow, "decoder_rerank")
+        self.assertEqual(info.components["input_processor"], "decoder_rerank_prompt")
+        self.assertEqual(info.components["output_processor"], "token_logit_scores")
+        prefix = ("<|im_start|>system\nJudge whether the Document meets the "
+                  "requirements based on the Query and the Instruct provided. "
+                  "Note that the answer can only be \"yes\" or \"no\"."
+                  "<|im_end|>\n<|im_start|>user\n")
+        suffix = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+        instruction = ("Given a web search query, retrieve relevant passages "
+                       "that answer the query")
+        query = "what does a reranker do?"
+        docs = ["it scores documents against a query",
+                "bananas are yellow",
+                "a decoder reranker judges the query and the document " * 3]
+        r = self.stub.Rerank(IPB.RerankRequest(
+            model=name, query=query, documents=docs, raw_scores=True))
+        self.assertEqual(len(r.results), 3)
+        raw = {x.index: x.score for x in r.results}
+        r = self.stub.Rerank(IPB.RerankRequest(
+            model=name, query=query, documents=docs))
+        model = ref_model("qwen3-reranker-tiny")
+        # The score tokens' ids: the vocabulary's entries "yes" and "no"
+        # (as transformers' convert_tokens_to_ids finds them).
+        with open(os.path.join(model_dir("qwen3-reranker-tiny"),
+                               "tokenizer.json"), encoding="utf-8") as f:
+            vocab = json.load(f)["model"]["vocab"]
+        yes, no = [vocab["yes"]], [vocab["no"]]
+        head = self.tokenize(name, prefix, special=False)
+        tail = self.tokenize(name, suffix, special=False)
+        limit = info.max_input_tokens
+        self.assertEqual(limit, 320)
+
+        def prompt_ids(document):
+            # The pair cut at its end to fit the model (the reference
+            # implementation's truncation of the middle text).
+            pair = (f"<Instruct>: {instruction}\n<Query>: {query}\n"
+                    f"<Document>: {document}")
+            ids = self.tokenize(name, pair, special=False)
+            return head + ids[:limit - len(head) - len(tail)] + tail
+
+        spread = []
+        for res in r.results:
+            ids = prompt_ids(docs[res.index])
+            _, logits = model.forward(ids)
+            diff = float(logits[-1][yes[0]]) - float(logits[-1][no[0]])
+            self.assertAlmostEqual(raw[res.index], diff, delta=1e-4)
+            self.assertAlmostEqual(res.score, 1 / (1 + math.exp(-diff)), delta=1e-4)
+            spread.append(res.score)
+        self.assertEqual(spread, sorted(spread, reverse=True))
+        self.assertGreater(max(spread) - min(spread), 1e-6)  # not constant
+        # A pair past the model's length is cut at its end when allowed...
+        long_doc = "word " * (2 * limit)
+        cut = self.stub.Rerank(IPB.RerankRequest(
+            model=name, query=query, documents=[long_doc], raw_scores=True))
+        ids = prompt_ids(long_doc)
+        self.assertEqual(len(ids), limit)
+        _, logits = model.forward(ids)
+        self.assertAlmostEqual(cut.results[0].score,
+                               float(logits[-1][yes[0]]) - float(logits[-1][no[0]]),
+                               delta=1e-4)
+        # ... and refused, naming the document, when not.
+        with self.assertRaises(GRPC.RpcError) as cm:
+            self.stub.Rerank(IPB.RerankRequest(
+                model=name, query=query, documents=["ok", long_doc],
+                truncate=False))
+        self.assertEqual(cm.exception.code(), GRPC.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("document 1 has", cm.exception.details())
+        self.assertIn("at most 320", cm.exception.details())
 
     def test_classify_probabilities_match_reference(self):
         for name, multi in (("bert-classifier", False), ("bert-multilabel", True),

@@ -137,6 +137,53 @@ TEST(ModelManagerTest, UnregisteredOutputFormatsAreAStartupError) {
   EXPECT_TRUE(manager.ok()) << manager.status();
 }
 
+// Decoder rerankers: a causal LM with task=rerank runs decoder_rerank with
+// the qwen3 format; a format that is not registered, one whose score
+// tokens the tokenizer lacks, and the option on an encoder are refused
+// with what to change.
+TEST(ModelManagerTest, DecoderRerankerFormats) {
+  auto Has = [](const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+  };
+  std::vector<ModelSpec> specs = Specs(1);
+  specs[0].path = TestModel("qwen3-reranker-tiny");
+  specs[0].overrides.task = "rerank";
+  auto manager = ModelManager::Create(specs);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  EXPECT_EQ((*manager)->models()[0]->workflow().name, "decoder_rerank");
+  (*manager)->LoadAll();
+  EXPECT_EQ((*manager)->models()[0]->state(), ModelState::kReady)
+      << (*manager)->models()[0]->info().error;
+
+  specs[0].overrides.rerank_format = "bge_gemma";
+  manager = ModelManager::Create(specs);
+  ASSERT_FALSE(manager.ok());
+  std::string msg(manager.status().message());
+  EXPECT_TRUE(Has(msg, "rerank_format 'bge_gemma', which is not "
+                            "registered (registered: qwen3)"))
+      << msg;
+
+  // qwen3-tiny's small vocabulary has no "no" / "yes" token.
+  specs[0].path = TestModel("qwen3-tiny");
+  specs[0].overrides.rerank_format.reset();
+  manager = ModelManager::Create(specs);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  (*manager)->LoadAll();
+  ASSERT_EQ((*manager)->models()[0]->state(), ModelState::kFailed);
+  msg = (*manager)->models()[0]->info().error;
+  EXPECT_TRUE(Has(msg, "scores with the token 'no'")) << msg;
+  EXPECT_TRUE(Has(msg, "rerank_format=NAME")) << msg;
+
+  specs[0].path = TestModel("xlmr-reranker");
+  specs[0].overrides.rerank_format = "qwen3";
+  manager = ModelManager::Create(specs);
+  ASSERT_FALSE(manager.ok());
+  msg = std::string(manager.status().message());
+  EXPECT_TRUE(Has(msg, "only applies to a causal LM served with "
+                            "task=rerank"))
+      << msg;
+}
+
 // A scratch directory removed at the end of the test.
 class TempDir {
  public:

@@ -1,0 +1,22 @@
+#include "runtime/engine/rerank_format.h"
+
+#include "absl/strings/str_replace.h"
+
+namespace inferd {
+
+std::string RerankFormat::Pair(const std::string& query,
+                               const std::string& document) const {
+  // One pass, so a query that contains "{document}" stays as it is.
+  return absl::StrReplaceAll(pair, {{"{instruction}", instruction},
+                                    {"{query}", query},
+                                    {"{document}", document}});
+}
+
+Registry<RerankFormat>& RerankFormats() {
+  static auto* const registry = new Registry<RerankFormat>(
+      "rerank_format",
+      "a decoder reranker's prompt and the tokens whose logits score it");
+  return *registry;
+}
+
+}  // namespace inferd

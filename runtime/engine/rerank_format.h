@@ -1,0 +1,46 @@
+// Decoder rerankers: a causal LM that judges a (query, document) pair from
+// the prompt it was trained on, scored by the logits of chosen tokens at the
+// prompt's last position (Qwen3-Reranker: "no" / "yes"). A RerankFormat is
+// that prompt and those tokens, registered by name (registry kind
+// "rerank_format"); a model served with `task=rerank` on a causal LM
+// architecture runs the decoder_rerank workflow with the format named by
+// its `rerank_format=` option (default qwen3). Immutable; thread-safe.
+#ifndef INFERD_RUNTIME_ENGINE_RERANK_FORMAT_H_
+#define INFERD_RUNTIME_ENGINE_RERANK_FORMAT_H_
+
+#include <string>
+#include <vector>
+
+#include "runtime/common/registry.h"
+
+namespace inferd {
+
+struct RerankFormat {
+  // Tokenized apart, in this order, without special tokens: prefix, the
+  // pair (its {instruction}, {query} and {document} replaced), suffix. A
+  // pair too long for the model is cut at its end (the document's end),
+  // as the reference implementations truncate it.
+  std::string prefix;
+  std::string pair;
+  std::string suffix;
+  // {instruction}'s value.
+  std::string instruction;
+  // The score from the last position's logits: logit(tokens[1]) -
+  // logit(tokens[0]) for two (its sigmoid is P(tokens[1]) among the two, the
+  // judge's probability of "yes"), logit(tokens[0]) for one. Each must be
+  // one token of the model's vocabulary.
+  std::vector<std::string> score_tokens;
+
+  // The pair text of one document.
+  std::string Pair(const std::string& query, const std::string& document) const;
+};
+
+// The rerank_format kind's registry.
+Registry<RerankFormat>& RerankFormats();
+
+// The format a model uses without a `rerank_format=` option.
+inline constexpr char kDefaultRerankFormat[] = "qwen3";
+
+}  // namespace inferd
+
+#endif  // INFERD_RUNTIME_ENGINE_RERANK_FORMAT_H_
