@@ -192,7 +192,7 @@ absl::StatusOr<std::unique_ptr<InputProcessor>> MakeInput(
 absl::Status ResolveRerankFormat(const ServedModel& model,
                                  std::shared_ptr<const RerankFormat>* format,
                                  std::vector<int32_t>* ids) {
-  if (model.config().is_encoder || !model.workflow().Supports(Task::kRerank)) {
+  if (!UsesRerankFormat(model.config(), model.workflow())) {
     return absl::OkStatus();
   }
   const std::string name =

@@ -193,7 +193,7 @@ absl::Status ServedModel::CheckComponents() const {
   if (o.reasoning_parser) {
     needed.emplace_back(&ReasoningParsers(), *o.reasoning_parser);
   }
-  if (!config_.is_encoder && workflow_.Supports(Task::kRerank)) {
+  if (UsesRerankFormat(config_, workflow_)) {
     needed.emplace_back(&RerankFormats(),
                         o.rerank_format.value_or(kDefaultRerankFormat));
   }

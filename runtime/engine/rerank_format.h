@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "runtime/common/registry.h"
+#include "runtime/engine/workflow.h"
+#include "runtime/loader/model_config.h"
 
 namespace inferd {
 
@@ -40,6 +42,12 @@ Registry<RerankFormat>& RerankFormats();
 
 // The format a model uses without a `rerank_format=` option.
 inline constexpr char kDefaultRerankFormat[] = "qwen3";
+
+// Whether a model reranks as a decoder (a causal LM whose workflow serves
+// rerank), i.e. needs a rerank format.
+inline bool UsesRerankFormat(const ModelConfig& config, const Workflow& w) {
+  return !config.is_encoder && w.Supports(Task::kRerank);
+}
 
 }  // namespace inferd
 

@@ -7,6 +7,7 @@
 #include "runtime/common/registry.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/engine/components.h"
+#include "runtime/engine/rerank_format.h"
 #include "runtime/model/attention_backend.h"
 
 namespace inferd {
@@ -133,7 +134,7 @@ absl::StatusOr<Workflow> SelectWorkflow(const ModelConfig& config,
     w.output_processor = *overrides.sampler;
   }
   if (overrides.rerank_format.has_value() &&
-      (config.is_encoder || !w.Supports(Task::kRerank))) {
+      !UsesRerankFormat(config, w)) {
     return Unsupported(arch, absl::StrCat(
         "rerank_format=", *overrides.rerank_format,
         " only applies to a causal LM served with task=rerank; workflow ",
