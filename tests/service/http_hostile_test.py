@@ -272,12 +272,26 @@ class HostileHttpTest(unittest.TestCase):
             time.sleep(0.2)
         self.assertEqual(state(), (0, 0, 0))
 
+    def reported(self):
+        """Generations of model llm counted as finished, every reason."""
+        return lib.metric_sum(self.server.scrape(),
+                              "inferd_request_success_total", {"model": "llm"})
+
+    def wait_reported(self, count):
+        """Polls the metrics until `count` generations are counted (at most
+        120 s)."""
+        deadline = time.monotonic() + 120
+        while self.reported() < count and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertGreaterEqual(self.reported(), count)
+
     def test_a_client_leaving_a_non_streamed_request_aborts_it(self):
         """16 samples x 2,000 tokens, not streamed; the client leaves once
         the headers came: the heartbeat write fails, the generation is
         aborted (cancelled) long before its 32,000 tokens."""
         tokens_before = self.metric("inferd_generation_tokens_total",
                                     model="llm")
+        reported_before = self.reported()
         cancelled_before = self.metric("inferd_request_success_total",
                                        model="llm",
                                        finished_reason="cancelled")
@@ -296,6 +310,10 @@ class HostileHttpTest(unittest.TestCase):
                 head += chunk
             self.assertTrue(head.startswith(b"HTTP/1.1 200"), head[:200])
         self.wait_idle()
+        # The engine frees a sequence before its final chunk reaches the
+        # request layer (the output thread delivers it): wait until this
+        # generation is counted, whatever its finish reason.
+        self.wait_reported(reported_before + 1)
         generated = self.metric("inferd_generation_tokens_total",
                                 model="llm") - tokens_before
         cancelled = self.metric("inferd_request_success_total", model="llm",

@@ -289,6 +289,17 @@ def metric_value(text, name, labels):
     raise AssertionError(f"metric {name}{labels} not found")
 
 
+def metric_sum(text, name, labels):
+    """The sum of the samples `name` whose labels include `labels` (0 when
+    none is exported yet): e.g. a counter over every finish reason."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(
+                f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def run_unittest(argv):
     """Runs the module's unittest cases and prints the plain summary line."""
     import unittest
