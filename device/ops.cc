@@ -80,9 +80,15 @@ absl::Status CheckAttentionParams(const AttentionParams& p) {
         absl::StrCat("attention: num_heads ", p.num_heads,
                      " is not a multiple of num_kv_heads ", p.num_kv_heads));
   }
-  if (p.sliding_window < 0 || (p.sliding_window > 0 && !p.causal)) {
+  if (p.sliding_window < 0) {
     return absl::InvalidArgumentError(
-        "attention: sliding_window must be >= 0 and needs causal");
+        "attention: sliding_window must be >= 0");
+  }
+  if (p.relative_bias_radius < 0 ||
+      (p.relative_bias == nullptr && p.relative_bias_radius != 0)) {
+    return absl::InvalidArgumentError(
+        "attention: relative_bias_radius must be >= 0, and 0 without a "
+        "relative_bias table");
   }
   if (p.scale < 0 || p.logits_soft_cap < 0) {
     return absl::InvalidArgumentError(
@@ -535,6 +541,10 @@ absl::Status PagedAttention(const ExecutionContext& ctx, const TensorView& q,
   INFERD_DEVICE_RETURN_IF_ERROR(CheckAttentionParams(params));
   if (!params.causal) {
     return absl::InvalidArgumentError("PagedAttention: params.causal must be true");
+  }
+  if (params.relative_bias != nullptr) {
+    return absl::InvalidArgumentError(
+        "PagedAttention: relative_bias is for VarlenAttention only");
   }
   INFERD_DEVICE_RETURN_IF_ERROR(CheckCaches(k_cache, v_cache));
   if (k_cache.shape[2] != params.num_kv_heads ||

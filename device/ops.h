@@ -301,7 +301,9 @@ struct AttentionParams {
   float scale = 0.0f;    // 0 = 1 / sqrt(head_dim)
   bool causal = true;
   // > 0: a query at position p sees keys at positions in (p - window, p]
-  // (transformers' Mistral convention; needs causal).
+  // (transformers' Mistral convention) when causal; without causal, the
+  // keys within window - 1 of it on either side (|p - j| < window: local
+  // attention of bidirectional encoders, ModernBERT).
   int sliding_window = 0;
   // > 0: scores = cap * tanh(scores / cap) before softmax (Gemma 2).
   float logits_soft_cap = 0.0f;
@@ -310,6 +312,14 @@ struct AttentionParams {
   // (CPU: VarlenAttention with vdpbf16ps on AVX512_BF16); models whose
   // weights are BF16 ask for it.
   bool bf16_products = false;
+  // Non-null: an additive bias by relative position, per query head,
+  // [num_heads][2 * relative_bias_radius + 1] F32 in host memory: the score
+  // of query position p and key position j gains
+  // relative_bias[h][clamp(j - p, -radius, radius) + radius] after scaling
+  // and before softmax (MPNet's bucketed bias; ALiBi's -slope * |j - p|
+  // with a radius of the longest sequence). VarlenAttention only.
+  const float* relative_bias = nullptr;
+  int relative_bias_radius = 0;
 };
 
 // Prefill-only attention over packed variable-length sequences, no cache.

@@ -481,6 +481,25 @@ def encoder_config(arch, family, vocab, s, extra):
     }
     if xlmr:
         cfg.update({"bos_token_id": 0, "eos_token_id": 2})
+    if family == "jina":
+        # jina-embeddings-v2's config: BERT's keys with ALiBi and a GEGLU
+        # MLP (no position table).
+        cfg.update({"position_embedding_type": "alibi",
+                    "feed_forward_type": "geglu",
+                    "max_position_embeddings": 8192,
+                    "attn_implementation": "torch",
+                    "auto_map": {"AutoConfig": "jinaai/jina-bert-implementation--configuration_bert.JinaBertConfig",
+                                 "AutoModel": "jinaai/jina-bert-implementation--modeling_bert.JinaBertModel"}})
+    if family == "mpnet":
+        # MPNetConfig's keys: no token types or position type; RoBERTa's
+        # ids and positions; the relative-position bias.
+        for key in ("type_vocab_size", "position_embedding_type",
+                    "classifier_dropout", "use_cache"):
+            del cfg[key]
+        cfg.update({"model_type": "mpnet", "max_position_embeddings": 514,
+                    "layer_norm_eps": 1e-05, "pad_token_id": 1,
+                    "bos_token_id": 0, "eos_token_id": 2,
+                    "relative_attention_num_buckets": 32})
     cfg.update(extra)
     return dict(sorted(cfg.items()))
 
@@ -488,23 +507,45 @@ def encoder_config(arch, family, vocab, s, extra):
 def encoder_specs(cfg, prefix, pooler, head):
     """(name, shape) list in HF naming for BERT / XLM-R models."""
     H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
-    P, T = cfg["max_position_embeddings"], cfg["type_vocab_size"]
+    P = cfg["max_position_embeddings"]
+    mpnet = cfg["model_type"] == "mpnet"
+    jina = cfg.get("position_embedding_type") == "alibi"
     p = prefix
-    specs = [(p + "embeddings.word_embeddings.weight", (V, H)),
-             (p + "embeddings.position_embeddings.weight", (P, H)),
-             (p + "embeddings.token_type_embeddings.weight", (T, H)),
-             (p + "embeddings.LayerNorm.weight", (H,)),
-             (p + "embeddings.LayerNorm.bias", (H,))]
+    specs = [(p + "embeddings.word_embeddings.weight", (V, H))]
+    if not jina:
+        specs += [(p + "embeddings.position_embeddings.weight", (P, H))]
+    if not mpnet:
+        specs += [(p + "embeddings.token_type_embeddings.weight",
+                   (cfg["type_vocab_size"], H))]
+    specs += [(p + "embeddings.LayerNorm.weight", (H,)),
+              (p + "embeddings.LayerNorm.bias", (H,))]
+    if mpnet:
+        specs += [(p + "encoder.relative_attention_bias.weight",
+                   (cfg["relative_attention_num_buckets"],
+                    cfg["num_attention_heads"]))]
     for i in range(cfg["num_hidden_layers"]):
         L = "%sencoder.layer.%d." % (p, i)
-        for m in ("query", "key", "value"):
-            specs += [(L + "attention.self.%s.weight" % m, (H, H)),
-                      (L + "attention.self.%s.bias" % m, (H,))]
-        specs += [(L + "attention.output.dense.weight", (H, H)),
-                  (L + "attention.output.dense.bias", (H,)),
-                  (L + "attention.output.LayerNorm.weight", (H,)),
-                  (L + "attention.output.LayerNorm.bias", (H,)),
-                  (L + "intermediate.dense.weight", (I, H)),
+        if mpnet:
+            for m in ("q", "k", "v", "o"):
+                specs += [(L + "attention.attn.%s.weight" % m, (H, H)),
+                          (L + "attention.attn.%s.bias" % m, (H,))]
+            specs += [(L + "attention.LayerNorm.weight", (H,)),
+                      (L + "attention.LayerNorm.bias", (H,))]
+        else:
+            for m in ("query", "key", "value"):
+                specs += [(L + "attention.self.%s.weight" % m, (H, H)),
+                          (L + "attention.self.%s.bias" % m, (H,))]
+            specs += [(L + "attention.output.dense.weight", (H, H)),
+                      (L + "attention.output.dense.bias", (H,)),
+                      (L + "attention.output.LayerNorm.weight", (H,)),
+                      (L + "attention.output.LayerNorm.bias", (H,))]
+        if jina:
+            specs += [(L + "mlp.gated_layers.weight", (2 * I, H)),
+                      (L + "mlp.wo.weight", (H, I)), (L + "mlp.wo.bias", (H,)),
+                      (L + "mlp.layernorm.weight", (H,)),
+                      (L + "mlp.layernorm.bias", (H,))]
+            continue
+        specs += [(L + "intermediate.dense.weight", (I, H)),
                   (L + "intermediate.dense.bias", (I,)),
                   (L + "output.dense.weight", (H, I)),
                   (L + "output.dense.bias", (H,)),
@@ -519,6 +560,174 @@ def encoder_specs(cfg, prefix, pooler, head):
         specs += [("classifier.dense.weight", (H, H)), ("classifier.dense.bias", (H,)),
                   ("classifier.out_proj.weight", (n, H)), ("classifier.out_proj.bias", (n,))]
     return specs
+
+
+def nomic_config(arch, vocab, s, extra):
+    """nomic-embed-text-v1.5's config.json: nomic's remote-code keys."""
+    cfg = {
+        "activation_function": "swiglu",
+        "architectures": [arch],
+        "attn_pdrop": 0.0,
+        "auto_map": {"AutoConfig": "nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig",
+                     "AutoModel": "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel"},
+        "bos_token_id": None,
+        "causal": False,
+        "embd_pdrop": 0.0,
+        "eos_token_id": None,
+        "layer_norm_epsilon": 1e-12,
+        "mlp_fc1_bias": False,
+        "mlp_fc2_bias": False,
+        "model_type": "nomic_bert",
+        "n_embd": s["hidden"],
+        "n_head": s["heads"],
+        "n_inner": s["ffn"],
+        "n_layer": s["layers"],
+        "n_positions": 8192,
+        "pad_vocab_size_multiple": 64,
+        "prenorm": False,
+        "qkv_proj_bias": False,
+        "resid_pdrop": 0.0,
+        "rotary_emb_base": 1000,
+        "rotary_emb_fraction": 1.0,
+        "rotary_emb_interleaved": False,
+        "rotary_scaling_factor": None,
+        "type_vocab_size": 2,
+        "use_cache": True,
+        "vocab_size": vocab,
+    }
+    cfg.update(extra)
+    return dict(sorted(cfg.items()))
+
+
+def nomic_specs(cfg):
+    """(name, shape) list in nomic's remote-code naming."""
+    H, I, V = cfg["n_embd"], cfg["n_inner"], cfg["vocab_size"]
+    specs = [("embeddings.word_embeddings.weight", (V, H)),
+             ("embeddings.token_type_embeddings.weight", (cfg["type_vocab_size"], H)),
+             ("emb_ln.weight", (H,)), ("emb_ln.bias", (H,))]
+    for i in range(cfg["n_layer"]):
+        L = "encoder.layers.%d." % i
+        specs += [(L + "attn.Wqkv.weight", (3 * H, H)),
+                  (L + "attn.out_proj.weight", (H, H)),
+                  (L + "mlp.fc11.weight", (I, H)),
+                  (L + "mlp.fc12.weight", (I, H)),
+                  (L + "mlp.fc2.weight", (H, I)),
+                  (L + "norm1.weight", (H,)), (L + "norm1.bias", (H,)),
+                  (L + "norm2.weight", (H,)), (L + "norm2.bias", (H,))]
+    return specs
+
+
+def gte_config(arch, vocab, s, extra):
+    """gte-base-en-v1.5's config.json: Alibaba's remote-code NewConfig."""
+    cfg = {
+        "architectures": [arch],
+        "attention_probs_dropout_prob": 0.0,
+        "auto_map": {"AutoConfig": "Alibaba-NLP/new-impl--configuration.NewConfig",
+                     "AutoModel": "Alibaba-NLP/new-impl--modeling.NewModel"},
+        "classifier_dropout": None,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": s["hidden"],
+        "initializer_range": 0.02,
+        "intermediate_size": s["ffn"],
+        "layer_norm_eps": 1e-12,
+        "layer_norm_type": "layer_norm",
+        "logn_attention_clip1": False,
+        "logn_attention_scale": False,
+        "max_position_embeddings": 8192,
+        "model_type": "new",
+        "num_attention_heads": s["heads"],
+        "num_hidden_layers": s["layers"],
+        "pack_qkv": True,
+        "pad_token_id": 0,
+        "position_embedding_type": "rope",
+        "rope_scaling": {"factor": 2.0, "type": "ntk"},
+        "rope_theta": 500000,
+        "transformers_version": TRANSFORMERS_VERSION,
+        "type_vocab_size": 0,
+        "unpad_inputs": False,
+        "use_memory_efficient_attention": False,
+        "vocab_size": vocab,
+    }
+    cfg.update(extra)
+    return dict(sorted(cfg.items()))
+
+
+def gte_specs(cfg):
+    """(name, shape) list in GTE's remote-code naming."""
+    H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    specs = [("embeddings.word_embeddings.weight", (V, H))]
+    if cfg["type_vocab_size"] > 0:
+        specs += [("embeddings.token_type_embeddings.weight", (cfg["type_vocab_size"], H))]
+    specs += [("embeddings.LayerNorm.weight", (H,)), ("embeddings.LayerNorm.bias", (H,))]
+    for i in range(cfg["num_hidden_layers"]):
+        L = "encoder.layer.%d." % i
+        specs += [(L + "attention.qkv_proj.weight", (3 * H, H)),
+                  (L + "attention.qkv_proj.bias", (3 * H,)),
+                  (L + "attention.o_proj.weight", (H, H)),
+                  (L + "attention.o_proj.bias", (H,)),
+                  (L + "attn_ln.weight", (H,)), (L + "attn_ln.bias", (H,)),
+                  (L + "mlp.up_gate_proj.weight", (2 * I, H)),
+                  (L + "mlp.down_proj.weight", (H, I)),
+                  (L + "mlp.down_proj.bias", (H,)),
+                  (L + "mlp_ln.weight", (H,)), (L + "mlp_ln.bias", (H,))]
+    return specs
+
+
+def modernbert_config(arch, vocab, s, extra):
+    """ModernBERT-base's config.json keys (a local window of 8 so short
+    texts cross it; four layers: global, local, local, global)."""
+    cfg = {
+        "architectures": [arch],
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "classifier_activation": "gelu",
+        "classifier_bias": False,
+        "classifier_dropout": 0.0,
+        "classifier_pooling": "mean",
+        "decoder_bias": True,
+        "deterministic_flash_attn": False,
+        "embedding_dropout": 0.0,
+        "global_attn_every_n_layers": 3,
+        "global_rope_theta": 160000.0,
+        "hidden_activation": "gelu",
+        "hidden_size": s["hidden"],
+        "initializer_cutoff_factor": 2.0,
+        "initializer_range": 0.02,
+        "intermediate_size": s["ffn"],
+        "local_attention": 8,
+        "local_rope_theta": 10000.0,
+        "max_position_embeddings": 8192,
+        "mlp_bias": False,
+        "mlp_dropout": 0.0,
+        "model_type": "modernbert",
+        "norm_bias": False,
+        "norm_eps": 1e-05,
+        "num_attention_heads": s["heads"],
+        "num_hidden_layers": 4,
+        "transformers_version": TRANSFORMERS_VERSION,
+        "vocab_size": vocab,
+    }
+    cfg.update(extra)
+    return dict(sorted(cfg.items()))
+
+
+def modernbert_specs(cfg):
+    """(name, shape) list in ModernBertModel's naming (layer 0 has no
+    attn_norm; norms without biases)."""
+    H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
+    specs = [("embeddings.tok_embeddings.weight", (V, H)),
+             ("embeddings.norm.weight", (H,))]
+    for i in range(cfg["num_hidden_layers"]):
+        L = "layers.%d." % i
+        if i > 0:
+            specs += [(L + "attn_norm.weight", (H,))]
+        specs += [(L + "attn.Wqkv.weight", (3 * H, H)),
+                  (L + "attn.Wo.weight", (H, H)),
+                  (L + "mlp_norm.weight", (H,)),
+                  (L + "mlp.Wi.weight", (2 * I, H)),
+                  (L + "mlp.Wo.weight", (H, I))]
+    return specs + [("final_norm.weight", (H,))]
 
 
 def decoder_config(arch, family, vocab, s, extra):
@@ -652,12 +861,18 @@ def init_tensor(rng, name, shape, encoder):
     norms near 1, biases small, so outputs vary without blowing up."""
     if name.endswith("position_ids"):
         return np.arange(shape[-1], dtype=np.int64).reshape(shape)
-    if "LayerNorm" in name or "layernorm" in name or name.endswith("norm.weight"):
+    if ("LayerNorm" in name or "layernorm" in name or name.endswith("norm.weight")
+            or ".norm1." in name or ".norm2." in name or name.startswith("emb_ln")
+            or "attn_ln" in name or "mlp_ln" in name or name.endswith("_norm.weight")
+            or name == "embeddings.norm.weight"):
         if name.endswith("bias"):
             return 0.05 * rng.standard_normal(shape, dtype=np.float32)
         return 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
     if name.endswith("bias"):
         return 0.1 * rng.standard_normal(shape, dtype=np.float32)
+    if name.endswith("relative_attention_bias.weight"):
+        # Biases of a few units: they move the attention visibly.
+        return rng.standard_normal(shape, dtype=np.float32)
     if "embeddings" in name or "embed_tokens" in name:
         scale = 0.5 if encoder else 1.0
         return scale * rng.standard_normal(shape, dtype=np.float32)
@@ -698,6 +913,32 @@ MODELS = {
     "bge-m3-st": dict(kind="encoder", family="xlmr", arch="XLMRobertaModel",
                       tok="xlmr", shape=TINY_ENC, pooling="cls", normalize=True,
                       m3_heads="safetensors"),
+    # JinaBERT v2 (jina-embeddings-v2-small-en's layout: JinaBertModel,
+    # BERT's config keys with ALiBi, mean pooling, normalized).
+    "jina-embed": dict(kind="encoder", family="jina", arch="JinaBertModel",
+                       tok="bert", shape=TINY_ENC, pooling="mean",
+                       normalize=True),
+    # MPNet (all-mpnet-base-v2's layout: MPNetForMaskedLM's config, the
+    # encoder's tensors, mean pooling, normalized).
+    "mpnet-embed": dict(kind="encoder", family="mpnet", arch="MPNetForMaskedLM",
+                        tok="xlmr", shape=TINY_ENC, pooling="mean",
+                        normalize=True),
+    # NomicBERT (nomic-embed-text-v1.5's layout: remote-code config keys
+    # and tensor names, mean pooling, normalized, task prompts).
+    "nomic-embed": dict(kind="nomic", family="nomic", arch="NomicBertModel",
+                        tok="bert", shape=TINY_ENC, pooling="mean",
+                        normalize=True,
+                        prompts={"query": "search_query: ",
+                                 "document": "search_document: "}),
+    # GTE "new" (gte-base-en-v1.5's layout: remote-code config with ntk
+    # rope scaling, its tensor names, CLS pooling, normalized).
+    "gte-embed": dict(kind="gte", family="gte", arch="NewModel", tok="bert",
+                      shape=TINY_ENC, pooling="cls", normalize=True),
+    # ModernBERT (modernbert-embed's layout: ModernBertModel, mean pooling,
+    # normalized).
+    "modernbert-embed": dict(kind="modernbert", family="modernbert",
+                             arch="ModernBertModel", tok="bert",
+                             shape=TINY_ENC, pooling="mean", normalize=True),
     # RoBERTa: XLM-RoBERTa's modeling under model_type "roberta".
     "roberta-embed": dict(kind="encoder", family="xlmr", arch="RobertaModel",
                           tok="xlmr", shape=TINY_ENC, pooling="mean",
@@ -798,6 +1039,20 @@ MODELS = {
         kind="decoder", family="qwen3", arch="Qwen3Model", tok="qwen2",
         shape=TINY_QWEN, pooling="lasttoken", normalize=True,
         prompts=QWEN_PROMPTS, extra={"tie_word_embeddings": False}),
+    # EmbeddingGemma's layout: Gemma3TextModel with
+    # use_bidirectional_attention (a sliding layer then a global one; window
+    # 8 -> keys within |i - j| < 5), mean pooling, two Dense projections,
+    # normalized, task prompts.
+    "embeddinggemma-tiny": dict(
+        kind="decoder", family="gemma3_text", arch="Gemma3TextModel",
+        tok="llama",
+        shape=dict(TINY_DEC, layers=2, max_pos=2048, window=8, qpas=16,
+                   pattern=2, rope_theta=1000000.0),
+        pooling="mean", normalize=True, dense=(128, 64),
+        prompts={"query": "task: search result | query: ",
+                 "document": "title: none | text: "},
+        extra={"use_bidirectional_attention": True,
+               "tie_word_embeddings": True}),
     "mistral-embed": dict(
         kind="decoder", family="mistral", arch="MistralModel", tok="mistral",
         shape=dict(TINY_DEC, max_pos=4096), pooling="lasttoken", normalize=True,
@@ -819,15 +1074,36 @@ BENCH_SHAPES = {
 }
 
 
-def write_st_files(out_dir, spec, hidden):
+def write_st_files(out_dir, spec, hidden, rng):
     modules = [{"idx": 0, "name": "0", "path": "",
                 "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling",
                 "type": "sentence_transformers.models.Pooling"}]
+    # Dense projections after pooling (EmbeddingGemma: 768 -> 3072 -> 768,
+    # no bias, identity activation), each in <idx>_Dense.
+    features = hidden
+    for out_features in spec.get("dense", ()):
+        idx = len(modules)
+        path = "%d_Dense" % idx
+        os.makedirs(os.path.join(out_dir, path), exist_ok=True)
+        with open(os.path.join(out_dir, path, "config.json"), "w") as f:
+            json.dump({"in_features": features, "out_features": out_features,
+                       "bias": False,
+                       "activation_function": "torch.nn.modules.linear.Identity"},
+                      f, indent=2)
+        weight = (rng.standard_normal((out_features, features), dtype=np.float32)
+                  / np.float32(np.sqrt(features)))
+        write_safetensors(os.path.join(out_dir, path, "model.safetensors"),
+                          [("linear.weight", weight.shape, "f32")],
+                          lambda n, w=weight: w)
+        modules.append({"idx": idx, "name": str(idx), "path": path,
+                        "type": "sentence_transformers.models.Dense"})
+        features = out_features
     if spec.get("normalize"):
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+        idx = len(modules)
+        modules.append({"idx": idx, "name": str(idx), "path": "%d_Normalize" % idx,
                         "type": "sentence_transformers.models.Normalize"})
-        os.makedirs(os.path.join(out_dir, "2_Normalize"), exist_ok=True)
+        os.makedirs(os.path.join(out_dir, "%d_Normalize" % idx), exist_ok=True)
     with open(os.path.join(out_dir, "modules.json"), "w") as f:
         json.dump(modules, f, indent=2)
     os.makedirs(os.path.join(out_dir, "1_Pooling"), exist_ok=True)
@@ -849,7 +1125,7 @@ def write_st_files(out_dir, spec, hidden):
           "similarity_fn_name": "cosine"}
     with open(os.path.join(out_dir, "config_sentence_transformers.json"), "w") as f:
         json.dump(st, f, indent=2)
-    max_len = 512 if spec["kind"] == "encoder" else 4096
+    max_len = 512 if spec["kind"] in ("encoder", "nomic", "gte", "modernbert") else 4096
     with open(os.path.join(out_dir, "sentence_bert_config.json"), "w") as f:
         json.dump({"max_seq_length": max_len,
                    "do_lower_case": False}, f, indent=2)
@@ -862,7 +1138,16 @@ def build_model(name, spec, out_dir, dtype, shared_dir):
     if spec["family"] in ("qwen2", "qwen3") and tok_source.startswith("shared"):
         vocab = max(vocab, 151936)  # Qwen2 checkpoints pad the embedding table
     extra = dict(spec.get("extra", {}))
-    if spec["kind"] == "encoder":
+    if spec["kind"] == "nomic":
+        cfg = nomic_config(spec["arch"], vocab, spec["shape"], extra)
+        specs = nomic_specs(cfg)
+    elif spec["kind"] == "gte":
+        cfg = gte_config(spec["arch"], vocab, spec["shape"], extra)
+        specs = gte_specs(cfg)
+    elif spec["kind"] == "modernbert":
+        cfg = modernbert_config(spec["arch"], vocab, spec["shape"], extra)
+        specs = modernbert_specs(cfg)
+    elif spec["kind"] == "encoder":
         cfg = encoder_config(spec["arch"], spec["family"], vocab, spec["shape"], extra)
         head = spec.get("head")
         pooler = head != "xlmr"
@@ -887,17 +1172,18 @@ def build_model(name, spec, out_dir, dtype, shared_dir):
     cfg["torch_dtype"] = "bfloat16" if dtype == "bf16" else "float32"
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
+    hidden = cfg.get("hidden_size", cfg.get("n_embd"))
 
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     dtypes = [(n, s, "i64" if n.endswith("position_ids") else dtype) for n, s in specs]
     shapes = dict(specs)
-    encoder = spec["kind"] == "encoder"
+    encoder = spec["kind"] in ("encoder", "nomic", "gte", "modernbert")
     write_safetensors(os.path.join(out_dir, "model.safetensors"), dtypes,
                       lambda n: init_tensor(rng, n, shapes[n], encoder))
     if "pooling" in spec:
-        write_st_files(out_dir, spec, cfg["hidden_size"])
+        write_st_files(out_dir, spec, hidden, rng)
     if spec.get("m3_heads"):
-        write_m3_heads(out_dir, cfg["hidden_size"], rng, spec["m3_heads"])
+        write_m3_heads(out_dir, hidden, rng, spec["m3_heads"])
     return tok_source
 
 

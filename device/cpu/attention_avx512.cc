@@ -228,14 +228,26 @@ inline void SoftmaxTile(const AttnJob& job, int64_t q_begin, int64_t k0, int nk,
       if (i >= nr) continue;
       const int r = r0 + i;
       const int64_t pos = job.first_pos + q_begin + r / group;
-      int64_t lo = 0, hi = nk;
-      if (job.causal && pos + 1 - k0 < hi) hi = pos + 1 - k0;
-      if (job.window > 0 && pos - job.window + 1 - k0 > lo) {
-        lo = pos - job.window + 1 - k0;
-      }
-      // Masked (and capped) scores back into the row; -inf where masked.
+      int64_t lo, hi;
+      VisibleKeys(job, pos, k0, nk, &lo, &hi);
+      // Masked (capped, biased) scores back into the row; -inf where masked.
       const uint64_t mask = hi <= lo ? 0 : RangeMask(lo, hi);
       float* sr = s + r * kKeyTile;
+      // The relative bias of this row's head for the tile's keys: read in
+      // place where the tile's offsets lie inside the table, else clamped.
+      const float* bias = nullptr;
+      alignas(64) float clamped[kKeyTile];
+      if (job.rel_bias != nullptr) {
+        const int g = r % group;
+        const int64_t rad = job.rel_radius;
+        const int64_t rel0 = k0 - pos;
+        if (rel0 >= -rad && rel0 + kKeyTile - 1 <= rad) {
+          bias = job.rel_bias + g * (2 * rad + 1) + rel0 + rad;
+        } else {
+          for (int j = 0; j < kKeyTile; ++j) clamped[j] = RelBias(job, g, rel0 + j);
+          bias = clamped;
+        }
+      }
 #pragma GCC unroll 4
       for (int v = 0; v < kKeyVecs; ++v) {
         __m512 t = _mm512_load_ps(sr + 16 * v);
@@ -243,6 +255,7 @@ inline void SoftmaxTile(const AttnJob& job, int64_t q_begin, int64_t k0, int nk,
           const __m512 cap = _mm512_set1_ps(job.softcap);
           t = _mm512_mul_ps(cap, VTanh(_mm512_div_ps(t, cap)));
         }
+        if (bias != nullptr) t = _mm512_add_ps(t, _mm512_loadu_ps(bias + 16 * v));
         t = _mm512_mask_blend_ps(static_cast<__mmask16>(mask >> (16 * v)), neg_inf, t);
         _mm512_store_ps(sr + 16 * v, t);
         red[i] = _mm512_max_ps(red[i], t);
@@ -287,17 +300,6 @@ inline void SoftmaxTile(const AttnJob& job, int64_t q_begin, int64_t k0, int nk,
         ReduceLanes16(red, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
     const __m512 l_old = _mm512_maskz_loadu_ps(live, l + r0);
     _mm512_mask_storeu_ps(l + r0, live, _mm512_fmadd_ps(l_old, corr, sums));
-  }
-}
-
-// Keys the queries [q_begin, q_end) of job may see: [*begin, *end).
-inline void KeyRange(const AttnJob& job, int64_t q_begin, int64_t q_end, int64_t* begin,
-                     int64_t* end) {
-  *end = job.causal ? job.first_pos + q_end : job.kv_len;
-  *begin = 0;
-  if (job.window > 0) {
-    *begin = job.first_pos + q_begin - job.window + 1;
-    if (*begin < 0) *begin = 0;
   }
 }
 

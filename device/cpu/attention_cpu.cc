@@ -126,6 +126,11 @@ absl::Status VarlenAttention(const KernelContext& ctx, const TensorView& q,
       job.softcap = p.logits_soft_cap;
       job.window = p.sliding_window;
       job.causal = p.causal;
+      if (p.relative_bias != nullptr) {
+        job.rel_radius = p.relative_bias_radius;
+        job.rel_bias = p.relative_bias + int64_t{kvh} * group *
+                                             (2 * int64_t{p.relative_bias_radius} + 1);
+      }
       job.bf16 = bf16;
       jobs.push_back(job);
     }

@@ -76,13 +76,8 @@ inline void AttendTile(const AttnJob& job, int64_t q_begin, int64_t q_end,
   }
   for (int64_t e = 0; e < rows * d; ++e) acc[e] = 0.0f;
 
-  const int64_t last_pos = job.first_pos + q_end - 1;
-  const int64_t key_end = job.causal ? last_pos + 1 : job.kv_len;
-  int64_t key_begin = 0;
-  if (job.window > 0) {
-    key_begin = job.first_pos + q_begin - job.window + 1;
-    if (key_begin < 0) key_begin = 0;
-  }
+  int64_t key_begin, key_end;
+  KeyRange(job, q_begin, q_end, &key_begin, &key_end);
   for (int64_t k0 = key_begin; k0 < key_end; k0 += kKeyTile) {
     const int64_t nk = key_end - k0 < kKeyTile ? key_end - k0 : kKeyTile;
     for (int64_t j = 0; j < nk; ++j) {
@@ -91,11 +86,8 @@ inline void AttendTile(const AttnJob& job, int64_t q_begin, int64_t q_end,
     for (int64_t qi = q_begin; qi < q_end; ++qi) {
       const int64_t pos = job.first_pos + qi;
       // Visible keys of this tile: [lo, hi).
-      int64_t lo = 0, hi = nk;
-      if (job.causal && pos + 1 - k0 < hi) hi = pos + 1 - k0;
-      if (job.window > 0 && pos - job.window + 1 - k0 > lo) {
-        lo = pos - job.window + 1 - k0;
-      }
+      int64_t lo, hi;
+      VisibleKeys(job, pos, k0, nk, &lo, &hi);
       if (hi <= lo) continue;
       for (int g = 0; g < group; ++g) {
         const int64_t r = (qi - q_begin) * group + g;
@@ -106,6 +98,7 @@ inline void AttendTile(const AttnJob& job, int64_t q_begin, int64_t q_end,
           if (job.softcap > 0.0f) {
             s = job.softcap * ::inferd::cpu::FastTanh(s / job.softcap);
           }
+          if (job.rel_bias != nullptr) s += RelBias(job, g, k0 + j - pos);
           p[j] = s;
           tile_max = s > tile_max ? s : tile_max;
         }

@@ -373,7 +373,8 @@ void AttendSequence(const TensorView& q, int64_t q_row0, int64_t q_len,
       for (int64_t j = 0; j < kv_len; ++j) {
         const bool visible =
             (!p.causal || j <= pos) &&
-            (p.sliding_window == 0 || j > pos - p.sliding_window);
+            (p.sliding_window == 0 || j > pos - p.sliding_window) &&
+            (p.causal || p.sliding_window == 0 || j < pos + p.sliding_window);
         if (!visible) {
           scores[j] = -INFINITY;
           continue;
@@ -384,6 +385,11 @@ void AttendSequence(const TensorView& q, int64_t q_row0, int64_t q_len,
         s *= p.scale;
         if (p.logits_soft_cap > 0) {
           s = p.logits_soft_cap * std::tanh(s / p.logits_soft_cap);
+        }
+        if (p.relative_bias != nullptr) {
+          const int64_t r = p.relative_bias_radius;
+          const int64_t rel = std::min(std::max(j - pos, -r), r);
+          s += p.relative_bias[h * (2 * r + 1) + rel + r];
         }
         scores[j] = s;
         mx = std::max(mx, s);

@@ -352,6 +352,23 @@ void RegisterArchitectures() {
   AddArchitecture("RobertaModel", "RoBERTa encoder", Encoder());
   AddArchitecture("RobertaForSequenceClassification",
                   "RoBERTa classifier or cross-encoder", EncoderWithHead());
+  AddArchitecture("JinaBertModel", "JinaBERT v2 encoder (ALiBi)", Encoder());
+  AddArchitecture("JinaBertForMaskedLM",
+                  "JinaBERT v2 encoder (its masked-LM head unused)", Encoder());
+  AddArchitecture("MPNetModel", "MPNet encoder", Encoder());
+  AddArchitecture("MPNetForMaskedLM",
+                  "MPNet encoder (its masked-LM head unused)", Encoder());
+  AddArchitecture("NomicBertModel", "NomicBERT encoder (nomic-embed-text)",
+                  Encoder());
+  AddArchitecture("NewModel", "GTE \"new\" encoder (gte-base-en-v1.5)",
+                  Encoder());
+  AddArchitecture("GteModel", "GTE encoder (transformers' layout)",
+                  Encoder());
+  AddArchitecture("ModernBertModel",
+                  "ModernBERT encoder (gte-modernbert, modernbert-embed)",
+                  Encoder());
+  AddArchitecture("ModernBertForMaskedLM",
+                  "ModernBERT encoder (its masked-LM head unused)", Encoder());
   AddArchitecture("LlamaForCausalLM", "Llama causal LM", CausalLm());
   AddArchitecture("MistralForCausalLM", "Mistral causal LM", CausalLm());
   AddArchitecture("Qwen2ForCausalLM", "Qwen2 causal LM", CausalLm());
@@ -367,6 +384,10 @@ void RegisterArchitectures() {
                   "pooling)",
                   DecoderBase());
   AddArchitecture("LlamaModel", "Llama decoder embedder", DecoderBase());
+  AddArchitecture("Gemma3TextModel",
+                  "Gemma 3 text embedder (EmbeddingGemma: bidirectional, "
+                  "mean pooling, Dense projections)",
+                  DecoderBase());
   AddArchitecture("MistralModel", "Mistral decoder embedder", DecoderBase());
   AddArchitecture("Qwen2Model", "Qwen2 decoder embedder", DecoderBase());
 }

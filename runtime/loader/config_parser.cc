@@ -17,10 +17,12 @@ namespace {
 
 using loader_internal::JsonFields;
 
-// Defaults of transformers' BertConfig.
+// Defaults of transformers' BertConfig; "alibi" positions are JinaBERT v2's
+// (its configs are BERT's with that type).
 ConfigParser Bert() {
   ConfigParser p;
   p.architecture_prefix = "Bert";
+  p.position_embedding_types = {"alibi"};
   ModelConfig& d = p.defaults;
   d.is_encoder = true;
   d.hidden_act = "gelu";
@@ -41,10 +43,295 @@ ConfigParser Bert() {
 ConfigParser Roberta(const char* prefix) {
   ConfigParser p = Bert();
   p.architecture_prefix = prefix;
+  p.position_embedding_types.clear();  // absolute only
   p.defaults.bos_token_id = 0;
   p.defaults.eos_token_ids = {2};
   p.defaults.pad_token_id = 1;
   p.defaults.position_ids_after_padding = true;
+  return p;
+}
+
+// MPNetConfig: RoBERTa's positions and special ids, no token types, and
+// the relative-position bias. transformers' MPNet buckets distances into 32
+// whatever relative_attention_num_buckets says (the table may be larger),
+// up to a distance of 128.
+ConfigParser Mpnet() {
+  ConfigParser p = Roberta("MPNet");
+  ModelConfig& d = p.defaults;
+  d.max_position_embeddings = 514;
+  d.type_vocab_size = 0;
+  d.relative_attention_buckets = 32;
+  d.relative_attention_max_distance = 128;
+  return p;
+}
+
+// The rotary base of an encoder config: rope_parameters.rope_theta (newer
+// transformers), else rope_theta, else the family's default.
+absl::Status ReadEncoderRopeTheta(const JsonFields& f, absl::string_view source,
+                                  ModelConfig& c) {
+  double theta = c.rope_theta;
+  if (const nlohmann::json* params = f.Find("rope_parameters")) {
+    if (!params->is_object()) {
+      return f.Error("rope_parameters", "must be an object");
+    }
+    JsonFields pf(*params, absl::StrCat(source, " rope_parameters"));
+    ASSIGN_OR_RETURN(theta, pf.Double("rope_theta", theta));
+  }
+  ASSIGN_OR_RETURN(c.rope_theta, f.Double("rope_theta", theta));
+  if (!(c.rope_theta > 0)) return f.Error("rope_theta", "must be positive");
+  return absl::OkStatus();
+}
+
+// NomicBertConfig (nomic-embed-text): rotary positions (base 1000) instead
+// of a position table, token types, SwiGLU, no biases, post-LayerNorm. The
+// Hub's configs come from nomic's remote code, in GPT-2 style keys
+// (n_embd, n_layer, rotary_emb_base, activation_function, ...);
+// transformers' own NomicBertConfig uses the usual ones. Both read.
+ConfigParser NomicBert() {
+  ConfigParser p;
+  p.architecture_prefix = "NomicBert";
+  p.key_aliases = {{"n_embd", "hidden_size"},
+                   {"n_layer", "num_hidden_layers"},
+                   {"n_head", "num_attention_heads"},
+                   {"n_inner", "intermediate_size"},
+                   {"n_positions", "max_position_embeddings"},
+                   {"layer_norm_epsilon", "layer_norm_eps"},
+                   {"rotary_emb_base", "rope_theta"},
+                   {"rotary_emb_fraction", "partial_rotary_factor"}};
+  ModelConfig& d = p.defaults;
+  d.is_encoder = true;
+  d.hidden_act = "silu";
+  d.intermediate_size = 3072;
+  d.max_position_embeddings = 2048;
+  d.type_vocab_size = 2;
+  d.layer_norm_eps = 1e-12;
+  d.pad_token_id = 0;
+  d.position_embedding_type = "rotary";
+  d.rope_theta = 1000.0;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    // The remote code's gated activations name the gate's function.
+    if (!f.Has("hidden_act") && f.Has("activation_function")) {
+      ASSIGN_OR_RETURN(std::string fn, f.String("activation_function", ""));
+      if (fn == "swiglu") {
+        c.hidden_act = "silu";
+      } else if (fn == "geglu") {
+        c.hidden_act = "gelu";
+      } else {
+        return f.Error("activation_function",
+                       absl::StrCat("'", fn, "' is not supported (swiglu or "
+                                    "geglu: NomicBERT's MLP is gated)"));
+      }
+    }
+    ASSIGN_OR_RETURN(bool prenorm, f.Bool("prenorm", false));
+    if (prenorm) {
+      return f.Error("prenorm", "true is not supported (NomicBERT blocks "
+                                "normalize after the residual add)");
+    }
+    ASSIGN_OR_RETURN(c.rope_interleaved,
+                     f.Bool("rotary_emb_interleaved", false));
+    ASSIGN_OR_RETURN(absl::optional<double> scaling,
+                     f.OptionalDouble("rotary_scaling_factor"));
+    if (scaling.has_value()) {
+      return f.Error("rotary_scaling_factor",
+                     "is not supported yet (dynamic NTK scaling of NomicBERT's "
+                     "rotary base); use a config without it");
+    }
+    RETURN_IF_ERROR(ReadEncoderRopeTheta(f, source, c));
+    ASSIGN_OR_RETURN(c.partial_rotary_factor,
+                     f.Double("partial_rotary_factor", 1.0));
+    const int64_t rotary = static_cast<int64_t>(
+        static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+    if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) ||
+        rotary < 2 || rotary % 2 != 0) {
+      return f.Error("partial_rotary_factor",
+                     absl::StrCat("must give an even number of rotary "
+                                  "dimensions in (0, head_dim], got ",
+                                  rotary));
+    }
+    return absl::OkStatus();
+  };
+  return p;
+}
+
+// GTE "new" (Alibaba's remote-code NewConfig: gte-base-en-v1.5,
+// gte-large-en-v1.5, gte-multilingual-base) and transformers' GteConfig:
+// rotary positions, a gated MLP whose gate runs hidden_act (GELU), q|k|v
+// and output biases, post-LayerNorm. rope_scaling type "ntk" is the fixed
+// NTK-aware scaling of the remote code: base times the factor, and every
+// inverse frequency divided by factor^(2 / rotary_dim), held here as the
+// rotary base and per-dimension divisors.
+ConfigParser Gte(const char* prefix, double default_theta) {
+  ConfigParser p;
+  p.architecture_prefix = prefix;
+  ModelConfig& d = p.defaults;
+  d.is_encoder = true;
+  d.hidden_act = "gelu";
+  d.intermediate_size = 3072;
+  d.max_position_embeddings = 8192;
+  d.type_vocab_size = 0;
+  d.layer_norm_eps = 1e-12;
+  d.position_embedding_type = "rope";
+  d.rope_theta = default_theta;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    RETURN_IF_ERROR(ReadEncoderRopeTheta(f, source, c));
+    ASSIGN_OR_RETURN(bool pack_qkv, f.Bool("pack_qkv", true));
+    if (!pack_qkv) {
+      return f.Error("pack_qkv", "false is not supported (q, k and v as one "
+                                 "qkv_proj, as the published models store "
+                                 "them)");
+    }
+    ASSIGN_OR_RETURN(std::string norm, f.String("layer_norm_type",
+                                                "layer_norm"));
+    if (norm != "layer_norm") {
+      return f.Error("layer_norm_type",
+                     absl::StrCat("'", norm, "' is not supported (layer_norm)"));
+    }
+    ASSIGN_OR_RETURN(bool logn, f.Bool("logn_attention_scale", false));
+    if (logn) {
+      return f.Error("logn_attention_scale", "true is not supported");
+    }
+    ASSIGN_OR_RETURN(int64_t rotary,
+                     f.Int("rotary_emb_dim", c.head_dim));
+    if (rotary < 2 || rotary % 2 != 0 || rotary > c.head_dim) {
+      return f.Error("rotary_emb_dim",
+                     "must be even and at most the head dimension");
+    }
+    c.partial_rotary_factor =
+        static_cast<double>(rotary) / static_cast<double>(c.head_dim);
+    if (const nlohmann::json* rs = f.Find("rope_scaling")) {
+      if (!rs->is_object()) {
+        return f.Error("rope_scaling", "must be an object or null");
+      }
+      JsonFields rf(*rs, absl::StrCat(source, " rope_scaling"));
+      ASSIGN_OR_RETURN(std::string type, rf.String("type", ""));
+      if (type.empty()) {
+        ASSIGN_OR_RETURN(type, rf.String("rope_type", ""));
+      }
+      ASSIGN_OR_RETURN(double factor, rf.Double("factor", 1.0));
+      if (rf.Has("mixed_b")) {
+        return f.Error("rope_scaling", "mixed NTK scaling (mixed_b) is not "
+                                       "supported");
+      }
+      if (type != "ntk" || !(factor > 0)) {
+        return f.Error("rope_scaling",
+                       absl::StrCat("type '", type, "' with factor ", factor,
+                                    " is not supported (ntk with a positive "
+                                    "factor)"));
+      }
+      c.rope_theta *= factor;
+      c.rope_freq_factors.assign(
+          static_cast<size_t>(rotary / 2),
+          std::pow(factor, 2.0 / static_cast<double>(rotary)));
+    }
+    return absl::OkStatus();
+  };
+  return p;
+}
+
+// transformers' GteConfig: its defaults differ (rotary base 160000, one
+// token type, pad id 1).
+ConfigParser GteTransformers() {
+  ConfigParser p = Gte("Gte", 160000.0);
+  p.defaults.type_vocab_size = 1;
+  p.defaults.pad_token_id = 1;
+  return p;
+}
+
+// ModernBertConfig: pre-LayerNorm (norm_eps, no biases by default), gated
+// GELU, rotary positions with a global base (global_rope_theta, 160000) and
+// a local one (local_rope_theta, 10000) on local layers, which see
+// |i - j| <= local_attention / 2: every layer but each
+// global_attn_every_n_layers-th (from 0) unless layer_types lists them.
+ConfigParser ModernBert() {
+  ConfigParser p;
+  p.architecture_prefix = "ModernBert";
+  p.key_aliases = {{"norm_eps", "layer_norm_eps"},
+                   {"hidden_activation", "hidden_act"}};
+  ModelConfig& d = p.defaults;
+  d.is_encoder = true;
+  d.hidden_act = "gelu";
+  d.intermediate_size = 1152;
+  d.max_position_embeddings = 8192;
+  d.type_vocab_size = 0;
+  d.layer_norm_eps = 1e-5;
+  d.position_embedding_type = "rotary";
+  d.pad_token_id = 50283;
+  d.bos_token_id = 50281;
+  d.eos_token_ids = {50282};
+  d.rope_theta = 160000.0;
+  d.rope_local_theta = 10000.0;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    ASSIGN_OR_RETURN(c.rope_theta, f.Double("global_rope_theta", c.rope_theta));
+    ASSIGN_OR_RETURN(c.rope_local_theta,
+                     f.Double("local_rope_theta", c.rope_local_theta));
+    // Newer files: rope_parameters per layer type.
+    if (const nlohmann::json* params = f.Find("rope_parameters")) {
+      if (!params->is_object()) {
+        return f.Error("rope_parameters", "must be an object");
+      }
+      for (const auto& [type, theta] :
+           {std::make_pair("full_attention", &c.rope_theta),
+            std::make_pair("sliding_attention", &c.rope_local_theta)}) {
+        const auto it = params->find(type);
+        if (it == params->end() || it->is_null()) continue;
+        if (!it->is_object()) {
+          return f.Error("rope_parameters", absl::StrCat(type, " must be an "
+                                                         "object"));
+        }
+        JsonFields tf(*it, absl::StrCat(source, " rope_parameters.", type));
+        ASSIGN_OR_RETURN(*theta, tf.Double("rope_theta", *theta));
+        ASSIGN_OR_RETURN(std::string rope_type,
+                         tf.String("rope_type", "default"));
+        if (rope_type != "default") {
+          return f.Error("rope_parameters",
+                         absl::StrCat(type, ": rope_type '", rope_type,
+                                      "' is not supported (default)"));
+        }
+      }
+    }
+    if (!(c.rope_theta > 0) || !(c.rope_local_theta > 0)) {
+      return f.Error("global_rope_theta",
+                     "the global and local rotary bases must be positive");
+    }
+    ASSIGN_OR_RETURN(int64_t local, f.Int("local_attention", 128));
+    if (local < 2 || local % 2 != 0) {
+      return f.Error("local_attention", "must be a positive even window");
+    }
+    // Keys within local / 2 either side: |i - j| < local / 2 + 1.
+    c.sliding_window = local / 2 + 1;
+    c.use_sliding_window = true;
+    c.layer_types.clear();
+    if (const nlohmann::json* lt = f.Find("layer_types")) {
+      if (!lt->is_array() ||
+          static_cast<int64_t>(lt->size()) != c.num_hidden_layers) {
+        return f.Error("layer_types", "must list one type per hidden layer");
+      }
+      for (const auto& t : *lt) {
+        if (!t.is_string() ||
+            (t != "full_attention" && t != "sliding_attention")) {
+          return f.Error("layer_types",
+                         "entries must be full_attention or sliding_attention");
+        }
+        c.layer_types.push_back(t.get<std::string>());
+      }
+    } else {
+      ASSIGN_OR_RETURN(int64_t every, f.Int("global_attn_every_n_layers", 3));
+      if (every <= 0) {
+        return f.Error("global_attn_every_n_layers", "must be positive");
+      }
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+        c.layer_types.push_back(i % every == 0 ? "full_attention"
+                                               : "sliding_attention");
+      }
+    }
+    return absl::OkStatus();
+  };
   return p;
 }
 
@@ -305,11 +592,16 @@ absl::Status ReadGemma(const nlohmann::json& json, absl::string_view source,
     }
     *out = cap.value_or(0.0);
   }
+  // EmbeddingGemma: attention in both directions, the sliding layers' keys
+  // within |i - j| < sliding_window / 2 + 1 (transformers' conversion of
+  // the file's window for bidirectional Gemma 3).
   ASSIGN_OR_RETURN(bool bidirectional,
                    f.Bool("use_bidirectional_attention", false));
   if (bidirectional) {
-    return f.Error("use_bidirectional_attention",
-                   "true (EmbeddingGemma) is not supported yet");
+    c.is_causal = false;
+    if (c.sliding_window.has_value()) {
+      c.sliding_window = *c.sliding_window / 2 + 1;
+    }
   }
   c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
   return absl::OkStatus();
@@ -417,6 +709,19 @@ void RegisterLoaderBuiltins() {
          "RobertaConfig defaults; positions from pad_token_id + 1"},
         {"xlm-roberta",
          "XLMRobertaConfig defaults; positions from pad_token_id + 1"},
+        {"mpnet",
+         "MPNetConfig defaults; positions from pad_token_id + 1, "
+         "relative-position attention bias (32 buckets)"},
+        {"nomic_bert",
+         "NomicBertConfig defaults (and nomic's remote-code keys: n_embd, "
+         "rotary_emb_base, ...); rotary positions, SwiGLU, no biases"},
+        {"new",
+         "GTE's remote-code NewConfig (gte-base-en-v1.5); rotary positions "
+         "(ntk scaling), gated GELU"},
+        {"gte", "GteConfig defaults (transformers' GTE); rotary base 160000"},
+        {"modernbert",
+         "ModernBertConfig defaults; pre-norm, gated GELU, global/local "
+         "rotary bases, local attention every layer but each third"},
         {"llama", "LlamaConfig defaults; RoPE (+ rope_scaling)"},
         {"mistral", "MistralConfig defaults; sliding_window on every layer"},
         {"qwen2",
@@ -439,7 +744,8 @@ void RegisterLoaderBuiltins() {
          "layers (5 of 6)"},
     };
     const ConfigParser kParsers[] = {
-        Bert(),   Roberta("Roberta"), Roberta("XLMRoberta"),
+        Bert(),   Roberta("Roberta"), Roberta("XLMRoberta"), Mpnet(), NomicBert(),
+        Gte("New", 10000.0), GteTransformers(), ModernBert(),
         Llama(),  Mistral(),          Qwen2(),
         Qwen3(),  SmolLM3(),          Phi3(),
         Gemma2(), Gemma3Text()};

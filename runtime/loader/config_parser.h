@@ -44,6 +44,15 @@ struct ConfigParser {
   // does not mention the key. model_type and architectures are ignored.
   ModelConfig defaults;
 
+  // position_embedding_type values the family reads besides "absolute"
+  // and its default's (BERT: "alibi", JinaBERT v2's configs).
+  std::vector<std::string> position_embedding_types;
+
+  // Keys some of the family's files spell differently (nomic-bert's
+  // GPT-2 style "n_embd" for "hidden_size"): older key -> the key inferd
+  // reads, used when the file has the older key and not the newer one.
+  std::map<std::string, std::string> key_aliases;
+
   // The family's older names of rope scaling types and the type each
   // means, applied before the type is checked (Phi-3: "su" and "yarn" are
   // "longrope", as transformers' Phi3Config reads them).
@@ -61,7 +70,7 @@ struct ConfigParser {
 Registry<ConfigParser>& ConfigParsers();
 
 // Registers the loader's built-ins: inferd's own parsers (bert, roberta,
-// xlm-roberta, llama, mistral, qwen2, qwen3, smollm3, phi3, gemma2,
+// xlm-roberta, mpnet, nomic_bert, new, gte, modernbert, llama, mistral, qwen2, qwen3, smollm3, phi3, gemma2,
 // gemma3_text). Called once at start-up (RegisterBuiltins, or the main of a
 // tool that links only the loader); idempotent.
 void RegisterLoaderBuiltins();

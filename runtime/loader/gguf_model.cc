@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/optional.h"
 #include "device/bf16.h"
@@ -49,6 +50,9 @@ struct ArchSpec {
   // 1/sqrt(head_dim).
   bool gemma_layout = false;
   int64_t gemma_27b_layers = 0;
+  // Encoders: which Hugging Face layout the tensors are named into.
+  enum class Encoder { kBert, kNomic, kJina };
+  Encoder encoder = Encoder::kBert;
 };
 
 constexpr ArchSpec kArchs[] = {
@@ -65,6 +69,15 @@ constexpr ArchSpec kArchs[] = {
     {"gemma3", "gemma3_text", "Gemma3ForCausalLM", true, false, false, false,
      true, 62},
     {"bert", "bert", "BertModel", false, false, false},
+    // nomic-embed-text: rotary positions (no position table), fused
+    // attn_qkv, SwiGLU (ffn_up = fc11, ffn_gate = fc12), no biases.
+    {"nomic-bert", "nomic_bert", "NomicBertModel", false, false, false, false,
+     false, 0, ArchSpec::Encoder::kNomic},
+    // jina-embeddings-v2: ALiBi (no position table), ffn_up holding the
+    // GEGLU gate|up rows, ffn_down = mlp.wo, layer_output_norm =
+    // mlp.layernorm.
+    {"jina-bert-v2", "bert", "JinaBertModel", false, false, false, false,
+     false, 0, ArchSpec::Encoder::kJina},
 };
 
 const ArchSpec* FindArch(absl::string_view arch) {
@@ -181,6 +194,35 @@ constexpr LayerName kDecoderLayer[] = {
     {"ffn_gate", "mlp.gate_proj"},
     {"ffn_up", "mlp.up_proj"},
     {"ffn_down", "mlp.down_proj"},
+};
+
+// nomic-bert's layers, named as nomic's remote-code checkpoints.
+constexpr LayerName kNomicLayer[] = {
+    {"attn_qkv", "attn.Wqkv"},
+    {"attn_output", "attn.out_proj"},
+    {"attn_output_norm", "norm1"},
+    {"ffn_up", "mlp.fc11"},
+    {"ffn_gate", "mlp.fc12"},
+    {"ffn_down", "mlp.fc2"},
+    {"layer_output_norm", "norm2"},
+};
+
+constexpr LayerName kNomicGlobal[] = {
+    {"token_embd", "embeddings.word_embeddings"},
+    {"token_types", "embeddings.token_type_embeddings"},
+    {"token_embd_norm", "emb_ln"},
+};
+
+// jina-bert-v2's layers (BERT's attention; the GEGLU MLP).
+constexpr LayerName kJinaLayer[] = {
+    {"attn_q", "attention.self.query"},
+    {"attn_k", "attention.self.key"},
+    {"attn_v", "attention.self.value"},
+    {"attn_output", "attention.output.dense"},
+    {"attn_output_norm", "attention.output.LayerNorm"},
+    {"ffn_up", "mlp.gated_layers"},
+    {"ffn_down", "mlp.wo"},
+    {"layer_output_norm", "mlp.layernorm"},
 };
 
 // Gemma's block norms (the rest as kDecoderLayer).
@@ -337,8 +379,16 @@ std::string GgufTensorHfName(absl::string_view arch, absl::string_view name) {
           return absl::StrCat("model.layers.", layer, ".", n.hf, suffix);
         }
       }
+    } else if (spec->encoder == ArchSpec::Encoder::kNomic) {
+      for (const LayerName& n : kNomicLayer) {
+        if (part == n.gguf) {
+          return absl::StrCat("encoder.layers.", layer, ".", n.hf, suffix);
+        }
+      }
     } else {
-      for (const LayerName& n : kBertLayer) {
+      const bool jina = spec->encoder == ArchSpec::Encoder::kJina;
+      for (const LayerName& n : jina ? absl::MakeConstSpan(kJinaLayer)
+                                     : absl::MakeConstSpan(kBertLayer)) {
         if (part == n.gguf) {
           return absl::StrCat("encoder.layer.", layer, ".", n.hf, suffix);
         }
@@ -351,7 +401,9 @@ std::string GgufTensorHfName(absl::string_view arch, absl::string_view name) {
       if (stem == n.gguf) return absl::StrCat(n.hf, suffix);
     }
   } else {
-    for (const LayerName& n : kBertGlobal) {
+    const bool nomic = spec->encoder == ArchSpec::Encoder::kNomic;
+    for (const LayerName& n : nomic ? absl::MakeConstSpan(kNomicGlobal)
+                                    : absl::MakeConstSpan(kBertGlobal)) {
       if (stem == n.gguf) return absl::StrCat(n.hf, suffix);
     }
   }
@@ -487,6 +539,15 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
     c["hidden_act"] = "gelu";
     ASSIGN_OR_RETURN(auto eps, OptDouble(f, p + "attention.layer_norm_epsilon"));
     c["layer_norm_eps"] = eps.value_or(1e-12);
+    if (spec.encoder == ArchSpec::Encoder::kNomic) {
+      // SwiGLU and the rotary base (llama.cpp's converter writes
+      // rotary_emb_base as rope.freq_base).
+      c["hidden_act"] = "silu";
+      ASSIGN_OR_RETURN(auto theta, OptDouble(f, p + "rope.freq_base"));
+      c["rope_theta"] = theta.value_or(1000.0);
+    } else if (spec.encoder == ArchSpec::Encoder::kJina) {
+      c["position_embedding_type"] = "alibi";
+    }
     int64_t types = 2;
     if (const GgufTensorInfo* t = f.FindTensor("token_types.weight");
         t != nullptr && t->dims.size() == 2) {

@@ -1,5 +1,6 @@
 #include "runtime/loader/model_config.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -212,6 +213,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
         absl::StrCat(source, " (architecture ", architectures[0],
                      "): ", parser.status().message()));
   }
+  for (const auto& [older, newer] : parser->key_aliases) {
+    if (root.contains(older) && !root.contains(newer)) {
+      root[newer] = root[older];
+    }
+  }
   const ModelConfig& d = parser->defaults;
   ModelConfig c = d;
   c.model_type = std::move(model_type);
@@ -319,10 +325,23 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
                               d.position_embedding_type.empty()
                                   ? "absolute"
                                   : d.position_embedding_type));
-    if (c.position_embedding_type != "absolute") {
+    // Absolute, the family's own kind (nomic_bert: "rotary") or one it
+    // also reads (bert: "alibi").
+    const std::vector<std::string>& also = parser->position_embedding_types;
+    if (c.position_embedding_type != "absolute" &&
+        c.position_embedding_type != d.position_embedding_type &&
+        std::find(also.begin(), also.end(), c.position_embedding_type) ==
+            also.end()) {
+      std::vector<std::string> known = {"absolute"};
+      if (d.position_embedding_type != "absolute") {
+        known.push_back(d.position_embedding_type);
+      }
+      known.insert(known.end(), also.begin(), also.end());
       return f.Error("position_embedding_type",
                      absl::StrCat("'", c.position_embedding_type,
-                                  "' is not supported (only 'absolute')"));
+                                  "' is not supported for model_type ",
+                                  c.model_type, " (",
+                                  absl::StrJoin(known, ", "), ")"));
     }
     ASSIGN_OR_RETURN(c.tie_word_embeddings,
                      f.Bool("tie_word_embeddings", d.tie_word_embeddings));

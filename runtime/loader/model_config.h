@@ -70,6 +70,13 @@ struct ModelConfig {
   // Absolute position ids start at pad_token_id + 1 (RoBERTa's padding_idx
   // convention) instead of 0.
   bool position_ids_after_padding = false;
+  // MPNet: a bias on attention scores by relative position, shared by every
+  // layer: relative distances in `relative_attention_buckets` log-spaced
+  // buckets (half per direction, exact below a quarter of them, the last
+  // from `relative_attention_max_distance`), each bucket a learned value per
+  // head. 0 = none.
+  int64_t relative_attention_buckets = 0;
+  int64_t relative_attention_max_distance = 0;
 
   // Decoders (Llama, Mistral, Qwen2, Qwen3, SmolLM3).
   double rms_norm_eps = 0.0;
@@ -106,14 +113,16 @@ struct ModelConfig {
   double partial_rotary_factor = 1.0;
   // Per-dimension divisors of the RoPE inverse frequencies (head_dim / 2
   // values), applied after rope_scaling: a GGUF file's rope_freqs tensor
-  // (llama.cpp's converter writes Llama 3.1-style scaling so). Never set by
-  // config.json.
+  // (llama.cpp's converter writes Llama 3.1-style scaling so), or GTE's
+  // fixed NTK scaling (its ConfigParser).
   std::vector<double> rope_freq_factors;
   bool mlp_bias = false;
   // The attention window of layers >= max_window_layers (Mistral: every
   // layer; Qwen2/Qwen3: only when use_sliding_window). nullopt = full
   // attention everywhere. The ConfigParser resolves the family's rule into
-  // these three fields.
+  // these three fields. A decoder's window is the last `sliding_window`
+  // positions; a bidirectional encoder's (ModernBERT's local layers) the
+  // keys with |i - j| < sliding_window.
   absl::optional<int64_t> sliding_window;
   bool use_sliding_window = false;
   int64_t max_window_layers = 0;

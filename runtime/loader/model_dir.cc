@@ -68,8 +68,11 @@ absl::StatusOr<ModelDirectory> OpenGgufModel(const std::string& path,
   // Encoders: llama.cpp's pooling type (0 none, 1 mean, 2 cls, 3 last);
   // embeddings normalized, as llama.cpp's server returns them.
   if (dir.config.IsEncoder()) {
-    const std::string key =
-        absl::StrCat(dir.config.model_type, ".pooling_type");
+    // Under the file's architecture ("nomic-bert.pooling_type"), which
+    // need not be the model_type ("jina-bert-v2" is read as bert).
+    ASSIGN_OR_RETURN(const std::string arch,
+                     file->GetString("general.architecture"));
+    const std::string key = absl::StrCat(arch, ".pooling_type");
     if (file->Find(key) != nullptr) {
       ASSIGN_OR_RETURN(int64_t type, file->GetInt(key));
       dir.st.present = true;

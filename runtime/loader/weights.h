@@ -26,7 +26,7 @@ namespace inferd {
 // model's tensors ("bert.embeddings..." in BertForSequenceClassification,
 // "model.layers..." in LlamaForCausalLM).
 inline constexpr absl::string_view kCommonWeightPrefixes[] = {
-    "", "bert.", "roberta.", "model."};
+    "", "bert.", "roberta.", "mpnet.", "new.", "model."};
 
 class WeightStore {
  public:

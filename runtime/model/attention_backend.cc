@@ -23,7 +23,9 @@ class PrefillAttentionBackend : public AttentionBackend {
     (void)layer;
     AttentionParams p = params;
     p.causal = mask_ == AttentionMask::kCausal;
-    if (!p.causal) p.sliding_window = 0;  // windows only restrict causal masks
+    // A window the model set applies with either mask: behind the query
+    // when causal, on both sides when bidirectional (local layers of
+    // ModernBERT). Decoders run bidirectionally set none.
     return VarlenAttention(ctx, q, k, v, batch.cu_seqlens, p, out);
   }
 

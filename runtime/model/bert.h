@@ -1,4 +1,4 @@
-// BERT-style encoders: BertModel and XLMRobertaModel (absolute position and
+// BERT-style encoders: BertModel, XLMRobertaModel and MPNetModel (absolute position and
 // token-type embeddings, post-LayerNorm blocks, GELU MLP), with the
 // sequence-classification heads of BertForSequenceClassification (pooler
 // dense + tanh + classifier) and XLMRobertaForSequenceClassification
@@ -20,6 +20,21 @@ namespace inferd {
 // RobertaModel (their difference, where positions start, is in the config:
 // ModelConfig::position_id_offset). Loads the BERT pooler when present.
 absl::StatusOr<std::unique_ptr<Model>> CreateBertModel(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options);
+// MPNetModel (and MPNetForMaskedLM's encoder, sentence-transformers'
+// all-mpnet-base-v2): BERT's blocks under MPNet's tensor names, no token
+// types, and the relative-position bias shared by every layer
+// (ModelConfig::relative_attention_buckets).
+absl::StatusOr<std::unique_ptr<Model>> CreateMpnetModel(
+    const ModelConfig& config, const WeightStore& weights,
+    const ModelLoadOptions& options);
+// JinaBertModel / JinaBertForMaskedLM (jina-embeddings-v2): BERT's blocks
+// with symmetric ALiBi (-slope * |j - i| per head) instead of a position
+// table and a GEGLU MLP (mlp.gated_layers, gate first; mlp.wo;
+// mlp.layernorm). The config is BERT's with position_embedding_type
+// "alibi".
+absl::StatusOr<std::unique_ptr<Model>> CreateJinaBertModel(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options);
 absl::StatusOr<std::unique_ptr<Model>> CreateBertForSequenceClassification(

@@ -289,24 +289,43 @@ absl::StatusOr<GatedMlp> GatedMlp::Load(WeightLoader& loader,
   mlp.act_ = act;
   const std::string gate_up = absl::StrCat(prefix, "gate_up_proj");
   if (loader.Has(absl::StrCat(gate_up, ".weight"))) {
-    ASSIGN_OR_RETURN(
-        mlp.gate_up_,
-        LinearLayer::Load(loader, gate_up, 2 * intermediate, hidden, bias));
-    mlp.fused_ = true;
-    ASSIGN_OR_RETURN(
-        mlp.down_, LinearLayer::Load(loader, absl::StrCat(prefix, "down_proj"),
-                                     hidden, intermediate, bias));
-    return mlp;
+    return LoadFused(loader, gate_up, absl::StrCat(prefix, "down_proj"),
+                     hidden, intermediate, act, /*up_first=*/false, bias);
   }
-  ASSIGN_OR_RETURN(mlp.gate_,
-                   LinearLayer::Load(loader, absl::StrCat(prefix, "gate_proj"),
-                                     intermediate, hidden, bias));
-  ASSIGN_OR_RETURN(mlp.up_,
-                   LinearLayer::Load(loader, absl::StrCat(prefix, "up_proj"),
-                                     intermediate, hidden, bias));
+  return LoadNamed(loader, absl::StrCat(prefix, "gate_proj"),
+                   absl::StrCat(prefix, "up_proj"),
+                   absl::StrCat(prefix, "down_proj"), hidden, intermediate, act,
+                   bias);
+}
+
+absl::StatusOr<GatedMlp> GatedMlp::LoadFused(
+    WeightLoader& loader, absl::string_view fused, absl::string_view down,
+    int64_t hidden, int64_t intermediate, Activation act, bool up_first,
+    BiasMode bias) {
+  GatedMlp mlp;
+  mlp.act_ = act;
+  mlp.fused_ = true;
+  mlp.up_first_ = up_first;
+  ASSIGN_OR_RETURN(mlp.gate_up_, LinearLayer::Load(loader, fused,
+                                                   2 * intermediate, hidden,
+                                                   bias));
   ASSIGN_OR_RETURN(mlp.down_,
-                   LinearLayer::Load(loader, absl::StrCat(prefix, "down_proj"),
-                                     hidden, intermediate, bias));
+                   LinearLayer::Load(loader, down, hidden, intermediate, bias));
+  return mlp;
+}
+
+absl::StatusOr<GatedMlp> GatedMlp::LoadNamed(
+    WeightLoader& loader, absl::string_view gate, absl::string_view up,
+    absl::string_view down, int64_t hidden, int64_t intermediate,
+    Activation act, BiasMode bias) {
+  GatedMlp mlp;
+  mlp.act_ = act;
+  ASSIGN_OR_RETURN(mlp.gate_,
+                   LinearLayer::Load(loader, gate, intermediate, hidden, bias));
+  ASSIGN_OR_RETURN(mlp.up_,
+                   LinearLayer::Load(loader, up, intermediate, hidden, bias));
+  ASSIGN_OR_RETURN(mlp.down_,
+                   LinearLayer::Load(loader, down, hidden, intermediate, bias));
   return mlp;
 }
 
@@ -319,8 +338,15 @@ absl::Status GatedMlp::Forward(const ForwardContext& ctx, const TensorView& x,
                      ctx.ws->Get(WsSlot::kFfnB, tokens, 2 * inter));
     ASSIGN_OR_RETURN(TensorView act, ctx.ws->Get(WsSlot::kFfnA, tokens, inter));
     RETURN_IF_ERROR(gate_up_.Forward(ctx.exec, x, gate_up));
-    // act(first half) * second half.
-    RETURN_IF_ERROR(GatedActivate(ctx.exec, act_, gate_up, act));
+    if (up_first_) {
+      // act(second half) * first half, through column views.
+      RETURN_IF_ERROR(GatedActivate(ctx.exec, act_,
+                                    ColumnSlice(gate_up, inter, inter),
+                                    ColumnSlice(gate_up, 0, inter), act));
+    } else {
+      // act(first half) * second half.
+      RETURN_IF_ERROR(GatedActivate(ctx.exec, act_, gate_up, act));
+    }
     return down_.Forward(ctx.exec, act, out);
   }
   const int64_t inter = gate_.out_features();

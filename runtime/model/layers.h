@@ -183,6 +183,25 @@ class GatedMlp {
                                        absl::string_view prefix, int64_t hidden,
                                        int64_t intermediate, Activation act,
                                        BiasMode bias);
+  // The three projections under the given names (NomicBERT's fc12 = gate,
+  // fc11 = up, fc2 = down).
+  static absl::StatusOr<GatedMlp> LoadNamed(WeightLoader& loader,
+                                            absl::string_view gate,
+                                            absl::string_view up,
+                                            absl::string_view down,
+                                            int64_t hidden,
+                                            int64_t intermediate,
+                                            Activation act, BiasMode bias);
+  // Gate and up stacked as one [2 * intermediate, hidden] projection
+  // `fused`, up first when `up_first` (GTE's up_gate_proj) else gate first
+  // (Phi-3's gate_up_proj); `down` [hidden, intermediate].
+  static absl::StatusOr<GatedMlp> LoadFused(WeightLoader& loader,
+                                            absl::string_view fused,
+                                            absl::string_view down,
+                                            int64_t hidden,
+                                            int64_t intermediate,
+                                            Activation act, bool up_first,
+                                            BiasMode bias);
   absl::Status Forward(const ForwardContext& ctx, const TensorView& x,
                        const TensorView& out) const;
 
@@ -190,6 +209,7 @@ class GatedMlp {
   LinearLayer gate_, up_, down_;
   LinearLayer gate_up_;  // when fused_
   bool fused_ = false;
+  bool up_first_ = false;  // fused_ rows: [up | gate]
   Activation act_ = Activation::kSilu;
 };
 

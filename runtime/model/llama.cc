@@ -140,8 +140,13 @@ absl::Status DecoderModel::Load(const ModelConfig& config,
     AttentionParams params = base;
     b.rope = config.LayerUsesRope(i);
     b.local_rope = config.LayerUsesLocalRope(i);
+    // A causal model's window, or the window of a model defined
+    // bidirectional (is_causal false: EmbeddingGemma, keys with
+    // |i - j| < window); a causal model run bidirectionally keeps none.
     const absl::optional<int64_t> window = config.SlidingWindowForLayer(i);
-    if (window.has_value() && info_.causal) {
+    const bool defined_bidirectional =
+        config.is_causal.has_value() && !*config.is_causal;
+    if (window.has_value() && (info_.causal || defined_bidirectional)) {
       params.sliding_window = static_cast<int>(*window);
     }
     ASSIGN_OR_RETURN(

@@ -12,6 +12,8 @@
 #include "runtime/model/bert.h"
 #include "runtime/model/cpu_model_runner.h"
 #include "runtime/model/llama.h"
+#include "runtime/model/modernbert.h"
+#include "runtime/model/rotary_encoder.h"
 
 namespace inferd {
 namespace {
@@ -36,6 +38,26 @@ void RegisterModelClasses() {
       {"RobertaForSequenceClassification",
        &CreateXlmRobertaForSequenceClassification,
        "RoBERTa encoder + classification head"},
+      {"JinaBertModel", &CreateJinaBertModel,
+       "JinaBERT v2 encoder (ALiBi, GEGLU; jina-embeddings-v2)"},
+      {"JinaBertForMaskedLM", &CreateJinaBertModel,
+       "JinaBERT v2 encoder (its masked-LM head unused)"},
+      {"MPNetModel", &CreateMpnetModel,
+       "MPNet encoder (relative-position attention bias)"},
+      {"MPNetForMaskedLM", &CreateMpnetModel,
+       "MPNet encoder (the masked-LM head unused: sentence-transformers' "
+       "all-mpnet-base-v2 names it)"},
+      {"NomicBertModel", &CreateRotaryEncoderModel,
+       "NomicBERT encoder (rotary positions, SwiGLU; nomic-embed-text)"},
+      {"NewModel", &CreateRotaryEncoderModel,
+       "GTE \"new\" encoder (rotary positions, gated GELU; "
+       "gte-base-en-v1.5, gte-multilingual-base)"},
+      {"GteModel", &CreateRotaryEncoderModel,
+       "GTE encoder in transformers' layout"},
+      {"ModernBertModel", &CreateModernBertModel,
+       "ModernBERT encoder (pre-norm, local/global attention)"},
+      {"ModernBertForMaskedLM", &CreateModernBertModel,
+       "ModernBERT encoder (its masked-LM head unused)"},
       {"LlamaForCausalLM", &CreateDecoderForCausalLM,
        "Llama decoder + LM head"},
       {"MistralForCausalLM", &CreateDecoderForCausalLM,
@@ -54,6 +76,8 @@ void RegisterModelClasses() {
       {"Gemma3ForCausalLM", &CreateDecoderForCausalLM,
        "Gemma 3 text decoder (q/k norms, local/global RoPE) + LM head"},
       {"LlamaModel", &CreateDecoderModel, "Llama decoder, no head"},
+      {"Gemma3TextModel", &CreateDecoderModel,
+       "Gemma 3 text decoder, no head (EmbeddingGemma: bidirectional)"},
       {"Qwen3Model", &CreateDecoderModel,
        "Qwen3 decoder, no head (Qwen3-Embedding style)"},
       {"MistralModel", &CreateDecoderModel, "Mistral decoder, no head"},

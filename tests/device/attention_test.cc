@@ -18,6 +18,14 @@ using testing_util::IsaCapTest;
 using testing_util::RandomVector;
 using testing_util::View2;
 
+// Whether the query at `pos` sees the key at `j`: causal, a window behind
+// (causal) or on both sides (bidirectional, |pos - j| < window).
+bool Visible(const AttentionParams& p, int64_t pos, int64_t j) {
+  if (p.causal && j > pos) return false;
+  if (p.sliding_window > 0 && pos - j >= p.sliding_window) return false;
+  return p.causal || p.sliding_window == 0 || j - pos < p.sliding_window;
+}
+
 // out[i] for queries at positions first_pos + i over keys 0..kv_len-1 of one
 // sequence (k, v: [kv_len, hk*d] contiguous).
 std::vector<double> NaiveAttention(const float* q, int64_t q_len, int64_t first_pos,
@@ -33,19 +41,21 @@ std::vector<double> NaiveAttention(const float* q, int64_t q_len, int64_t first_
       std::vector<double> w(kv_len, 0.0);
       double mx = -1e300;
       for (int64_t j = 0; j < kv_len; ++j) {
-        if (p.causal && j > pos) continue;
-        if (p.sliding_window > 0 && pos - j >= p.sliding_window) continue;
+        if (!Visible(p, pos, j)) continue;
         double s = 0;
         for (int e = 0; e < d; ++e) s += double(q[(i * hq + h) * d + e]) * k[(j * hk + kh) * d + e];
         s *= scale;
         if (p.logits_soft_cap > 0) s = p.logits_soft_cap * std::tanh(s / p.logits_soft_cap);
+        if (p.relative_bias != nullptr) {
+          const int64_t r = p.relative_bias_radius;
+          s += p.relative_bias[h * (2 * r + 1) + std::clamp(j - pos, -r, r) + r];
+        }
         w[j] = s;
         mx = std::max(mx, s);
       }
       double sum = 0;
       for (int64_t j = 0; j < kv_len; ++j) {
-        const bool vis = !(p.causal && j > pos) && !(p.sliding_window > 0 && pos - j >= p.sliding_window);
-        w[j] = vis ? std::exp(w[j] - mx) : 0.0;
+        w[j] = Visible(p, pos, j) ? std::exp(w[j] - mx) : 0.0;
         sum += w[j];
       }
       for (int64_t j = 0; j < kv_len; ++j) {
@@ -61,6 +71,8 @@ struct Config {
   bool causal;
   int window;
   float softcap;
+  // > 0: a random relative-position bias table of this radius (varlen).
+  int bias_radius = 0;
 };
 
 const Config kConfigs[] = {
@@ -68,7 +80,31 @@ const Config kConfigs[] = {
     {6, 3, 17, true, 5, 0},   {2, 2, 256, true, 0, 0},  {4, 2, 64, true, 0, 30.0f},
     // Windows narrower and wider than a key tile, on a vectorized head dim.
     {4, 2, 32, true, 7, 0},   {2, 1, 16, true, 80, 0},  {3, 3, 48, false, 0, 0},
+    // Bidirectional local windows (|i - j| < window), narrower and wider
+    // than a key tile.
+    {4, 2, 32, false, 7, 0},  {2, 2, 48, false, 40, 0},
+    // Relative-position biases: clamped inside a tile (radius 9), read in
+    // place (radius 200), with a window, causal.
+    {4, 4, 64, false, 0, 0, 9},  {2, 1, 16, false, 20, 0, 200},
+    {4, 2, 64, true, 0, 0, 5},
 };
+
+// The bias table of a config (empty without one), its values in [-2, 2].
+std::vector<float> BiasTable(const Config& c, uint32_t seed) {
+  if (c.bias_radius == 0) return {};
+  std::vector<float> b = RandomVector(int64_t{c.hq} * (2 * c.bias_radius + 1), seed);
+  for (float& x : b) x *= 2.0f;
+  return b;
+}
+
+AttentionParams ParamsOf(const Config& c, const std::vector<float>& bias) {
+  AttentionParams p{c.hq, c.hk, c.d, 0.0f, c.causal, c.window, c.softcap};
+  if (!bias.empty()) {
+    p.relative_bias = bias.data();
+    p.relative_bias_radius = c.bias_radius;
+  }
+  return p;
+}
 
 class VarlenAttentionTest : public ::testing::TestWithParam<KernelChoice> {};
 
@@ -82,7 +118,8 @@ TEST_P(VarlenAttentionTest, MatchesPerSequenceNaive) {
     const int64_t qw = c.hq * c.d, kw = c.hk * c.d;
     std::vector<float> q = RandomVector(t * qw, 1), k = RandomVector(t * kw, 2),
                        v = RandomVector(t * kw, 3), out(t * qw);
-    AttentionParams p{c.hq, c.hk, c.d, 0.0f, c.causal, c.window, c.softcap};
+    const std::vector<float> bias = BiasTable(c, 4);
+    const AttentionParams p = ParamsOf(c, bias);
     ASSERT_TRUE(VarlenAttention(ctx, View2(q.data(), t, qw), View2(k.data(), t, kw), View2(v.data(), t, kw),
                                 TensorView::Contiguous(cu.data(), DType::kI32, {int64_t(cu.size())}), p,
                                 View2(out.data(), t, qw)).ok());
@@ -121,7 +158,8 @@ TEST_P(VarlenBf16AttentionTest, MatchesTheReferenceOnBf16RoundedInputs) {
     const int64_t qw = c.hq * c.d, kw = c.hk * c.d;
     std::vector<float> q = RandomVector(t * qw, 11), k = RandomVector(t * kw, 12),
                        v = RandomVector(t * kw, 13), out(t * qw);
-    AttentionParams p{c.hq, c.hk, c.d, 0.0f, c.causal, c.window, c.softcap};
+    const std::vector<float> bias = BiasTable(c, 14);
+    AttentionParams p = ParamsOf(c, bias);
     p.bf16_products = true;
     ASSERT_TRUE(VarlenAttention(ctx, View2(q.data(), t, qw), View2(k.data(), t, kw), View2(v.data(), t, kw),
                                 TensorView::Contiguous(cu.data(), DType::kI32, {int64_t(cu.size())}), p,

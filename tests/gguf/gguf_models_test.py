@@ -22,7 +22,11 @@ Q8_0 with mean pooling; WordPiece vocabulary spelt as llama.cpp writes it):
 inferd's Tokenize ids equal the original tokenizer.json's, and EmbedBatch
 embeddings of texts match the float64 encoder forward + pooling + L2
 normalization on the gguf-dequantized weights (cosine >= 0.99999 for
-F32/F16 weights, >= 0.999 for Q8_0).
+F32/F16 weights, >= 0.999 for Q8_0). The embedders llama.cpp converts under
+their own architectures, nomic-bert (nomic-embed, F16) and jina-bert-v2
+(jina-embed, Q8_0), tensors named by gguf-py's table: checked against the
+float64 forward pass of the Hugging Face model they came from (cosine >=
+0.9999 for F16, >= 0.999 for Q8_0).
 
 usage: gguf_models_test.py --inferd BIN --stubs DIR --test-models DIR
        --venv-python PY
@@ -60,7 +64,7 @@ def main():
                               ["llama-tiny", "llama31-tiny", "qwen2-tiny",
                                "qwen3-tiny", "smollm3-tiny", "phi3-tiny",
                                "gemma2-tiny", "gemma3-tiny", "bert-embed",
-                               "bert-mean"]):
+                               "bert-mean", "nomic-embed", "jina-embed"]):
         return 1
     grpc, pb, rpc, mpb, mrpc = lib.import_stubs(args.stubs)
     failures = []
@@ -78,7 +82,14 @@ def main():
         all_names = sorted(f[:-5] for f in os.listdir(out)
                            if f.endswith(".gguf"))
         encoders = [n for n in all_names if n.startswith("bert-")]
-        names = [n for n in all_names if n not in encoders]
+        # Embedders under llama.cpp's own architectures (nomic-bert,
+        # jina-bert-v2): checked against the Hugging Face model they were
+        # converted from, so the GGUF names (gguf-py's table) and inferd's
+        # mapping back are checked too.
+        hf_encoders = {n: n.rsplit("-", 1)[0] for n in all_names
+                       if n.startswith(("nomic-", "jina-"))}
+        names = [n for n in all_names
+                 if n not in encoders and n not in hf_encoders]
         check(len(names) >= 16, f"expected 16 GGUF decoders, got {names}")
         check(len(encoders) >= 2, f"expected 2 GGUF encoders, got {encoders}")
         rng = random.Random(7)
@@ -121,7 +132,21 @@ def main():
                 return 1
             embed_ref[name] = json.loads(ref.stdout)
 
-        models = [(n, os.path.join(out, n + ".gguf")) for n in encoders]
+        for name, src in hf_encoders.items():
+            ref = subprocess.run(
+                [args.venv_python, os.path.join(HERE, "gguf_reference.py"),
+                 "--hf-dir", os.path.join(args.test_models, src),
+                 "--texts", json.dumps(TEXTS), "--tokenizer-json",
+                 os.path.join(args.test_models, src, "tokenizer.json")],
+                capture_output=True, timeout=600)
+            if ref.returncode != 0:
+                print("FAIL: reference:", ref.stderr.decode()[-3000:])
+                return 1
+            embed_ref[name] = json.loads(ref.stdout)
+        check(len(hf_encoders) >= 2,
+              f"expected the nomic-bert and jina-bert-v2 GGUFs, got {hf_encoders}")
+        models = [(n, os.path.join(out, n + ".gguf"))
+                  for n in encoders + sorted(hf_encoders)]
         models += [(n, os.path.join(out, f + ".gguf") + f",activations={act}")
                    for n, (f, act) in sorted(served.items())]
         with lib.InferdProcess(args.inferd, models) as server:
@@ -151,7 +176,7 @@ def main():
             print(f"compared {compared} greedy tokens of {len(names)} GGUF "
                   f"models ({len(served)} served: int8 and exact activations "
                   "for the block-quantized ones) with the NumPy reference")
-            for name in encoders:
+            for name in encoders + sorted(hf_encoders):
                 ref = embed_ref[name]
                 for text, ids in zip(TEXTS, ref["ids"]):
                     got = list(stub.Tokenize(pb.TokenizeRequest(
@@ -160,7 +185,10 @@ def main():
                           f"{got} != tokenizer.json {ids}")
                 resp = stub.EmbedBatch(pb.EmbedRequest(model=name,
                                                        texts=TEXTS))
-                floor = 0.999 if name.endswith("q8_0") else 0.99999
+                # F16 files against their float Hugging Face source: the
+                # weights' rounding (2^-11) moves the cosine by ~1e-5.
+                floor = (0.999 if name.endswith("q8_0") else
+                         0.9999 if name in hf_encoders else 0.99999)
                 worst = 1.0
                 for text, e, want in zip(TEXTS, resp.embeddings,
                                          ref["embeddings"]):

@@ -223,12 +223,27 @@ def load_bert(path):
     return cfg, REF.Weights(tensors), pooling
 
 
-def bert_embeddings(path, texts, tokenizer_json):
+def bert_embeddings(path, texts, tokenizer_json, hf_dir=None):
+    """Embeddings of a `bert` GGUF (`path`), or of the Hugging Face model
+    directory a GGUF was converted from (`hf_dir`: its own forward pass and
+    pooling), L2-normalized as llama.cpp's server returns them."""
     from tokenizers import Tokenizer
-    cfg, w, pooling = load_bert(path)
     tok = Tokenizer.from_file(tokenizer_json)
     ids = [tok.encode(t).ids for t in texts]
     out = []
+    if hf_dir is not None:
+        model = REF.Model(hf_dir)
+        pooling = None
+        for m in json.load(open(os.path.join(hf_dir, "modules.json"))):
+            if m["type"].endswith("Pooling"):
+                pc = json.load(open(os.path.join(hf_dir, m["path"], "config.json")))
+                pooling = ("mean" if pc.get("pooling_mode_mean_tokens") else
+                           "cls" if pc.get("pooling_mode_cls_token") else "lasttoken")
+        for seq in ids:
+            hidden, _ = model.forward(seq)
+            out.append(REF.normalize(REF.pool(hidden, pooling)).tolist())
+        return {"ids": ids, "embeddings": out, "pooling": pooling}
+    cfg, w, pooling = load_bert(path)
     for seq in ids:
         hidden = REF.encoder_forward(cfg, w, seq)
         out.append(REF.normalize(REF.pool(hidden, pooling)).tolist())
@@ -400,7 +415,7 @@ def main():
     args = ap.parse_args()
     if args.texts is not None:
         print(json.dumps(bert_embeddings(args.gguf, json.loads(args.texts),
-                                         args.tokenizer_json)))
+                                         args.tokenizer_json, args.hf_dir)))
         return
     quantized = None
     if args.activations == "int8":

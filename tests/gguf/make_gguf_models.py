@@ -58,6 +58,9 @@ MODELS = {
     "qwen3-tiny-bf16": ("qwen3-tiny", "qwen3", "BF16"),
     "bert-embed-f16": ("bert-embed", "bert", "F16"),
     "bert-mean-q8_0": ("bert-mean", "bert", "Q8_0"),
+    # The embedders llama.cpp converts under their own architectures.
+    "nomic-embed-f16": ("nomic-embed", "nomic-bert", "F16"),
+    "jina-embed-q8_0": ("jina-embed", "jina-bert-v2", "Q8_0"),
 }
 
 # Architectures whose q/k rows llama.cpp's converter interleaves (its
@@ -402,6 +405,51 @@ def write_bert(src, out_path, qtype):
     w.close()
 
 
+def write_named_encoder(src, out_path, arch, qtype):
+    """An encoder llama.cpp converts under its own architecture
+    (nomic-bert, jina-bert-v2): tensors named by gguf-py's TensorNameMap for
+    that architecture (llama.cpp's own table), the hyper-parameters its
+    converter writes (rope.freq_base for nomic-bert), WordPiece vocab."""
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    hidden = cfg.get("hidden_size", cfg.get("n_embd"))
+    layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
+    w = gguf.GGUFWriter(out_path, arch)
+    w.add_context_length(cfg.get("max_position_embeddings", cfg.get("n_positions")))
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(cfg.get("intermediate_size", cfg.get("n_inner")))
+    w.add_head_count(cfg.get("num_attention_heads", cfg.get("n_head")))
+    w.add_layer_norm_eps(cfg.get("layer_norm_eps", cfg.get("layer_norm_epsilon", 1e-12)))
+    w.add_causal_attention(False)
+    w.add_pooling_type(bert_pooling(src))
+    w.add_token_type_count(cfg.get("type_vocab_size", 2))
+    if arch == "nomic-bert":
+        w.add_rope_freq_base(cfg["rotary_emb_base"])
+    add_wordpiece_vocab(w, os.path.join(src, "tokenizer.json"), cfg["vocab_size"])
+    model_arch = {"nomic-bert": gguf.MODEL_ARCH.NOMIC_BERT,
+                  "jina-bert-v2": gguf.MODEL_ARCH.JINA_BERT_V2}[arch]
+    names = gguf.get_tensor_name_map(model_arch, layers)
+    qt = gguf.GGMLQuantizationType[qtype]
+    block = gguf.GGML_QUANT_SIZES[qt][0]
+    for hf, a in sorted(REF.load_weights(src).items()):
+        name = names.get_name(hf, try_suffixes=(".weight", ".bias"))
+        if name is None:
+            continue  # the pooler: llama.cpp drops it
+        a = np.asarray(a, dtype=np.float32)
+        if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:
+            w.add_tensor(name, a.astype(np.float16))
+        elif a.ndim == 2 and a.shape[1] % block == 0 and not name.startswith("token_types"):
+            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
+        elif a.ndim == 2:
+            w.add_tensor(name, a.astype(np.float16))
+        else:
+            w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--test-models", required=True)
@@ -413,8 +461,13 @@ def main():
     for name, (src, arch, qtype) in MODELS.items():
         if only and name not in only:
             continue
-        writer = write_bert if arch == "bert" else (
-            lambda s, o, q, arch=arch: write(s, o, arch, q))
+        if arch == "bert":
+            writer = write_bert
+        elif arch in ("nomic-bert", "jina-bert-v2"):
+            writer = (lambda s, o, q, arch=arch:
+                      write_named_encoder(s, o, arch, q))
+        else:
+            writer = lambda s, o, q, arch=arch: write(s, o, arch, q)
         writer(os.path.join(args.test_models, src),
                os.path.join(args.out, name + ".gguf"), qtype)
         print("wrote", name)

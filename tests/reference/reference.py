@@ -3,8 +3,11 @@
 serves, written from the published model definitions, to check inferd's
 numerics against.
 
-Families: BERT and XLM-RoBERTa encoders (post-LN, exact erf GELU, absolute
-positions, token types, sequence-classification heads) and Llama / Mistral /
+Families: BERT, XLM-RoBERTa and MPNet encoders (post-LN, exact erf GELU, absolute
+positions, token types, sequence-classification heads), NomicBERT (rotary,
+SwiGLU), JinaBERT v2 (ALiBi, GEGLU), GTE "new" (rotary with NTK scaling,
+gated GELU), ModernBERT
+(pre-norm, local/global attention) and Llama / Mistral /
 Qwen2 / Qwen3 / SmolLM3 / Phi-3 / Gemma 2 / Gemma 3 decoders (RMSNorm, or
 Gemma's (1 + w) RMSNorm with four norms per block, scaled embeddings,
 attention and final-logit soft caps and local/global RoPE; rotary
@@ -81,7 +84,7 @@ def load_weights(model_dir):
 class Weights:
     """Tensor lookup tolerant of the base-model prefixes HF checkpoints use."""
 
-    PREFIXES = ("", "bert.", "roberta.", "model.")
+    PREFIXES = ("", "bert.", "roberta.", "mpnet.", "new.", "model.")
 
     def __init__(self, tensors):
         self.t = tensors
@@ -143,10 +146,11 @@ def softmax(x):
     return e / e.sum(-1, keepdims=True)
 
 
-def attention(q, k, v, mask, scale=None, softcap=None):
+def attention(q, k, v, mask, scale=None, softcap=None, bias=None):
     """q: [heads, T, D]; k, v: [kv_heads, T, D]; mask: [T, T] bool (allowed).
     Scores times `scale` (default 1/sqrt(D)), then softcap * tanh(s /
-    softcap) when a softcap is given (Gemma 2)."""
+    softcap) when a softcap is given (Gemma 2), plus `bias` [heads, T, T]
+    when given (MPNet's relative-position bias)."""
     heads, kv = q.shape[0], k.shape[0]
     group = heads // kv
     k = np.repeat(k, group, axis=0)
@@ -156,6 +160,8 @@ def attention(q, k, v, mask, scale=None, softcap=None):
     scores = q @ k.transpose(0, 2, 1) * scale
     if softcap:
         scores = softcap * np.tanh(scores / softcap)
+    if bias is not None:
+        scores = scores + bias
     scores = np.where(mask[None], scores, -np.inf)
     return softmax(scores) @ v  # [heads, T, D]
 
@@ -165,13 +171,68 @@ def attention(q, k, v, mask, scale=None, softcap=None):
 
 
 def encoder_position_ids(cfg, ids):
-    if cfg["model_type"] in ("xlm-roberta", "roberta"):
+    if cfg["model_type"] in ("xlm-roberta", "roberta", "mpnet"):
         # Positions count non-padding tokens from padding_idx + 1; padding
         # tokens sit at padding_idx.
         pad = cfg.get("pad_token_id", 1)
         mask = (ids != pad).astype(np.int64)
         return np.cumsum(mask) * mask + pad
     return np.arange(len(ids))
+
+
+def mpnet_bucket(rel, num_buckets=32, max_distance=128):
+    """MPNet's bucket of each relative position (key - query): half the
+    buckets per direction (keys after the query in the upper half), exact
+    below a quarter of them, log-spaced up to max_distance, the last one
+    beyond. The log part in float32, as the published model computes it."""
+    half = num_buckets // 2
+    ret = np.where(rel > 0, half, 0)
+    n = np.abs(rel)
+    exact = half // 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        large = exact + (np.log(n.astype(np.float32) / np.float32(exact)) /
+                         np.float32(math.log(max_distance / exact)) *
+                         np.float32(half - exact)).astype(np.int64)
+    large = np.minimum(large, half - 1)
+    return ret + np.where(n < exact, n, large)
+
+
+def mpnet_position_bias(w, T):
+    """[heads, T, T]: the relative-position bias every MPNet layer adds.
+    transformers buckets with 32 whatever relative_attention_num_buckets
+    says."""
+    rel = np.arange(T)[None, :] - np.arange(T)[:, None]
+    table = w("encoder.relative_attention_bias.weight")  # [buckets, heads]
+    return table[mpnet_bucket(rel)].transpose(2, 0, 1)
+
+
+def alibi_slopes(heads):
+    """ALiBi's per-head slopes (Press et al.): 2^(-8/n) * its powers for a
+    power of two n, else the lower power of two's slopes then every other
+    slope of twice as many heads."""
+    def power_of_2(n):
+        start = 2.0 ** (-8.0 / n)
+        return [start ** (i + 1) for i in range(n)]
+    lower = 2 ** int(math.floor(math.log2(heads)))
+    if lower == heads:
+        return power_of_2(heads)
+    return power_of_2(lower) + power_of_2(2 * lower)[0::2][:heads - lower]
+
+
+def alibi_bias(heads, T):
+    """[heads, T, T]: JinaBERT's symmetric ALiBi, -slope * |j - i|."""
+    rel = np.abs(np.arange(T)[None, :] - np.arange(T)[:, None])
+    return -np.asarray(alibi_slopes(heads))[:, None, None] * rel[None]
+
+
+# Per family: the attention tensors of a layer and its norm.
+_ENCODER_NAMES = {
+    "mpnet": ("attention.attn.q", "attention.attn.k", "attention.attn.v",
+              "attention.attn.o", "attention.LayerNorm"),
+}
+_BERT_NAMES = ("attention.self.query", "attention.self.key",
+               "attention.self.value", "attention.output.dense",
+               "attention.output.LayerNorm")
 
 
 def encoder_forward(cfg, w, ids, type_ids=None):
@@ -183,29 +244,178 @@ def encoder_forward(cfg, w, ids, type_ids=None):
     act = activation(cfg.get("hidden_act", "gelu"))
     if type_ids is None:
         type_ids = np.zeros(T, dtype=np.int64)
-    x = (w("embeddings.word_embeddings.weight")[ids] +
-         w("embeddings.position_embeddings.weight")[encoder_position_ids(cfg, ids)])
+    alibi = cfg.get("position_embedding_type") == "alibi"  # JinaBERT v2
+    x = w("embeddings.word_embeddings.weight")[ids]
+    if not alibi:
+        x = x + w("embeddings.position_embeddings.weight")[encoder_position_ids(cfg, ids)]
     if w.has("embeddings.token_type_embeddings.weight"):
         x = x + w("embeddings.token_type_embeddings.weight")[np.asarray(type_ids)]
     x = layer_norm(x, w("embeddings.LayerNorm.weight"), w("embeddings.LayerNorm.bias"), eps)
     mask = np.ones((T, T), dtype=bool)
+    qn, kn, vn, on, normn = _ENCODER_NAMES.get(cfg["model_type"], _BERT_NAMES)
+    bias = mpnet_position_bias(w, T) if cfg["model_type"] == "mpnet" else None
+    if alibi:
+        bias = alibi_bias(heads, T)
     for i in range(cfg["num_hidden_layers"]):
         p = "encoder.layer.%d." % i
 
         def proj(name, inp):
             return linear(inp, w(p + name + ".weight"), w(p + name + ".bias"))
 
-        q = proj("attention.self.query", x).reshape(T, heads, D).transpose(1, 0, 2)
-        k = proj("attention.self.key", x).reshape(T, heads, D).transpose(1, 0, 2)
-        v = proj("attention.self.value", x).reshape(T, heads, D).transpose(1, 0, 2)
-        ctx = attention(q, k, v, mask).transpose(1, 0, 2).reshape(T, H)
-        x = layer_norm(proj("attention.output.dense", ctx) + x,
-                       w(p + "attention.output.LayerNorm.weight"),
-                       w(p + "attention.output.LayerNorm.bias"), eps)
+        q = proj(qn, x).reshape(T, heads, D).transpose(1, 0, 2)
+        k = proj(kn, x).reshape(T, heads, D).transpose(1, 0, 2)
+        v = proj(vn, x).reshape(T, heads, D).transpose(1, 0, 2)
+        ctx = attention(q, k, v, mask, bias=bias).transpose(1, 0, 2).reshape(T, H)
+        x = layer_norm(proj(on, ctx) + x, w(p + normn + ".weight"),
+                       w(p + normn + ".bias"), eps)
+        if w.has(p + "mlp.gated_layers.weight"):
+            # JinaBERT's GEGLU: act(first half) * second half, no bias.
+            I = cfg["intermediate_size"]
+            g = x @ w(p + "mlp.gated_layers.weight").T
+            x = layer_norm(proj("mlp.wo", act(g[:, :I]) * g[:, I:]) + x,
+                           w(p + "mlp.layernorm.weight"), w(p + "mlp.layernorm.bias"), eps)
+            continue
         h = act(proj("intermediate.dense", x))
         x = layer_norm(proj("output.dense", h) + x, w(p + "output.LayerNorm.weight"),
                        w(p + "output.LayerNorm.bias"), eps)
     return x
+
+
+def nomic_forward(cfg, w, ids, type_ids=None):
+    """NomicBERT (nomic-embed-text): word + token-type embeddings and a
+    LayerNorm, then post-LN blocks of rotary attention (rotate-half pairs
+    over the whole head, base rotary_emb_base) over a fused q|k|v
+    projection, and a gated MLP fc2(act(fc12 x) * fc11 x); no biases.
+    Reads nomic's remote-code config keys and tensor names."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = len(ids)
+    H, heads = cfg["n_embd"], cfg["n_head"]
+    D = H // heads
+    eps = cfg.get("layer_norm_epsilon", 1e-12)
+    act = activation({"swiglu": "silu", "geglu": "gelu"}[cfg["activation_function"]])
+    if type_ids is None:
+        type_ids = np.zeros(T, dtype=np.int64)
+    x = (w("embeddings.word_embeddings.weight")[ids] +
+         w("embeddings.token_type_embeddings.weight")[np.asarray(type_ids)])
+    x = layer_norm(x, w("emb_ln.weight"), w("emb_ln.bias"), eps)
+    inv_freq = 1.0 / cfg["rotary_emb_base"] ** (np.arange(0, D, 2) / D)
+    angles = np.arange(T)[:, None] * inv_freq[None, :]  # [T, D/2]
+    cos, sin = np.cos(angles), np.sin(angles)
+
+    def rotate(a):  # [heads, T, D]
+        a1, a2 = a[..., :D // 2], a[..., D // 2:]
+        return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], -1)
+
+    mask = np.ones((T, T), dtype=bool)
+    for i in range(cfg["n_layer"]):
+        p = "encoder.layers.%d." % i
+        q, k, v = np.split(x @ w(p + "attn.Wqkv.weight").T, 3, axis=-1)
+        q, k, v = (a.reshape(T, heads, D).transpose(1, 0, 2) for a in (q, k, v))
+        ctx = attention(rotate(q), rotate(k), v, mask).transpose(1, 0, 2).reshape(T, H)
+        x = layer_norm(x + ctx @ w(p + "attn.out_proj.weight").T,
+                       w(p + "norm1.weight"), w(p + "norm1.bias"), eps)
+        h = act(x @ w(p + "mlp.fc12.weight").T) * (x @ w(p + "mlp.fc11.weight").T)
+        x = layer_norm(x + h @ w(p + "mlp.fc2.weight").T,
+                       w(p + "norm2.weight"), w(p + "norm2.bias"), eps)
+    return x
+
+
+def gte_forward(cfg, w, ids, type_ids=None):
+    """GTE "new" (Alibaba's remote code: gte-base-en-v1.5): word (+ token
+    type) embeddings and a LayerNorm, then post-LN blocks of rotary
+    attention over qkv_proj (with biases) and a gated MLP
+    down(gelu(gate) * up) whose up_gate_proj holds up first. rope_scaling
+    "ntk": base * factor, every inverse frequency / factor^(2 / dim)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = len(ids)
+    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    D = H // heads
+    I = cfg["intermediate_size"]
+    eps = cfg.get("layer_norm_eps", 1e-12)
+    act = activation(cfg.get("hidden_act", "gelu"))
+    x = w("embeddings.word_embeddings.weight")[ids]
+    if cfg.get("type_vocab_size", 0) > 0:
+        if type_ids is None:
+            type_ids = np.zeros(T, dtype=np.int64)
+        x = x + w("embeddings.token_type_embeddings.weight")[np.asarray(type_ids)]
+    x = layer_norm(x, w("embeddings.LayerNorm.weight"), w("embeddings.LayerNorm.bias"), eps)
+    base = float(cfg.get("rope_theta", 10000.0))
+    inv_freq = 1.0 / base ** (np.arange(0, D, 2) / D)
+    scaling = cfg.get("rope_scaling")
+    if scaling:
+        f = scaling["factor"]
+        inv_freq = 1.0 / (base * f) ** (np.arange(0, D, 2) / D) / f ** (2.0 / D)
+    angles = np.arange(T)[:, None] * inv_freq[None, :]
+    cos, sin = np.cos(angles), np.sin(angles)
+
+    def rotate(a):
+        a1, a2 = a[..., :D // 2], a[..., D // 2:]
+        return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], -1)
+
+    mask = np.ones((T, T), dtype=bool)
+    for i in range(cfg["num_hidden_layers"]):
+        p = "encoder.layer.%d." % i
+        qkv = linear(x, w(p + "attention.qkv_proj.weight"), w(p + "attention.qkv_proj.bias"))
+        q, k, v = (a.reshape(T, heads, D).transpose(1, 0, 2) for a in np.split(qkv, 3, axis=-1))
+        ctx = attention(rotate(q), rotate(k), v, mask).transpose(1, 0, 2).reshape(T, H)
+        x = layer_norm(x + linear(ctx, w(p + "attention.o_proj.weight"),
+                                  w(p + "attention.o_proj.bias")),
+                       w(p + "attn_ln.weight"), w(p + "attn_ln.bias"), eps)
+        up_gate = x @ w(p + "mlp.up_gate_proj.weight").T
+        up, gate = up_gate[:, :I], up_gate[:, I:]
+        h = linear(act(gate) * up, w(p + "mlp.down_proj.weight"), w(p + "mlp.down_proj.bias"))
+        x = layer_norm(x + h, w(p + "mlp_ln.weight"), w(p + "mlp_ln.bias"), eps)
+    return x
+
+
+def modernbert_forward(cfg, w, ids):
+    """ModernBERT: token embeddings + LayerNorm (no biases unless stored),
+    pre-LN blocks h += Wo(attn(LN(h))) (layer 0: on h), h += Wo(gelu(first
+    half of Wi) * second half) on LN(h), a final LayerNorm. Layers are
+    global (rotary base global_rope_theta) every global_attn_every_n_layers
+    from 0, else local: keys with |i - j| <= local_attention // 2, rotary
+    base local_rope_theta."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = len(ids)
+    H, heads = cfg["hidden_size"], cfg["num_attention_heads"]
+    D = H // heads
+    I = cfg["intermediate_size"]
+    eps = cfg.get("norm_eps", 1e-5)
+    act = activation(cfg.get("hidden_activation", "gelu"))
+
+    def ln(x, name):
+        b = w(name + ".bias") if w.has(name + ".bias") else 0.0
+        return layer_norm(x, w(name + ".weight"), b, eps)
+
+    def rope_tables(theta):
+        inv = 1.0 / theta ** (np.arange(0, D, 2) / D)
+        ang = np.arange(T)[:, None] * inv[None, :]
+        return np.cos(ang), np.sin(ang)
+
+    def rotate(a, cs):
+        cos, sin = cs
+        a1, a2 = a[..., :D // 2], a[..., D // 2:]
+        return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], -1)
+
+    tables = {"global": rope_tables(cfg.get("global_rope_theta", 160000.0)),
+              "local": rope_tables(cfg.get("local_rope_theta", 10000.0))}
+    i_idx, j_idx = np.arange(T)[:, None], np.arange(T)[None, :]
+    masks = {"global": np.ones((T, T), dtype=bool),
+             "local": np.abs(i_idx - j_idx) <= cfg.get("local_attention", 128) // 2}
+    every = cfg.get("global_attn_every_n_layers", 3)
+    x = ln(w("embeddings.tok_embeddings.weight")[ids], "embeddings.norm")
+    for i in range(cfg["num_hidden_layers"]):
+        p = "layers.%d." % i
+        kind = "global" if i % every == 0 else "local"
+        a = ln(x, p + "attn_norm") if i > 0 else x
+        qkv = a @ w(p + "attn.Wqkv.weight").T
+        q, k, v = (t.reshape(T, heads, D).transpose(1, 0, 2) for t in np.split(qkv, 3, axis=-1))
+        ctx = attention(rotate(q, tables[kind]), rotate(k, tables[kind]), v,
+                        masks[kind]).transpose(1, 0, 2).reshape(T, H)
+        x = x + ctx @ w(p + "attn.Wo.weight").T
+        m = ln(x, p + "mlp_norm") @ w(p + "mlp.Wi.weight").T
+        x = x + (act(m[:, :I]) * m[:, I:]) @ w(p + "mlp.Wo.weight").T
+    return ln(x, "final_norm")
 
 
 def encoder_classify(cfg, w, hidden):
@@ -529,6 +739,10 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
     heads, _, D = _decoder_dims(cfg)
     positions = np.arange(T, dtype=np.float64)
     scale, softcap = attention_options(cfg)
+    # EmbeddingGemma (use_bidirectional_attention): bidirectional, and its
+    # sliding layers see |i - j| < sliding_window // 2 + 1.
+    own_bidirectional = bool(cfg.get("use_bidirectional_attention"))
+    bidirectional = bidirectional or own_bidirectional
 
     def attend(layer, q, k, v):
         q, k = _heads_first(q), _heads_first(k)
@@ -536,7 +750,12 @@ def decoder_forward(cfg, w, ids, bidirectional=False):
             inv_freq, rope_scale = layer_rope(cfg, layer, rotary_dim(cfg, D), T)
             q = apply_rope(q, positions, inv_freq, rope_scale)
             k = apply_rope(k, positions, inv_freq, rope_scale)
-        mask = decoder_mask(T, sliding_window_for_layer(cfg, layer), bidirectional)
+        window = sliding_window_for_layer(cfg, layer)
+        if own_bidirectional and window is not None:
+            i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+            mask = np.abs(i - j) < window // 2 + 1
+        else:
+            mask = decoder_mask(T, window, bidirectional)
         return attention(q, k, _heads_first(v), mask, scale, softcap).transpose(
             1, 0, 2).reshape(T, heads * D)
 
@@ -800,11 +1019,17 @@ class Model:
         self.dir = model_dir
         self.cfg = load_json(os.path.join(model_dir, "config.json"))
         self.w = Weights(load_weights(model_dir))
-        self.encoder = self.cfg["model_type"] in ("bert", "xlm-roberta", "roberta")
+        self.encoder = self.cfg["model_type"] in ("bert", "xlm-roberta", "roberta", "mpnet")
         self.arch = self.cfg["architectures"][0]
 
     def forward(self, ids, type_ids=None, bidirectional=False):
         """(hidden [T, H], logits or None)."""
+        if self.cfg["model_type"] == "nomic_bert":
+            return nomic_forward(self.cfg, self.w, ids, type_ids), None
+        if self.cfg["model_type"] == "new":
+            return gte_forward(self.cfg, self.w, ids, type_ids), None
+        if self.cfg["model_type"] == "modernbert":
+            return modernbert_forward(self.cfg, self.w, ids), None
         if self.encoder:
             hidden = encoder_forward(self.cfg, self.w, ids, type_ids)
             logits = (encoder_classify(self.cfg, self.w, hidden)

@@ -35,8 +35,13 @@ REF = None
 GRPC = IPB = IRPC = MPB = MRPC = None
 
 EMBEDDERS = ["bert-embed", "bert-mean", "xlmr-embed", "roberta-embed",
+             "mpnet-embed", "jina-embed", "nomic-embed", "gte-embed",
+             "modernbert-embed",
              "qwen2-embed", "qwen3-embed", "mistral-embed"]
 DECODERS = ["llama-tiny", "mistral-tiny", "qwen2-tiny", "qwen3-tiny"]
+# Served and checked by their own tests (not every pooling: their
+# sentence-transformers pipelines project after pooling).
+ST_PIPELINES = ["embeddinggemma-tiny"]
 HEADS = ["bert-classifier", "bert-multilabel", "xlmr-reranker",
          "roberta-classifier"]
 
@@ -87,7 +92,8 @@ class WorkflowsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        models = [(n, model_dir(n)) for n in EMBEDDERS + DECODERS + HEADS]
+        models = [(n, model_dir(n))
+                  for n in EMBEDDERS + DECODERS + HEADS + ST_PIPELINES]
         # A decoder reranker: a causal LM served with task=rerank (the
         # qwen3 rerank format is the default; named here to check the
         # option).
@@ -168,6 +174,47 @@ class WorkflowsTest(unittest.TestCase):
                     self.assert_close_embedding(e.values, ref,
                                                 f"{name}/{pooling}/{text[:20]}")
                     self.assertEqual(e.tokens, ntok)
+
+    def test_embeddinggemma_pipeline_matches_reference(self):
+        """EmbeddingGemma's layout: a Gemma 3 decoder with bidirectional
+        attention (its sliding layer sees |i - j| < window / 2 + 1), mean
+        pooling, two Dense projections and Normalize, as sentence-transformers
+        runs them (the reference's st_embedding), on texts longer than the
+        window; the model reports the last Dense's width."""
+        name = "embeddinggemma-tiny"
+        cfg = load_cfg(name)
+        self.assertTrue(cfg["use_bidirectional_attention"])
+        r = self.embed(name, TEXTS)
+        eos = eos_ids(cfg)
+        for text, e in zip(TEXTS, r.embeddings):
+            ids = self.tokenize(name, text)
+            if eos and ids[-1] != eos[0]:
+                ids = ids + [eos[0]]  # decoder embedders end with EOS
+            hidden, _ = ref_model(name).forward(ids)
+            want = REF.st_embedding(model_dir(name), hidden)
+            self.assertEqual(len(want), 64)
+            self.assert_close_embedding(e.values, want, f"{name}/{text[:20]}")
+            self.assertEqual(e.tokens, len(ids))
+        # The prompt names come from config_sentence_transformers.json.
+        q = self.embed(name, ["where is paris"], prompt_name="query")
+        ids = self.tokenize(name, "task: search result | query: where is paris")
+        if eos and ids[-1] != eos[0]:
+            ids = ids + [eos[0]]
+        hidden, _ = ref_model(name).forward(ids)
+        self.assert_close_embedding(q.embeddings[0].values,
+                                    REF.st_embedding(model_dir(name), hidden),
+                                    f"{name}/query prompt")
+
+    def test_mpnet_relative_bias_beyond_its_max_distance(self):
+        """MPNet's relative-position buckets saturate at a distance of 128:
+        a text of ~300 tokens sees every bucket, clamped ones included."""
+        text = " ".join(f"w{i}" for i in range(150))
+        r = self.embed("mpnet-embed", [text], pooling=IPB.POOLING_MEAN,
+                       normalize=True)
+        ref, ntok = self.ref_embedding("mpnet-embed", text, "mean", True)
+        self.assertGreater(ntok, 260)
+        self.assertEqual(r.embeddings[0].tokens, ntok)
+        self.assert_close_embedding(r.embeddings[0].values, ref, "mpnet/long")
 
     def test_model_default_normalization_follows_sentence_transformers(self):
         # bert-embed ships a Normalize module; bert-mean does not.
@@ -755,7 +802,8 @@ def main():
     lib.add_common_args(parser)
     args, rest = parser.parse_known_args()
     P = lib.Paths(args)
-    if not lib.models_present(P.test_models, EMBEDDERS + DECODERS + HEADS):
+    if not lib.models_present(P.test_models,
+                              EMBEDDERS + DECODERS + HEADS + ST_PIPELINES):
         return 77
     REF = lib.import_reference()
     GRPC, IPB, IRPC, MPB, MRPC = lib.import_stubs(P.stubs)

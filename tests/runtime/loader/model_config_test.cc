@@ -1,5 +1,6 @@
 #include "runtime/loader/model_config.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/status/status.h"
@@ -323,8 +324,12 @@ TEST(ModelConfigTest, Gemma2And3Traits) {
   ModelConfig no_cap = MustParse(j);
   EXPECT_EQ(no_cap.final_logit_softcapping, 0.0);
   EXPECT_EQ(no_cap.SlidingWindowForLayer(0), 16);
+  // Bidirectional (EmbeddingGemma's flag): no causal mask, the window
+  // halved plus one on both sides.
   j["use_bidirectional_attention"] = true;
-  EXPECT_FALSE(ParseModelConfig(j.dump(), "test/config.json").ok());
+  ModelConfig bidi = MustParse(j);
+  EXPECT_EQ(bidi.is_causal, absl::optional<bool>(false));
+  EXPECT_EQ(bidi.SlidingWindowForLayer(0), 9);
 
   nlohmann::json k = Minimal("Gemma3ForCausalLM", "gemma3_text");
   k["num_hidden_layers"] = 12;
@@ -365,6 +370,96 @@ TEST(ModelConfigTest, Gemma2And3Traits) {
   EXPECT_EQ(n.rope_scaling->factor, 4.0);
   k["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 8.0}};
   EXPECT_FALSE(ParseModelConfig(k.dump(), "test/config.json").ok());
+}
+
+TEST(ModelConfigTest, EncoderFamiliesOfIssue38) {
+  // MPNet: RoBERTa's positions, no token types, 32 buckets up to 128 even
+  // when the file names another bucket count (transformers uses 32).
+  nlohmann::json mpnet = Minimal("MPNetForMaskedLM", "mpnet");
+  mpnet["relative_attention_num_buckets"] = 64;
+  ModelConfig m = MustParse(mpnet);
+  EXPECT_TRUE(m.IsEncoder());
+  EXPECT_EQ(m.position_id_offset(), 2);
+  EXPECT_EQ(m.type_vocab_size, 0);
+  EXPECT_EQ(m.relative_attention_buckets, 32);
+  EXPECT_EQ(m.relative_attention_max_distance, 128);
+
+  // NomicBERT from nomic's remote-code keys.
+  nlohmann::json nomic = {
+      {"architectures", {"NomicBertModel"}}, {"model_type", "nomic_bert"},
+      {"vocab_size", 100}, {"n_embd", 64}, {"n_layer", 3}, {"n_head", 4},
+      {"n_inner", 96}, {"n_positions", 8192}, {"layer_norm_epsilon", 1e-6},
+      {"rotary_emb_base", 1000}, {"rotary_emb_fraction", 1.0},
+      {"activation_function", "swiglu"}, {"prenorm", false},
+      {"rotary_scaling_factor", nullptr}};
+  ModelConfig n = MustParse(nomic);
+  EXPECT_EQ(n.hidden_size, 64);
+  EXPECT_EQ(n.num_hidden_layers, 3);
+  EXPECT_EQ(n.intermediate_size, 96);
+  EXPECT_EQ(n.max_position_embeddings, 8192);
+  EXPECT_DOUBLE_EQ(n.layer_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(n.rope_theta, 1000.0);
+  EXPECT_EQ(n.hidden_act, "silu");
+  nomic["activation_function"] = "geglu";
+  EXPECT_EQ(MustParse(nomic).hidden_act, "gelu");
+  nomic["prenorm"] = true;
+  auto bad = ParseModelConfig(nomic.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("prenorm"));
+
+  // GTE "new": ntk scaling becomes base * f and divisors f^(2/dim).
+  nlohmann::json gte = Minimal("NewModel", "new");
+  gte["rope_theta"] = 500000;
+  gte["rope_scaling"] = {{"type", "ntk"}, {"factor", 2.0}};
+  gte["type_vocab_size"] = 0;
+  ModelConfig g = MustParse(gte);
+  EXPECT_DOUBLE_EQ(g.rope_theta, 1000000.0);
+  ASSERT_EQ(g.rope_freq_factors.size(), 8u);  // head_dim 16 / 2
+  EXPECT_DOUBLE_EQ(g.rope_freq_factors[0], std::pow(2.0, 2.0 / 16.0));
+  gte["rope_scaling"] = {{"type", "yarn"}, {"factor", 2.0}};
+  bad = ParseModelConfig(gte.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("ntk"));
+
+  // ModernBERT: every third layer global from 0; local windows of
+  // |i - j| <= local_attention / 2; the two rotary bases.
+  nlohmann::json modern = Minimal("ModernBertModel", "modernbert");
+  modern["num_hidden_layers"] = 5;
+  modern["norm_eps"] = 1e-5;
+  modern["hidden_activation"] = "gelu";
+  modern["local_attention"] = 128;
+  modern["global_rope_theta"] = 160000.0;
+  modern["local_rope_theta"] = 10000.0;
+  ModelConfig mb = MustParse(modern);
+  EXPECT_THAT(mb.layer_types,
+              ElementsAre("full_attention", "sliding_attention",
+                          "sliding_attention", "full_attention",
+                          "sliding_attention"));
+  EXPECT_EQ(mb.SlidingWindowForLayer(1), 65);
+  EXPECT_FALSE(mb.SlidingWindowForLayer(0).has_value());
+  EXPECT_DOUBLE_EQ(mb.rope_theta, 160000.0);
+  EXPECT_DOUBLE_EQ(mb.rope_local_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(mb.layer_norm_eps, 1e-5);
+
+  // JinaBERT v2: BERT's config with ALiBi; RoBERTa's parser keeps absolute.
+  nlohmann::json jina = Minimal("JinaBertModel", "bert");
+  jina["position_embedding_type"] = "alibi";
+  EXPECT_EQ(MustParse(jina).position_embedding_type, "alibi");
+  nlohmann::json xlmr = Minimal("XLMRobertaModel", "xlm-roberta");
+  xlmr["position_embedding_type"] = "alibi";
+  bad = ParseModelConfig(xlmr.dump(), "test/config.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("'alibi' is not supported for model_type xlm-roberta"));
+
+  // EmbeddingGemma: bidirectional, the window halved plus one.
+  nlohmann::json eg = Minimal("Gemma3TextModel", "gemma3_text");
+  eg["use_bidirectional_attention"] = true;
+  eg["sliding_window"] = 512;
+  ModelConfig e = MustParse(eg);
+  ASSERT_TRUE(e.is_causal.has_value());
+  EXPECT_FALSE(*e.is_causal);
+  EXPECT_EQ(e.sliding_window, 257);
 }
 
 TEST(ModelConfigTest, MissingRequiredFieldNamesFieldAndFile) {
