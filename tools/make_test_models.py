@@ -419,6 +419,12 @@ TOKENIZERS = {
             "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
             "{% endif %}")}),
 }
+# bge-reranker-v2-gemma's score token "Yes" in a generated Llama-style
+# tokenizer (a folder ../shared does not have: always generated).
+TOKENIZERS["llama-rerank"] = (
+    "generated-llama-rerank",
+    lambda: with_vocab_words(make_bytelevel_bpe_tokenizer("llama"), ["Yes"]),
+    TOKENIZERS["llama"][2])
 # A decoder reranker's: Qwen's, with the score tokens "yes" and "no" (the
 # real Qwen3 tokenizer under ../shared has them).
 TOKENIZERS["qwen2-rerank"] = (
@@ -756,6 +762,11 @@ def decoder_config(arch, family, vocab, s, extra):
                     "head_dim": s["hidden"] // s["heads"]})
     elif family == "mistral":
         cfg.update({"sliding_window": 4096, "head_dim": s["hidden"] // s["heads"]})
+    elif family == "gemma":
+        # bge-reranker-v2-gemma's config: Gemma 1 with the original
+        # releases' hidden_act "gelu" (read as the tanh GELU).
+        cfg.update({"hidden_act": "gelu", "head_dim": s["hidden"] // s["heads"],
+                    "attention_bias": False, "pad_token_id": 0})
     elif family == "phi3":
         # Phi-4-mini's traits: 3/4 of each head rotates; LongRoPE factors
         # for the rotated pairs, switched past the original context.
@@ -1034,6 +1045,12 @@ MODELS = {
     "qwen3-reranker-tiny": dict(
         kind="decoder", family="qwen3", arch="Qwen3ForCausalLM",
         tok="qwen2-rerank", shape=TINY_QWEN,
+        extra={"tie_word_embeddings": True}),
+    # bge-reranker-v2-gemma's layout: GemmaForCausalLM (Gemma 1), tied
+    # embeddings, a tokenizer with "Yes".
+    "gemma-reranker-tiny": dict(
+        kind="decoder", family="gemma", arch="GemmaForCausalLM",
+        tok="llama-rerank", shape=TINY_DEC,
         extra={"tie_word_embeddings": True}),
     "qwen3-embed": dict(
         kind="decoder", family="qwen3", arch="Qwen3Model", tok="qwen2",

@@ -189,6 +189,22 @@ void RegisterRerankFormats() {
       "Qwen3-Reranker: a yes/no judge of the document against the query; "
       "score = P(yes)",
       std::move(qwen3));
+  // bge-reranker-v2-gemma's (FlagEmbedding's LLM reranker): BOS, "A:
+  // query", "\n", "B: passage", "\n" and the prompt, each tokenized apart;
+  // the score is the logit of "Yes" at the last position.
+  RerankFormat bge;
+  bge.prefix = "{bos}";
+  bge.pair = "A: {query}{split}\n{split}B: {document}";
+  bge.suffix = "\n{split}{instruction}";
+  bge.instruction =
+      "Given a query A and a passage B, determine whether the passage "
+      "contains an answer to the query by providing a prediction of either "
+      "'Yes' or 'No'.";
+  bge.score_tokens = {"Yes"};
+  Add(RerankFormats(), "bge_gemma",
+      "bge-reranker-v2-gemma (FlagEmbedding's LLM reranker): score = "
+      "sigmoid(logit of Yes)",
+      std::move(bge));
 }
 
 void RegisterSchedulers() {
@@ -370,6 +386,9 @@ void RegisterArchitectures() {
   AddArchitecture("ModernBertForMaskedLM",
                   "ModernBERT encoder (its masked-LM head unused)", Encoder());
   AddArchitecture("LlamaForCausalLM", "Llama causal LM", CausalLm());
+  AddArchitecture("GemmaForCausalLM",
+                  "Gemma 1 causal LM (bge-reranker-v2-gemma with task=rerank)",
+                  CausalLm());
   AddArchitecture("MistralForCausalLM", "Mistral causal LM", CausalLm());
   AddArchitecture("Qwen2ForCausalLM", "Qwen2 causal LM", CausalLm());
   AddArchitecture("Qwen3ForCausalLM", "Qwen3 causal LM", CausalLm());

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 #include "runtime/engine/rerank_format.h"
@@ -230,8 +231,8 @@ class DecoderRerankInput : public InputProcessor {
           "decoder_rerank_prompt needs the model's tokenizer and rerank "
           "format");
     }
-    ASSIGN_OR_RETURN(Encoding prefix, tokenizer_->Encode(f->prefix, false));
-    ASSIGN_OR_RETURN(Encoding suffix, tokenizer_->Encode(f->suffix, false));
+    ASSIGN_OR_RETURN(Encoding prefix, EncodeParts(f->prefix));
+    ASSIGN_OR_RETURN(Encoding suffix, EncodeParts(f->suffix));
     const size_t limit = static_cast<size_t>(options_.max_input_tokens);
     const size_t fixed = prefix.ids.size() + suffix.ids.size();
     if (fixed >= limit) {
@@ -243,9 +244,7 @@ class DecoderRerankInput : public InputProcessor {
     out.reserve(params.documents.size());
     for (size_t i = 0; i < params.documents.size(); ++i) {
       ASSIGN_OR_RETURN(Encoding pair,
-                       tokenizer_->Encode(f->Pair(params.query,
-                                                  params.documents[i]),
-                                          false));
+                       EncodeParts(f->Pair(params.query, params.documents[i])));
       if (fixed + pair.ids.size() > limit) {
         if (!params.truncate) {
           return TooLong("documents", "query + document", i,
@@ -264,6 +263,18 @@ class DecoderRerankInput : public InputProcessor {
   }
 
  private:
+  // `text` without special tokens, each part between {split} markers
+  // tokenized apart (ids only).
+  absl::StatusOr<Encoding> EncodeParts(const std::string& text) const {
+    Encoding out;
+    for (absl::string_view part : absl::StrSplit(text, kRerankSplit)) {
+      if (part.empty()) continue;
+      ASSIGN_OR_RETURN(Encoding e, tokenizer_->Encode(std::string(part), false));
+      out.ids.insert(out.ids.end(), e.ids.begin(), e.ids.end());
+    }
+    return out;
+  }
+
   const Tokenizer* tokenizer_;
   const InputProcessorOptions options_;
 };

@@ -87,7 +87,12 @@
 //    decoder rerankers (RerankFormat, AddRerankFormat,
 //    OutputProcessorContext::score_token_ids,
 //    InputProcessorOptions::rerank_format).
-#define INFERD_PLUGIN_API_VERSION 13
+// 14: encoder families: ConfigParser::key_aliases and
+//    ::position_embedding_types; ModelConfig::relative_attention_buckets /
+//    ::relative_attention_max_distance; AttentionParams::relative_bias /
+//    ::relative_bias_radius and bidirectional sliding windows; GatedMlp's
+//    LoadNamed / LoadFused; RerankFormat text markers {split} and {bos}.
+#define INFERD_PLUGIN_API_VERSION 14
 
 namespace inferd {
 

@@ -21,11 +21,15 @@ struct RerankFormat {
   // Tokenized apart, in this order, without special tokens: prefix, the
   // pair (its {instruction}, {query} and {document} replaced), suffix. A
   // pair too long for the model is cut at its end (the document's end),
-  // as the reference implementations truncate it.
+  // as the reference implementations truncate it. Two markers:
+  //   {split}  tokenize the text before and after it apart (formats whose
+  //            reference tokenizes "A: query", "\n" and "B: document" one
+  //            by one);
+  //   {bos}    the model's BOS token (its vocabulary string).
   std::string prefix;
   std::string pair;
   std::string suffix;
-  // {instruction}'s value.
+  // {instruction}'s value (in the pair, the prefix or the suffix).
   std::string instruction;
   // The score from the last position's logits: logit(tokens[1]) -
   // logit(tokens[0]) for two (its sigmoid is P(tokens[1]) among the two, the
@@ -36,6 +40,9 @@ struct RerankFormat {
   // The pair text of one document.
   std::string Pair(const std::string& query, const std::string& document) const;
 };
+
+// Marks the places where a format's text is tokenized apart.
+inline constexpr char kRerankSplit[] = "{split}";
 
 // The rerank_format kind's registry.
 Registry<RerankFormat>& RerankFormats();

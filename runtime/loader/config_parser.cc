@@ -307,20 +307,8 @@ ConfigParser ModernBert() {
     c.sliding_window = local / 2 + 1;
     c.use_sliding_window = true;
     c.layer_types.clear();
-    if (const nlohmann::json* lt = f.Find("layer_types")) {
-      if (!lt->is_array() ||
-          static_cast<int64_t>(lt->size()) != c.num_hidden_layers) {
-        return f.Error("layer_types", "must list one type per hidden layer");
-      }
-      for (const auto& t : *lt) {
-        if (!t.is_string() ||
-            (t != "full_attention" && t != "sliding_attention")) {
-          return f.Error("layer_types",
-                         "entries must be full_attention or sliding_attention");
-        }
-        c.layer_types.push_back(t.get<std::string>());
-      }
-    } else {
+    RETURN_IF_ERROR(ReadLayerTypes(json, source, c));
+    if (c.layer_types.empty()) {
       ASSIGN_OR_RETURN(int64_t every, f.Int("global_attn_every_n_layers", 3));
       if (every <= 0) {
         return f.Error("global_attn_every_n_layers", "must be positive");
@@ -363,6 +351,36 @@ absl::Status ReadSlidingWindow(const JsonFields& f, const nlohmann::json& json,
   }
   ASSIGN_OR_RETURN(c.sliding_window, f.OptionalInt("sliding_window"));
   return absl::OkStatus();
+}
+
+// GemmaConfig (Gemma 1; bge-reranker-v2-gemma): Llama's blocks with
+// RMSNorm scaling by (1 + w), embeddings times sqrt(hidden_size), head_dim
+// 256 and the tanh-approximated GELU (transformers reads the original
+// releases' hidden_act "gelu" as that).
+ConfigParser Gemma() {
+  ConfigParser p = Llama();
+  p.architecture_prefix = "Gemma";
+  ModelConfig& d = p.defaults;
+  d.hidden_act = "gelu_pytorch_tanh";
+  d.intermediate_size = 24576;
+  d.max_position_embeddings = 8192;
+  d.head_dim = 256;
+  d.bos_token_id = 2;
+  d.eos_token_ids = {1};
+  d.pad_token_id = 0;
+  d.tie_word_embeddings = true;
+  d.rms_norm_weight_offset = 1.0;
+  p.read_extra = [](const nlohmann::json& json, absl::string_view source,
+                    ModelConfig& c) -> absl::Status {
+    JsonFields f(json, source);
+    if (c.hidden_act == "gelu") c.hidden_act = "gelu_pytorch_tanh";
+    c.embedding_multiplier = std::sqrt(static_cast<double>(c.hidden_size));
+    ASSIGN_OR_RETURN(bool bidirectional,
+                     f.Bool("use_bidirectional_attention", false));
+    if (bidirectional) c.is_causal = false;
+    return absl::OkStatus();
+  };
+  return p;
 }
 
 // MistralConfig: one window for every layer (Mistral v0.2+ sets null).
@@ -693,6 +711,27 @@ ConfigParser Gemma3Text() {
 
 }  // namespace
 
+absl::Status ReadLayerTypes(const nlohmann::json& json,
+                            absl::string_view source, ModelConfig& c) {
+  JsonFields f(json, source);
+  const nlohmann::json* lt = f.Find("layer_types");
+  if (lt == nullptr) return absl::OkStatus();
+  if (!lt->is_array() ||
+      static_cast<int64_t>(lt->size()) != c.num_hidden_layers) {
+    return f.Error("layer_types", "must list one type per hidden layer");
+  }
+  c.layer_types.clear();
+  for (const auto& t : *lt) {
+    if (!t.is_string() ||
+        (t != "full_attention" && t != "sliding_attention")) {
+      return f.Error("layer_types",
+                     "entries must be full_attention or sliding_attention");
+    }
+    c.layer_types.push_back(t.get<std::string>());
+  }
+  return absl::OkStatus();
+}
+
 Registry<ConfigParser>& ConfigParsers() {
   static auto* const registry = new Registry<ConfigParser>(
       "config_parser",
@@ -723,6 +762,9 @@ void RegisterLoaderBuiltins() {
          "ModernBertConfig defaults; pre-norm, gated GELU, global/local "
          "rotary bases, local attention every layer but each third"},
         {"llama", "LlamaConfig defaults; RoPE (+ rope_scaling)"},
+        {"gemma",
+         "GemmaConfig defaults (Gemma 1); (1 + w) norms, scaled "
+         "embeddings, tanh GELU"},
         {"mistral", "MistralConfig defaults; sliding_window on every layer"},
         {"qwen2",
          "Qwen2Config defaults; q/k/v bias; sliding window above "
@@ -746,7 +788,7 @@ void RegisterLoaderBuiltins() {
     const ConfigParser kParsers[] = {
         Bert(),   Roberta("Roberta"), Roberta("XLMRoberta"), Mpnet(), NomicBert(),
         Gte("New", 10000.0), GteTransformers(), ModernBert(),
-        Llama(),  Mistral(),          Qwen2(),
+        Llama(),  Gemma(),  Mistral(),          Qwen2(),
         Qwen3(),  SmolLM3(),          Phi3(),
         Gemma2(), Gemma3Text()};
     for (size_t i = 0; i < std::size(kParsers); ++i) {

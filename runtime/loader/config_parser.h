@@ -66,13 +66,20 @@ struct ConfigParser {
       read_extra;
 };
 
+// config.json's "layer_types" (one "full_attention" / "sliding_attention"
+// per hidden layer) into config.layer_types when the file has it; the
+// family's parsers and the common decoder keys share it.
+absl::Status ReadLayerTypes(const nlohmann::json& json,
+                            absl::string_view source, ModelConfig& config);
+
 // The config_parser kind's registry (model_type -> parser).
 Registry<ConfigParser>& ConfigParsers();
 
 // Registers the loader's built-ins: inferd's own parsers (bert, roberta,
-// xlm-roberta, mpnet, nomic_bert, new, gte, modernbert, llama, mistral, qwen2, qwen3, smollm3, phi3, gemma2,
-// gemma3_text). Called once at start-up (RegisterBuiltins, or the main of a
-// tool that links only the loader); idempotent.
+// xlm-roberta, mpnet, nomic_bert, new, gte, modernbert, llama, gemma,
+// mistral, qwen2, qwen3, smollm3, phi3, gemma2, gemma3_text). Called once at
+// start-up (RegisterBuiltins, or the main of a tool that links only the
+// loader); idempotent.
 void RegisterLoaderBuiltins();
 
 // Adds `parser` for `model_type` with `origin` ("builtin" or a plug-in's

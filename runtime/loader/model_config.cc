@@ -375,20 +375,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json,
     ASSIGN_OR_RETURN(c.attention_bias,
                      f.Bool("attention_bias", d.attention_bias));
     ASSIGN_OR_RETURN(c.mlp_bias, f.Bool("mlp_bias", d.mlp_bias));
-    if (const nlohmann::json* lt = f.Find("layer_types")) {
-      if (!lt->is_array() ||
-          static_cast<int64_t>(lt->size()) != c.num_hidden_layers) {
-        return f.Error("layer_types", "must list one type per hidden layer");
-      }
-      for (const auto& t : *lt) {
-        if (!t.is_string() ||
-            (t != "full_attention" && t != "sliding_attention")) {
-          return f.Error("layer_types",
-                         "entries must be full_attention or sliding_attention");
-        }
-        c.layer_types.push_back(t.get<std::string>());
-      }
-    }
+    RETURN_IF_ERROR(ReadLayerTypes(root, source, c));
   }
 
   // The family's own keys and rules.

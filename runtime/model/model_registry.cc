@@ -60,6 +60,8 @@ void RegisterModelClasses() {
        "ModernBERT encoder (its masked-LM head unused)"},
       {"LlamaForCausalLM", &CreateDecoderForCausalLM,
        "Llama decoder + LM head"},
+      {"GemmaForCausalLM", &CreateDecoderForCausalLM,
+       "Gemma 1 decoder ((1 + w) norms, scaled embeddings) + LM head"},
       {"MistralForCausalLM", &CreateDecoderForCausalLM,
        "Mistral decoder (sliding window) + LM head"},
       {"Qwen2ForCausalLM", &CreateDecoderForCausalLM,

@@ -657,17 +657,22 @@ def _decoder_layers(cfg, w, ids, attend):
     T = len(ids)
     heads, kv, D = _decoder_dims(cfg)
     qk_norm = cfg["model_type"] in ("qwen3", "gemma3_text")
-    gemma = cfg["model_type"] in GEMMA
+    gemma = cfg["model_type"] in GEMMA  # Gemma 2 / 3: four norms per block
+    # Every Gemma (1 too): (1 + w) norms and embeddings * sqrt(hidden).
+    gemma_any = gemma or cfg["model_type"] == "gemma"
     eps = cfg.get("rms_norm_eps", 1e-6)
-    act = activation(cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu")
+    act_name = cfg.get("hidden_act") or cfg.get("hidden_activation") or "silu"
+    if cfg["model_type"] == "gemma" and act_name == "gelu":
+        act_name = "gelu_pytorch_tanh"  # as GemmaConfig reads it
+    act = activation(act_name)
 
     def norm(inp, name):
         # Gemma's RMSNorm scales by (1 + w).
         weight = w(name)
-        return rms_norm(inp, 1.0 + weight if gemma else weight, eps)
+        return rms_norm(inp, 1.0 + weight if gemma_any else weight, eps)
 
     x = w("embed_tokens.weight")[ids]
-    if gemma:
+    if gemma_any:
         x = x * math.sqrt(cfg["hidden_size"])
     for layer in range(cfg["num_hidden_layers"]):
         p = "layers.%d." % layer

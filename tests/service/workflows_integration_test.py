@@ -99,6 +99,8 @@ class WorkflowsTest(unittest.TestCase):
         # option).
         models.append(("qwen3-reranker", model_dir("qwen3-reranker-tiny") +
                        ",task=rerank,rerank_format=qwen3,max-input-tokens=320"))
+        models.append(("gemma-reranker", model_dir("gemma-reranker-tiny") +
+                       ",task=rerank,rerank_format=bge_gemma"))
         cls.stories = lib.stories_dir()
         cls.has_stories = os.path.isfile(os.path.join(cls.stories, "config.json"))
         if cls.has_stories:
@@ -425,6 +427,48 @@ class WorkflowsTest(unittest.TestCase):
         self.assertEqual(cm.exception.code(), GRPC.StatusCode.INVALID_ARGUMENT)
         self.assertIn("document 1 has", cm.exception.details())
         self.assertIn("at most 320", cm.exception.details())
+
+    def test_bge_gemma_reranker_scores_match_reference(self):
+        """bge-reranker-v2-gemma's recipe (FlagEmbedding's LLM reranker) on
+        a Gemma 1 model: BOS, "A: query", "\\n", "B: passage", "\\n" and the
+        prompt, each tokenized without special tokens; the score is the
+        logit of "Yes" at the last position (sigmoid when normalized),
+        against the NumPy reference; abs error <= 1e-4."""
+        name = "gemma-reranker"
+        self.assertEqual(self.info[name].workflow, "decoder_rerank")
+        cfg = load_cfg("gemma-reranker-tiny")
+        self.assertEqual(cfg["model_type"], "gemma")
+        prompt = ("Given a query A and a passage B, determine whether the "
+                  "passage contains an answer to the query by providing a "
+                  "prediction of either 'Yes' or 'No'.")
+        with open(os.path.join(model_dir("gemma-reranker-tiny"),
+                               "tokenizer.json"), encoding="utf-8") as f:
+            yes = json.load(f)["model"]["vocab"]["Yes"]
+        query = "which fruit is yellow?"
+        docs = ["bananas are yellow", "the sky is blue",
+                "lemons are yellow and sour " * 4]
+        raw = self.stub.Rerank(IPB.RerankRequest(
+            model=name, query=query, documents=docs, raw_scores=True))
+        norm = self.stub.Rerank(IPB.RerankRequest(
+            model=name, query=query, documents=docs))
+        raw_by = {x.index: x.score for x in raw.results}
+        model = ref_model("gemma-reranker-tiny")
+
+        def tok(text):
+            return self.tokenize(name, text, special=False)
+
+        scores = []
+        for res in norm.results:
+            ids = ([cfg["bos_token_id"]] + tok(f"A: {query}") + tok("\n") +
+                   tok(f"B: {docs[res.index]}") + tok("\n") + tok(prompt))
+            _, logits = model.forward(ids)
+            want = float(logits[-1][yes])
+            self.assertAlmostEqual(raw_by[res.index], want, delta=1e-4)
+            self.assertAlmostEqual(res.score, 1 / (1 + math.exp(-want)),
+                                   delta=1e-4)
+            scores.append(res.score)
+        self.assertEqual(scores, sorted(scores, reverse=True))
+        self.assertGreater(max(scores) - min(scores), 1e-6)
 
     def test_classify_probabilities_match_reference(self):
         for name, multi in (("bert-classifier", False), ("bert-multilabel", True),
@@ -803,7 +847,8 @@ def main():
     args, rest = parser.parse_known_args()
     P = lib.Paths(args)
     if not lib.models_present(P.test_models,
-                              EMBEDDERS + DECODERS + HEADS + ST_PIPELINES):
+                              EMBEDDERS + DECODERS + HEADS + ST_PIPELINES +
+                              ["qwen3-reranker-tiny", "gemma-reranker-tiny"]):
         return 77
     REF = lib.import_reference()
     GRPC, IPB, IRPC, MPB, MRPC = lib.import_stubs(P.stubs)

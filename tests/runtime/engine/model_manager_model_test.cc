@@ -155,12 +155,12 @@ TEST(ModelManagerTest, DecoderRerankerFormats) {
   EXPECT_EQ((*manager)->models()[0]->state(), ModelState::kReady)
       << (*manager)->models()[0]->info().error;
 
-  specs[0].overrides.rerank_format = "bge_gemma";
+  specs[0].overrides.rerank_format = "no_such_format";
   manager = ModelManager::Create(specs);
   ASSERT_FALSE(manager.ok());
   std::string msg(manager.status().message());
-  EXPECT_TRUE(Has(msg, "rerank_format 'bge_gemma', which is not "
-                            "registered (registered: qwen3)"))
+  EXPECT_TRUE(Has(msg, "rerank_format 'no_such_format', which is not "
+                            "registered (registered: bge_gemma, qwen3)"))
       << msg;
 
   // qwen3-tiny's small vocabulary has no "no" / "yes" token.

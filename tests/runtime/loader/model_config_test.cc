@@ -462,6 +462,25 @@ TEST(ModelConfigTest, EncoderFamiliesOfIssue38) {
   EXPECT_EQ(e.sliding_window, 257);
 }
 
+TEST(ModelConfigTest, Gemma1Traits) {
+  // bge-reranker-v2-gemma's config: the original releases' hidden_act
+  // "gelu" is the tanh GELU; (1 + w) norms; embeddings * sqrt(hidden).
+  nlohmann::json j = Minimal("GemmaForCausalLM", "gemma");
+  j["hidden_act"] = "gelu";
+  j["head_dim"] = 16;
+  ModelConfig g = MustParse(j);
+  EXPECT_EQ(g.hidden_act, "gelu_pytorch_tanh");
+  EXPECT_DOUBLE_EQ(g.rms_norm_weight_offset, 1.0);
+  EXPECT_DOUBLE_EQ(g.embedding_multiplier, 8.0);  // sqrt(64)
+  EXPECT_TRUE(g.tie_word_embeddings);
+  EXPECT_FALSE(g.sandwich_norms);
+  EXPECT_EQ(g.bos_token_id, absl::optional<int64_t>(2));
+  // Not taken for Gemma 2 by architecture.
+  nlohmann::json k = Minimal("Gemma2ForCausalLM", "gemma2");
+  k.erase("model_type");
+  EXPECT_EQ(MustParse(k).model_type, "gemma2");
+}
+
 TEST(ModelConfigTest, MissingRequiredFieldNamesFieldAndFile) {
   for (const char* field : {"architectures", "vocab_size", "hidden_size",
                             "num_hidden_layers", "num_attention_heads"}) {
