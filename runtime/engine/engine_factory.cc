@@ -7,7 +7,6 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/match.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "device/cpu/host_resources.h"
@@ -212,25 +211,16 @@ absl::Status ResolveRerankFormat(const ServedModel& model,
   }
   // {bos}: the model's BOS token, spelt as its vocabulary entry (the
   // tokenizer reads special tokens in the text).
-  const std::string bos_marker = "{bos}";
-  if (absl::StrContains(f.prefix + f.pair + f.suffix, bos_marker)) {
-    const absl::optional<int64_t> bos = model.config().bos_token_id;
-    const std::string bos_text =
-        bos.has_value() ? model.tokenizer().IdToToken(static_cast<int32_t>(*bos))
-                        : std::string();
-    if (bos_text.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rerank_format ", name, " starts with the model's BOS token, and "
-          "the model has none (bos_token_id in config.json)"));
-    }
-    for (std::string* s : {&f.prefix, &f.pair, &f.suffix}) {
-      *s = absl::StrReplaceAll(*s, {{bos_marker, bos_text}});
-    }
+  std::string bos_text;
+  if (const absl::optional<int64_t> bos = model.config().bos_token_id) {
+    bos_text = model.tokenizer().IdToToken(static_cast<int32_t>(*bos));
   }
-  // {instruction} may sit in the prefix or suffix too (bge_gemma's prompt).
-  for (std::string* s : {&f.prefix, &f.suffix}) {
-    *s = absl::StrReplaceAll(*s, {{"{instruction}", f.instruction}});
+  if (f.UsesBos() && bos_text.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rerank_format ", name, " starts with the model's BOS token, and "
+        "the model has none (bos_token_id in config.json)"));
   }
+  f = f.ForModel(bos_text);
   *format = std::make_shared<const RerankFormat>(std::move(f));
   return absl::OkStatus();
 }

@@ -39,6 +39,12 @@ struct RerankFormat {
 
   // The pair text of one document.
   std::string Pair(const std::string& query, const std::string& document) const;
+  // Whether the text names {bos}.
+  bool UsesBos() const;
+  // This format with {bos} spelt as `bos_token` everywhere and
+  // {instruction} filled in the prefix and suffix (the pair gets it in
+  // Pair, with the request's text).
+  RerankFormat ForModel(const std::string& bos_token) const;
 };
 
 // Marks the places where a format's text is tokenized apart.

@@ -65,6 +65,20 @@ ConfigParser Mpnet() {
   return p;
 }
 
+// partial_rotary_factor must rotate an even number of each head's
+// dimensions, at least two.
+absl::Status CheckPartialRotary(const JsonFields& f, const ModelConfig& c) {
+  const int64_t rotary = static_cast<int64_t>(
+      static_cast<double>(c.head_dim) * c.partial_rotary_factor);
+  if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) ||
+      rotary < 2 || rotary % 2 != 0) {
+    return f.Error("partial_rotary_factor",
+                   absl::StrCat("must give an even number of rotary "
+                                "dimensions in (0, head_dim], got ", rotary));
+  }
+  return absl::OkStatus();
+}
+
 // The rotary base of an encoder config: rope_parameters.rope_theta (newer
 // transformers), else rope_theta, else the family's default.
 absl::Status ReadEncoderRopeTheta(const JsonFields& f, absl::string_view source,
@@ -141,15 +155,7 @@ ConfigParser NomicBert() {
     RETURN_IF_ERROR(ReadEncoderRopeTheta(f, source, c));
     ASSIGN_OR_RETURN(c.partial_rotary_factor,
                      f.Double("partial_rotary_factor", 1.0));
-    const int64_t rotary = static_cast<int64_t>(
-        static_cast<double>(c.head_dim) * c.partial_rotary_factor);
-    if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) ||
-        rotary < 2 || rotary % 2 != 0) {
-      return f.Error("partial_rotary_factor",
-                     absl::StrCat("must give an even number of rotary "
-                                  "dimensions in (0, head_dim], got ",
-                                  rotary));
-    }
+    RETURN_IF_ERROR(CheckPartialRotary(f, c));
     return absl::OkStatus();
   };
   return p;
@@ -531,15 +537,9 @@ ConfigParser Phi3() {
     }
     ASSIGN_OR_RETURN(c.partial_rotary_factor,
                      f.Double("partial_rotary_factor", partial));
+    RETURN_IF_ERROR(CheckPartialRotary(f, c));
     const int64_t rotary = static_cast<int64_t>(
         static_cast<double>(c.head_dim) * c.partial_rotary_factor);
-    if (!(c.partial_rotary_factor > 0 && c.partial_rotary_factor <= 1) ||
-        rotary < 2 || rotary % 2 != 0) {
-      return f.Error("partial_rotary_factor",
-                     absl::StrCat("must give an even number of rotary "
-                                  "dimensions in (0, head_dim], got ",
-                                  rotary));
-    }
     if (!c.rope_scaling.has_value() || c.rope_scaling->type != "longrope") {
       if (c.rope_scaling.has_value()) {
         return f.Error("rope_scaling",
@@ -629,19 +629,11 @@ absl::Status ReadGemma(const nlohmann::json& json, absl::string_view source,
 // embeddings times sqrt(hidden), every other layer sliding, attention and
 // final-logit soft caps.
 ConfigParser Gemma2() {
-  ConfigParser p = Llama();
+  ConfigParser p = Gemma();  // Gemma 1's norms, ids, head_dim, GELU
   p.architecture_prefix = "Gemma2";
   ModelConfig& d = p.defaults;
-  d.hidden_act = "gelu_pytorch_tanh";
   d.intermediate_size = 9216;
-  d.max_position_embeddings = 8192;
   d.num_key_value_heads = 4;
-  d.head_dim = 256;
-  d.bos_token_id = 2;
-  d.eos_token_ids = {1};
-  d.pad_token_id = 0;
-  d.tie_word_embeddings = true;
-  d.rms_norm_weight_offset = 1.0;
   d.sandwich_norms = true;
   d.sliding_window = 4096;
   d.query_pre_attn_scalar = 256;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/model/encoder_common.h"
 #include "runtime/model/layers.h"
 
 namespace inferd {
@@ -140,11 +141,7 @@ absl::StatusOr<std::unique_ptr<Model>> BertEncoder::Create(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options, BertHead head,
     const EncoderNames& names) {
-  if (!config.IsEncoder()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        config.architectures[0], " needs an encoder config; model_type ",
-        config.model_type, " is parsed as a decoder"));
-  }
+  RETURN_IF_ERROR(CheckEncoderConfig(config));
   std::unique_ptr<BertEncoder> model(new BertEncoder());
   RETURN_IF_ERROR(model->Load(config, weights, options, head, names));
   return std::unique_ptr<Model>(std::move(model));
@@ -165,29 +162,12 @@ absl::Status BertEncoder::Load(const ModelConfig& config,
   const float eps = static_cast<float>(config.layer_norm_eps);
   ASSIGN_OR_RETURN(Activation act, ParseActivation(config.hidden_act));
 
-  info_.architecture = config.architectures[0];
-  info_.is_encoder = true;
-  info_.causal = false;
-  info_.hidden_size = hidden;
-  info_.vocab_size = config.vocab_size;
-  info_.max_positions =
-      config.max_position_embeddings - config.position_id_offset();
-  info_.type_vocab_size = config.type_vocab_size;
-  info_.position_offset = config.position_id_offset();
-  info_.num_layers = config.num_hidden_layers;
-  info_.num_heads = heads;
-  info_.num_kv_heads = heads;
-  info_.head_dim = hidden / heads;
-  info_.intermediate_size = config.intermediate_size;
+  info_ = EncoderInfo(config);
 
   WeightLoader loader(&weights, options.device, options.compute_dtype,
                       &weights_);
-  // Packed GEMM weights (no repacking per forward pass: ~10% of a small
-  // encoder's time) for up to 1 GiB of copies; larger models pack the
-  // first layers only.
-  loader.set_pack_linear_budget(int64_t{1} << 30);
+  ConfigureEncoderLoader(options, loader);
   loader.set_fuse_qkv(true);
-  loader.set_int8_panels(options.activations == ActivationPrecision::kInt8);
   RETURN_IF_ERROR(loader.DetectPrefix("embeddings.word_embeddings.weight"));
   ASSIGN_OR_RETURN(word_,
                    EmbeddingLayer::Load(

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/model/encoder_common.h"
 #include "runtime/model/layers.h"
 #include "runtime/model/llama.h"
 
@@ -47,11 +48,7 @@ class ModernBertEncoder : public Model {
 absl::StatusOr<std::unique_ptr<Model>> ModernBertEncoder::Create(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options) {
-  if (!config.IsEncoder()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        config.architectures[0], " needs an encoder config; model_type ",
-        config.model_type, " is parsed as a decoder"));
-  }
+  RETURN_IF_ERROR(CheckEncoderConfig(config));
   ASSIGN_OR_RETURN(RopeConfig global, RopeConfigFromModelConfig(config));
   RopeConfig local = global;
   if (config.rope_local_theta > 0) local.theta = config.rope_local_theta;
@@ -71,24 +68,11 @@ absl::Status ModernBertEncoder::Load(const ModelConfig& config,
   const float eps = static_cast<float>(config.layer_norm_eps);
   ASSIGN_OR_RETURN(Activation act, ParseActivation(config.hidden_act));
 
-  info_.architecture = config.architectures[0];
-  info_.is_encoder = true;
-  info_.causal = false;
-  info_.hidden_size = hidden;
-  info_.vocab_size = config.vocab_size;
-  info_.max_positions = config.max_position_embeddings;
-  info_.type_vocab_size = 0;
-  info_.position_offset = 0;
-  info_.num_layers = config.num_hidden_layers;
-  info_.num_heads = heads;
-  info_.num_kv_heads = heads;
-  info_.head_dim = config.head_dim;
-  info_.intermediate_size = config.intermediate_size;
+  info_ = EncoderInfo(config);
 
   WeightLoader loader(&weights, options.device, options.compute_dtype,
                       &weights_);
-  loader.set_pack_linear_budget(int64_t{1} << 30);
-  loader.set_int8_panels(options.activations == ActivationPrecision::kInt8);
+  ConfigureEncoderLoader(options, loader);
   // ModernBertForMaskedLM stores the encoder under "model.".
   RETURN_IF_ERROR(loader.DetectPrefix("embeddings.tok_embeddings.weight"));
   ASSIGN_OR_RETURN(embeddings_,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/common/status_macros.h"
+#include "runtime/model/encoder_common.h"
 #include "runtime/model/layers.h"
 #include "runtime/model/llama.h"
 
@@ -90,11 +91,7 @@ class RotaryEncoder : public Model {
 absl::StatusOr<std::unique_ptr<Model>> RotaryEncoder::Create(
     const ModelConfig& config, const WeightStore& weights,
     const ModelLoadOptions& options) {
-  if (!config.IsEncoder()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        config.architectures[0], " needs an encoder config; model_type ",
-        config.model_type, " is parsed as a decoder"));
-  }
+  RETURN_IF_ERROR(CheckEncoderConfig(config));
   ASSIGN_OR_RETURN(RopeConfig rope_config, RopeConfigFromModelConfig(config));
   ASSIGN_OR_RETURN(RopeCache rope, RopeCache::Create(rope_config));
   std::unique_ptr<RotaryEncoder> model(new RotaryEncoder(std::move(rope)));
@@ -111,26 +108,13 @@ absl::Status RotaryEncoder::Load(const ModelConfig& config,
   const float eps = static_cast<float>(config.layer_norm_eps);
   ASSIGN_OR_RETURN(Activation act, ParseActivation(config.hidden_act));
 
-  info_.architecture = config.architectures[0];
-  info_.is_encoder = true;
-  info_.causal = false;
-  info_.hidden_size = hidden;
-  info_.vocab_size = config.vocab_size;
   // Rotary positions have no table: the trained context bounds them.
-  info_.max_positions = config.max_position_embeddings;
-  info_.type_vocab_size = config.type_vocab_size;
-  info_.position_offset = 0;
-  info_.num_layers = config.num_hidden_layers;
-  info_.num_heads = heads;
-  info_.num_kv_heads = config.num_key_value_heads;
-  info_.head_dim = head_dim;
-  info_.intermediate_size = config.intermediate_size;
+  info_ = EncoderInfo(config);
 
   WeightLoader loader(&weights, options.device, options.compute_dtype,
                       &weights_);
-  loader.set_pack_linear_budget(int64_t{1} << 30);
+  ConfigureEncoderLoader(options, loader);
   loader.set_fuse_qkv(true);
-  loader.set_int8_panels(options.activations == ActivationPrecision::kInt8);
   RETURN_IF_ERROR(loader.DetectPrefix("embeddings.word_embeddings.weight"));
   const RotaryEncoderNames names = DetectNames(loader);
   ASSIGN_OR_RETURN(word_,

@@ -118,25 +118,17 @@ def main():
                 return 1
             expected[served_name] = json.loads(ref.stdout)["greedy"]
 
+        # The embeddings to expect: from each bert GGUF's own weights, and
+        # from the Hugging Face model each nomic/jina GGUF was made from.
         embed_ref = {}
-        for name in encoders:
-            src = name.rsplit("-", 1)[0]  # bert-embed-f16 -> bert-embed
+        sources = [(n, n.rsplit("-", 1)[0], "--gguf") for n in encoders]
+        sources += [(n, src, "--hf-dir") for n, src in hf_encoders.items()]
+        for name, src, flag in sources:
+            model = (os.path.join(out, name + ".gguf") if flag == "--gguf"
+                     else os.path.join(args.test_models, src))
             ref = subprocess.run(
                 [args.venv_python, os.path.join(HERE, "gguf_reference.py"),
-                 "--gguf", os.path.join(out, name + ".gguf"),
-                 "--texts", json.dumps(TEXTS), "--tokenizer-json",
-                 os.path.join(args.test_models, src, "tokenizer.json")],
-                capture_output=True, timeout=600)
-            if ref.returncode != 0:
-                print("FAIL: reference:", ref.stderr.decode()[-3000:])
-                return 1
-            embed_ref[name] = json.loads(ref.stdout)
-
-        for name, src in hf_encoders.items():
-            ref = subprocess.run(
-                [args.venv_python, os.path.join(HERE, "gguf_reference.py"),
-                 "--hf-dir", os.path.join(args.test_models, src),
-                 "--texts", json.dumps(TEXTS), "--tokenizer-json",
+                 flag, model, "--texts", json.dumps(TEXTS), "--tokenizer-json",
                  os.path.join(args.test_models, src, "tokenizer.json")],
                 capture_output=True, timeout=600)
             if ref.returncode != 0:

@@ -367,78 +367,52 @@ def add_wordpiece_vocab(w, tok_path, n_vocab):
     return n
 
 
-def write_bert(src, out_path, qtype):
+def write_encoder(src, out_path, arch, qtype):
+    """An encoder GGUF as llama.cpp's converter writes it: `bert` with its
+    own names (bert_gguf_name), `nomic-bert` / `jina-bert-v2` with gguf-py's
+    TensorNameMap for that architecture (llama.cpp's own table); the
+    hyper-parameters the converter writes (rope.freq_base for nomic-bert,
+    reading nomic's remote-code keys), WordPiece vocabulary; position and
+    token-type tables stay float."""
     cfg = json.load(open(os.path.join(src, "config.json")))
-    tensors = REF.load_weights(src)
-    w = gguf.GGUFWriter(out_path, "bert")
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_layer_norm_eps(cfg.get("layer_norm_eps", 1e-12))
+
+    def key(name, remote):  # nomic's remote code spells keys GPT-2 style
+        return cfg.get(name, cfg.get(remote))
+
+    layers = key("num_hidden_layers", "n_layer")
+    w = gguf.GGUFWriter(out_path, arch)
+    w.add_context_length(key("max_position_embeddings", "n_positions"))
+    w.add_embedding_length(key("hidden_size", "n_embd"))
+    w.add_block_count(layers)
+    w.add_feed_forward_length(key("intermediate_size", "n_inner"))
+    w.add_head_count(key("num_attention_heads", "n_head"))
+    w.add_layer_norm_eps(key("layer_norm_eps", "layer_norm_epsilon") or 1e-12)
     w.add_causal_attention(False)
     w.add_pooling_type(bert_pooling(src))
     w.add_token_type_count(cfg.get("type_vocab_size", 1))
+    if arch == "nomic-bert":
+        w.add_rope_freq_base(cfg["rotary_emb_base"])
     add_wordpiece_vocab(w, os.path.join(src, "tokenizer.json"),
                         cfg["vocab_size"])
+    if arch == "bert":
+        gguf_name = bert_gguf_name
+    else:
+        model_arch = {"nomic-bert": gguf.MODEL_ARCH.NOMIC_BERT,
+                      "jina-bert-v2": gguf.MODEL_ARCH.JINA_BERT_V2}[arch]
+        names = gguf.get_tensor_name_map(model_arch, layers)
+        gguf_name = lambda hf: names.get_name(hf, try_suffixes=(".weight", ".bias"))
     qt = gguf.GGMLQuantizationType[qtype]
     block = gguf.GGML_QUANT_SIZES[qt][0]
-    for hf, a in sorted(tensors.items()):
-        name = bert_gguf_name(hf)
+    for hf, a in sorted(REF.load_weights(src).items()):
+        name = gguf_name(hf)
         if name is None:
-            continue
+            continue  # the pooler: llama.cpp drops it
         a = np.asarray(a, dtype=np.float32)
         if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:
             w.add_tensor(name, a.astype(np.float16))
         elif (a.ndim == 2 and a.shape[1] % block == 0 and
               not name.startswith(("position_embd", "token_types"))):
             # llama.cpp keeps the position and token-type tables float.
-            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
-        elif a.ndim == 2:
-            w.add_tensor(name, a.astype(np.float16))
-        else:
-            w.add_tensor(name, a)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
-def write_named_encoder(src, out_path, arch, qtype):
-    """An encoder llama.cpp converts under its own architecture
-    (nomic-bert, jina-bert-v2): tensors named by gguf-py's TensorNameMap for
-    that architecture (llama.cpp's own table), the hyper-parameters its
-    converter writes (rope.freq_base for nomic-bert), WordPiece vocab."""
-    cfg = json.load(open(os.path.join(src, "config.json")))
-    hidden = cfg.get("hidden_size", cfg.get("n_embd"))
-    layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
-    w = gguf.GGUFWriter(out_path, arch)
-    w.add_context_length(cfg.get("max_position_embeddings", cfg.get("n_positions")))
-    w.add_embedding_length(hidden)
-    w.add_block_count(layers)
-    w.add_feed_forward_length(cfg.get("intermediate_size", cfg.get("n_inner")))
-    w.add_head_count(cfg.get("num_attention_heads", cfg.get("n_head")))
-    w.add_layer_norm_eps(cfg.get("layer_norm_eps", cfg.get("layer_norm_epsilon", 1e-12)))
-    w.add_causal_attention(False)
-    w.add_pooling_type(bert_pooling(src))
-    w.add_token_type_count(cfg.get("type_vocab_size", 2))
-    if arch == "nomic-bert":
-        w.add_rope_freq_base(cfg["rotary_emb_base"])
-    add_wordpiece_vocab(w, os.path.join(src, "tokenizer.json"), cfg["vocab_size"])
-    model_arch = {"nomic-bert": gguf.MODEL_ARCH.NOMIC_BERT,
-                  "jina-bert-v2": gguf.MODEL_ARCH.JINA_BERT_V2}[arch]
-    names = gguf.get_tensor_name_map(model_arch, layers)
-    qt = gguf.GGMLQuantizationType[qtype]
-    block = gguf.GGML_QUANT_SIZES[qt][0]
-    for hf, a in sorted(REF.load_weights(src).items()):
-        name = names.get_name(hf, try_suffixes=(".weight", ".bias"))
-        if name is None:
-            continue  # the pooler: llama.cpp drops it
-        a = np.asarray(a, dtype=np.float32)
-        if a.ndim == 2 and qt == gguf.GGMLQuantizationType.F16:
-            w.add_tensor(name, a.astype(np.float16))
-        elif a.ndim == 2 and a.shape[1] % block == 0 and not name.startswith("token_types"):
             w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
         elif a.ndim == 2:
             w.add_tensor(name, a.astype(np.float16))
@@ -461,11 +435,8 @@ def main():
     for name, (src, arch, qtype) in MODELS.items():
         if only and name not in only:
             continue
-        if arch == "bert":
-            writer = write_bert
-        elif arch in ("nomic-bert", "jina-bert-v2"):
-            writer = (lambda s, o, q, arch=arch:
-                      write_named_encoder(s, o, arch, q))
+        if arch in ("bert", "nomic-bert", "jina-bert-v2"):
+            writer = lambda s, o, q, arch=arch: write_encoder(s, o, arch, q)
         else:
             writer = lambda s, o, q, arch=arch: write(s, o, arch, q)
         writer(os.path.join(args.test_models, src),

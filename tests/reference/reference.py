@@ -299,12 +299,9 @@ def nomic_forward(cfg, w, ids, type_ids=None):
          w("embeddings.token_type_embeddings.weight")[np.asarray(type_ids)])
     x = layer_norm(x, w("emb_ln.weight"), w("emb_ln.bias"), eps)
     inv_freq = 1.0 / cfg["rotary_emb_base"] ** (np.arange(0, D, 2) / D)
-    angles = np.arange(T)[:, None] * inv_freq[None, :]  # [T, D/2]
-    cos, sin = np.cos(angles), np.sin(angles)
 
     def rotate(a):  # [heads, T, D]
-        a1, a2 = a[..., :D // 2], a[..., D // 2:]
-        return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], -1)
+        return apply_rope(a, np.arange(T), inv_freq, 1.0)
 
     mask = np.ones((T, T), dtype=bool)
     for i in range(cfg["n_layer"]):
@@ -345,12 +342,9 @@ def gte_forward(cfg, w, ids, type_ids=None):
     if scaling:
         f = scaling["factor"]
         inv_freq = 1.0 / (base * f) ** (np.arange(0, D, 2) / D) / f ** (2.0 / D)
-    angles = np.arange(T)[:, None] * inv_freq[None, :]
-    cos, sin = np.cos(angles), np.sin(angles)
 
     def rotate(a):
-        a1, a2 = a[..., :D // 2], a[..., D // 2:]
-        return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], -1)
+        return apply_rope(a, np.arange(T), inv_freq, 1.0)
 
     mask = np.ones((T, T), dtype=bool)
     for i in range(cfg["num_hidden_layers"]):
@@ -387,18 +381,14 @@ def modernbert_forward(cfg, w, ids):
         b = w(name + ".bias") if w.has(name + ".bias") else 0.0
         return layer_norm(x, w(name + ".weight"), b, eps)
 
-    def rope_tables(theta):
-        inv = 1.0 / theta ** (np.arange(0, D, 2) / D)
-        ang = np.arange(T)[:, None] * inv[None, :]
-        return np.cos(ang), np.sin(ang)
+    def inv_freq(theta):
+        return 1.0 / theta ** (np.arange(0, D, 2) / D)
 
-    def rotate(a, cs):
-        cos, sin = cs
-        a1, a2 = a[..., :D // 2], a[..., D // 2:]
-        return np.concatenate([a1 * cos - a2 * sin, a2 * cos + a1 * sin], -1)
+    def rotate(a, inv):
+        return apply_rope(a, np.arange(T), inv, 1.0)
 
-    tables = {"global": rope_tables(cfg.get("global_rope_theta", 160000.0)),
-              "local": rope_tables(cfg.get("local_rope_theta", 10000.0))}
+    tables = {"global": inv_freq(cfg.get("global_rope_theta", 160000.0)),
+              "local": inv_freq(cfg.get("local_rope_theta", 10000.0))}
     i_idx, j_idx = np.arange(T)[:, None], np.arange(T)[None, :]
     masks = {"global": np.ones((T, T), dtype=bool),
              "local": np.abs(i_idx - j_idx) <= cfg.get("local_attention", 128) // 2}
