@@ -54,16 +54,24 @@ const FlagDoc kFlags[] = {
      "repeatable. "
      "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, sampler=<registered sampler>, "
-     "tool_parser=hermes|llama3_json|mistral, reasoning_parser=think|none, "
+     "tool_parser=generic|hermes|llama3_json|mistral|pythonic (default: the "
+     "template's own format, else generic), reasoning_parser=think|none, "
      "rerank_format=qwen3 (task=rerank on a causal LM), "
      "and any "
      "engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
     {"http-listen", "HOST:PORT", "(off)",
-     "Also serve the OpenAI-compatible HTTP API (/v1/chat/completions, "
-     "/v1/completions, /v1/embeddings, /v1/models, /health) on this address, "
-     "on the same models and engines, with the same API key (Authorization: "
-     "Bearer)."},
+     "Also serve the HTTP API (OpenAI's /v1/chat/completions, "
+     "/v1/completions, /v1/responses, /v1/embeddings, /v1/models; "
+     "Anthropic's /v1/messages; /health) on this address, on the same "
+     "models and engines, with the same API key (Authorization: Bearer, or "
+     "x-api-key)."},
+    {"responses-store-size", "N", "1000",
+     "Responses API: responses kept for previous_response_id and GET "
+     "/v1/responses/{id} (the least recently used goes first; 0 keeps none "
+     "and store is refused)."},
+    {"responses-store-ttl", "SECONDS", "3600",
+     "Responses API: how long a stored response is kept."},
     {"http-max-concurrent-requests", "N", "256",
      "HTTP API requests served at once (worker threads; a streaming answer "
      "holds one until its last event, a keep-alive connection one while it "
@@ -278,6 +286,12 @@ absl::Status ApplySetting(const std::string& name, const std::string& value,
   } else if (name == "max-receive-message-bytes") {
     ASSIGN_OR_RETURN(o->max_receive_message_bytes,
                      ParseInt(name, value, 1024, 1 << 30));
+  } else if (name == "responses-store-size") {
+    ASSIGN_OR_RETURN(o->responses_store_size,
+                     ParseInt(name, value, 0, 1 << 20));
+  } else if (name == "responses-store-ttl") {
+    ASSIGN_OR_RETURN(o->responses_store_ttl_seconds,
+                     ParseSeconds(name, value, 365 * 86400));
   } else if (name == "drain-timeout") {
     ASSIGN_OR_RETURN(o->drain_timeout_seconds, ParseSeconds(name, value, 86400));
   } else if (name == "max-connection-age") {

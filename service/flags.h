@@ -23,6 +23,9 @@ struct ServerOptions {
   // HTTP requests served at once (cpp-httplib worker threads; a stream
   // holds one until its last event).
   int http_max_concurrent_requests = 256;
+  // The Responses API's stored responses: how many, and for how long.
+  int responses_store_size = 1000;
+  double responses_store_ttl_seconds = 3600;
   std::vector<ModelSpec> models;
   EngineOptions engine;  // defaults every model starts from
   int max_inputs_per_request = 256;

@@ -208,6 +208,10 @@ absl::Status Server::StartSideListeners(
     HttpApiOptions http;
     http.listen = options_.http_listen;
     http.max_concurrent_requests = options_.http_max_concurrent_requests;
+    http.responses_store_size =
+        static_cast<size_t>(options_.responses_store_size);
+    http.responses_store_ttl =
+        absl::Seconds(options_.responses_store_ttl_seconds);
     http.max_body_bytes =
         static_cast<size_t>(options_.max_receive_message_bytes);
     http.tls_cert = options_.tls_cert;

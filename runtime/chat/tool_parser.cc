@@ -283,7 +283,7 @@ class CallScanner {
 
 #undef RETURN_IF_FAIL
 
-enum class Format { kHermes, kLlama3, kMistral, kRequired };
+enum class Format { kHermes, kLlama3, kMistral, kRequired, kGeneric };
 
 // The markup formats, one state machine: content with tool calls in
 // markers (hermes, mistral), or output that is calls from its first byte
@@ -305,6 +305,9 @@ class MarkupToolParser : public OutputParser {
         break;
       case Format::kRequired:
         state_ = State::kArrayOpen;
+        break;
+      case Format::kGeneric:
+        state_ = State::kGenericStart;
         break;
     }
   }
@@ -352,7 +355,17 @@ class MarkupToolParser : public OutputParser {
     kMistralAfterMarker,  // '[' (array) or a name ([ARGS] form)
     kMistralName,         // name up to [ARGS]
     kMistralArgs,         // the arguments value after [ARGS]
+    kGenericStart,        // generic: {"tool_calls": or content
+    kGenericClose,        // generic: the object's closing brace
   };
+
+  // After a call array: content (mistral), the generic object's brace, or
+  // passthrough.
+  State AfterArray() const {
+    return format_ == Format::kMistral   ? State::kContent
+           : format_ == Format::kGeneric ? State::kGenericClose
+                                         : State::kPassthrough;
+  }
 
   // Content, with trailing whitespace held: dropped if a call follows.
   void Content(absl::string_view s, ParsedDelta* out) {
@@ -387,6 +400,33 @@ class MarkupToolParser : public OutputParser {
       out->tool_calls.push_back(
           ToolCallDelta{calls_ - 1, "", "", std::move(args)});
     }
+  }
+
+  enum class GenericMatch { kYes, kNo, kPartial };
+  // Whether buf_ opens the generic calls object (whitespace, '{',
+  // "tool_calls", ':'); kPartial: it may, with more text. kYes sets
+  // generic_open_ to the bytes it spans.
+  GenericMatch MatchGenericOpen() {
+    static constexpr absl::string_view kKey = "\"tool_calls\"";
+    size_t i = 0;
+    auto skip = [&] {
+      while (i < buf_.size() && IsWs(buf_[i])) ++i;
+      return i < buf_.size();
+    };
+    if (!skip()) return GenericMatch::kPartial;
+    if (buf_[i++] != '{') return GenericMatch::kNo;
+    if (!skip()) return GenericMatch::kPartial;
+    const absl::string_view rest = absl::string_view(buf_).substr(i);
+    if (rest.size() < kKey.size()) {
+      return absl::StartsWith(kKey, rest) ? GenericMatch::kPartial
+                                          : GenericMatch::kNo;
+    }
+    if (!absl::StartsWith(rest, kKey)) return GenericMatch::kNo;
+    i += kKey.size();
+    if (!skip()) return GenericMatch::kPartial;
+    if (buf_[i] != ':') return GenericMatch::kNo;
+    generic_open_ = i + 1;
+    return GenericMatch::kYes;
   }
 
   // Leading whitespace of buf_ dropped; false when buf_ is then empty.
@@ -527,8 +567,7 @@ class MarkupToolParser : public OutputParser {
           if (!SkipWs()) return;
           if (buf_[0] == ']' && calls_ == 0) {
             buf_.erase(0, 1);
-            state_ = format_ == Format::kMistral ? State::kContent
-                                                 : State::kPassthrough;
+            state_ = AfterArray();
             continue;
           }
           StartObject(State::kArrayNext);
@@ -542,8 +581,24 @@ class MarkupToolParser : public OutputParser {
             continue;
           }
           if (buf_[0] == ']') buf_.erase(0, 1);
-          state_ = format_ == Format::kMistral ? State::kContent
-                                               : State::kPassthrough;
+          state_ = AfterArray();
+          continue;
+        case State::kGenericStart: {
+          const GenericMatch m = MatchGenericOpen();
+          if (m == GenericMatch::kPartial && !finish) return;
+          if (m != GenericMatch::kYes) {
+            state_ = State::kPassthrough;
+            continue;
+          }
+          raw_ = buf_.substr(0, generic_open_);
+          buf_.erase(0, generic_open_);
+          state_ = State::kArrayOpen;
+          continue;
+        }
+        case State::kGenericClose:
+          if (!SkipWs()) return;
+          if (buf_[0] == '}') buf_.erase(0, 1);
+          state_ = State::kPassthrough;
           continue;
         case State::kMistralAfterMarker:
           if (!SkipWs()) return;
@@ -623,6 +678,7 @@ class MarkupToolParser : public OutputParser {
   ValueScanner value_;
   bool value_started_ = false;
   int calls_ = 0;
+  size_t generic_open_ = 0;
 };
 
 // tool_choice naming a function: the whole text is its arguments.
@@ -658,8 +714,11 @@ class NamedToolParser : public OutputParser {
 
 class ThinkParser : public OutputParser {
  public:
-  explicit ThinkParser(std::unique_ptr<OutputParser> inner)
-      : inner_(std::move(inner)) {}
+  // `opened`: the prompt ended inside <think> (the template opened it), so
+  // the output starts as reasoning.
+  ThinkParser(std::unique_ptr<OutputParser> inner, bool opened)
+      : inner_(std::move(inner)),
+        state_(opened ? State::kThinking : State::kStart) {}
 
   ParsedDelta Feed(absl::string_view text) override {
     buf_.append(text.data(), text.size());
@@ -733,9 +792,17 @@ class ThinkParser : public OutputParser {
   }
 
   std::unique_ptr<OutputParser> inner_;
-  State state_ = State::kStart;
+  State state_;
   std::string buf_;
 };
+
+// Whether `prompt` ends inside a <think> block: its last <think> is not
+// closed.
+bool OpensThink(absl::string_view prompt) {
+  const size_t open = prompt.rfind("<think>");
+  if (open == absl::string_view::npos) return false;
+  return prompt.find("</think>", open) == absl::string_view::npos;
+}
 
 ToolCallIdFn OrDefault(ToolCallIdFn ids, ToolCallIdFn fallback) {
   return ids != nullptr ? std::move(ids) : std::move(fallback);
@@ -802,6 +869,20 @@ void RegisterBuiltinToolParsers() {
        }});
 }
 
+void RegisterGenericToolParser() {
+  absl::Status s = RegisterToolParser(
+      "generic",
+      "{\"tool_calls\": [{\"name\", \"arguments\"}]} or a text answer "
+      "(any chat model: tools described in a system message, the output "
+      "constrained; picked when a template shows no format of its own)",
+      {[](ToolCallIdFn ids) {
+         return std::make_unique<MarkupToolParser>(
+             Format::kGeneric, OrDefault(std::move(ids), RandomToolCallId));
+       },
+       false, 1000, nullptr});
+  (void)s;  // RegisterChatBuiltins' call_once: registered once
+}
+
 void RegisterBuiltinReasoningParsers() {
   absl::Status s = RegisterReasoningParser(
       "think",
@@ -810,10 +891,16 @@ void RegisterBuiltinReasoningParsers() {
       {[](std::unique_ptr<OutputParser> inner) {
          return NewThinkParser(std::move(inner));
        },
-       [](absl::string_view t) { return absl::StrContains(t, "<think>"); }});
+       [](absl::string_view t) { return absl::StrContains(t, "<think>"); },
+       [](std::unique_ptr<OutputParser> inner) {
+         return std::make_unique<ThinkParser>(std::move(inner),
+                                              /*opened=*/true);
+       },
+       OpensThink});
   s.Update(RegisterReasoningParser(
       "none", "no reasoning: all text is content",
-      {[](std::unique_ptr<OutputParser> inner) { return inner; }, nullptr}));
+      {[](std::unique_ptr<OutputParser> inner) { return inner; }, nullptr, nullptr,
+       nullptr}));
   (void)s;  // RegisterChatBuiltins' call_once: registered once
 }
 
@@ -839,6 +926,7 @@ void RegisterChatBuiltins() {
   static absl::once_flag once;
   absl::call_once(once, [] {
     RegisterBuiltinToolParsers();
+    RegisterGenericToolParser();
     RegisterBuiltinReasoningParsers();
   });
 }
@@ -921,13 +1009,25 @@ std::unique_ptr<OutputParser> NewNamedToolParser(std::string function,
 
 std::unique_ptr<OutputParser> NewThinkParser(
     std::unique_ptr<OutputParser> inner) {
-  return std::make_unique<ThinkParser>(std::move(inner));
+  return std::make_unique<ThinkParser>(std::move(inner), /*opened=*/false);
 }
 
 std::unique_ptr<OutputParser> NewReasoningParser(
-    absl::string_view name, std::unique_ptr<OutputParser> inner) {
+    absl::string_view name, std::unique_ptr<OutputParser> inner,
+    bool opened) {
   const ReasoningParserFormat* f = ReasoningParsers().Find(name);
-  return f == nullptr ? nullptr : f->make(std::move(inner));
+  if (f == nullptr) return nullptr;
+  if (opened && f->make_opened != nullptr) {
+    return f->make_opened(std::move(inner));
+  }
+  return f->make(std::move(inner));
+}
+
+bool ReasoningOpenedByPrompt(absl::string_view name,
+                             absl::string_view prompt) {
+  const ReasoningParserFormat* f = ReasoningParsers().Find(name);
+  return f != nullptr && f->make_opened != nullptr &&
+         f->opened_by_prompt != nullptr && f->opened_by_prompt(prompt);
 }
 
 }  // namespace inferd

@@ -6,8 +6,11 @@
 // {"name": ..., "parameters"|"arguments": ...} objects separated by ';'),
 // `mistral` ([TOOL_CALLS][{...}, ...] and [TOOL_CALLS]name[ARGS]{...}),
 // plus the JSON forms a tool_choice constraint produces (`required`: an
-// array of {"name", "arguments"}; a named function: its arguments object).
-// Reasoning: `think` splits <think>...</think> off as reasoning. Both kinds
+// array of {"name", "arguments"}; a named function: its arguments object)
+// and `generic` ({"tool_calls": [...]} or a text answer: generic_tools.h,
+// for templates without a format of their own).
+// Reasoning: `think` splits <think>...</think> off as reasoning (also when
+// the prompt opened the block and the output only closes it). Both kinds
 // are registries (runtime/common/registry.h) a plug-in can add to.
 //
 // A parser's decisions depend only on the text seen so far, never on where
@@ -101,6 +104,14 @@ struct ReasoningParserFormat {
       make;
   // Whether a chat template writes this format (may be null).
   std::function<bool(absl::string_view chat_template)> matches_template;
+  // The parser when the prompt opened the reasoning block (QwQ,
+  // DeepSeek-R1 and Qwen3 templates end the prompt inside <think>): the
+  // output starts as reasoning. May be null (the format has no such form).
+  std::function<std::unique_ptr<OutputParser>(
+      std::unique_ptr<OutputParser> inner)>
+      make_opened;
+  // Whether a rendered prompt opened the block (may be null).
+  std::function<bool(absl::string_view prompt)> opened_by_prompt;
 };
 
 // The tool_parser kind's registry (the `tool_parser=` values).
@@ -155,8 +166,13 @@ std::unique_ptr<OutputParser> NewNamedToolParser(std::string function,
 std::unique_ptr<OutputParser> NewThinkParser(
     std::unique_ptr<OutputParser> inner);
 // The reasoning parser `name` over `inner`; nullptr if `name` is unknown.
+// `opened`: the prompt opened the reasoning block (ReasoningOpenedByPrompt).
 std::unique_ptr<OutputParser> NewReasoningParser(
-    absl::string_view name, std::unique_ptr<OutputParser> inner);
+    absl::string_view name, std::unique_ptr<OutputParser> inner,
+    bool opened = false);
+// Whether the rendered `prompt` ends inside format `name`'s reasoning block
+// (a <think> not closed, for `think`).
+bool ReasoningOpenedByPrompt(absl::string_view name, absl::string_view prompt);
 
 }  // namespace inferd
 

@@ -42,6 +42,10 @@ struct ResponseFormat {
   // after ',' and ':').
   bool strict = false;
   bool flexible_whitespace = false;
+  // kJsonSchema: the output may instead be text that does not start with
+  // '{' or whitespace (tool_choice auto of the generic tool format: a call
+  // object or an answer).
+  bool or_text = false;
 };
 
 inline constexpr int32_t kMaxResponseFormatBytes = 64 << 10;

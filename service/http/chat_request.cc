@@ -99,57 +99,58 @@ absl::Status ToChatMessage(const Json& m, size_t i, ChatMessage* out) {
   return absl::OkStatus();
 }
 
-absl::Status ToToolList(const Json& body, std::vector<ChatTool>* tools) {
-  if (auto t = body.find("tools"); t != body.end() && !t->is_null()) {
-    if (!t->is_array()) return Invalid("tools", "must be an array");
-    for (size_t i = 0; i < t->size(); ++i) {
-      const Json& tool = (*t)[i];
-      const std::string p = absl::StrCat("tools[", i, "]");
-      if (!tool.is_object() || StringField(tool, "type") != "function") {
-        return Invalid(absl::StrCat(p, ".type"),
-                       "only {\"type\": \"function\", \"function\": {...}} "
-                       "tools are supported");
+absl::Status ToToolList(const Json& body, std::vector<ChatTool>* tools,
+                        bool flat) {
+  auto t = body.find("tools");
+  if (t == body.end() || t->is_null()) return absl::OkStatus();
+  if (!t->is_array()) return Invalid("tools", "must be an array");
+  for (size_t i = 0; i < t->size(); ++i) {
+    const Json& tool = (*t)[i];
+    const std::string p = absl::StrCat("tools[", i, "]");
+    if (!tool.is_object() || StringField(tool, "type") != "function") {
+      return Invalid(absl::StrCat(p, ".type"),
+                     "only function tools ({\"type\": \"function\", ...}) "
+                     "are supported");
+    }
+    // Chat nests the function under "function"; the Responses API does
+    // not.
+    const bool nested = !flat;
+    const std::string fp = nested ? absl::StrCat(p, ".function") : p;
+    const Json& f = nested ? tool["function"] : tool;
+    if (!f.is_object()) return Invalid(fp, "must be an object");
+    if (!f.contains("name") || !f["name"].is_string()) {
+      return Invalid(absl::StrCat(fp, ".name"), "must be a string");
+    }
+    ChatTool& out = tools->emplace_back();
+    out.name = f["name"].get<std::string>();
+    if (auto st = f.find("strict"); st != f.end() && st->is_boolean()) {
+      out.strict = st->get<bool>();
+    }
+    if (auto d = f.find("description"); d != f.end() && !d->is_null()) {
+      if (!d->is_string()) {
+        return Invalid(absl::StrCat(fp, ".description"), "must be a string");
       }
-      auto f = tool.find("function");
-      if (f == tool.end() || !f->is_object()) {
-        return Invalid(absl::StrCat(p, ".function"), "must be an object");
+      out.description = d->get<std::string>();
+    }
+    if (auto ps = f.find("parameters"); ps != f.end() && !ps->is_null()) {
+      if (!ps->is_object()) {
+        return Invalid(absl::StrCat(fp, ".parameters"),
+                       "must be a JSON Schema object");
       }
-      if (!f->contains("name") || !(*f)["name"].is_string()) {
-        return Invalid(absl::StrCat(p, ".function.name"), "must be a string");
-      }
-      ChatTool& out = tools->emplace_back();
-      out.name = (*f)["name"].get<std::string>();
-      if (auto st = f->find("strict"); st != f->end() && st->is_boolean()) {
-        out.strict = st->get<bool>();
-      }
-      if (auto d = f->find("description"); d != f->end() && !d->is_null()) {
-        if (!d->is_string()) {
-          return Invalid(absl::StrCat(p, ".function.description"), "must be a string");
-        }
-        out.description = d->get<std::string>();
-      }
-      if (auto ps = f->find("parameters"); ps != f->end() && !ps->is_null()) {
-        if (!ps->is_object()) {
-          return Invalid(absl::StrCat(p, ".function.parameters"),
-                         "must be a JSON Schema object");
-        }
-        out.parameters = ps->dump();
-      }
+      out.parameters = ps->dump();
     }
   }
   return absl::OkStatus();
 }
 
-namespace {
-
 // tools, tool_choice, parallel_tool_calls (OpenAI's shapes).
-absl::Status ToTools(const Json& body, GenerateInput* req) {
+absl::Status ToTools(const Json& body, GenerateInput* req, bool flat) {
   if (auto f = body.find("functions");
       f != body.end() && f->is_array() && !f->empty()) {
     return Invalid("functions",
                    "the legacy functions field is not supported; use tools");
   }
-  RETURN_IF_ERROR(ToToolList(body, &req->params.tools));
+  RETURN_IF_ERROR(ToToolList(body, &req->params.tools, flat));
   if (auto c = body.find("tool_choice"); c != body.end() && !c->is_null()) {
     ToolChoice* tc = &req->tool_choice;
     if (c->is_string()) {
@@ -171,6 +172,12 @@ absl::Status ToTools(const Json& body, GenerateInput* req) {
                (*c)["function"]["name"].is_string()) {
       tc->mode = ToolChoice::Mode::kFunction;
       tc->function = (*c)["function"]["name"].get<std::string>();
+    } else if (flat && c->is_object() &&
+               StringField(*c, "type") == "function" && c->contains("name") &&
+               (*c)["name"].is_string()) {
+      // The Responses API's shape.
+      tc->mode = ToolChoice::Mode::kFunction;
+      tc->function = (*c)["name"].get<std::string>();
     } else {
       return Invalid("tool_choice",
                      "must be none, auto, required or {\"type\": "
@@ -185,9 +192,8 @@ absl::Status ToTools(const Json& body, GenerateInput* req) {
   return absl::OkStatus();
 }
 
-// The sampling fields chat and completions share (OpenAI's names, and the
-// extras vLLM accepts: top_k, min_p, repetition_penalty, ignore_eos,
-// min_tokens).
+namespace {
+
 // A count, clamped to int32 (a larger one is out of every range anyway).
 int32_t Clamp32(int64_t v) {
   return static_cast<int32_t>(std::clamp<int64_t>(

@@ -21,8 +21,16 @@ namespace inferd::http {
 // tool_call_id (and name).
 absl::Status ToChatMessage(const Json& m, size_t i, ChatMessage* out);
 
-// `tools` (OpenAI's shape: function tools).
-absl::Status ToToolList(const Json& body, std::vector<ChatTool>* tools);
+// `tools`: function tools in chat's shape ({"type": "function",
+// "function": {...}}) or, `flat`, the Responses API's (the function's
+// fields beside "type").
+absl::Status ToToolList(const Json& body, std::vector<ChatTool>* tools,
+                        bool flat = false);
+
+// `tools`, `tool_choice` (none, auto, required, or a function: chat's
+// {"type": "function", "function": {"name"}}, or `flat` the Responses
+// API's {"type": "function", "name"}) and `parallel_tool_calls`.
+absl::Status ToTools(const Json& body, GenerateInput* req, bool flat = false);
 
 // A chat completion's body: messages, tools, sampling, response_format.
 absl::Status ToChatRequest(const Json& body, GenerateInput* req);

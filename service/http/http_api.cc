@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "service/http/response_store.h"
 #include "service/http/routes.h"
 
 namespace inferd {
@@ -90,9 +92,14 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
 
 void HttpApi::Routes() {
   httplib::Server& s = *server_;
-  const http::HttpContext ctx{requests_, auth_, http::NowSeconds()};
+  responses_ = std::make_unique<http::ResponseStore>(
+      options_.responses_store_size, options_.responses_store_ttl);
+  const http::HttpContext ctx{requests_, auth_, http::NowSeconds(),
+                              responses_.get()};
   http::AddModelRoutes(s, ctx, options_.metrics);
   http::AddCompletionRoutes(s, ctx);
+  http::AddResponsesRoutes(s, ctx);
+  http::AddMessagesRoutes(s, ctx);
   http::AddEmbeddingRoutes(s, ctx);
   http::AddTokenizeRoutes(s, ctx);
   // Errors without a body of their own (an unknown route, and what
@@ -103,15 +110,20 @@ void HttpApi::Routes() {
                                       httplib::Response& r) {
         if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
         const int status = r.status;
+        // Anthropic's routes answer in Anthropic's error shape.
+        void (*reply)(httplib::Response&, const absl::Status&) =
+            absl::StartsWith(q.path, "/v1/messages")
+                ? http::ReplyAnthropicError
+                : http::ReplyError;
         std::string what;
         switch (status) {
           case 404:
-            ReplyError(r, absl::NotFoundError(absl::StrCat(
-                              "no route ", q.method, " ", q.path,
-                              " (this server serves /v1/models, /v1/chat/"
-                              "completions, /v1/completions, /v1/embeddings, "
-                              "/v1/rerank, /rerank, /tokenize, /detokenize, "
-                              "/health)")));
+            reply(r, absl::NotFoundError(absl::StrCat(
+                         "no route ", q.method, " ", q.path,
+                         " (this server serves /v1/models, /v1/chat/"
+                         "completions, /v1/completions, /v1/responses, "
+                         "/v1/messages, /v1/embeddings, /v1/rerank, "
+                         "/rerank, /tokenize, /detokenize, /health)")));
             return httplib::Server::HandlerResponse::Handled;
           case 413:
             what = absl::StrCat("the request body is larger than the "
@@ -128,7 +140,7 @@ void HttpApi::Routes() {
           default:
             what = absl::StrCat("HTTP ", status);
         }
-        ReplyError(r, absl::InvalidArgumentError(what));
+        reply(r, absl::InvalidArgumentError(what));
         r.status = status;
         return httplib::Server::HandlerResponse::Handled;
       }));

@@ -33,6 +33,9 @@
 namespace httplib {
 class Server;
 }
+namespace inferd::http {
+class ResponseStore;
+}
 
 namespace inferd {
 
@@ -53,6 +56,9 @@ struct HttpApiOptions {
   // the metrics port), so scrapers that read the serving port (an
   // inference gateway's endpoint picker) find it there.
   std::function<std::string()> metrics;
+  // The Responses API's store (http/response_store.h).
+  size_t responses_store_size = 1000;
+  absl::Duration responses_store_ttl = absl::Hours(1);
 };
 
 class HttpApi {
@@ -75,6 +81,7 @@ class HttpApi {
   RequestLayer* requests_ = nullptr;
   const ApiKeyAuth* auth_ = nullptr;
   HttpApiOptions options_;
+  std::unique_ptr<http::ResponseStore> responses_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;

@@ -75,6 +75,44 @@ void ReplyError(httplib::Response& res, const absl::Status& status) {
                   "application/json");
 }
 
+const char* AnthropicErrorType(int http_status) {
+  switch (http_status) {
+    case 400:
+    case 409:
+    case 422:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+    case 529:
+      return "overloaded_error";
+    default:
+      return http_status < 500 ? "invalid_request_error" : "api_error";
+  }
+}
+
+Json AnthropicErrorJson(const absl::Status& status) {
+  return Json{{"type", "error"},
+              {"error",
+               {{"type", AnthropicErrorType(HttpStatusOf(status.code()))},
+                {"message", std::string(status.message())}}}};
+}
+
+void ReplyAnthropicError(httplib::Response& res, const absl::Status& status) {
+  res.status = HttpStatusOf(status.code());
+  res.set_content(AnthropicErrorJson(status).dump(
+                      -1, ' ', false, Json::error_handler_t::replace),
+                  "application/json");
+}
+
 absl::Status Invalid(absl::string_view param, absl::string_view what) {
   return FieldError(param, absl::StrCat(": ", what));
 }
@@ -124,11 +162,16 @@ bool HttpCall::Admit(const httplib::Request& req, httplib::Response& res) {
   const std::string h = req.get_header_value("Authorization");
   if (absl::StartsWithIgnoreCase(h, "bearer ")) {
     key = std::string(absl::StripAsciiWhitespace(h.substr(7)));
+  } else if (req.has_header("x-api-key")) {
+    // Anthropic's clients send the key this way.
+    key = std::string(
+        absl::StripAsciiWhitespace(req.get_header_value("x-api-key")));
   }
-  absl::Status s =
-      scope_.Admit(ctx_.auth, key, "'Authorization: Bearer <key>'");
+  absl::Status s = scope_.Admit(ctx_.auth, key,
+                                "'Authorization: Bearer <key>' or "
+                                "'x-api-key: <key>'");
   if (s.ok()) return true;
-  ReplyError(res, s);
+  error_reply_(res, s);
   return false;
 }
 
@@ -168,10 +211,15 @@ absl::Status HttpCall::Named(const absl::Status& status) const {
   return named;
 }
 
+void HttpCall::Reject(httplib::Response& res, const absl::Status& status) {
+  scope_.set_status(status);
+  error_reply_(res, status);
+}
+
 void HttpCall::Fail(httplib::Response& res, const absl::Status& status) {
   const absl::Status named = Named(status);
   scope_.set_status(named);
-  ReplyError(res, named);
+  error_reply_(res, named);
 }
 
 }  // namespace inferd::http

@@ -11,6 +11,7 @@
 #include <httplib.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,11 @@ const char* ErrorType(int http_status);
 Json ErrorJson(const absl::Status& status);
 // The error object as the response, with its HTTP status.
 void ReplyError(httplib::Response& res, const absl::Status& status);
+// Anthropic's error shape {"type": "error", "error": {"type", "message"}}
+// with the HTTP status (529 for an overloaded server, as Anthropic's API).
+const char* AnthropicErrorType(int http_status);
+Json AnthropicErrorJson(const absl::Status& status);
+void ReplyAnthropicError(httplib::Response& res, const absl::Status& status);
 // A 400 about the body's field `param` (OpenAI's name).
 absl::Status Invalid(absl::string_view param, absl::string_view what);
 
@@ -79,10 +85,12 @@ inline constexpr double kHeartbeatSeconds = 0.5;
 
 // What every route has: the request layer, the API key, the server's start
 // time (OpenAI's `created` of the models).
+class ResponseStore;
 struct HttpContext {
   RequestLayer* requests = nullptr;
   const ApiKeyAuth* auth = nullptr;
   int64_t created = 0;
+  ResponseStore* responses = nullptr;  // the Responses API's store
 };
 
 // One HTTP call: its CallScope (admission, active count, outcome report)
@@ -93,8 +101,8 @@ class HttpCall {
   HttpCall(const HttpContext& ctx, std::string route, Api api,
            CallScope::Kind kind = CallScope::Kind::kWork);
 
-  // Admits the call (`Authorization: Bearer KEY`; not draining). False: the
-  // error reply is written.
+  // Admits the call (`Authorization: Bearer KEY` or `x-api-key: KEY`; not
+  // draining). False: the error reply is written.
   bool Admit(const httplib::Request& req, httplib::Response& res);
   // Admit, then the body as a JSON object (`model`, when present, must be a
   // string). Nothing: the error reply is written.
@@ -104,6 +112,9 @@ class HttpCall {
   // The error reply, its field named as this route's body names it; the
   // call's outcome.
   void Fail(httplib::Response& res, const absl::Status& status);
+  // An error the route found in its own body (its field already named as
+  // the body names it); the call's outcome.
+  void Reject(httplib::Response& res, const absl::Status& status);
   // `status` with its field named as this route's body names it.
   absl::Status Named(const absl::Status& status) const;
   // This request sent the field OpenAiParam calls `param` under another
@@ -113,6 +124,12 @@ class HttpCall {
     alias_from_ = std::move(param);
     alias_to_ = std::move(sent);
   }
+
+  // How this route writes an error (default: OpenAI's error object,
+  // ReplyError); the Anthropic route writes Anthropic's.
+  using ErrorReply =
+      std::function<void(httplib::Response&, const absl::Status&)>;
+  void set_error_reply(ErrorReply reply) { error_reply_ = std::move(reply); }
 
   void set_model(absl::string_view model) { scope_.set_model(model); }
   void set_status(const absl::Status& status) { scope_.set_status(status); }
@@ -125,6 +142,7 @@ class HttpCall {
   const Api api_;
   std::string alias_from_;
   std::string alias_to_;
+  ErrorReply error_reply_ = ReplyError;
   CallScope scope_;
 };
 

@@ -30,9 +30,43 @@ std::string UnderFunction(absl::string_view path, absl::string_view list) {
   return std::string(path);
 }
 
+// The Responses API's and Anthropic's names: their function tools are
+// flat (Anthropic's schema is input_schema); the conversation is `input` /
+// `messages` (the system turn counts among inferd's messages, so no index).
+std::string AgentApiParam(Api api, absl::string_view path) {
+  const bool anthropic = api == Api::kMessages;
+  if (absl::StartsWith(path, "sampling.")) {
+    absl::string_view field = path.substr(9);
+    if (field == "max_tokens") {
+      return anthropic ? "max_tokens" : "max_output_tokens";
+    }
+    if (field == "stop" && anthropic) return "stop_sequences";
+    if (absl::StartsWith(field, "response_format") && !anthropic) {
+      return "text.format";
+    }
+    return std::string(field);
+  }
+  const absl::string_view head = Head(path);
+  if (head == "response_format") return anthropic ? "tools" : "text.format";
+  if (head == "messages" || head == "prompt") {
+    return anthropic ? "messages" : "input";
+  }
+  if (head == "tools" && anthropic) {
+    const size_t at = path.find(".parameters");
+    if (at != absl::string_view::npos) {
+      return absl::StrCat(path.substr(0, at), ".input_schema",
+                          path.substr(at + 11));
+    }
+  }
+  return std::string(path);
+}
+
 }  // namespace
 
 std::string OpenAiParam(Api api, absl::string_view path) {
+  if (api == Api::kResponses || api == Api::kMessages) {
+    return AgentApiParam(api, path);
+  }
   const bool chat = api == Api::kChat || api == Api::kTokenize;
   if (absl::StartsWith(path, "sampling.")) {
     absl::string_view field = path.substr(9);

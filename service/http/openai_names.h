@@ -23,6 +23,8 @@ enum class Api {
   kTokenize,     // POST /tokenize
   kDetokenize,   // POST /detokenize
   kModels,       // GET /v1/models/{id}
+  kResponses,    // POST /v1/responses (OpenAI's Responses API)
+  kMessages,     // POST /v1/messages (Anthropic's Messages API)
 };
 
 // The body's name of the inferd.v1 field `path` (`sampling.max_tokens` ->

@@ -18,6 +18,11 @@ void AddModelRoutes(httplib::Server& server, const HttpContext& ctx,
                     std::function<std::string()> metrics);
 // completions_route.cc: /v1/chat/completions, /v1/completions.
 void AddCompletionRoutes(httplib::Server& server, const HttpContext& ctx);
+// responses_route.cc: /v1/responses (POST), /v1/responses/{id} (GET,
+// DELETE), /v1/responses/{id}/input_items.
+void AddResponsesRoutes(httplib::Server& server, const HttpContext& ctx);
+// messages_route.cc: Anthropic's /v1/messages, /v1/messages/count_tokens.
+void AddMessagesRoutes(httplib::Server& server, const HttpContext& ctx);
 // embeddings_route.cc: /v1/embeddings, /v1/rerank, /rerank.
 void AddEmbeddingRoutes(httplib::Server& server, const HttpContext& ctx);
 // tokenize_route.cc: /tokenize, /detokenize.

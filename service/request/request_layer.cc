@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "runtime/chat/generic_tools.h"
 #include "runtime/chat/tool_parser.h"
 #include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
@@ -241,47 +242,81 @@ class GenerateStream {
   std::vector<double> inter_token_seconds_ ABSL_GUARDED_BY(mu_);
 };
 
+// The tool-call format a model writes: tool_parser= or its template's;
+// empty when neither shows one (the generic format then).
+std::string NativeToolFormat(const ServedModel& model) {
+  return model.spec().overrides.tool_parser.value_or(
+      model.chat_format()->tool_parser());
+}
+
+// The generic tool format's conversation (generic_tools.h): the
+// instructions in a system turn (or the first user turn, for a template
+// that refuses a system role) and earlier tool turns as text. The tools go
+// no further (the template shows no format for them).
+void PrepareGenericConversation(const ServedModel& model, const ToolPlan& plan,
+                                GenerateParams* p) {
+  std::string instructions;
+  if (plan.generic) {
+    instructions = GenericToolInstructions(
+        p->tools,
+        plan.mode == ToolPlan::Mode::kAuto       ? GenericToolMode::kAuto
+        : plan.mode == ToolPlan::Mode::kRequired ? GenericToolMode::kRequired
+                                                 : GenericToolMode::kNamed,
+        plan.function);
+  }
+  if (instructions.empty() && !HasToolTurns(p->messages)) return;
+  std::vector<ChatMessage> messages =
+      GenericToolConversation(p->messages, instructions, false);
+  if (!instructions.empty()) {
+    absl::StatusOr<std::string> rendered =
+        model.chat_format()->Render(messages, p->add_generation_prompt);
+    if (!rendered.ok() &&
+        rendered.status().code() == absl::StatusCode::kInvalidArgument) {
+      messages = GenericToolConversation(p->messages, instructions, true);
+    }
+  }
+  p->messages = std::move(messages);
+  if (plan.generic) p->tools.clear();
+}
+
 // The output parser of each sample of a chat request: tool calls (by the
-// tool plan) under the model's reasoning parser. Null when neither
-// applies. FAILED_PRECONDITION for tool_choice auto on a model whose
-// tool-call format is unknown.
-absl::StatusOr<std::function<std::unique_ptr<OutputParser>()>> OutputParsers(
-    const ServedModel& model, const GenerateInput& in, const ToolPlan& plan) {
-  if (in.params.messages.empty()) return nullptr;
-  const ModelOverrides& o = model.spec().overrides;
-  std::string reasoning = o.reasoning_parser.value_or(
+// tool plan) under the model's reasoning parser, started inside the
+// reasoning when the prompt opened it. Null when neither applies.
+std::function<std::unique_ptr<OutputParser>()> OutputParsers(
+    const ServedModel& model, const GenerateParams& p, const ToolPlan& plan) {
+  if (p.messages.empty()) return nullptr;
+  std::string reasoning = model.spec().overrides.reasoning_parser.value_or(
       model.chat_format()->reasoning_parser());
   if (reasoning == "none") reasoning.clear();
   std::string tool_format;
-  if (plan.mode == ToolPlan::Mode::kAuto) {
-    tool_format = o.tool_parser.value_or(model.chat_format()->tool_parser());
-    if (tool_format.empty()) {
-      return FieldError(
-          "tool_choice",
-          absl::StrCat(": auto needs the model's tool-call format, and the "
-                       "chat template of model '", model.name(), "' shows "
-                       "none; start the server with --model ", model.name(),
-                       "=PATH,tool_parser=NAME (",
-                       absl::StrJoin(ToolParserNames(), ", "),
-                       ") or use tool_choice required or a named function"),
-          absl::StatusCode::kFailedPrecondition);
-    }
+  if (plan.generic) {
+    tool_format = "generic";
+  } else if (plan.mode == ToolPlan::Mode::kAuto) {
+    tool_format = NativeToolFormat(model);
   }
   if (reasoning.empty() && tool_format.empty() &&
       plan.mode != ToolPlan::Mode::kRequired &&
       plan.mode != ToolPlan::Mode::kNamed) {
     return nullptr;
   }
-  return [reasoning, tool_format, plan]() -> std::unique_ptr<OutputParser> {
+  bool opened = false;
+  if (!reasoning.empty()) {
+    absl::StatusOr<std::string> prompt = model.chat_format()->Render(
+        p.messages, p.add_generation_prompt, p.tools);
+    opened = prompt.ok() && ReasoningOpenedByPrompt(reasoning, *prompt);
+  }
+  return [reasoning, tool_format, plan,
+          opened]() -> std::unique_ptr<OutputParser> {
     std::unique_ptr<OutputParser> tools;
-    switch (plan.mode) {
-      case ToolPlan::Mode::kAuto: tools = NewToolParser(tool_format); break;
-      case ToolPlan::Mode::kRequired: tools = NewRequiredToolParser(); break;
-      case ToolPlan::Mode::kNamed: tools = NewNamedToolParser(plan.function); break;
-      default: break;
+    if (!tool_format.empty()) {
+      tools = NewToolParser(tool_format);
+    } else if (plan.mode == ToolPlan::Mode::kRequired) {
+      tools = NewRequiredToolParser();
+    } else if (plan.mode == ToolPlan::Mode::kNamed) {
+      tools = NewNamedToolParser(plan.function);
     }
     if (reasoning.empty()) return tools;
-    return NewReasoningParser(reasoning, std::move(tools));
+    return NewReasoningParser(reasoning, std::move(tools), opened);
   };
 }
 
@@ -351,15 +386,20 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
                    models_->Resolve(in.model, Task::kGenerate));
   if (model_name != nullptr) *model_name = model->name();
   RETURN_IF_ERROR(Validate(in, model->info()));
-  const ToolPlan plan = PlanTools(&in);
+  const std::string native_tools = NativeToolFormat(*model);
+  const bool generic = native_tools.empty() || native_tools == "generic";
+  const ToolPlan plan = PlanTools(&in, generic);
   if (plan.mode != ToolPlan::Mode::kOff &&
       !model->chat_format()->has_template()) {
     return FieldError("tools", absl::StrCat(": model '", model->name(),
                                             "' has no usable chat template "
                                             "to show tools to"));
   }
-  ASSIGN_OR_RETURN(auto parsers, OutputParsers(*model, in, plan));
   GenerateParams& p = in.params;
+  if (generic && !p.messages.empty()) {
+    PrepareGenericConversation(*model, plan, &p);
+  }
+  auto parsers = OutputParsers(*model, p, plan);
   if (in.prompt_token_ids.has_value()) {
     // In the vocabulary (Validate), so in int32.
     p.prompt_token_ids.assign(in.prompt_token_ids->begin(),
@@ -367,10 +407,10 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
   }
   p.add_special_tokens = in.add_special_tokens.value_or(p.messages.empty());
   bool skip = in.skip_special_tokens.value_or(true);
-  if (plan.mode == ToolPlan::Mode::kAuto && !in.skip_special_tokens) {
+  if (plan.mode == ToolPlan::Mode::kAuto && !plan.generic &&
+      !in.skip_special_tokens) {
     // Mistral's [TOOL_CALLS] and Llama's <|python_tag|> are special tokens.
-    skip = !ToolParserNeedsSpecialTokens(model->spec().overrides.tool_parser.value_or(
-        model->chat_format()->tool_parser()));
+    skip = !ToolParserNeedsSpecialTokens(native_tools);
   }
   p.sampling.skip_special_tokens = skip;
   if (p.request_id.empty()) {
@@ -382,7 +422,8 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
     echo = p.prompt.value_or("");
   }
   const bool constrained = plan.mode == ToolPlan::Mode::kRequired ||
-                           plan.mode == ToolPlan::Mode::kNamed;
+                           plan.mode == ToolPlan::Mode::kNamed ||
+                           p.sampling.response_format.or_text;
   auto stream = std::make_shared<GenerateStream>(
       std::move(sink), p.request_id, model, observer_, std::move(parsers),
       constrained, std::move(echo));
@@ -497,10 +538,24 @@ absl::StatusOr<TokenizeAnswer> RequestLayer::Tokenize(
   TokenizeAnswer answer;
   answer.max_input_tokens = model->info().max_input_tokens;
   if (chat) {
+    // The prompt a generation with these tools would see (tool_choice
+    // auto): on a model without a tool format, the generic format's.
+    GenerateParams p;
+    p.messages = in.messages;
+    p.tools = in.tools;
+    p.add_generation_prompt = in.add_generation_prompt.value_or(true);
+    const std::string native = NativeToolFormat(*model);
+    if (native.empty() || native == "generic") {
+      ToolPlan plan;
+      if (!p.tools.empty()) {
+        plan.mode = ToolPlan::Mode::kAuto;
+        plan.generic = true;
+      }
+      PrepareGenericConversation(*model, plan, &p);
+    }
     ASSIGN_OR_RETURN(answer.rendered_prompt,
                      model->chat_format()->Render(
-                         in.messages, in.add_generation_prompt.value_or(true),
-                         in.tools));
+                         p.messages, p.add_generation_prompt, p.tools));
   }
   ASSIGN_OR_RETURN(Encoding enc,
                    model->tokenizer().Encode(

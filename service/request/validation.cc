@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "runtime/chat/generic_tools.h"
 #include "runtime/common/field_error.h"
 #include "runtime/common/status_macros.h"
 
@@ -237,7 +238,7 @@ absl::Status Validate(const GenerateInput& in, const ServedModelInfo& model) {
   return ValidateSamplingForModel(in.params.sampling, model);
 }
 
-ToolPlan PlanTools(GenerateInput* in) {
+ToolPlan PlanTools(GenerateInput* in, bool generic) {
   ToolPlan plan;
   GenerateParams& p = in->params;
   if (p.tools.empty()) return plan;
@@ -250,21 +251,36 @@ ToolPlan PlanTools(GenerateInput* in) {
       break;
     default: plan.mode = ToolPlan::Mode::kAuto; break;
   }
-  if (plan.mode != ToolPlan::Mode::kNamed &&
-      plan.mode != ToolPlan::Mode::kRequired) {
-    return plan;
+  plan.generic = generic && plan.mode != ToolPlan::Mode::kNone;
+  bool strict = true;
+  for (const ChatTool& t : p.tools) {
+    if (plan.mode != ToolPlan::Mode::kNamed || t.name == plan.function) {
+      strict &= t.strict;
+    }
   }
   // The constraint: llguidance keeps the schema's property order, so the
   // name comes before the arguments (ordered_json).
   nlohmann::ordered_json schema;
-  bool strict = true;
-  if (plan.mode == ToolPlan::Mode::kNamed) {
-    for (const ChatTool& t : p.tools) {
-      if (t.name != plan.function) continue;
-      schema = ArgumentsSchema(t);
-      strict = t.strict;
+  ResponseFormat& format = p.sampling.response_format;
+  if (plan.generic) {
+    const GenericToolMode mode =
+        plan.mode == ToolPlan::Mode::kAuto       ? GenericToolMode::kAuto
+        : plan.mode == ToolPlan::Mode::kRequired ? GenericToolMode::kRequired
+                                                 : GenericToolMode::kNamed;
+    // Under auto, a response_format of the request's own wins: the answer
+    // takes that shape and no call is possible.
+    if (mode == GenericToolMode::kAuto &&
+        format.type != ResponseFormat::Type::kText) {
+      return plan;
     }
-  } else {
+    schema = GenericToolSchema(p.tools, mode, plan.function,
+                               in->parallel_tool_calls.value_or(true));
+    format.or_text = mode == GenericToolMode::kAuto;
+  } else if (plan.mode == ToolPlan::Mode::kNamed) {
+    for (const ChatTool& t : p.tools) {
+      if (t.name == plan.function) schema = ArgumentsSchema(t);
+    }
+  } else if (plan.mode == ToolPlan::Mode::kRequired) {
     nlohmann::ordered_json any = nlohmann::ordered_json::array();
     for (const ChatTool& t : p.tools) {
       any.push_back({{"type", "object"},
@@ -273,17 +289,18 @@ ToolPlan PlanTools(GenerateInput* in) {
                        {"arguments", ArgumentsSchema(t)}}},
                      {"required", {"name", "arguments"}},
                      {"additionalProperties", false}});
-      strict &= t.strict;
     }
     schema = {{"type", "array"}, {"minItems", 1}};
     if (in->parallel_tool_calls.has_value() && !*in->parallel_tool_calls) {
       schema["maxItems"] = 1;
     }
     schema["items"] = {{"anyOf", std::move(any)}};
+  } else {
+    return plan;
   }
-  p.sampling.response_format.type = ResponseFormat::Type::kJsonSchema;
-  p.sampling.response_format.spec = schema.dump();
-  p.sampling.response_format.strict = strict;
+  format.type = ResponseFormat::Type::kJsonSchema;
+  format.spec = schema.dump();
+  format.strict = strict;
   return plan;
 }
 

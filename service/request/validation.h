@@ -44,11 +44,18 @@ struct ToolPlan {
   };
   Mode mode = Mode::kOff;
   std::string function;
+  // The generic format (runtime/chat/generic_tools.h): the model's template
+  // shows no tool-call format; tools described in a system message, output
+  // {"tool_calls": [...]} (or text, under auto).
+  bool generic = false;
 };
 // The plan of a validated request; for required or a named function it
 // sets in->params.sampling.response_format to the constraint (the tools'
-// parameters schemas; llguidance keeps their property order).
-ToolPlan PlanTools(GenerateInput* in);
+// parameters schemas; llguidance keeps their property order). `generic`:
+// the model has no tool-call format of its own, so auto, required and named
+// all take the generic format's constraint (auto: a calls object or text,
+// unless the request set a response_format of its own).
+ToolPlan PlanTools(GenerateInput* in, bool generic = false);
 
 }  // namespace inferd
 

@@ -81,7 +81,9 @@ class HostileHttpTest(unittest.TestCase):
     def setUpClass(cls):
         models = [("llm", os.path.join(ARGS.test_models, "llama-tiny")),
                   ("embedder", os.path.join(ARGS.test_models, "bert-embed")),
-                  ("reranker", os.path.join(ARGS.test_models, "xlmr-reranker"))]
+                  ("reranker", os.path.join(ARGS.test_models, "xlmr-reranker")),
+                  # A chat template (and no tool format of its own).
+                  ("chat", os.path.join(ARGS.test_models, "qwen2-tiny"))]
         cls.server = lib.InferdProcess(
             ARGS.inferd, models, log_prefix="inferd-hostile-",
             extra=["--http-listen", "127.0.0.1:0",
@@ -219,6 +221,105 @@ class HostileHttpTest(unittest.TestCase):
                         self.assert_error_object(st, out, st)
                         # A streamed 200 is SSE, not JSON; every error is.
         self.assertIn(400, seen)
+        self.assert_alive()
+
+    def assert_anthropic_error(self, status, body, want_status=None):
+        if want_status is not None:
+            self.assertEqual(status, want_status, body[:500])
+        out = json.loads(body)
+        self.assertEqual(out["type"], "error", out)
+        self.assertTrue(out["error"]["message"], out)
+        self.assertIn(out["error"]["type"],
+                      ("invalid_request_error", "not_found_error",
+                       "rate_limit_error", "overloaded_error", "api_error",
+                       "request_too_large"), out)
+        return out["error"]
+
+    def test_agent_apis_every_field_with_every_type_is_never_a_500(self):
+        """/v1/responses and /v1/messages: every field, nested ones too,
+        given each JSON type: never a 500; every error in the route's own
+        shape (OpenAI's error object; Anthropic's {"type": "error"})."""
+        tool = {"type": "function", "name": "f", "description": "d",
+                "parameters": {"type": "object"}}
+        responses = {"model": "chat", "max_output_tokens": 2, "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f",
+             "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            {"type": "reasoning", "summary": [{"type": "summary_text",
+                                               "text": "t"}]}],
+            "tools": [tool], "text": {"format": {"type": "text"}}}
+        anthropic_tool = {"name": "f", "description": "d",
+                          "input_schema": {"type": "object"}}
+        messages = {"model": "chat", "max_tokens": 2, "system": "s", "messages": [
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "t"},
+                {"type": "tool_use", "id": "u1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "u1", "content": "ok"}]}],
+            "tools": [anthropic_tool], "tool_choice": {"type": "auto"}}
+        paths = {
+            "/v1/responses": (responses, [
+                ("model",), ("input",), ("instructions",), ("stream",),
+                ("store",), ("previous_response_id",), ("max_output_tokens",),
+                ("temperature",), ("top_p",), ("tools",), ("tool_choice",),
+                ("parallel_tool_calls",), ("text",), ("text", "format"),
+                ("reasoning",), ("background",), ("metadata",), ("seed",),
+                ("input", 0), ("input", 0, "role"), ("input", 0, "content"),
+                ("input", 0, "content", 0), ("input", 0, "content", 0, "text"),
+                ("input", 1, "call_id"), ("input", 1, "name"),
+                ("input", 1, "arguments"), ("input", 2, "output"),
+                ("input", 3, "summary"), ("tools", 0), ("tools", 0, "type"),
+                ("tools", 0, "name"), ("tools", 0, "parameters"),
+                ("tools", 0, "description")]),
+            "/v1/messages": (messages, [
+                ("model",), ("max_tokens",), ("system",), ("messages",),
+                ("stream",), ("temperature",), ("top_p",), ("top_k",),
+                ("stop_sequences",), ("tools",), ("tool_choice",),
+                ("tool_choice", "type"), ("output_config",), ("metadata",),
+                ("messages", 0), ("messages", 0, "role"),
+                ("messages", 0, "content"), ("messages", 1, "content", 0),
+                ("messages", 1, "content", 0, "text"),
+                ("messages", 1, "content", 1, "input"),
+                ("messages", 1, "content", 1, "id"),
+                ("messages", 2, "content", 0, "tool_use_id"),
+                ("messages", 2, "content", 0, "content"), ("tools", 0),
+                ("tools", 0, "name"), ("tools", 0, "input_schema")]),
+            "/v1/messages/count_tokens": (messages, [
+                ("messages",), ("system",), ("tools",),
+                ("messages", 0, "content")]),
+        }
+        values = [None, True, -1, 2.5, "text", [], [1, "x"], {"k": [None]},
+                  1e300, 2 ** 70]
+        seen = set()
+        for route, (base, fields) in paths.items():
+            anthropic = route.startswith("/v1/messages")
+            for path in fields:
+                for v in values:
+                    body = json.loads(json.dumps(base))
+                    at = body
+                    for k in path[:-1]:
+                        at = at[k]
+                    at[path[-1]] = v
+                    st, out = http(self.port, "POST", route, body)
+                    where = (route, path, v, out[:300])
+                    self.assertNotEqual(st, 500, where)
+                    seen.add(st)
+                    if st == 200:
+                        continue
+                    if anthropic:
+                        self.assert_anthropic_error(st, out)
+                    else:
+                        self.assert_error_object(st, out, st)
+        self.assertIn(400, seen)
+        self.assertIn(200, seen)
+        # A missing stored response and an unknown route, in each shape.
+        st, out = http(self.port, "GET", "/v1/responses/resp_missing")
+        self.assertIn("resp_missing", self.assert_error_object(
+            st, out, 404)["message"])
+        st, out = http(self.port, "POST", "/v1/messages/nope", messages)
+        self.assert_anthropic_error(st, out, 404)
         self.assert_alive()
 
     def test_oversized_and_garbage_requests_get_an_error_object(self):

@@ -227,8 +227,6 @@ CASES = [
      400, "tool_choice"),
     ("tool_choice without tools", "/v1/chat/completions",
      chat(tool_choice="required"), 400, "tool_choice"),
-    ("tool_choice auto without a tool format", "/v1/chat/completions",
-     chat(tools=[WEATHER]), 400, "tool_choice"),
     ("parallel_tool_calls a string", "/v1/chat/completions",
      chat(tools=[WEATHER], parallel_tool_calls="x"), 400, "parallel_tool_calls"),
     ("legacy functions", "/v1/chat/completions",

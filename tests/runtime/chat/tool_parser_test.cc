@@ -234,6 +234,77 @@ TEST(ToolParserTest, ThinkSplitsReasoning) {
   ASSERT_EQ(r.calls.size(), 1u);
 }
 
+TEST(ToolParserTest, GenericCallsObjectOrText) {
+  Result r = Whole(Tools("generic"),
+                   "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": "
+                   "{\"a\": [1, {\"b\": \"}\"}]}}, {\"name\": \"g\", "
+                   "\"arguments\": {}}]}");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].id, "id0");
+  EXPECT_EQ(r.calls[0].name, "f");
+  EXPECT_EQ(r.calls[0].arguments, "{\"a\": [1, {\"b\": \"}\"}]}");
+  EXPECT_EQ(r.calls[1].name, "g");
+  EXPECT_EQ(r.calls[1].arguments, "{}");
+  EXPECT_EQ(r.content, "");
+  EXPECT_EQ(r.tool_calls, 2);
+  // A text answer, braces and all, is content.
+  r = Whole(Tools("generic"), "It is 21 C {as of now}.");
+  EXPECT_EQ(r.content, "It is 21 C {as of now}.");
+  EXPECT_TRUE(r.calls.empty());
+  // An object that is not the calls object is content, whole.
+  for (const std::string text :
+       {"{\"answer\": 42}", "{\"tool_call\": 1}", "{ \"tool_calls\" 1",
+        "{\"tool", "{"}) {
+    r = Whole(Tools("generic"), text);
+    EXPECT_EQ(r.content, text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+  }
+  // Whitespace inside and around the opening.
+  r = Whole(Tools("generic"),
+            " \n{ \"tool_calls\" :\n[{\"name\":\"f\",\"arguments\":{}}] }\n");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "");
+  ExpectSplitInvariant(Tools("generic"),
+                       "{\"tool_calls\": [{\"name\": \"get_weather\", "
+                       "\"arguments\": {\"city\": \"Paris\"}}]}");
+  ExpectSplitInvariant(Tools("generic"), "{\"tool\" is a word}");
+  ExpectSplitInvariant(Tools("generic"), "Plain {text}.");
+}
+
+TEST(ToolParserTest, ReasoningOpenedByThePrompt) {
+  // QwQ / DeepSeek-R1 templates end the prompt with "<think>\n": the output
+  // starts inside the reasoning and only closes it.
+  EXPECT_TRUE(ReasoningOpenedByPrompt(
+      "think", "<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(ReasoningOpenedByPrompt(
+      "think", "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(ReasoningOpenedByPrompt("think", "<|im_start|>assistant\n"));
+  EXPECT_FALSE(ReasoningOpenedByPrompt("none", "<think>\n"));
+  EXPECT_FALSE(ReasoningOpenedByPrompt("no_such_format", "<think>\n"));
+  const Factory opened = [] {
+    return NewReasoningParser("think", nullptr, /*opened=*/true);
+  };
+  Result r = Whole(opened, "Step 1, step 2.\n</think>\n\nThe answer.");
+  EXPECT_EQ(r.reasoning, "Step 1, step 2.\n");
+  EXPECT_EQ(r.content, "The answer.");
+  // Cut off before the block closes: all of it is reasoning.
+  r = Whole(opened, "Still thinking <thi");
+  EXPECT_EQ(r.reasoning, "Still thinking <thi");
+  EXPECT_EQ(r.content, "");
+  ExpectSplitInvariant(opened, "a</think>b");
+  ExpectSplitInvariant(
+      [] {
+        return NewReasoningParser("think", NewToolParser("hermes", Counter()),
+                                  /*opened=*/true);
+      },
+      "x</think>\n<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
+  // Not opened: the same text is content.
+  r = Whole([] { return NewReasoningParser("think", nullptr); },
+            "Step 1.</think>The answer.");
+  EXPECT_EQ(r.reasoning, "");
+  EXPECT_EQ(r.content, "Step 1.</think>The answer.");
+}
+
 TEST(ToolParserTest, EveryCutGivesTheWholeTextParse) {
   const std::vector<std::pair<Factory, std::vector<std::string>>> cases = {
       {Tools("hermes"),
