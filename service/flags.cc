@@ -52,9 +52,11 @@ const FlagDoc kFlags[] = {
     {"model", "NAME=PATH[,k=v]", "",
      "Serve PATH as NAME: a Hugging Face model directory or a .gguf file; "
      "repeatable. "
-     "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
+     "Options: task=generate|embed|rerank|classify, "
+     "pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, sampler=<registered sampler>, "
-     "tool_parser=hermes|llama3_json|mistral, reasoning_parser=think|none, "
+     "tool_parser=hermes|llama3_json|mistral|pythonic, "
+     "reasoning_parser=think|none, "
      "rerank_format=qwen3 (task=rerank on a causal LM), "
      "and any "
      "engine flag below without the "

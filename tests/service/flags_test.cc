@@ -93,7 +93,7 @@ TEST(FlagsTest, ToolAndReasoningParsersPerModel) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(
                 "tool_parser must be the name of a registered format: hermes, "
-                "llama3_json, mistral"),
+                "llama3_json, mistral, pythonic"),
             std::string::npos)
       << bad.status();
   auto bad_reasoning = Parse({"--model", "a=/m/a,reasoning_parser=-"});
