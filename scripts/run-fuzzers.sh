@@ -73,6 +73,7 @@ sources_for() {
       echo "$root"/runtime/chat/*.cc "$root/runtime/common/registry.cc" ;;
     tool_parser_fuzz)
       echo "$root/runtime/chat/tool_parser.cc" \
+           "$root/runtime/chat/pythonic_parser.cc" \
            "$root/runtime/common/registry.cc" ;;
     structured_output_fuzz)
       echo "$root/runtime/gen/structured_output.cc" ;;

@@ -52,7 +52,8 @@ const FlagDoc kFlags[] = {
     {"model", "NAME=PATH[,k=v]", "",
      "Serve PATH as NAME: a Hugging Face model directory or a .gguf file; "
      "repeatable. "
-     "Options: task=generate|embed|rerank|classify, pooling=cls|mean|last|<plug-in>, "
+     "Options: task=generate|embed|rerank|classify, "
+     "pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, sampler=<registered sampler>, "
      "tool_parser=generic|hermes|llama3_json|mistral|pythonic (default: the "
      "template's own format, else generic), reasoning_parser=think|none, "

@@ -829,6 +829,13 @@ absl::Status AddTo(Registry<Format>& registry, std::string name,
                       std::move(origin));
 }
 
+// The pythonic templates describe the format in words of this kind:
+// "[func_name1(params_name1=params_value1, ...), func_name2(params)]".
+bool DescribesPythonicCalls(absl::string_view t) {
+  return absl::StrContains(t, "[func_name1(") ||
+         absl::StrContains(t, "func_name1(param");
+}
+
 void RegisterBuiltinToolParsers() {
   auto add = [](const char* name, const char* description,
                 ToolParserFormat f) {
@@ -863,10 +870,17 @@ void RegisterBuiltinToolParsers() {
        },
        true, 2,
        [](absl::string_view t) {
+         // Llama 3.2's pythonic templates write <|python_tag|> too.
+         if (DescribesPythonicCalls(t)) return false;
          return absl::StrContains(t, "<|python_tag|>") ||
                 (absl::StrContains(t, "<|start_header_id|>") &&
                  absl::StrContains(t, "\"parameters\""));
        }});
+  add("pythonic",
+      "[f(a=1), g(b=\"x\")], a Python list of calls, optionally in "
+      "<|python_start|>...<|python_end|> (Llama 3.2, Llama 4, ToolACE)",
+      {[](ToolCallIdFn ids) { return NewPythonicToolParser(std::move(ids)); },
+       true, 3, DescribesPythonicCalls});
 }
 
 void RegisterGenericToolParser() {

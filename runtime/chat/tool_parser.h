@@ -5,10 +5,11 @@
 // SmolLM3/Hermes), `llama3_json` (an optional <|python_tag|>, then
 // {"name": ..., "parameters"|"arguments": ...} objects separated by ';'),
 // `mistral` ([TOOL_CALLS][{...}, ...] and [TOOL_CALLS]name[ARGS]{...}),
-// plus the JSON forms a tool_choice constraint produces (`required`: an
-// array of {"name", "arguments"}; a named function: its arguments object)
-// and `generic` ({"tool_calls": [...]} or a text answer: generic_tools.h,
-// for templates without a format of their own).
+// `pythonic` (a Python list of calls, [f(a=1), g(b="x")], Llama 3.2/4 and
+// ToolACE; pythonic_parser.cc), plus the JSON forms a tool_choice constraint
+// produces (`required`: an array of {"name", "arguments"}; a named function:
+// its arguments object) and `generic` ({"tool_calls": [...]} or a text
+// answer: generic_tools.h, for templates without a format of their own).
 // Reasoning: `think` splits <think>...</think> off as reasoning (also when
 // the prompt opened the block and the output only closes it). Both kinds
 // are registries (runtime/common/registry.h) a plug-in can add to.
@@ -80,7 +81,7 @@ class OutputParser {
 };
 
 // A tool-call format, as registered in the tool_parser kind (ToolParsers();
-// the built-ins hermes, mistral and llama3_json are registered by
+// the built-ins hermes, mistral, llama3_json and pythonic are registered by
 // RegisterChatBuiltins; a plug-in may add more).
 struct ToolParserFormat {
   // A parser; `ids` null: the format's own id maker.
@@ -120,9 +121,9 @@ Registry<ToolParserFormat>& ToolParsers();
 Registry<ReasoningParserFormat>& ReasoningParsers();
 
 // Registers the chat layer's built-ins: the tool-call formats hermes,
-// mistral, llama3_json and the reasoning parsers think and none. Called once
-// at start-up (RegisterBuiltins, or the main of a tool that links only this
-// layer); idempotent.
+// mistral, llama3_json, pythonic and the reasoning parsers think and none.
+// Called once at start-up (RegisterBuiltins, or the main of a tool that links
+// only this layer); idempotent.
 void RegisterChatBuiltins();
 
 // ALREADY_EXISTS when the name is taken; INVALID_ARGUMENT without `make`.
@@ -139,8 +140,9 @@ std::vector<std::string> ToolParserNames();
 bool IsToolParser(absl::string_view name);
 // The format a chat template writes, from its text (empty when it shows
 // none): <tool_call> -> hermes, [TOOL_CALLS] -> mistral, <|python_tag|> or
-// Llama 3's "parameters" JSON -> llama3_json (the first registered format,
-// by priority, whose matches_template says so).
+// Llama 3's "parameters" JSON -> llama3_json, the pythonic templates'
+// "[func_name1(params_name1=params_value1, ...)]" -> pythonic (the first
+// registered format, by priority, whose matches_template says so).
 std::string DetectToolParser(absl::string_view chat_template);
 // The reasoning format a template writes (`think` when it writes <think>),
 // else empty.
@@ -149,7 +151,7 @@ std::string DetectReasoningParser(absl::string_view chat_template);
 std::vector<std::string> ReasoningParserNames();
 bool IsReasoningParser(absl::string_view name);
 // Whether the format's markers are special tokens that decoding must keep
-// (Mistral's [TOOL_CALLS], Llama's <|python_tag|>).
+// (Mistral's [TOOL_CALLS], Llama's <|python_tag|> and <|python_start|>).
 bool ToolParserNeedsSpecialTokens(absl::string_view name);
 
 // A parser for `name` (nullptr if unknown). `ids` null: the format's
@@ -161,6 +163,11 @@ std::unique_ptr<OutputParser> NewRequiredToolParser(ToolCallIdFn ids = nullptr);
 // tool_choice naming `function`: the text is its arguments object.
 std::unique_ptr<OutputParser> NewNamedToolParser(std::string function,
                                                  ToolCallIdFn ids = nullptr);
+// The `pythonic` format: the output is a Python list of calls with keyword
+// arguments, [f(a=1, b="x"), g()], optionally after <|python_start|> (and
+// closed by <|python_end|>) or <|python_tag|>; the arguments' Python
+// literals become JSON. Output that is no such list is content, unchanged.
+std::unique_ptr<OutputParser> NewPythonicToolParser(ToolCallIdFn ids = nullptr);
 // <think>...</think> at the start of the output becomes reasoning; the rest
 // goes to `inner` (may be null: content).
 std::unique_ptr<OutputParser> NewThinkParser(

@@ -61,8 +61,8 @@ struct ModelOverrides {
   // (a plug-in's, PluginRegistrar::AddSampler).
   std::optional<std::string> sampler;
   // Chat: the tool-call format (runtime/chat/tool_parser.h: hermes,
-  // llama3_json, mistral) and reasoning format (think, none) of the
-  // model's output, instead of what its chat template suggests.
+  // llama3_json, mistral, pythonic, generic) and reasoning format (think, none) of
+  // the model's output, instead of what its chat template suggests.
   std::optional<std::string> tool_parser;
   std::optional<std::string> reasoning_parser;
   // Decoder rerankers (task=rerank on a causal LM): the registered

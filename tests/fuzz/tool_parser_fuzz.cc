@@ -1,7 +1,7 @@
 // libFuzzer target: the tool-call and reasoning parsers (runtime/chat/
 // tool_parser.h) on hostile model output. The first byte picks the parser
-// (hermes, llama3_json, mistral, required, named, each alone or under
-// <think>), the second where the text is cut; the rest is the text. Fed
+// (hermes, llama3_json, mistral, required, pythonic, named, each alone,
+// under <think> or under a <think> the prompt opened; or generic), the second where the text is cut; the rest is the text. Fed
 // whole and fed in two pieces (and byte by byte for short texts), the
 // parser must give the same content, reasoning and calls, and never crash.
 #include <cstddef>
@@ -19,7 +19,7 @@ std::unique_ptr<inferd::OutputParser> Make(uint8_t pick) {
   auto ids = std::make_shared<int>(0);
   inferd::ToolCallIdFn id = [ids] { return std::to_string((*ids)++); };
   std::unique_ptr<inferd::OutputParser> p;
-  switch (pick % 5) {
+  switch (pick % 6) {
     case 0:
       p = inferd::NewToolParser("hermes", id);
       break;
@@ -32,11 +32,28 @@ std::unique_ptr<inferd::OutputParser> Make(uint8_t pick) {
     case 3:
       p = inferd::NewRequiredToolParser(id);
       break;
+    case 4:
+      p = inferd::NewToolParser("pythonic", id);
+      break;
     default:
       p = inferd::NewNamedToolParser("f", id);
       break;
   }
-  if ((pick / 5) % 2 == 1) p = inferd::NewThinkParser(std::move(p));
+  // The next digit: alone, under <think>, under a <think> the prompt
+  // opened, or the generic format instead.
+  switch ((pick / 6) % 4) {
+    case 1:
+      p = inferd::NewThinkParser(std::move(p));
+      break;
+    case 2:
+      p = inferd::NewReasoningParser("think", std::move(p), /*opened=*/true);
+      break;
+    case 3:
+      p = inferd::NewToolParser("generic", id);
+      break;
+    default:
+      break;
+  }
   return p;
 }
 

@@ -95,7 +95,8 @@ TEST(FlagsTest, ToolAndReasoningParsersPerModel) {
                 "tool_parser must be the name of a registered format: "),
             std::string::npos)
       << bad.status();
-  for (const char* name : {"generic", "hermes", "llama3_json", "mistral"}) {
+  for (const char* name :
+       {"generic", "hermes", "llama3_json", "mistral", "pythonic"}) {
     EXPECT_NE(bad.status().message().find(name), std::string::npos)
         << name << ": " << bad.status();
   }

@@ -299,7 +299,7 @@ class PluginTest(unittest.TestCase):
             "model": ["BertModel"],
             "output_stage": ["dense", "normalize", "scores"],
             "token_head": ["bge_m3_sparse", "bge_m3_colbert"],
-            "tool_parser": ["hermes", "llama3_json", "mistral"],
+            "tool_parser": ["generic", "hermes", "llama3_json", "mistral", "pythonic"],
             "reasoning_parser": ["think", "none"],
             "rerank_format": ["qwen3"],
             "config_parser": ["bert", "llama"],

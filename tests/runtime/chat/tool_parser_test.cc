@@ -364,10 +364,215 @@ TEST(ToolParserTest, DetectsTheFormatFromTheTemplate) {
   EXPECT_EQ(DetectToolParser("[TOOL_CALLS] {{ x }}"), "mistral");
   EXPECT_EQ(DetectToolParser("{{ '<|python_tag|>' }}"), "llama3_json");
   EXPECT_EQ(DetectToolParser("{{ '<|im_start|>' }}"), "");
+  // The pythonic templates' wording, even beside Llama's <|python_tag|>.
+  EXPECT_EQ(DetectToolParser(
+                "{{- '<|start_header_id|>system<|end_header_id|>' }}"
+                "{{- 'Call tools in the format of [func_name1(params_name1="
+                "params_value1, params_name2=params_value2...), "
+                "func_name2(params)]' }}"
+                "{{- '<|python_tag|>[' + tool_call.function.name + '(' }}"),
+            "pythonic");
+  EXPECT_EQ(DetectToolParser("[func_name1(param1=value1), func_name2(...)]"),
+            "pythonic");
   EXPECT_EQ(DetectReasoningParser("<think>"), "think");
   EXPECT_EQ(NewToolParser("nope"), nullptr);
   EXPECT_TRUE(IsToolParser("hermes"));
+  EXPECT_TRUE(IsToolParser("pythonic"));
   EXPECT_FALSE(IsToolParser("qwen"));
+}
+
+TEST(ToolParserTest, PythonicCallsWithTheirArgumentsAsJson) {
+  const Result r = Whole(
+      Tools("pythonic"),
+      R"([get_weather(city="San Francisco", unit='celsius'), )"
+      R"(find(query="x", n=3, exact=True, tags=["a", "b"], opts={"k": None})])");
+  EXPECT_EQ(r.content, "");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].id, "id0");
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments,
+            R"({"city":"San Francisco","unit":"celsius"})");
+  EXPECT_EQ(r.calls[1].id, "id1");
+  EXPECT_EQ(r.calls[1].name, "find");
+  EXPECT_EQ(r.calls[1].arguments,
+            R"({"query":"x","n":3,"exact":true,"tags":["a","b"],)"
+            R"("opts":{"k":null}})");
+  // One delta per call: index, id, name and the whole arguments.
+  ASSERT_EQ(r.deltas.size(), 2u);
+  EXPECT_EQ(r.deltas[1].index, 1);
+  EXPECT_EQ(r.deltas[1].name, "find");
+  EXPECT_EQ(r.deltas[1].arguments, r.calls[1].arguments);
+  EXPECT_EQ(r.tool_calls, 2);
+}
+
+TEST(ToolParserTest, PythonicLiteralValues) {
+  Result r = Whole(Tools("pythonic"),
+                   "[f(a=-1, b=2.5, c=-.5e-3, d=1E3, e=5., f=+7, "
+                   "g=18446744073709551615, h=(1, 'x'), i=(), j=(7,), k=(8), "
+                   "l=[[1, [2]], {'k': [True, False]}], m={}, "
+                   "n={\"a\": 1, 'b': (None,), \"a\": 2})]");
+  ASSERT_EQ(r.calls.size(), 1u) << r.content;
+  EXPECT_EQ(
+      r.calls[0].arguments,
+      R"({"a":-1,"b":2.5,"c":-0.0005,"d":1000.0,"e":5.0,"f":7,)"
+      R"("g":18446744073709551615,"h":[1,"x"],"i":[],"j":[7],"k":8,)"
+      R"("l":[[1,[2]],{"k":[true,false]}],"m":{},"n":{"a":2,"b":[null]}})");
+  // Whitespace and newlines wherever Python allows them; trailing commas.
+  r = Whole(Tools("pythonic"),
+            "[\n  f(\n    a = [1 ,2 ,] ,\n    b={ 'x' : 1 , } ,\n  ) ,\n]");
+  ASSERT_EQ(r.calls.size(), 1u) << r.content;
+  EXPECT_EQ(r.calls[0].arguments, R"({"a":[1,2],"b":{"x":1}})");
+  EXPECT_EQ(r.content, "");
+}
+
+TEST(ToolParserTest, PythonicStringEscapesAndUnicode) {
+  const Result r = Whole(
+      Tools("pythonic"),
+      R"PY([f(a="q\"b\\s\n\t", b='it\'s', c="\u00e9\U0001F600\ud83d\ude00\x41",)PY"
+      R"PY( d="""two
+lines "quoted" """, e='''x''', f="héllo 世界 🙂", g="\0\d", h="\udc00",)PY"
+      R"PY( i='', j="a\
+b", k='\101\7')])PY");
+  ASSERT_EQ(r.calls.size(), 1u) << r.content;
+  EXPECT_EQ(r.calls[0].arguments,
+            R"({"a":"q\"b\\s\n\t","b":"it's","c":"é😀😀A",)"
+            R"("d":"two\nlines \"quoted\" ","e":"x","f":"héllo 世界 🙂",)"
+            R"("g":"\u0000\\d","h":"�","i":"","j":"ab","k":"A\u0007"})");
+  EXPECT_EQ(r.content, "");
+}
+
+TEST(ToolParserTest, PythonicEmptyArgumentsMarkersAndTrailingText) {
+  Result r = Whole(Tools("pythonic"), "[f()]");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "f");
+  EXPECT_EQ(r.calls[0].arguments, "{}");
+  EXPECT_EQ(r.content, "");
+  // Llama 4: the list between <|python_start|> and <|python_end|>.
+  r = Whole(Tools("pythonic"),
+            " \n<|python_start|> [get_time(), ns.get-weather(city='Oslo')] "
+            "<|python_end|>\n\nDone.");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_time");
+  EXPECT_EQ(r.calls[1].name, "ns.get-weather");
+  EXPECT_EQ(r.calls[1].arguments, R"({"city":"Oslo"})");
+  EXPECT_EQ(r.content, "Done.");
+  r = Whole(Tools("pythonic"), "<|python_tag|>[f(a=1)]");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "");
+  // Text after the list is content.
+  r = Whole(Tools("pythonic"), "[f(a=1)] I called f.");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "I called f.");
+  // No markup reaches the content.
+  r = Whole(Tools("pythonic"), "<|python_start|>[f()]<|python_end|>");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "");
+  EXPECT_TRUE(ToolParserNeedsSpecialTokens("pythonic"));
+}
+
+TEST(ToolParserTest, PythonicNotACallListIsContentUnchanged) {
+  for (const std::string text : {"[1, 2] is a list",
+                                 "See [link](url).",
+                                 "[link](url)",
+                                 "[foo(x=1",
+                                 "Hello [f()]",
+                                 "[]",
+                                 "[f(1)]",
+                                 "[f(x=1, x=2)]",
+                                 "[f(x=y)]",
+                                 "[f(x=Truth)]",
+                                 "[f(x='a\nb')]",
+                                 "[f(x=\"unterminated)]",
+                                 "[f(x=1.2.3)]",
+                                 "[f(x={1: 2})]",
+                                 "[f(x=0x10)]",
+                                 "[f(x=g(1))]",
+                                 "[(x=1)]",
+                                 "[f(,)]",
+                                 "<|python_start|>",
+                                 "<|python_start|>Hi",
+                                 "<|python_sta",
+                                 "  \n",
+                                 ""}) {
+    const Result r = Whole(Tools("pythonic"), text);
+    EXPECT_EQ(r.content, text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+    EXPECT_EQ(r.tool_calls, 0) << text;
+  }
+  // A broken call after whole ones: the calls, then its text as content.
+  Result r = Whole(Tools("pythonic"), "[f(x=1), 2]");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "2]");
+  r = Whole(Tools("pythonic"), "[f(x=1) g()]");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "g()]");
+  r = Whole(Tools("pythonic"), "[f(x=1), g(y=\"ab");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].arguments, R"({"x":1})");
+  EXPECT_EQ(r.content, "g(y=\"ab");
+  // A list cut short (max_tokens) after a whole call: the call.
+  for (const std::string text : {"[f(x=1)", "[f(x=1), "}) {
+    r = Whole(Tools("pythonic"), text);
+    ASSERT_EQ(r.calls.size(), 1u) << text;
+    EXPECT_EQ(r.content, "") << text;
+  }
+}
+
+TEST(ToolParserTest, PythonicCallComesOutWhenItsParenCloses) {
+  std::unique_ptr<OutputParser> p = NewToolParser("pythonic", Counter());
+  const std::string text = "<|python_start|>[f(a=\"x)\"), g(b=[1])]";
+  std::vector<std::pair<size_t, ToolCallDelta>> deltas;
+  for (size_t i = 0; i < text.size(); ++i) {
+    ParsedDelta d = p->Feed(text.substr(i, 1));
+    EXPECT_EQ(d.content, "") << i;
+    for (auto& t : d.tool_calls) deltas.emplace_back(i, t);
+  }
+  EXPECT_TRUE(p->Finish().empty());
+  ASSERT_EQ(deltas.size(), 2u);
+  EXPECT_EQ(deltas[0].first, text.find("\")") + 1);
+  EXPECT_EQ(deltas[0].second.index, 0);
+  EXPECT_EQ(deltas[0].second.id, "id0");
+  EXPECT_EQ(deltas[0].second.name, "f");
+  EXPECT_EQ(deltas[0].second.arguments, R"J({"a":"x)"})J");
+  EXPECT_EQ(deltas[1].first, text.size() - 2);
+  EXPECT_EQ(deltas[1].second.index, 1);
+  EXPECT_EQ(deltas[1].second.id, "id1");
+  EXPECT_EQ(deltas[1].second.arguments, R"({"b":[1]})");
+  // Plain text goes out as soon as it cannot be a call list.
+  p = NewToolParser("pythonic", Counter());
+  EXPECT_EQ(p->Feed(" ").content, "");
+  EXPECT_EQ(p->Feed("[").content, "");
+  EXPECT_EQ(p->Feed("1").content, " [1");
+  EXPECT_EQ(p->Feed("]").content, "]");
+}
+
+TEST(ToolParserTest, PythonicEveryCutGivesTheWholeTextParse) {
+  for (const std::string text :
+       {R"([get_weather(city="San Francisco", unit='celsius'), )"
+        R"(find(query="x", n=3, exact=True, tags=["a", "b"], )"
+        R"(opts={"k": None})])",
+        "[f(a=-1, b=2.5e+3, c=(1,), d=(), e={'k': [True, None]}, "
+        "f='''x''', g=\"\"\"y\"\"\", h='', i=\"\")]",
+        R"PY([f(s="\u00e9\ud83d\ude00\x41\n\\\"\'", t='\101\0')])PY",
+        "  <|python_start|>[f(), g(x=\"héllo 世界\")]<|python_end|> Done.",
+        "<|python_tag|>[f(x=1)]",
+        "[f(x=1), 2]",
+        "[f(x=1), g(y=\"ab",
+        "[1, 2] is a list",
+        "[link](url)",
+        "[foo(x=1",
+        "plain text",
+        "<|python_start|>",
+        "<|python_end|>",
+        "[f(x=1)] after",
+        "[]",
+        "[f(x=Tru)]",
+        "[f(x=-)]",
+        "[f(x=1e)]",
+        "[f(x=1), ",
+        ""}) {
+    ExpectSplitInvariant(Tools("pythonic"), text);
+  }
 }
 
 std::string ReadTemplate(const std::string& name) {

@@ -121,7 +121,7 @@ TEST(ModelManagerTest, UnregisteredOutputFormatsAreAStartupError) {
   EXPECT_EQ(manager.status().code(), absl::StatusCode::kFailedPrecondition);
   std::string msg(manager.status().message());
   EXPECT_NE(msg.find("tool_parser 'qwen_xml', which is not registered "
-                     "(registered: hermes, llama3_json, mistral)"),
+                     "(registered: generic, hermes, llama3_json, mistral, pythonic)"),
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("--plugin"), std::string::npos) << msg;
