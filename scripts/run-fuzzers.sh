@@ -79,6 +79,7 @@ sources_for() {
       echo "$root/runtime/gen/structured_output.cc" ;;
     request_fuzz)
       echo "$root/service/grpc/convert.cc" "$root/service/request/validation.cc" \
+           "$root/runtime/chat/generic_tools.cc" \
            "$root"/runtime/gen/sampling_params.cc \
            "$root"/runtime/gen/speculative.cc \
            "$proto_gen/inferd/v1/inference.pb.cc" \

@@ -24,6 +24,7 @@ namespace {
 using flags_internal::Bad;
 using flags_internal::BuildModel;
 using flags_internal::ParseBool;
+using flags_internal::ParseByteSize;
 using flags_internal::ParseInt;
 using flags_internal::ParseModel;
 using flags_internal::SetEngineOption;
@@ -71,6 +72,9 @@ const FlagDoc kFlags[] = {
      "Responses API: responses kept for previous_response_id and GET "
      "/v1/responses/{id} (the least recently used goes first; 0 keeps none "
      "and store is refused)."},
+    {"responses-store-bytes", "BYTES", "256MiB",
+     "Responses API: the stored responses' total size (their text; the "
+     "least recently used goes first)."},
     {"responses-store-ttl", "SECONDS", "3600",
      "Responses API: how long a stored response is kept."},
     {"http-max-concurrent-requests", "N", "256",
@@ -290,6 +294,8 @@ absl::Status ApplySetting(const std::string& name, const std::string& value,
   } else if (name == "responses-store-size") {
     ASSIGN_OR_RETURN(o->responses_store_size,
                      ParseInt(name, value, 0, 1 << 20));
+  } else if (name == "responses-store-bytes") {
+    ASSIGN_OR_RETURN(o->responses_store_bytes, ParseByteSize(name, value));
   } else if (name == "responses-store-ttl") {
     ASSIGN_OR_RETURN(o->responses_store_ttl_seconds,
                      ParseSeconds(name, value, 365 * 86400));

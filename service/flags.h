@@ -25,6 +25,7 @@ struct ServerOptions {
   int http_max_concurrent_requests = 256;
   // The Responses API's stored responses: how many, and for how long.
   int responses_store_size = 1000;
+  int64_t responses_store_bytes = int64_t{256} << 20;
   double responses_store_ttl_seconds = 3600;
   std::vector<ModelSpec> models;
   EngineOptions engine;  // defaults every model starts from

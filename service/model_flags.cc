@@ -1,5 +1,7 @@
 #include "service/model_flags.h"
 
+#include <cstring>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -37,28 +39,54 @@ absl::StatusOr<bool> ParseBool(absl::string_view flag,
   return v;
 }
 
+namespace {
+
+struct SizeUnit {
+  const char* suffix;
+  int64_t mult;
+};
+constexpr SizeUnit kSizeUnits[] = {{"gib", 1LL << 30}, {"mib", 1LL << 20},
+                                   {"kib", 1LL << 10}, {"gb", 1000000000LL},
+                                   {"mb", 1000000LL},  {"g", 1LL << 30},
+                                   {"m", 1LL << 20}};
+
+// The unit `v` (lower case) ends with, if any.
+const SizeUnit* UnitOf(absl::string_view v) {
+  for (const SizeUnit& u : kSizeUnits) {
+    if (absl::EndsWith(v, u.suffix)) return &u;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view flag,
+                                      absl::string_view value) {
+  const std::string v = absl::AsciiStrToLower(value);
+  absl::string_view num = v;
+  int64_t mult = 1;
+  if (const SizeUnit* u = UnitOf(v)) {
+    num.remove_suffix(strlen(u->suffix));
+    mult = u->mult;
+  }
+  double d;
+  if (!absl::SimpleAtod(num, &d) || d < 0 || d * mult > 9.2e18) {
+    return Bad(flag, value, "expected a size such as 4GiB, 512MiB or bytes");
+  }
+  return static_cast<int64_t>(d * mult);
+}
+
 // "0.5" -> fraction of free memory; "4GiB", "512MiB", "1000000" -> bytes.
 absl::Status ParseMemory(absl::string_view flag, absl::string_view value,
                          EngineOptions* engine) {
   std::string v = absl::AsciiStrToLower(value);
-  struct Unit {
-    const char* suffix;
-    int64_t mult;
-  };
-  static const Unit kUnits[] = {{"gib", 1LL << 30}, {"mib", 1LL << 20},
-                                {"kib", 1LL << 10}, {"gb", 1000000000LL},
-                                {"mb", 1000000LL},  {"g", 1LL << 30},
-                                {"m", 1LL << 20}};
-  for (const Unit& u : kUnits) {
-    absl::string_view num = v;
-    if (absl::ConsumeSuffix(&num, u.suffix)) {
-      double d;
-      if (!absl::SimpleAtod(num, &d) || d <= 0) {
-        return Bad(flag, value, "expected a size such as 4GiB or 512MiB");
-      }
-      engine->kv_cache_bytes = static_cast<int64_t>(d * u.mult);
-      return absl::OkStatus();
+  if (UnitOf(v) != nullptr) {
+    ASSIGN_OR_RETURN(int64_t bytes, ParseByteSize(flag, value));
+    if (bytes <= 0) {
+      return Bad(flag, value, "expected a size such as 4GiB or 512MiB");
     }
+    engine->kv_cache_bytes = bytes;
+    return absl::OkStatus();
   }
   double d;
   if (!absl::SimpleAtod(v, &d) || d <= 0) {

@@ -24,6 +24,9 @@ absl::StatusOr<int64_t> ParseInt(absl::string_view flag,
                                  absl::string_view value, int64_t min,
                                  int64_t max);
 absl::StatusOr<bool> ParseBool(absl::string_view flag, absl::string_view value);
+// "4GiB", "512MiB", "1.5g", "1000000" -> bytes (0 allowed).
+absl::StatusOr<int64_t> ParseByteSize(absl::string_view flag,
+                                      absl::string_view value);
 
 // Engine options that may also be set per model (`--model n=p,key=value`);
 // `*known` false when `key` is none of them.

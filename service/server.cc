@@ -210,6 +210,8 @@ absl::Status Server::StartSideListeners(
     http.max_concurrent_requests = options_.http_max_concurrent_requests;
     http.responses_store_size =
         static_cast<size_t>(options_.responses_store_size);
+    http.responses_store_bytes =
+        static_cast<size_t>(options_.responses_store_bytes);
     http.responses_store_ttl =
         absl::Seconds(options_.responses_store_ttl_seconds);
     http.max_body_bytes =

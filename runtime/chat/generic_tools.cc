@@ -42,22 +42,23 @@ std::string GenericToolInstructions(const std::vector<ChatTool>& tools,
     absl::StrAppend(&text, Dump(d), "\n");
   }
   const char* shape =
-      "{\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": "
-      "{<arguments>}}]}";
+      "[{\"name\": \"<tool name>\", \"arguments\": {<arguments>}}]";
   switch (mode) {
     case GenericToolMode::kAuto:
       absl::StrAppend(&text,
-                      "To call tools, reply with only this JSON object: ",
+                      "To call tools, reply with only a JSON array of the "
+                      "calls: ",
                       shape,
                       "\nThe results come back in the next message. To "
                       "answer without a tool, reply with plain text.");
       break;
     case GenericToolMode::kRequired:
-      absl::StrAppend(&text, "Reply with only this JSON object: ", shape);
+      absl::StrAppend(&text, "Reply with only a JSON array of the calls: ",
+                      shape);
       break;
     case GenericToolMode::kNamed:
       absl::StrAppend(&text, "Call the tool ", function,
-                      ": reply with only this JSON object: ", shape);
+                      ": reply with only a JSON array of the call: ", shape);
       break;
   }
   return text;
@@ -78,11 +79,8 @@ Json GenericToolSchema(const std::vector<ChatTool>& tools,
   }
   Json calls = {{"type", "array"}, {"minItems", 1}};
   if (!parallel || mode == GenericToolMode::kNamed) calls["maxItems"] = 1;
-  calls["items"] = any.size() == 1 ? any[0] : Json{{"anyOf", any}};
-  return {{"type", "object"},
-          {"properties", {{"tool_calls", std::move(calls)}}},
-          {"required", {"tool_calls"}},
-          {"additionalProperties", false}};
+  calls["items"] = {{"anyOf", std::move(any)}};
+  return calls;
 }
 
 bool HasToolTurns(const std::vector<ChatMessage>& messages) {
@@ -106,7 +104,7 @@ std::vector<ChatMessage> GenericToolConversation(
         calls.push_back({{"name", c.name}, {"arguments", Arguments(c.arguments)}});
         names.emplace_back(c.id, c.name);
       }
-      std::string text = Dump(Json{{"tool_calls", std::move(calls)}});
+      std::string text = Dump(calls);
       m.content = m.content.empty() ? text : absl::StrCat(m.content, "\n", text);
       m.tool_calls.clear();
       out.push_back(std::move(m));

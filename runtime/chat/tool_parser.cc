@@ -283,7 +283,7 @@ class CallScanner {
 
 #undef RETURN_IF_FAIL
 
-enum class Format { kHermes, kLlama3, kMistral, kRequired, kGeneric };
+enum class Format { kHermes, kLlama3, kMistral, kRequired };
 
 // The markup formats, one state machine: content with tool calls in
 // markers (hermes, mistral), or output that is calls from its first byte
@@ -305,9 +305,6 @@ class MarkupToolParser : public OutputParser {
         break;
       case Format::kRequired:
         state_ = State::kArrayOpen;
-        break;
-      case Format::kGeneric:
-        state_ = State::kGenericStart;
         break;
     }
   }
@@ -355,16 +352,11 @@ class MarkupToolParser : public OutputParser {
     kMistralAfterMarker,  // '[' (array) or a name ([ARGS] form)
     kMistralName,         // name up to [ARGS]
     kMistralArgs,         // the arguments value after [ARGS]
-    kGenericStart,        // generic: {"tool_calls": or content
-    kGenericClose,        // generic: the object's closing brace
   };
 
-  // After a call array: content (mistral), the generic object's brace, or
-  // passthrough.
+  // After a call array: content (mistral) or passthrough.
   State AfterArray() const {
-    return format_ == Format::kMistral   ? State::kContent
-           : format_ == Format::kGeneric ? State::kGenericClose
-                                         : State::kPassthrough;
+    return format_ == Format::kMistral ? State::kContent : State::kPassthrough;
   }
 
   // Content, with trailing whitespace held: dropped if a call follows.
@@ -400,33 +392,6 @@ class MarkupToolParser : public OutputParser {
       out->tool_calls.push_back(
           ToolCallDelta{calls_ - 1, "", "", std::move(args)});
     }
-  }
-
-  enum class GenericMatch { kYes, kNo, kPartial };
-  // Whether buf_ opens the generic calls object (whitespace, '{',
-  // "tool_calls", ':'); kPartial: it may, with more text. kYes sets
-  // generic_open_ to the bytes it spans.
-  GenericMatch MatchGenericOpen() {
-    static constexpr absl::string_view kKey = "\"tool_calls\"";
-    size_t i = 0;
-    auto skip = [&] {
-      while (i < buf_.size() && IsWs(buf_[i])) ++i;
-      return i < buf_.size();
-    };
-    if (!skip()) return GenericMatch::kPartial;
-    if (buf_[i++] != '{') return GenericMatch::kNo;
-    if (!skip()) return GenericMatch::kPartial;
-    const absl::string_view rest = absl::string_view(buf_).substr(i);
-    if (rest.size() < kKey.size()) {
-      return absl::StartsWith(kKey, rest) ? GenericMatch::kPartial
-                                          : GenericMatch::kNo;
-    }
-    if (!absl::StartsWith(rest, kKey)) return GenericMatch::kNo;
-    i += kKey.size();
-    if (!skip()) return GenericMatch::kPartial;
-    if (buf_[i] != ':') return GenericMatch::kNo;
-    generic_open_ = i + 1;
-    return GenericMatch::kYes;
   }
 
   // Leading whitespace of buf_ dropped; false when buf_ is then empty.
@@ -583,23 +548,6 @@ class MarkupToolParser : public OutputParser {
           if (buf_[0] == ']') buf_.erase(0, 1);
           state_ = AfterArray();
           continue;
-        case State::kGenericStart: {
-          const GenericMatch m = MatchGenericOpen();
-          if (m == GenericMatch::kPartial && !finish) return;
-          if (m != GenericMatch::kYes) {
-            state_ = State::kPassthrough;
-            continue;
-          }
-          raw_ = buf_.substr(0, generic_open_);
-          buf_.erase(0, generic_open_);
-          state_ = State::kArrayOpen;
-          continue;
-        }
-        case State::kGenericClose:
-          if (!SkipWs()) return;
-          if (buf_[0] == '}') buf_.erase(0, 1);
-          state_ = State::kPassthrough;
-          continue;
         case State::kMistralAfterMarker:
           if (!SkipWs()) return;
           if (buf_[0] == '[') {
@@ -678,7 +626,6 @@ class MarkupToolParser : public OutputParser {
   ValueScanner value_;
   bool value_started_ = false;
   int calls_ = 0;
-  size_t generic_open_ = 0;
 };
 
 // tool_choice naming a function: the whole text is its arguments.
@@ -886,12 +833,12 @@ void RegisterBuiltinToolParsers() {
 void RegisterGenericToolParser() {
   absl::Status s = RegisterToolParser(
       "generic",
-      "{\"tool_calls\": [{\"name\", \"arguments\"}]} or a text answer "
-      "(any chat model: tools described in a system message, the output "
-      "constrained; picked when a template shows no format of its own)",
+      "[{\"name\", \"arguments\"}, ...] or a text answer (any chat model: "
+      "tools described in a system message, the output constrained; picked "
+      "when a template shows no format of its own)",
       {[](ToolCallIdFn ids) {
          return std::make_unique<MarkupToolParser>(
-             Format::kGeneric, OrDefault(std::move(ids), RandomToolCallId));
+             Format::kRequired, OrDefault(std::move(ids), RandomToolCallId));
        },
        false, 1000, nullptr});
   (void)s;  // RegisterChatBuiltins' call_once: registered once

@@ -8,8 +8,8 @@
 // `pythonic` (a Python list of calls, [f(a=1), g(b="x")], Llama 3.2/4 and
 // ToolACE; pythonic_parser.cc), plus the JSON forms a tool_choice constraint
 // produces (`required`: an array of {"name", "arguments"}; a named function:
-// its arguments object) and `generic` ({"tool_calls": [...]} or a text
-// answer: generic_tools.h, for templates without a format of their own).
+// its arguments object) and `generic` (that array, or a text answer:
+// generic_tools.h, for templates without a format of their own).
 // Reasoning: `think` splits <think>...</think> off as reasoning (also when
 // the prompt opened the block and the output only closes it). Both kinds
 // are registries (runtime/common/registry.h) a plug-in can add to.

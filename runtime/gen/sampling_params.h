@@ -43,8 +43,8 @@ struct ResponseFormat {
   bool strict = false;
   bool flexible_whitespace = false;
   // kJsonSchema: the output may instead be text that does not start with
-  // '{' or whitespace (tool_choice auto of the generic tool format: a call
-  // object or an answer).
+  // '[', '{' or whitespace (tool_choice auto of the generic tool format:
+  // the calls or an answer).
   bool or_text = false;
 };
 

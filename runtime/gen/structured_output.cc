@@ -442,12 +442,13 @@ static absl::StatusOr<std::pair<std::string, std::string>> LlguidanceGrammarImpl
       options["coerce_one_of"] = true;
       schema["x-guidance"] = options;
       if (format.or_text) {
-        // The object, or text whose first character is neither '{' nor
-        // whitespace (so the two never share a prefix).
+        // The JSON value, or text whose first character is neither the
+        // value's opening bracket nor whitespace (so the two never share a
+        // prefix).
         return std::make_pair(
             std::string("lark"),
             absl::StrCat("start: %json ", schema.dump(),
-                         " | TEXT\nTEXT: /[^{\\s][\\s\\S]*/\n"));
+                         " | TEXT\nTEXT: /[^\\[{\\s][\\s\\S]*/\n"));
       }
       return std::make_pair(std::string("json"), schema.dump());
     }

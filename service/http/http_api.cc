@@ -93,7 +93,8 @@ absl::StatusOr<std::unique_ptr<HttpApi>> HttpApi::Start(
 void HttpApi::Routes() {
   httplib::Server& s = *server_;
   responses_ = std::make_unique<http::ResponseStore>(
-      options_.responses_store_size, options_.responses_store_ttl);
+      options_.responses_store_size, options_.responses_store_bytes,
+      options_.responses_store_ttl);
   const http::HttpContext ctx{requests_, auth_, http::NowSeconds(),
                               responses_.get()};
   http::AddModelRoutes(s, ctx, options_.metrics);

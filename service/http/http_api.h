@@ -58,6 +58,7 @@ struct HttpApiOptions {
   std::function<std::string()> metrics;
   // The Responses API's store (http/response_store.h).
   size_t responses_store_size = 1000;
+  size_t responses_store_bytes = size_t{256} << 20;
   absl::Duration responses_store_ttl = absl::Hours(1);
 };
 

@@ -281,20 +281,9 @@ ToolPlan PlanTools(GenerateInput* in, bool generic) {
       if (t.name == plan.function) schema = ArgumentsSchema(t);
     }
   } else if (plan.mode == ToolPlan::Mode::kRequired) {
-    nlohmann::ordered_json any = nlohmann::ordered_json::array();
-    for (const ChatTool& t : p.tools) {
-      any.push_back({{"type", "object"},
-                     {"properties",
-                      {{"name", {{"type", "string"}, {"const", t.name}}},
-                       {"arguments", ArgumentsSchema(t)}}},
-                     {"required", {"name", "arguments"}},
-                     {"additionalProperties", false}});
-    }
-    schema = {{"type", "array"}, {"minItems", 1}};
-    if (in->parallel_tool_calls.has_value() && !*in->parallel_tool_calls) {
-      schema["maxItems"] = 1;
-    }
-    schema["items"] = {{"anyOf", std::move(any)}};
+    // The same array of calls the generic format writes.
+    schema = GenericToolSchema(p.tools, GenericToolMode::kRequired, "",
+                               in->parallel_tool_calls.value_or(true));
   } else {
     return plan;
   }

@@ -46,14 +46,14 @@ struct ToolPlan {
   std::string function;
   // The generic format (runtime/chat/generic_tools.h): the model's template
   // shows no tool-call format; tools described in a system message, output
-  // {"tool_calls": [...]} (or text, under auto).
+  // a JSON array of calls (or text, under auto).
   bool generic = false;
 };
 // The plan of a validated request; for required or a named function it
 // sets in->params.sampling.response_format to the constraint (the tools'
 // parameters schemas; llguidance keeps their property order). `generic`:
 // the model has no tool-call format of its own, so auto, required and named
-// all take the generic format's constraint (auto: a calls object or text,
+// all take the generic format's constraint (auto: the calls or text,
 // unless the request set a response_format of its own).
 ToolPlan PlanTools(GenerateInput* in, bool generic = false);
 

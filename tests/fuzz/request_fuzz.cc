@@ -75,16 +75,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto& m : p.messages) Check(!m.role.empty());
       // Tools: an accepted plan keeps the request's tools; a constraint is
       // valid JSON.
-      inferd::GenerateInput planned = *in;
-      const inferd::ToolPlan plan = inferd::PlanTools(&planned);
-      if (plan.mode != inferd::ToolPlan::Mode::kOff) {
+      // Both plans: a model with a tool format of its own, and one without
+      // (the generic format).
+      for (const bool generic : {false, true}) {
+        inferd::GenerateInput planned = *in;
+        const inferd::ToolPlan plan = inferd::PlanTools(&planned, generic);
+        if (plan.mode == inferd::ToolPlan::Mode::kOff) continue;
         Check(static_cast<int>(planned.params.tools.size()) == req.tools_size());
         if (plan.mode == inferd::ToolPlan::Mode::kRequired ||
-            plan.mode == inferd::ToolPlan::Mode::kNamed) {
+            plan.mode == inferd::ToolPlan::Mode::kNamed ||
+            planned.params.sampling.response_format.or_text) {
           Check(!nlohmann::json::parse(planned.params.sampling.response_format.spec,
                                        nullptr, false)
                      .is_discarded());
         }
+        Check(plan.generic == (generic && plan.mode != inferd::ToolPlan::Mode::kNone));
       }
       break;
     }

@@ -174,7 +174,7 @@ def chat_loop_section(client, model):
         turns.append((r.choices[0].finish_reason, bool(m.tool_calls)))
         if not m.tool_calls:
             check(isinstance(m.content, str) and
-                  not m.content.lstrip().startswith('{"tool_calls"'),
+                  not m.content.lstrip().startswith('[{"name"'),
                   f"chat loop: a text answer ends the loop ({m.content!r})")
             break
         check(r.choices[0].finish_reason == "tool_calls" and
@@ -261,6 +261,21 @@ def anthropic_section(base, key, model):
           msg.stop_reason in ("end_turn", "max_tokens") and
           msg.usage.input_tokens > 0 and 0 < msg.usage.output_tokens <= 24,
           f"anthropic: message ({msg.stop_reason}, {text!r})")
+
+    # A stop sequence the greedy answer holds: the text ends before it.
+    words = text.split()
+    if len(words) >= 3:
+        stop = words[2]
+        cut = client.messages.create(
+            model=model, max_tokens=24, extra_body=GREEDY, system="Be brief.",
+            stop_sequences=[stop, "never-written"],
+            messages=[{"role": "user", "content": "Say hello in French."}])
+        cut_text = "".join(b.text for b in cut.content if b.type == "text")
+        check(cut.stop_reason == "stop_sequence" and
+              cut.stop_sequence == stop and
+              text.startswith(cut_text) and stop not in cut_text,
+              f"anthropic: stop_sequences -> stop_sequence {cut.stop_sequence!r}"
+              f" ({cut_text!r})")
 
     with client.messages.stream(
             model=model, max_tokens=24, extra_body=GREEDY, system="Be brief.",

@@ -443,7 +443,7 @@ def main():
 
         # A model whose template shows no tool format (and no tool_parser=)
         # takes the generic format: the tools described in a system turn,
-        # the output constrained to {"tool_calls": [...]} or text. Under
+        # the output constrained to a JSON array of calls or text. Under
         # auto this random model writes one or the other, whole; required
         # is a call (one: else this random model would call until
         # max_tokens); none is plain content.
@@ -463,7 +463,7 @@ def main():
                   f"auto, generic format, a call: {st} {body}")
         else:
             check(st == 200 and isinstance(msg.get("content"), str) and
-                  msg["content"][:1] not in ("{", "", " ", "\n"),
+                  msg["content"][:1] not in ("[", "{", "", " ", "\n"),
                   f"auto, generic format, an answer: {st} {body}")
         st, body = http("POST", base + "/v1/chat/completions",
                         dict(plain, tool_choice="required",

@@ -27,7 +27,8 @@ v1::GenerateRequest Request() {
 
 // The plan of `r`; `p`'s response_format (if any) is the request's own, and
 // `p` gets the request's parameters.
-absl::StatusOr<ToolPlan> Plan(const v1::GenerateRequest& r, GenerateParams* p) {
+absl::StatusOr<ToolPlan> Plan(const v1::GenerateRequest& r, GenerateParams* p,
+                              bool generic = false) {
   absl::StatusOr<GenerateInput> in = ToGenerateInput(r, absl::InfiniteFuture());
   if (!in.ok()) return in.status();
   in->params.sampling.response_format = p->sampling.response_format;
@@ -35,9 +36,56 @@ absl::StatusOr<ToolPlan> Plan(const v1::GenerateRequest& r, GenerateParams* p) {
   model.vocab_size = 1000;
   model.max_input_tokens = 512;
   if (absl::Status s = Validate(*in, model); !s.ok()) return s;
-  ToolPlan plan = PlanTools(&*in);
+  ToolPlan plan = PlanTools(&*in, generic);
   *p = in->params;
   return plan;
+}
+
+// A model without a tool format of its own: every mode but none takes the
+// generic calls object; auto may also be text.
+TEST(ToolPlanTest, GenericFormatConstrainsEveryModeToTheCallsObject) {
+  GenerateParams p;
+  auto plan = Plan(Request(), &p, /*generic=*/true);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->mode, ToolPlan::Mode::kAuto);
+  EXPECT_TRUE(plan->generic);
+  ASSERT_EQ(p.sampling.response_format.type, ResponseFormat::Type::kJsonSchema);
+  EXPECT_TRUE(p.sampling.response_format.or_text);
+  auto s = nlohmann::ordered_json::parse(p.sampling.response_format.spec);
+  EXPECT_EQ(s["type"], "array");
+  EXPECT_EQ(s["items"]["anyOf"].size(), 2u);
+
+  v1::GenerateRequest r = Request();
+  r.mutable_tool_choice()->set_mode(v1::TOOL_CHOICE_MODE_REQUIRED);
+  p = GenerateParams();
+  plan = Plan(r, &p, true);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->generic);
+  EXPECT_FALSE(p.sampling.response_format.or_text);
+  EXPECT_EQ(nlohmann::ordered_json::parse(
+                p.sampling.response_format.spec)["minItems"],
+            1);
+  // A model's own format takes the same array under required.
+  GenerateParams native;
+  ASSERT_TRUE(Plan(r, &native, false).ok());
+  EXPECT_EQ(native.sampling.response_format.spec,
+            p.sampling.response_format.spec);
+
+  r.mutable_tool_choice()->set_mode(v1::TOOL_CHOICE_MODE_NONE);
+  p = GenerateParams();
+  plan = Plan(r, &p, true);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_FALSE(plan->generic);
+  EXPECT_EQ(p.sampling.response_format.type, ResponseFormat::Type::kText);
+
+  // Under auto a response_format of the request's own wins.
+  GenerateParams own;
+  own.sampling.response_format.type = ResponseFormat::Type::kJsonSchema;
+  own.sampling.response_format.spec = R"({"type": "object"})";
+  plan = Plan(Request(), &own, true);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(own.sampling.response_format.spec, R"({"type": "object"})");
+  EXPECT_FALSE(own.sampling.response_format.or_text);
 }
 
 TEST(ToolPlanTest, AutoByDefaultLeavesTheOutputFree) {

@@ -53,7 +53,8 @@ TEST(GenericToolsTest, InstructionsListTheToolsAndTheReplyShape) {
       << auto_text;
   EXPECT_NE(auto_text.find("Current weather of a city"), std::string::npos);
   EXPECT_NE(auto_text.find("\"name\":\"get_time\""), std::string::npos);
-  EXPECT_NE(auto_text.find("{\"tool_calls\": ["), std::string::npos);
+  EXPECT_NE(auto_text.find("[{\"name\": \"<tool name>\""),
+            std::string::npos);
   EXPECT_NE(auto_text.find("plain text"), std::string::npos);
   const std::string named = GenericToolInstructions(
       WeatherTools(), GenericToolMode::kNamed, "get_time");
@@ -66,10 +67,9 @@ TEST(GenericToolsTest, InstructionsListTheToolsAndTheReplyShape) {
 }
 
 TEST(GenericToolsTest, SchemaHasEachToolAndTheCallLimits) {
-  Json s = GenericToolSchema(WeatherTools(), GenericToolMode::kAuto, "", true);
-  EXPECT_EQ(s["required"], Json::array({"tool_calls"}));
-  EXPECT_EQ(s["additionalProperties"], false);
-  const Json& calls = s["properties"]["tool_calls"];
+  const Json calls =
+      GenericToolSchema(WeatherTools(), GenericToolMode::kAuto, "", true);
+  EXPECT_EQ(calls["type"], "array");
   EXPECT_EQ(calls["minItems"], 1);
   EXPECT_FALSE(calls.contains("maxItems"));
   ASSERT_EQ(calls["items"]["anyOf"].size(), 2u);
@@ -81,13 +81,14 @@ TEST(GenericToolsTest, SchemaHasEachToolAndTheCallLimits) {
   EXPECT_EQ(calls["items"]["anyOf"][1]["properties"]["arguments"],
             Json({{"type", "object"}}));
   EXPECT_EQ(GenericToolSchema(WeatherTools(), GenericToolMode::kAuto, "",
-                              false)["properties"]["tool_calls"]["maxItems"],
+                              false)["maxItems"],
             1);
-  Json named =
-      GenericToolSchema(WeatherTools(), GenericToolMode::kNamed, "get_time",
-                        true)["properties"]["tool_calls"];
+  Json named = GenericToolSchema(WeatherTools(), GenericToolMode::kNamed,
+                                 "get_time", true);
   EXPECT_EQ(named["maxItems"], 1);
-  EXPECT_EQ(named["items"]["properties"]["name"]["const"], "get_time");
+  ASSERT_EQ(named["items"]["anyOf"].size(), 1u);
+  EXPECT_EQ(named["items"]["anyOf"][0]["properties"]["name"]["const"],
+            "get_time");
 }
 
 TEST(GenericToolsTest, ToolTurnsBecomeText) {
@@ -102,9 +103,9 @@ TEST(GenericToolsTest, ToolTurnsBecomeText) {
   EXPECT_EQ(out[2].role, "assistant");
   EXPECT_TRUE(out[2].tool_calls.empty());
   EXPECT_EQ(Json::parse(out[2].content),
-            Json::parse(R"({"tool_calls": [
+            Json::parse(R"([
               {"name": "get_weather", "arguments": {"city": "Paris"}},
-              {"name": "get_time", "arguments": {}}]})"));
+              {"name": "get_time", "arguments": {}}])"));
   // Both results in one user turn, each naming its call and tool (the
   // first found from the call id).
   EXPECT_EQ(out[3].role, "user");
@@ -172,7 +173,7 @@ TEST(GenericToolsTest, TemplatesWithoutAToolFormatRenderTheConversation) {
   EXPECT_NE(user->find("<start_of_turn>user\nYou can call these tools"),
             std::string::npos)
       << *user;
-  EXPECT_NE(user->find("<start_of_turn>model\n{\"tool_calls\""),
+  EXPECT_NE(user->find("<start_of_turn>model\n[{\"name\""),
             std::string::npos)
       << *user;
 }

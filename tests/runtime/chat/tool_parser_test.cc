@@ -234,41 +234,39 @@ TEST(ToolParserTest, ThinkSplitsReasoning) {
   ASSERT_EQ(r.calls.size(), 1u);
 }
 
-TEST(ToolParserTest, GenericCallsObjectOrText) {
+TEST(ToolParserTest, GenericCallsArrayOrText) {
   Result r = Whole(Tools("generic"),
-                   "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": "
-                   "{\"a\": [1, {\"b\": \"}\"}]}}, {\"name\": \"g\", "
-                   "\"arguments\": {}}]}");
+                   "[{\"name\": \"f\", \"arguments\": "
+                   "{\"a\": [1, {\"b\": \"}]\"}]}}, {\"name\": \"g\", "
+                   "\"arguments\": {}}]");
   ASSERT_EQ(r.calls.size(), 2u);
   EXPECT_EQ(r.calls[0].id, "id0");
   EXPECT_EQ(r.calls[0].name, "f");
-  EXPECT_EQ(r.calls[0].arguments, "{\"a\": [1, {\"b\": \"}\"}]}");
+  EXPECT_EQ(r.calls[0].arguments, "{\"a\": [1, {\"b\": \"}]\"}]}");
   EXPECT_EQ(r.calls[1].name, "g");
   EXPECT_EQ(r.calls[1].arguments, "{}");
   EXPECT_EQ(r.content, "");
   EXPECT_EQ(r.tool_calls, 2);
-  // A text answer, braces and all, is content.
-  r = Whole(Tools("generic"), "It is 21 C {as of now}.");
-  EXPECT_EQ(r.content, "It is 21 C {as of now}.");
+  // A text answer, brackets and all, is content.
+  r = Whole(Tools("generic"), "It is 21 C [as of now] {sunny}.");
+  EXPECT_EQ(r.content, "It is 21 C [as of now] {sunny}.");
   EXPECT_TRUE(r.calls.empty());
-  // An object that is not the calls object is content, whole.
-  for (const std::string text :
-       {"{\"answer\": 42}", "{\"tool_call\": 1}", "{ \"tool_calls\" 1",
-        "{\"tool", "{"}) {
+  // An array that is not calls is content, whole.
+  for (const std::string text : {"[1, 2]", "[{\"x\": 1}]"}) {
     r = Whole(Tools("generic"), text);
     EXPECT_EQ(r.content, text);
     EXPECT_TRUE(r.calls.empty()) << text;
   }
-  // Whitespace inside and around the opening.
+  // Whitespace inside and around.
   r = Whole(Tools("generic"),
-            " \n{ \"tool_calls\" :\n[{\"name\":\"f\",\"arguments\":{}}] }\n");
+            " \n[ {\"name\":\"f\",\"arguments\":{}} ]\n");
   ASSERT_EQ(r.calls.size(), 1u);
   EXPECT_EQ(r.content, "");
   ExpectSplitInvariant(Tools("generic"),
-                       "{\"tool_calls\": [{\"name\": \"get_weather\", "
-                       "\"arguments\": {\"city\": \"Paris\"}}]}");
-  ExpectSplitInvariant(Tools("generic"), "{\"tool\" is a word}");
-  ExpectSplitInvariant(Tools("generic"), "Plain {text}.");
+                       "[{\"name\": \"get_weather\", "
+                       "\"arguments\": {\"city\": \"Paris\"}}]");
+  ExpectSplitInvariant(Tools("generic"), "[\"tool\" is a word]");
+  ExpectSplitInvariant(Tools("generic"), "Plain [text].");
 }
 
 TEST(ToolParserTest, ReasoningOpenedByThePrompt) {

@@ -504,24 +504,23 @@ TEST(StructuredOutputTest, EosOnlyWhereTheOutputMayEnd) {
   EXPECT_TRUE((*k)->Complete());
 }
 
-// The generic tool format under tool_choice auto: the calls object or a
-// text answer that starts with neither '{' nor whitespace.
-TEST(StructuredOutputTest, ObjectOrTextTakesEitherButNothingBetween) {
+// The generic tool format under tool_choice auto: the calls or a text
+// answer that starts with neither '[', '{' nor whitespace.
+TEST(StructuredOutputTest, CallsOrTextTakesEitherButNothingBetween) {
   ResponseFormat f = Schema(R"({
-    "type": "object",
-    "properties": {"tool_calls": {"type": "array", "minItems": 1, "items": {
+    "type": "array", "minItems": 1, "items": {
       "type": "object",
       "properties": {"name": {"const": "get"},
                      "arguments": {"type": "object",
                                    "properties": {"k": {"type": "integer"}},
                                    "required": ["k"]}},
-      "required": ["name", "arguments"]}}},
-    "required": ["tool_calls"], "additionalProperties": false})");
+      "required": ["name", "arguments"], "additionalProperties": false}})");
   f.or_text = true;
-  EXPECT_TRUE(Accepts(f, R"({"tool_calls": [{"name": "get", "arguments": {"k": 1}}]})"));
-  EXPECT_TRUE(Accepts(f, "The answer is 42.\nMore {braces} later are fine."));
+  EXPECT_TRUE(Accepts(f, R"([{"name": "get", "arguments": {"k": 1}}])"));
+  EXPECT_TRUE(Accepts(f, "The answer is 42.\nMore [brackets] later are fine."));
   EXPECT_TRUE(Accepts(f, "x"));
-  EXPECT_FALSE(Accepts(f, R"({"tool_calls": [{"name": "put", "arguments": {"k": 1}}]})"));
+  EXPECT_FALSE(Accepts(f, R"([{"name": "put", "arguments": {"k": 1}}])"));
+  EXPECT_FALSE(Accepts(f, R"([1, 2])"));
   EXPECT_FALSE(Accepts(f, R"({"answer": 1})"));
   EXPECT_FALSE(Accepts(f, " leading space"));
   EXPECT_FALSE(Accepts(f, ""));  // an answer has at least one character
@@ -529,11 +528,12 @@ TEST(StructuredOutputTest, ObjectOrTextTakesEitherButNothingBetween) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     Generated g = Generate(Compiler(), f, seed, 200);
     if (!g.ended || g.text.empty()) continue;
-    if (g.text[0] == '{') {
+    if (g.text[0] == '[') {
       nlohmann::json j = nlohmann::json::parse(g.text, nullptr, false);
       ASSERT_FALSE(j.is_discarded()) << g.text;
-      EXPECT_EQ(j["tool_calls"][0]["name"], "get") << g.text;
+      EXPECT_EQ(j[0]["name"], "get") << g.text;
     } else {
+      EXPECT_NE(g.text[0], '{') << g.text;
       EXPECT_FALSE(std::isspace(static_cast<unsigned char>(g.text[0])))
           << g.text;
     }
