@@ -10,11 +10,9 @@
 #include "runtime/common/status_macros.h"
 
 namespace inferd::http {
-namespace {
-
-// The text of a message's content: a string, null, or text parts.
-absl::StatusOr<std::string> ContentText(const Json& content,
-                                        const std::string& param) {
+absl::StatusOr<std::string> ContentText(
+    const Json& content, const std::string& param,
+    std::initializer_list<absl::string_view> types) {
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) {
@@ -23,18 +21,20 @@ absl::StatusOr<std::string> ContentText(const Json& content,
   std::string text;
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
-    const std::string p = absl::StrCat(param, "[", i, "]");
-    if (!part.is_object() || part.value("type", "") != "text" ||
-        !part.contains("text") || !part["text"].is_string()) {
-      return Invalid(p, "only {\"type\": \"text\", \"text\": ...} parts are "
-                        "supported (this server serves text models)");
+    const std::string type = part.is_object() ? StringField(part, "type") : "";
+    const char* key = type == "refusal" ? "refusal" : "text";
+    if (std::find(types.begin(), types.end(), type) == types.end() ||
+        !part.contains(key) || !part[key].is_string()) {
+      return Invalid(absl::StrCat(param, "[", i, "]"),
+                     absl::StrCat("only text parts ({\"type\": \"",
+                                  *types.begin(),
+                                  "\", \"text\": ...}) are supported (this "
+                                  "server serves text models)"));
     }
-    text += part["text"].get<std::string>();
+    text += part[key].get<std::string>();
   }
   return text;
 }
-
-}  // namespace
 
 absl::Status ToChatMessage(const Json& m, size_t i, ChatMessage* out) {
   const std::string p = absl::StrCat("messages[", i, "]");
@@ -45,7 +45,7 @@ absl::Status ToChatMessage(const Json& m, size_t i, ChatMessage* out) {
   if (role == "developer") role = "system";  // OpenAI's newer name
   ASSIGN_OR_RETURN(std::string content,
                    ContentText(m.value("content", Json()),
-                               absl::StrCat(p, ".content")));
+                               absl::StrCat(p, ".content"), {"text"}));
   if (auto calls = m.find("tool_calls");
       calls != m.end() && !calls->is_null()) {
     const std::string cp = absl::StrCat(p, ".tool_calls");

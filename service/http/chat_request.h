@@ -6,6 +6,7 @@
 #ifndef INFERD_SERVICE_HTTP_CHAT_REQUEST_H_
 #define INFERD_SERVICE_HTTP_CHAT_REQUEST_H_
 
+#include <initializer_list>
 #include <string>
 
 #include "absl/status/status.h"
@@ -15,6 +16,13 @@
 #include "service/http/http_common.h"
 
 namespace inferd::http {
+
+// The text of a content field: null, a string, or parts whose type is one
+// of `types` (the first names them in the error), each with its "text" (a
+// refusal part's "refusal").
+absl::StatusOr<std::string> ContentText(
+    const Json& content, const std::string& param,
+    std::initializer_list<absl::string_view> types);
 
 // One chat message (OpenAI's shape) as inferd's; `i` its index. Assistant
 // messages may carry tool_calls (content then may be null), tool messages

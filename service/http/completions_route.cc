@@ -1,27 +1,24 @@
-// POST /v1/chat/completions and POST /v1/completions: the body read into an
-// inferd.v1 GenerateRequest (chat_request.h), the generation's messages
-// from the request layer through the call's outbox, written as one
-// response (with heartbeats while the engine works) or as server-sent
-// events (`data: {...}` chunks, then `data: [DONE]`).
+// POST /v1/chat/completions and POST /v1/completions: the body read into
+// the request layer's GenerateInput (chat_request.h), the generation run by
+// RunGeneration (generation_runner.h) and written by CompletionWriter as one
+// response or as server-sent events (`data: {...}` chunks, then
+// `data: [DONE]`).
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "runtime/chat/tool_parser.h"
 #include "runtime/common/status_macros.h"
 #include "service/http/chat_request.h"
+#include "service/http/generation_runner.h"
 #include "service/http/http_common.h"
 #include "service/http/openai_logprobs.h"
 #include "service/http/routes.h"
-#include "service/request/outbox.h"
 
 namespace inferd::http {
 namespace {
-
-using GenOutbox = Outbox<GenerateOutput>;
 
 // What every chunk of an answer repeats.
 struct AnswerIds {
@@ -145,7 +142,6 @@ struct StreamState {
   bool chat = false;
   bool include_usage = false;
   AnswerIds ids;
-  bool done = false;
   std::vector<bool> role_sent;
   // Completions' echo: whether asked, the prompt text (from the first
   // output), and which choices have had it.
@@ -226,100 +222,6 @@ Json StreamChunk(const StreamState& st, Json choices) {
               {"choices", std::move(choices)}};
 }
 
-// The stream's end: the usage chunk when asked for, then [DONE].
-void EndStream(StreamState& st, httplib::DataSink& sink) {
-  if (st.include_usage) {
-    Json chunk = StreamChunk(st, Json::array());
-    chunk["usage"] = {{"prompt_tokens", st.prompt_tokens},
-                      {"completion_tokens", st.completion_tokens},
-                      {"total_tokens", st.prompt_tokens + st.completion_tokens}};
-    SendEvent(sink, chunk);
-  }
-  const std::string done = "data: [DONE]\n\n";
-  sink.write(done.data(), done.size());
-  st.done = true;
-  sink.done();
-}
-
-// One message of the engine as SSE chunks; false ends the stream.
-bool StreamNext(GenOutbox& outbox, const HttpCall& call, StreamState& st,
-                httplib::DataSink& sink) {
-  if (st.done) return false;
-  GenOutbox::Next next = outbox.Pull();
-  if (!next.item.has_value()) {
-    // Headers are gone: the error travels as an event, then the stream
-    // ends (as OpenAI-compatible servers do).
-    SendEvent(sink, Json{{"error", ErrorJson(call.Named(*next.end))}});
-    st.done = true;
-    sink.done();
-    return true;
-  }
-  Json chunk = StreamChunk(st, Json::array({StreamChoice(*next.item, st)}));
-  if (st.include_usage) chunk["usage"] = Json();
-  if (!SendEvent(sink, chunk)) return false;  // the client left: aborted
-  if (next.item->last) EndStream(st, sink);
-  return true;
-}
-
-// A non-streaming answer. The first message (or the error a request meets
-// in preparation) decides the status; when more follow, the answer is sent
-// chunked, a space (JSON's leading whitespace) every kHeartbeatSeconds
-// while the engine works: a client that left fails that write and its
-// generation is aborted, as a stream's is. An error after that point is
-// the body's error object (the status was sent).
-void Complete(httplib::Response& res, std::shared_ptr<HttpCall> call,
-              std::shared_ptr<GenOutbox> outbox, bool chat,
-              const AnswerIds& ids, const EchoPlan& echo) {
-  auto built = std::make_shared<Completion>(chat, echo);
-  GenOutbox::Next first = outbox->Pull();
-  if (!first.item.has_value()) {
-    call->Fail(res, *first.end);
-    return;
-  }
-  built->Add(*first.item);
-  call->set_status(absl::OkStatus());
-  if (first.item->last) {
-    res.set_content(built->Finish(ids).dump(), "application/json");
-    return;
-  }
-  auto done = std::make_shared<bool>(false);
-  auto next_beat = std::make_shared<absl::Time>(
-      absl::Now() + absl::Seconds(kHeartbeatSeconds));
-  res.set_chunked_content_provider(
-      "application/json",
-      [outbox, call, built, done, next_beat, ids](size_t,
-                                                   httplib::DataSink& sink) {
-        // A heartbeat when one is due, however busy the outbox is.
-        if (absl::Now() >= *next_beat) {
-          *next_beat = absl::Now() + absl::Seconds(kHeartbeatSeconds);
-          if (!sink.write(" ", 1)) return false;
-        }
-        GenOutbox::Next m = outbox->Pull(*next_beat - absl::Now());
-        if (!m.item.has_value() && !m.end.has_value()) return true;
-        std::string body;
-        if (!m.item.has_value()) {
-          body = Json{{"error", ErrorJson(call->Named(*m.end))}}.dump(
-              -1, ' ', false, Json::error_handler_t::replace);
-        } else {
-          built->Add(*m.item);
-          if (!m.item->last) return true;
-          body = built->Finish(ids).dump();
-        }
-        *done = true;
-        if (!sink.write(body.data(), body.size())) return false;
-        sink.done();
-        return true;
-      },
-      [outbox, call, done](bool success) {
-        if (!success || !*done) {
-          const absl::Status left =
-              absl::CancelledError("the client closed the connection");
-          outbox->Cancel(left);
-          call->set_status(left);
-        }
-      });
-}
-
 // What a generation route reads of its body beyond the GenerateInput.
 struct GenerateBody {
   GenerateInput gen;
@@ -346,27 +248,66 @@ absl::Status ReadGenerateBody(const Json& body, bool chat, GenerateBody* out) {
   return absl::OkStatus();
 }
 
-// Server-sent events; the provider runs on this worker thread, pulling the
-// engine's messages as they come.
-void StartStream(httplib::Response& res, std::shared_ptr<HttpCall> call,
-                 std::shared_ptr<GenOutbox> outbox,
-                 std::shared_ptr<StreamState> state) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [outbox, call, state](size_t, httplib::DataSink& sink) {
-        return StreamNext(*outbox, *call, *state, sink);
-      },
-      [outbox, call, state](bool success) {
-        if (!success || !state->done) {
-          const absl::Status left =
-              absl::CancelledError("the client closed the stream");
-          outbox->Cancel(left);
-          call->set_status(left);
-        }
-      });
-  call->set_status(absl::OkStatus());
+// One `data: {...}` event.
+std::string DataEvent(const Json& event) {
+  return absl::StrCat("data: ", event.dump(), "\n\n");
 }
+
+// A chat or completions answer: whole (Completion) or as `data:` chunks,
+// then `data: [DONE]`.
+class CompletionWriter : public AnswerWriter {
+ public:
+  CompletionWriter(bool chat, const GenerateBody& g)
+      : stream_(g.stream), whole_(chat, g.echo) {
+    st_.chat = chat;
+    st_.include_usage = g.include_usage;
+    st_.echo = g.echo.echo;
+    st_.ids = {absl::StrCat(chat ? "chatcmpl-" : "cmpl-", NowNanos()),
+               NowSeconds(), "", g.top_logprobs};
+  }
+
+  void Start(const std::string& model) override { st_.ids.model = model; }
+
+  std::string Add(const GenerateOutput& m) override {
+    if (!stream_) {
+      whole_.Add(m);
+      return "";
+    }
+    Json chunk = StreamChunk(st_, Json::array({StreamChoice(m, st_)}));
+    if (st_.include_usage) chunk["usage"] = Json();
+    return DataEvent(chunk);
+  }
+
+  std::string Finish() override {
+    if (!stream_) return whole_.Finish(st_.ids).dump();
+    std::string out;
+    if (st_.include_usage) {
+      Json chunk = StreamChunk(st_, Json::array());
+      chunk["usage"] = {
+          {"prompt_tokens", st_.prompt_tokens},
+          {"completion_tokens", st_.completion_tokens},
+          {"total_tokens", st_.prompt_tokens + st_.completion_tokens}};
+      out = DataEvent(chunk);
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+  // Headers are gone: the error travels as an event, then the stream ends
+  // (as OpenAI-compatible servers do).
+  std::string StreamError(const absl::Status& status) override {
+    return DataEvent(Json{{"error", ErrorJson(status)}});
+  }
+
+  std::string BodyError(const absl::Status& status) override {
+    return Json{{"error", ErrorJson(status)}}.dump(
+        -1, ' ', false, Json::error_handler_t::replace);
+  }
+
+ private:
+  const bool stream_;
+  Completion whole_;
+  StreamState st_;
+};
 
 void Generate(const HttpContext& ctx, const httplib::Request& req,
               httplib::Response& res, bool chat) {
@@ -382,44 +323,13 @@ void Generate(const HttpContext& ctx, const httplib::Request& req,
     call->Alias("max_tokens", "max_completion_tokens");
   }
   GenerateBody g;
-  if (absl::Status s = ReadGenerateBody(*body, chat, &g);
-      !s.ok()) {
+  if (absl::Status s = ReadGenerateBody(*body, chat, &g); !s.ok()) {
     call->Fail(res, s);
     return;
   }
-  auto outbox = std::make_shared<GenOutbox>();
-  std::string model;
-  absl::StatusOr<std::shared_ptr<RequestHandle>> handle =
-      ctx.requests->Generate(
-          std::move(g.gen),
-          [outbox](absl::StatusOr<GenerateOutput> m) {
-            if (!m.ok()) {
-              outbox->End(m.status());
-              return;
-            }
-            const bool last = m->last;
-            outbox->Push(*std::move(m));
-            if (last) outbox->End(absl::OkStatus());
-          },
-          &model);
-  call->set_model(model);
-  if (!handle.ok()) {
-    call->Fail(res, handle.status());
-    return;
-  }
-  outbox->SetCancel([h = *handle] { h->Abort(); });
-  const AnswerIds ids{absl::StrCat(chat ? "chatcmpl-" : "cmpl-", NowNanos()),
-                      NowSeconds(), model, g.top_logprobs};
-  if (!g.stream) {
-    Complete(res, call, outbox, chat, ids, g.echo);
-    return;
-  }
-  auto state = std::make_shared<StreamState>();
-  state->chat = chat;
-  state->include_usage = g.include_usage;
-  state->ids = ids;
-  state->echo = g.echo.echo;
-  StartStream(res, call, outbox, state);
+  auto writer = std::make_shared<CompletionWriter>(chat, g);
+  RunGeneration(ctx, call, std::move(g.gen), std::move(writer), g.stream,
+                res);
 }
 
 }  // namespace

@@ -21,33 +21,12 @@
 namespace inferd::http {
 namespace {
 
-// The text of a content field: a string or text parts.
+// The text of an item's content (input, output, reasoning text parts).
 absl::StatusOr<std::string> PartsText(const Json& content,
                                       const std::string& param) {
-  if (content.is_null()) return std::string();
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) {
-    return Invalid(param, "must be a string or an array of content parts");
-  }
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const Json& part = content[i];
-    const std::string type = part.is_object() ? StringField(part, "type") : "";
-    if ((type != "input_text" && type != "output_text" && type != "text" &&
-         type != "refusal" && type != "summary_text" &&
-         type != "reasoning_text") ||
-        !part.contains(type == "refusal" ? "refusal" : "text")) {
-      return Invalid(absl::StrCat(param, "[", i, "]"),
-                     "only text parts ({\"type\": \"input_text\", \"text\": "
-                     "...}) are supported (this server serves text models)");
-    }
-    const Json& t = part[type == "refusal" ? "refusal" : "text"];
-    if (!t.is_string()) {
-      return Invalid(absl::StrCat(param, "[", i, "].text"), "must be a string");
-    }
-    text += t.get<std::string>();
-  }
-  return text;
+  return ContentText(content, param,
+                     {"input_text", "output_text", "text", "refusal",
+                      "summary_text", "reasoning_text"});
 }
 
 absl::Status RequiredString(const Json& item, const char* key,
