@@ -1,5 +1,8 @@
 #include "runtime/engine/model_manager.h"
 
+#include <filesystem>
+#include <optional>
+
 #include "runtime/tokenizer/token_bytes.h"
 
 #include <chrono>
@@ -16,6 +19,7 @@
 #include "runtime/engine/rerank_format.h"
 #include "runtime/engine/token_heads.h"
 #include "runtime/engine/workflow.h"
+#include "runtime/loader/hf_cache.h"
 #include "runtime/model/attention_backend.h"
 #include "runtime/model/model_registry.h"
 #include "absl/time/clock.h"
@@ -334,6 +338,22 @@ absl::StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(
     std::vector<ModelSpec> specs) {
   std::unique_ptr<ModelManager> m(new ModelManager());
   for (ModelSpec& spec : specs) {
+    // A Hugging Face name (org/repo, org/repo:QUANT, org/repo/FILE.gguf,
+    // @REVISION) that is not a local path: its snapshot in the HF cache.
+    std::error_code ec;
+    if (!std::filesystem::exists(spec.path, ec)) {
+      if (std::optional<HubModelRef> ref = ParseHubModelRef(spec.path)) {
+        absl::StatusOr<std::string> local =
+            ResolveInHfCache(HfHubCacheDir(), *ref);
+        if (!local.ok()) {
+          absl::Status error = Annotate(local.status(), spec.name);
+          m->models_.push_back(
+              std::make_unique<ServedModel>(std::move(spec), std::move(error)));
+          continue;
+        }
+        spec.path = *std::move(local);
+      }
+    }
     auto dir = OpenModelDirectory(spec.path, /*load_weights=*/false);
     if (!dir.ok() && IsModelFileFault(dir.status())) {
       absl::Status error = Annotate(dir.status(), spec.name);
