@@ -8,8 +8,11 @@
   snapshot_download(local_files_only=True) resolve to the snapshot inferd
   serves;
 - inferd serves as `--model tiny=org/tiny` (HF_HUB_CACHE pointing at it)
-  with the same greedy text as from the model's own directory, and as
+  with the same greedy tokens as from the model's own directory, and as
   `org/tiny@v1` (a tag in refs/);
+- huggingface_hub's snapshot_download from a local Hub (hub_server.py, the
+  Hub's HTTP API over a directory) fills the same cache, and inferd serves
+  what it fetched (HF_HUB_OFFLINE=1);
 - a name missing from the cache is a FAILED model naming what is missing
   and how to fetch it, while the others serve.
 
@@ -57,6 +60,19 @@ def write_cache(cache, repo, src):
             f.write(COMMIT)
     return snap
 
+
+# huggingface_hub fetches a repo from the local Hub (hub_server.py) into the
+# cache, as a user's `hf download` would.
+HUB_FETCH = r'''
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from hub_server import HubServer
+hub = HubServer({"org/hubtiny": sys.argv[3]})
+os.environ["HF_ENDPOINT"] = hub.start()
+from huggingface_hub import snapshot_download
+print(snapshot_download("org/hubtiny", cache_dir=sys.argv[2]))
+hub.stop()
+'''
 
 HF_CHECK = r'''
 import json, sys
@@ -107,9 +123,18 @@ def main():
               hf.get("snapshot") == snap,
               f"hf_hub_download / snapshot_download resolve to {snap}: {hf}")
 
+        p = subprocess.run(
+            [a.venv_python, "-c", HUB_FETCH, HERE, cache, src],
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, HF_HUB_DISABLE_TELEMETRY="1"))
+        fetched = p.stdout.strip().splitlines()[-1] if p.returncode == 0 else ""
+        check(p.returncode == 0 and os.path.isfile(os.path.join(fetched, "config.json")),
+              f"huggingface_hub fetched org/hubtiny from the local Hub into the "
+              f"cache: {fetched} {p.stderr[-300:]}")
+
         env = dict(os.environ, HF_HUB_CACHE=cache, HF_HUB_OFFLINE="1")
         models = [("direct", src), ("tiny", "org/tiny"), ("tagged", "org/tiny@v1"),
-                  ("absent", "org/absent-model")]
+                  ("fetched", "org/hubtiny"), ("absent", "org/absent-model")]
         with lib.InferdProcess(a.inferd, models, log_prefix="inferd-hfcache-",
                                extra=["--http-listen", "127.0.0.1:0",
                                       "--allow-partial-start"],
@@ -125,15 +150,17 @@ def main():
                     return json.load(f)
 
             tokens = {}
-            for name in ("direct", "tiny", "tagged"):
+            for name in ("direct", "tiny", "tagged", "fetched"):
                 out = post("/v1/completions", {
                     "model": name, "prompt": "Hello world", "max_tokens": 12,
                     "temperature": 0, "ignore_eos": True, "logprobs": 1})
-                tokens[name] = out["choices"][0]["logprobs"]["tokens"]
-            check(tokens["tiny"] == tokens["direct"] == tokens["tagged"] and
-                  len(tokens["direct"]) == 12,
-                  f"org/tiny and org/tiny@v1 serve the same greedy tokens as "
-                  f"the directory: {tokens}")
+                lp = out["choices"][0]["logprobs"]
+                tokens[name] = list(zip(lp["tokens"], lp["token_logprobs"]))
+            check(tokens["tiny"] == tokens["direct"] == tokens["tagged"] ==
+                  tokens["fetched"] and len(tokens["direct"]) == 12,
+                  f"org/tiny, org/tiny@v1 and org/hubtiny (fetched by "
+                  f"huggingface_hub) serve the same greedy tokens as the "
+                  f"directory: {tokens}")
             try:  # 503: not every model is ready
                 with urllib.request.urlopen(base + "/health", timeout=30) as f:
                     health = json.load(f)
