@@ -10,6 +10,7 @@ APT_PACKAGES=(
   grpc-proto libabsl-dev libeigen3-dev libspdlog-dev nlohmann-json3-dev
   prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libonig-dev libicu-dev libyaml-cpp-dev libcpp-httplib-dev
+  libcurl4-openssl-dev libssl-dev
   cargo-web rustc-web
   clang libclang-rt-14-dev
   python3 python3-grpcio python3-protobuf python3-numpy python3-yaml

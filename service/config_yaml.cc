@@ -61,6 +61,7 @@ std::vector<std::pair<std::string, std::string>> ServerSettings(
       {"max-inputs-per-request", absl::StrCat(o.max_inputs_per_request)},
       {"max-concurrent-streams", absl::StrCat(o.max_concurrent_streams)},
       {"max-receive-message-bytes", absl::StrCat(o.max_receive_message_bytes)},
+      {"max-loaded-models", absl::StrCat(o.max_loaded_models)},
       {"allow-partial-start", Bool(o.allow_partial_start)},
       {"max-connection-age", absl::StrCat(o.max_connection_age_seconds)},
       {"max-connection-age-grace",
@@ -113,6 +114,10 @@ void EmitModel(YAML::Emitter& out, const ModelSpec& m,
   emit("tool_parser", o.tool_parser);
   emit("reasoning_parser", o.reasoning_parser);
   emit("rerank_format", o.rerank_format);
+  if (m.on_demand) emit("load", std::string("on_demand"));
+  if (m.keep_alive_seconds > 0) {
+    emit("keep_alive", absl::StrCat(m.keep_alive_seconds, "s"));
+  }
   const auto own = EngineSettings(m.engine);
   for (size_t i = 0; i < own.size(); ++i) {
     if (own[i].second == defaults[i].second) continue;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "runtime/chat/tool_parser.h"
@@ -51,14 +52,20 @@ const FlagDoc kFlags[] = {
     {"listen", "HOST:PORT", "127.0.0.1:50051",
      "Address of the gRPC server (0.0.0.0:PORT for every interface)."},
     {"model", "NAME=PATH[,k=v]", "",
-     "Serve PATH as NAME: a Hugging Face model directory or a .gguf file; "
-     "repeatable. "
+     "Serve PATH as NAME: a Hugging Face model directory, a .gguf file, or "
+     "a Hugging Face Hub name (org/repo, org/repo:Q4_K_M, "
+     "org/repo/file.gguf, each with an optional @revision) fetched into "
+     "the Hugging Face cache ($HF_HUB_CACHE; HF_ENDPOINT, HF_TOKEN and "
+     "HF_HUB_OFFLINE apply); repeatable. "
      "Options: task=generate|embed|rerank|classify, "
      "pooling=cls|mean|last|<plug-in>, "
      "bidirectional=true|false, sampler=<registered sampler>, "
      "tool_parser=generic|hermes|llama3_json|mistral|pythonic (default: the "
      "template's own format, else generic), reasoning_parser=think|none, "
      "rerank_format=qwen3 (task=rerank on a causal LM), "
+     "load=startup|on_demand (on_demand: loaded by the first request that "
+     "names it), keep_alive=DURATION (unloaded after that long idle: 300, "
+     "90s, 5m, 1h; 0 = never), "
      "and any "
      "engine flag below without the "
      "dashes (e.g. replicas=2,threads=1,dtype=bfloat16)."},
@@ -164,6 +171,10 @@ const FlagDoc kFlags[] = {
      "without AVX512-VNNI run exact either way. docs/precision.md."},
     {"log-format", "text|json", "text", "Log line format (stderr)."},
     {"log-level", "LEVEL", "info", "trace, debug, info, warn or error."},
+    {"max-loaded-models", "N", "0 (no cap)",
+     "Models loaded at once. Loading one more (LoadModel, an on-demand "
+     "model's first request) first unloads the least recently used idle "
+     "model; with none idle the load is RESOURCE_EXHAUSTED."},
     {"allow-partial-start", "", "false",
      "Report SERVING once loading ends with at least one model ready, the "
      "others listed FAILED (with their error) in ListModels. Off: health "
@@ -279,6 +290,8 @@ absl::Status ApplySetting(const std::string& name, const std::string& value,
       return Bad(name, value, "expected HOST:PORT, e.g. 0.0.0.0:8081");
     }
     o->health_listen = value;
+  } else if (name == "max-loaded-models") {
+    ASSIGN_OR_RETURN(o->max_loaded_models, ParseInt(name, value, 0, 1 << 16));
   } else if (name == "http-max-concurrent-requests") {
     ASSIGN_OR_RETURN(o->http_max_concurrent_requests,
                      ParseInt(name, value, 1, 65536));
@@ -430,7 +443,10 @@ absl::Status ScanCommandLine(int argc, const char* const* argv,
 absl::Status ApplySettings(const RawConfig& file, const EnvLookup& env,
                            const CommandLine& cl, ServerOptions* o) {
   const std::string source = absl::StrCat("--config ", o->config_path);
-  for (const auto& [k, v] : file.scalars) {
+  for (const auto& [key, v] : file.scalars) {
+    // `max_loaded_models` is `max-loaded-models` too (YAML's usual style).
+    std::string k = key;
+    if (!IsSettingFlag(k)) absl::StrReplaceAll({{"_", "-"}}, &k);
     if (!IsSettingFlag(k)) {
       return absl::InvalidArgumentError(absl::StrCat(
           source, ": unknown key '", k,

@@ -51,6 +51,8 @@ struct ServerOptions {
   bool list_components = false;
   bool help = false;
   bool version = false;
+  // Models loaded at once (0 = no cap; ModelManager::Options).
+  int max_loaded_models = 0;
   // Health SERVING with failed models (listed FAILED) once one is ready.
   bool allow_partial_start = false;
   // gRPC MAX_CONNECTION_AGE (0 = off) and its grace (0 = no limit).

@@ -1,4 +1,5 @@
 // inferd: serve Hugging Face model directories over gRPC.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
@@ -11,6 +12,14 @@
 #include "service/server.h"
 
 int main(int argc, char** argv) {
+#if defined(__GLIBC__)
+  // Blocks of 1 MiB and more (weights, KV caches, activations) are mapped
+  // on their own, so freeing them (a model unloaded) returns them to the
+  // system at once. A fixed threshold also stops glibc from raising it
+  // after the first large free, which would put later large blocks on the
+  // heap, where they fragment and stay resident.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
   // Every registry's built-ins, before flags name components and plug-ins
   // add theirs.
   inferd::RegisterBuiltins();

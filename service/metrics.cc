@@ -77,18 +77,6 @@ std::string CodeName(absl::StatusCode code) {
   return name.empty() ? "UNKNOWN" : name;
 }
 
-absl::string_view StateName(ModelState s) {
-  switch (s) {
-    case ModelState::kLoading:
-      return "loading";
-    case ModelState::kReady:
-      return "ready";
-    case ModelState::kFailed:
-      return "failed";
-  }
-  return "loading";
-}
-
 // Observes `values` into `h` with one lock (ObserveMultiple).
 void ObserveAll(Histogram& h, const Histogram::BucketBoundaries& bounds,
                 absl::Span<const double> values) {
@@ -176,7 +164,17 @@ struct EngineFamilies {
       "Tokens processed across every forward pass.", MetricType::Counter);
   MetricFamily state = NewFamily(
       "inferd_model_state",
-      "1 for the model's current state (loading, ready, failed), else 0.",
+      "1 for the model's current state (loading, ready, failed, unloaded, "
+      "unloading), else 0.",
+      MetricType::Gauge);
+  MetricFamily download_bytes = NewFamily(
+      "inferd_model_download_bytes",
+      "A Hugging Face Hub download of the model: bytes fetched (state=done) "
+      "and to fetch (state=total).",
+      MetricType::Gauge);
+  MetricFamily active = NewFamily(
+      "inferd_model_active_requests",
+      "Requests holding the model (an unload waits for them).",
       MetricType::Gauge);
   MetricFamily load_seconds = NewFamily(
       "inferd_model_load_seconds",
@@ -213,17 +211,24 @@ struct EngineFamilies {
       MetricType::Gauge);
 
   // Adds the values of one model.
-  void AddModel(const ServedModel& served) {
-    const ServedModel* m = &served;
-    const ServedModelInfo info = m->info();
+  // `m`: the model when READY, else null.
+  void AddModel(const ServedModelInfo& info, const ServedModel* m) {
     std::vector<ClientMetric::Label> model = {{"model", info.name}};
     for (ModelState s :
-         {ModelState::kLoading, ModelState::kReady, ModelState::kFailed}) {
+         {ModelState::kLoading, ModelState::kReady, ModelState::kFailed,
+          ModelState::kUnloaded, ModelState::kUnloading}) {
       AddValue(&state,
-               {{"model", info.name}, {"state", std::string(StateName(s))}},
+               {{"model", info.name}, {"state", ModelStateName(s)}},
                info.state == s ? 1 : 0);
     }
-    if (info.state != ModelState::kReady) return;
+    if (info.download_bytes_total > 0) {
+      AddValue(&download_bytes, {{"model", info.name}, {"state", "done"}},
+               static_cast<double>(info.download_bytes_done));
+      AddValue(&download_bytes, {{"model", info.name}, {"state", "total"}},
+               static_cast<double>(info.download_bytes_total));
+    }
+    if (info.state != ModelState::kReady || m == nullptr) return;
+    AddValue(&active, model, static_cast<double>(info.active_requests));
     AddValue(&load_seconds, model, info.load_seconds);
     AddValue(&weight_bytes, model, static_cast<double>(info.weight_bytes));
     const EngineStats st = m->engine().Stats();
@@ -278,7 +283,8 @@ struct EngineFamilies {
     for (MetricFamily* f :
          {&running, &waiting, &kv_usage, &kv_blocks, &kv_bytes, &prefix_queries,
           &prefix_hits, &preemptions, &spec_drafts, &spec_accepted,
-          &forward_passes, &batched_tokens, &state, &load_seconds,
+          &forward_passes, &batched_tokens, &state, &download_bytes, &active,
+          &load_seconds,
           &weight_bytes, &gie_waiting, &gie_running, &gie_kv_usage,
           &gie_cache_config}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
@@ -295,7 +301,14 @@ class Metrics::EngineCollector : public prometheus::Collectable {
 
   std::vector<MetricFamily> Collect() const override {
     EngineFamilies f;
-    for (const auto& m : models_->models()) f.AddModel(*m);
+    const std::vector<std::shared_ptr<ServedModel>> loaded = models_->Loaded();
+    for (const ServedModelInfo& info : models_->List()) {
+      const ServedModel* model = nullptr;
+      for (const auto& m : loaded) {
+        if (m->name() == info.name) model = m.get();
+      }
+      f.AddModel(info, model);
+    }
     std::vector<MetricFamily> out = f.Take();
     if (in_flight_) {
       MetricFamily rpcs =
@@ -345,6 +358,22 @@ Metrics::Metrics(const ModelManager* models, std::function<int64_t()> in_flight)
     : registry_(std::make_shared<prometheus::Registry>()),
       engine_collector_(
           std::make_shared<EngineCollector>(models, std::move(in_flight))),
+      model_loads_(BuildCounter()
+                       .Name("inferd_model_loads_total")
+                       .Help("Model loads (at start and while serving) by "
+                             "model and result (ready, failed).")
+                       .Register(*registry_)),
+      model_unloads_(BuildCounter()
+                         .Name("inferd_model_unloads_total")
+                         .Help("Model unloads (UnloadModel, keep_alive, "
+                               "--max-loaded-models) by model.")
+                         .Register(*registry_)),
+      model_load_duration_(BuildHistogram()
+                               .Name("inferd_model_load_duration_seconds")
+                               .Help("Wall time of successful model loads "
+                                     "(tokenizer, weights, engine; not the "
+                                     "download).")
+                               .Register(*registry_)),
       rpc_requests_(BuildCounter()
                         .Name("inferd_rpc_requests_total")
                         .Help("inferd.v1 calls by RPC, model and gRPC status "
@@ -493,6 +522,28 @@ std::string Metrics::Render() const {
   std::ostringstream out;
   prometheus::TextSerializer().Serialize(out, families);
   return out.str();
+}
+
+void Metrics::OnModelChange(const ServedModelInfo& info) {
+  switch (info.state) {
+    case ModelState::kReady:
+      model_loads_.Add({{"model", info.name}, {"result", "ready"}}).Increment();
+      model_load_duration_
+          .Add({{"model", info.name}},
+               Histogram::BucketBoundaries{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+                                           60, 120, 300})
+          .Observe(info.load_seconds);
+      break;
+    case ModelState::kFailed:
+      model_loads_.Add({{"model", info.name}, {"result", "failed"}})
+          .Increment();
+      break;
+    case ModelState::kUnloaded:
+      model_unloads_.Add({{"model", info.name}}).Increment();
+      break;
+    default:
+      break;
+  }
 }
 
 StepObserver* Metrics::StepObserverFor(const std::string& model) {

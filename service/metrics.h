@@ -47,6 +47,9 @@ class Metrics final : public RpcObserver {
   // The step observer of `model`: owned here, lives as long as this object.
   StepObserver* StepObserverFor(const std::string& model);
 
+  // A model's load ended (READY / FAILED) or it was unloaded (UNLOADED).
+  void OnModelChange(const ServedModelInfo& info);
+
   // RpcObserver.
   void OnRpcDone(absl::string_view rpc, absl::string_view model,
                  const absl::Status& status, double seconds) override;
@@ -63,6 +66,10 @@ class Metrics final : public RpcObserver {
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<EngineCollector> engine_collector_;
 
+  // Model loads and unloads.
+  prometheus::Family<prometheus::Counter>& model_loads_;
+  prometheus::Family<prometheus::Counter>& model_unloads_;
+  prometheus::Family<prometheus::Histogram>& model_load_duration_;
   // RPCs.
   prometheus::Family<prometheus::Counter>& rpc_requests_;
   prometheus::Family<prometheus::Histogram>& rpc_duration_;

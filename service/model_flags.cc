@@ -228,6 +228,31 @@ const NamedOption* FindNamed(absl::string_view key) {
 
 }  // namespace
 
+absl::StatusOr<double> ParseDuration(absl::string_view value) {
+  const std::string lower =
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(value));
+  absl::string_view v = lower;
+  double mult = 1;
+  if (absl::ConsumeSuffix(&v, "ms")) {
+    mult = 0.001;
+  } else if (absl::ConsumeSuffix(&v, "s")) {
+  } else if (absl::ConsumeSuffix(&v, "m")) {
+    mult = 60;
+  } else if (absl::ConsumeSuffix(&v, "h")) {
+    mult = 3600;
+  } else if (absl::ConsumeSuffix(&v, "d")) {
+    mult = 86400;
+  }
+  double d;
+  if (!absl::SimpleAtod(v, &d) || d < 0 || d * mult > 365.0 * 86400) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "keep_alive=", value,
+        ": expected a duration such as 300, 90s, 5m or 1h (0 = never "
+        "unload)"));
+  }
+  return d * mult;
+}
+
 absl::Status BuildModel(const std::string& name, const std::string& path,
                         const std::vector<std::pair<std::string, std::string>>&
                             options,
@@ -264,6 +289,15 @@ absl::Status BuildModel(const std::string& name, const std::string& path,
         return fail(absl::StrCat(k, " must be ", named->what()));
       }
       spec->overrides.*(named->field) = v;
+    } else if (k == "load") {
+      if (v != "startup" && v != "on_demand" && v != "on-demand") {
+        return fail("load must be startup or on_demand");
+      }
+      spec->on_demand = v != "startup";
+    } else if (k == "keep_alive" || k == "keep-alive") {
+      absl::StatusOr<double> seconds = ParseDuration(v);
+      if (!seconds.ok()) return fail(seconds.status().message());
+      spec->keep_alive_seconds = *seconds;
     } else if (k == "bidirectional") {
       absl::StatusOr<bool> b = ParseBool(k, v);
       if (!b.ok()) return fail(b.status().message());

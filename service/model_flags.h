@@ -35,6 +35,9 @@ absl::Status SetEngineOption(absl::string_view key, absl::string_view value,
 
 // A model from its name, path and options (`--model` or a config file's
 // `models` entry); `where` prefixes errors.
+// "300", "90s", "5m", "1h", "2d", "500ms" -> seconds (keep_alive).
+absl::StatusOr<double> ParseDuration(absl::string_view value);
+
 absl::Status BuildModel(const std::string& name, const std::string& path,
                         const std::vector<std::pair<std::string, std::string>>&
                             options,

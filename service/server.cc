@@ -1,5 +1,7 @@
 #include "service/server.h"
 
+#include "service/model_flags.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -67,7 +69,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(
                ? "plaintext"
                : (options.tls_client_ca.empty() ? "TLS" : "mTLS"),
            s->auth_->enabled() ? ", API key required" : "",
-           s->models_->models().size());
+           s->models_->size());
   RETURN_IF_ERROR(s->StartSideListeners(services));
   Server* raw = s.get();
   s->loader_ = std::thread([raw] { raw->LoadModels(); });
@@ -83,7 +85,16 @@ absl::Status Server::OpenModels() {
   for (const std::string& p : options_.plugins) LOG_INFO("loaded plug-in {}", p);
   SetWeightFileMode(options_.mmap_weights ? WeightFileMode::kMap
                                           : WeightFileMode::kCopy);
-  ASSIGN_OR_RETURN(models_, ModelManager::Create(options_.models));
+  ModelManager::Options mo;
+  mo.max_loaded_models = options_.max_loaded_models;
+  mo.step_observer = [this](const std::string& model) -> StepObserver* {
+    return metrics_ != nullptr ? metrics_->StepObserverFor(model) : nullptr;
+  };
+  mo.on_change = [this](const ServedModelInfo& info) { OnModelChange(info); };
+  mo.on_download = [this](const std::string& model, int64_t done,
+                          int64_t total) { LogDownload(model, done, total); };
+  ASSIGN_OR_RETURN(models_,
+                   ModelManager::Create(options_.models, std::move(mo)));
   for (const auto& m : models_->models()) {
     // A model whose file could not be opened is reported (FAILED, its
     // error) by the loader, like one that fails to load.
@@ -107,19 +118,24 @@ absl::StatusOr<std::vector<std::string>> Server::BuildServices() {
   if (!options_.metrics_listen.empty()) {
     metrics_ = std::make_unique<Metrics>(
         models_.get(), [this] { return inference_->active_calls(); });
-    for (const auto& m : models_->models()) {
-      m->set_step_observer(metrics_->StepObserverFor(m->name()));
-    }
   }
   requests_ =
       std::make_unique<RequestLayer>(models_.get(), limits, metrics_.get());
+  requests_->set_model_spec_builder(
+      [this](const LoadModelInput& in) -> absl::StatusOr<ModelSpec> {
+        ModelSpec spec;
+        RETURN_IF_ERROR(flags_internal::BuildModel(
+            in.name, in.path, in.options, options_.engine, "LoadModel",
+            &spec));
+        return spec;
+      });
   inference_ = std::make_unique<InferenceService>(requests_.get(), auth_.get());
   models_service_ =
       std::make_unique<ModelsService>(requests_.get(), auth_.get());
   std::vector<std::string> services = {"inferd.v1.Inference",
                                        "inferd.v1.Models"};
-  for (const auto& m : models_->models()) {
-    services.push_back(ModelHealthService(m->name()));
+  for (const ServedModelInfo& m : models_->List()) {
+    services.push_back(ModelHealthService(m.name));
   }
   health_ = std::make_unique<HealthService>(services);
   return services;
@@ -235,17 +251,16 @@ absl::Status Server::StartSideListeners(
   return absl::OkStatus();
 }
 
-void Server::LogModelReady(const ServedModel& m, size_t done, size_t total) {
-  ServedModelInfo info = m.info();
+void Server::LogModelReady(const ServedModelInfo& info, const ServedModel* m,
+                           const std::string& count) {
   if (info.state != ModelState::kReady) {
-    LOG_ERROR("model '{}' failed to load ({}/{}): {}", info.name, done, total,
-              info.error);
+    LOG_ERROR("model '{}' failed to load{}: {}", info.name, count, info.error);
     return;
   }
   LOG_INFO(
-      "model '{}' ready ({}/{}): {} tensors, {:.1f} MiB of weights, "
+      "model '{}' ready{}: {} tensors, {:.1f} MiB of weights, "
       "loaded in {:.2f}s; inputs up to {} tokens",
-      info.name, done, total, info.weight_tensors,
+      info.name, count, info.weight_tensors,
       static_cast<double>(info.weight_bytes) / (1 << 20), info.load_seconds,
       info.max_input_tokens);
   if (info.kv_cache_tokens > 0) {
@@ -254,30 +269,75 @@ void Server::LogModelReady(const ServedModel& m, size_t done, size_t total) {
              info.name, static_cast<double>(info.kv_cache_bytes) / (1 << 20),
              info.kv_cache_tokens, info.kv_cache_note);
   }
-  if (!m.chat_format()->parse_error().empty()) {
+  if (m != nullptr && !m->chat_format()->parse_error().empty()) {
     LOG_WARN(
         "model '{}': its chat template cannot be used ({}); Generate "
         "with messages answers FAILED_PRECONDITION, prompts work",
-        info.name, m.chat_format()->parse_error());
+        info.name, m->chat_format()->parse_error());
   }
+}
+
+void Server::OnModelChange(const ServedModelInfo& info) {
+  for (HealthService* h : {health_.get(), plain_health_.get()}) {
+    if (h != nullptr) h->AddService(ModelHealthService(info.name));
+  }
+  switch (info.state) {
+    case ModelState::kReady:
+    case ModelState::kFailed: {
+      std::shared_ptr<ServedModel> model;
+      for (const auto& m : models_->Loaded()) {
+        if (m->name() == info.name) model = m;
+      }
+      LogModelReady(info, model.get(), "");
+      break;
+    }
+    case ModelState::kUnloading:
+      LOG_INFO("model '{}' unloading: {} request(s) running", info.name,
+               info.active_requests);
+      break;
+    case ModelState::kUnloaded:
+      LOG_INFO("model '{}' unloaded", info.name);
+      break;
+    default:
+      break;
+  }
+  if (metrics_ != nullptr) metrics_->OnModelChange(info);
+  SetModelServing(info.name, info.state == ModelState::kReady);
+}
+
+void Server::LogDownload(const std::string& model, int64_t done,
+                         int64_t total) {
+  // One line per tenth of the download, and its end.
+  absl::MutexLock lock(&download_log_mu_);
+  const int64_t tenth = total > 0 ? done * 10 / total : 0;
+  auto [it, added] = download_logged_.emplace(model, -1);
+  if (tenth == it->second) return;
+  it->second = tenth;
+  LOG_INFO("model '{}': downloaded {:.1f} of {:.1f} MiB", model,
+           static_cast<double>(done) / (1 << 20),
+           static_cast<double>(total) / (1 << 20));
+  if (done >= total) download_logged_.erase(it);
 }
 
 void Server::LoadModels() {
   const absl::Time start = absl::Now();
-  const size_t total = models_->models().size();
+  size_t total = 0;
+  for (const ServedModelInfo& m : models_->List()) total += !m.on_demand;
   size_t done = 0;
-  models_->LoadAll([&](const ServedModel& m) {
+  models_->LoadAll([&](const ServedModelInfo& info, const ServedModel* m) {
     ++done;
-    LogModelReady(m, done, total);
-    if (m.state() == ModelState::kReady) SetModelServing(m.name(), true);
+    LogModelReady(info, m, absl::StrCat(" (", done, "/", total, ")"));
+    if (metrics_ != nullptr) metrics_->OnModelChange(info);
+    if (info.state == ModelState::kReady) SetModelServing(info.name, true);
   });
   int ready = 0;
   std::vector<std::string> failed;
-  for (const auto& m : models_->models()) {
-    if (m->state() == ModelState::kReady) {
+  for (const ServedModelInfo& m : models_->List()) {
+    if (m.on_demand) continue;
+    if (m.state == ModelState::kReady) {
       ++ready;
     } else {
-      failed.push_back(m->name());
+      failed.push_back(m.name);
     }
   }
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);

@@ -6,11 +6,13 @@
 #ifndef INFERD_SERVICE_SERVER_H_
 #define INFERD_SERVICE_SERVER_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/server.h"
 #include "runtime/engine/model_manager.h"
 #include "service/request/auth.h"
@@ -64,7 +66,14 @@ class Server {
   static void LogHostResources();
   absl::Status StartSideListeners(const std::vector<std::string>& services);
   void LoadModels();
-  static void LogModelReady(const ServedModel& m, size_t done, size_t total);
+  // `m` may be null (a model that could not be opened); `count` e.g.
+  // " (2/3)" at start.
+  static void LogModelReady(const ServedModelInfo& info, const ServedModel* m,
+                            const std::string& count);
+  // A load or unload while serving ended: health, metrics, the log.
+  void OnModelChange(const ServedModelInfo& info);
+  // A Hub download's progress, logged by tenths.
+  void LogDownload(const std::string& model, int64_t done, int64_t total);
   Server() = default;
   // Serving: the overall status and the API services SERVING; not serving:
   // every service NOT_SERVING (drain).
@@ -85,6 +94,9 @@ class Server {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;
   std::thread loader_;
+  absl::Mutex download_log_mu_;
+  std::map<std::string, int64_t> download_logged_
+      ABSL_GUARDED_BY(download_log_mu_);
   int port_ = 0;
   int health_port_ = 0;
   bool shut_down_ = false;

@@ -12,7 +12,14 @@
 
 namespace inferd {
 
-enum class ModelState { kLoading, kReady, kFailed };
+// kLoading covers a Hub download (download_bytes_*), opening the files and
+// building the engine; kUnloaded: listed (a config-file model with
+// `load: on_demand`, or one unloaded at run time) without memory;
+// kUnloading: draining its requests before its memory is returned.
+enum class ModelState { kLoading, kReady, kFailed, kUnloaded, kUnloading };
+
+// "loading", "ready", "failed", "unloaded", "unloading".
+const char* ModelStateName(ModelState s);
 
 struct ServedModelInfo {
   std::string name;
@@ -34,6 +41,23 @@ struct ServedModelInfo {
   std::map<std::string, std::string> components;
   ModelState state = ModelState::kLoading;
   std::string error;
+  // What the model was given as (--model NAME=SOURCE): a local path, or a
+  // Hugging Face Hub name (org/repo[:QUANT][@REVISION]) whose local copy is
+  // `path` once resolved.
+  std::string source;
+  // A Hub download in progress (or done): bytes fetched and to fetch.
+  int64_t download_bytes_done = 0;
+  int64_t download_bytes_total = 0;
+  // `load: on_demand` (loaded by the first request naming it) and
+  // `keep_alive` (unloaded after that long idle; 0 = never).
+  bool on_demand = false;
+  double keep_alive_seconds = 0;
+  // Requests holding the model now, and seconds since the last one ended
+  // (or since it loaded).
+  int64_t active_requests = 0;
+  double idle_seconds = 0;
+  // Loads (at start and at run time) of this name since the server started.
+  int64_t loads = 0;
   // Filled by a successful load: weight tensors and their bytes on disk
   // (memory-mapped), and the load's wall time (tokenizer, weights, engine).
   int64_t weight_tensors = 0;

@@ -72,7 +72,13 @@ struct ModelOverrides {
 
 struct ModelSpec {
   std::string name;
+  // A local directory or .gguf file, or a Hugging Face Hub name
+  // (runtime/loader/hf_cache.h) fetched into the HF cache.
   std::string path;
+  // Loaded by the first request that names it instead of at start.
+  bool on_demand = false;
+  // Unloaded after this long without requests; 0 = kept loaded.
+  double keep_alive_seconds = 0;
   ModelOverrides overrides;
   EngineOptions engine;  // filled from the server defaults plus overrides
 };

@@ -48,8 +48,8 @@ std::string FetchHint(const HubModelRef& ref) {
                       ref.revision == "main"
                           ? std::string()
                           : absl::StrCat(" --revision ", ref.revision),
-                      "` (inferd reads the Hugging Face cache; it does not "
-                      "download from the Hub yet)");
+                      "`, or let inferd download it (unset HF_HUB_OFFLINE; "
+                      "HF_ENDPOINT names the Hub)");
 }
 
 }  // namespace

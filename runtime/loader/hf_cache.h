@@ -8,8 +8,9 @@
 // resolves to $HF_HUB_CACHE (or $HF_HOME/hub, or ~/.cache/huggingface/hub)
 // /models--org--repo/snapshots/<commit>[/file], the commit read from
 // refs/<revision> (or given as 40 hex digits). Downloading from the Hub is
-// not here yet: a model missing from the cache is NOT_FOUND naming what is
-// missing and how to fetch it. Pure functions; thread-safe.
+// runtime/loader/hf_download.h: here a model missing from the cache is
+// NOT_FOUND naming what is missing and how to fetch it. Pure functions;
+// thread-safe.
 #ifndef INFERD_RUNTIME_LOADER_HF_CACHE_H_
 #define INFERD_RUNTIME_LOADER_HF_CACHE_H_
 

@@ -444,6 +444,12 @@ void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
     case ModelState::kLoading: out->set_state(v1::MODEL_STATE_LOADING); break;
     case ModelState::kReady: out->set_state(v1::MODEL_STATE_READY); break;
     case ModelState::kFailed: out->set_state(v1::MODEL_STATE_FAILED); break;
+    case ModelState::kUnloaded:
+      out->set_state(v1::MODEL_STATE_UNLOADED);
+      break;
+    case ModelState::kUnloading:
+      out->set_state(v1::MODEL_STATE_UNLOADING);
+      break;
   }
   out->set_error(info.error);
   for (const std::string& l : info.labels) out->add_labels(l);
@@ -452,6 +458,15 @@ void FillModelInfo(const ServedModelInfo& info, v1::ModelInfo* out) {
   out->set_weight_bytes(static_cast<uint64_t>(info.weight_bytes));
   out->set_kv_cache_bytes(static_cast<uint64_t>(info.kv_cache_bytes));
   out->set_kv_cache_tokens(static_cast<uint64_t>(info.kv_cache_tokens));
+  out->set_source(info.source);
+  out->set_download_bytes_done(static_cast<uint64_t>(info.download_bytes_done));
+  out->set_download_bytes_total(
+      static_cast<uint64_t>(info.download_bytes_total));
+  out->set_on_demand(info.on_demand);
+  out->set_keep_alive_seconds(info.keep_alive_seconds);
+  out->set_active_requests(static_cast<uint32_t>(info.active_requests));
+  out->set_idle_seconds(info.idle_seconds);
+  out->set_loads(static_cast<uint32_t>(info.loads));
 }
 
 }  // namespace inferd

@@ -111,6 +111,12 @@ void HealthService::SetStatus(const std::string& service, bool serving) {
   }
 }
 
+void HealthService::AddService(const std::string& service) {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return;
+  status_.emplace(service, HealthCheckResponse::NOT_SERVING);
+}
+
 void HealthService::Shutdown() {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return;

@@ -36,6 +36,9 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   void SetServing(bool serving);
   // Sets one known service (a no-op for an unknown name).
   void SetStatus(const std::string& service, bool serving);
+  // Makes `service` known (NOT_SERVING) unless it is (a model loaded while
+  // serving).
+  void AddService(const std::string& service);
   // Ends every Watch stream (server shutdown).
   void Shutdown();
 

@@ -1,5 +1,8 @@
 #include "service/grpc/inference_service.h"
 
+#include <map>
+#include <thread>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -343,6 +346,66 @@ grpc::ServerUnaryReactor* ModelsService::GetModel(
         v1::ModelInfo out;
         FillModelInfo(*info, &out);
         return SerializeResponse(out, bytes);
+      });
+}
+
+template <typename Request>
+grpc::ServerUnaryReactor* ModelsService::Change(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out, absl::string_view rpc,
+    std::function<absl::StatusOr<ServedModelInfo>(const Request&)> run) {
+  auto scope = std::make_shared<CallScope>(requests_, std::string(rpc));
+  auto* reactor = ctx->DefaultReactor();
+  absl::Status status = scope->Admit(auth_, PresentedKey(*ctx), kGrpcKeyHint);
+  auto request = std::make_shared<Request>();
+  if (status.ok()) status = ParseRequest(*raw, request.get());
+  if (!status.ok()) {
+    scope->set_status(status);
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  scope->set_model(request->name());
+  std::thread([scope, request, reactor, out, run = std::move(run)] {
+    absl::StatusOr<ServedModelInfo> info = run(*request);
+    absl::Status s = info.status();
+    if (s.ok()) {
+      v1::ModelInfo answer;
+      FillModelInfo(*info, &answer);
+      s = SerializeResponse(answer, out);
+    }
+    scope->set_status(s);
+    reactor->Finish(ToGrpcStatus(s));
+  }).detach();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ModelsService::LoadModel(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
+  return Change<v1::LoadModelRequest>(
+      ctx, raw, out, "LoadModel", [this](const v1::LoadModelRequest& r) {
+        LoadModelInput in;
+        in.name = r.name();
+        in.path = r.path();
+        // Sorted: a map's order is not the request's.
+        std::map<std::string, std::string> sorted(r.options().begin(),
+                                                  r.options().end());
+        in.options.assign(sorted.begin(), sorted.end());
+        in.replace = r.replace();
+        in.wait = !r.no_wait();
+        return requests_->LoadModel(in);
+      });
+}
+
+grpc::ServerUnaryReactor* ModelsService::UnloadModel(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+    grpc::ByteBuffer* out) {
+  return Change<v1::UnloadModelRequest>(
+      ctx, raw, out, "UnloadModel", [this](const v1::UnloadModelRequest& r) {
+        UnloadModelInput in;
+        in.name = r.name();
+        if (r.has_grace_seconds()) in.grace_seconds = r.grace_seconds();
+        return requests_->UnloadModel(in);
       });
 }
 

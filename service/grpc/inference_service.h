@@ -46,7 +46,10 @@ using RawInferenceBase = v1::Inference::WithRawCallbackMethod_Generate<
                         v1::Inference::WithRawCallbackMethod_Detokenize<
                             v1::Inference::Service>>>>>>>;
 using RawModelsBase = v1::Models::WithRawCallbackMethod_ListModels<
-    v1::Models::WithRawCallbackMethod_GetModel<v1::Models::Service>>;
+    v1::Models::WithRawCallbackMethod_GetModel<
+        v1::Models::WithRawCallbackMethod_LoadModel<
+            v1::Models::WithRawCallbackMethod_UnloadModel<
+                v1::Models::Service>>>>;
 
 class InferenceService final : public RawInferenceBase {
  public:
@@ -130,6 +133,15 @@ class ModelsService final : public RawModelsBase {
   grpc::ServerUnaryReactor* GetModel(grpc::CallbackServerContext* ctx,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
+  // v1::LoadModelRequest -> v1::ModelInfo; v1::UnloadModelRequest ->
+  // v1::ModelInfo. Both run on a thread of their own (a load may download
+  // for minutes) and count as work (refused while draining).
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   // A unary query answered at once: admitted and parsed into `request`,
@@ -140,6 +152,14 @@ class ModelsService final : public RawModelsBase {
       grpc::ByteBuffer* out, absl::string_view rpc,
       const std::function<absl::Status(const Request&, grpc::ByteBuffer*,
                                        std::string*)>& answer);
+
+  // A model change: admitted and parsed here, then `run` on a thread of its
+  // own, whose ModelInfo answers the call.
+  template <typename Request>
+  grpc::ServerUnaryReactor* Change(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw,
+      grpc::ByteBuffer* out, absl::string_view rpc,
+      std::function<absl::StatusOr<ServedModelInfo>(const Request&)> run);
 
   RequestLayer* const requests_;
   const ApiKeyAuth* auth_;

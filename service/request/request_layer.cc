@@ -22,33 +22,6 @@
 namespace inferd {
 namespace {
 
-// The model for Tokenize/Detokenize: any task.
-absl::StatusOr<const ServedModel*> ResolveAnyModel(const ModelManager& models,
-                                                   const std::string& name) {
-  const ServedModel* model = nullptr;
-  if (name.empty()) {
-    if (models.models().size() != 1) {
-      return FieldError("model",
-                        ": this server has several models; set the request's "
-                        "model field (see ListModels)");
-    }
-    model = models.models()[0].get();
-  } else {
-    auto found = models.Find(name);
-    if (!found.ok()) return found.status();
-    model = *found;
-  }
-  if (model->state() == ModelState::kLoading) {
-    return absl::UnavailableError(
-        absl::StrCat("model '", model->name(), "' is still loading"));
-  }
-  if (model->state() == ModelState::kFailed) {
-    return absl::UnavailableError(absl::StrCat(
-        "model '", model->name(), "' failed to load: ", model->info().error));
-  }
-  return model;
-}
-
 // A parameters schema the constraint engine refused names the tools.
 absl::Status ToolConstraintError(const absl::Status& s) {
   if (s.code() != absl::StatusCode::kInvalidArgument ||
@@ -99,13 +72,14 @@ class GenerateStream {
   // (tool_choice required or a function); `echo`: the prompt text to echo
   // (nothing: no echo; "" with prompt ids: their decoding).
   GenerateStream(RequestLayer::GenerateSink sink, std::string request_id,
-                 const ServedModel* model, RpcObserver* observer,
+                 ModelLease model, RpcObserver* observer,
                  std::function<std::unique_ptr<OutputParser>()> parsers,
                  bool tool_constraint, std::optional<std::string> echo)
       : sink_(std::move(sink)),
         request_id_(std::move(request_id)),
-        model_(model),
-        namer_(model),
+        model_(model.get()),
+        namer_(model.get()),
+        lease_(std::move(model)),
         observer_(observer),
         new_parser_(std::move(parsers)),
         tool_constraint_(tool_constraint),
@@ -115,6 +89,7 @@ class GenerateStream {
     if (!chunk.ok()) {
       sink_(tool_constraint_ ? ToolConstraintError(chunk.status())
                              : chunk.status());
+      ReleaseModel();
       return;
     }
     const GenerateChunk& c = *chunk;
@@ -124,6 +99,13 @@ class GenerateStream {
     out.last = last;
     if (new_parser_ != nullptr) Parse(c, &out);
     sink_(std::move(out));
+    if (last) ReleaseModel();
+  }
+
+  // The request's last output is out: an unload need not wait for it.
+  void ReleaseModel() {
+    absl::MutexLock lock(&lease_mu_);
+    lease_.Release();
   }
 
  private:
@@ -228,6 +210,8 @@ class GenerateStream {
   const std::string request_id_;
   const ServedModel* const model_;
   const TokenNamer namer_;
+  absl::Mutex lease_mu_;
+  ModelLease lease_ ABSL_GUARDED_BY(lease_mu_);
   RpcObserver* const observer_;
   const std::function<std::unique_ptr<OutputParser>()> new_parser_;
   const bool tool_constraint_;
@@ -344,17 +328,22 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> SubmitPrefill(
   if (!model.ok()) return model.status();
   if (resolved != nullptr) *resolved = (*model)->name();
   ServedModelInfo info = (*model)->info();
+  ServedModel& served = **model;
+  // Held until the answer is out (an unload waits for it).
+  auto lease = std::make_shared<ModelLease>(*std::move(model));
   return submit(
-      **model, [observer = layer.observer(), info, label = std::string(task_label),
-                outputs = std::move(outputs), answer = std::move(answer),
-                done = std::move(done)](absl::StatusOr<Result> result) {
+      served, [observer = layer.observer(), info, label = std::string(task_label),
+               outputs = std::move(outputs), answer = std::move(answer),
+               done = std::move(done), lease](absl::StatusOr<Result> result) {
         if (!result.ok()) {
           done(result.status());
+          lease->Release();
           return;
         }
         ReportPrefill(observer, label, info.name, outputs(*result),
                       result->total_tokens, result->timings);
         done(answer(info, *std::move(result)));
+        lease->Release();
       });
 }
 
@@ -382,7 +371,7 @@ absl::Status RequestLayer::CheckAccepting() const {
 absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
     GenerateInput in, GenerateSink sink, std::string* model_name) {
   RETURN_IF_ERROR(CheckAccepting());
-  ASSIGN_OR_RETURN(ServedModel* model,
+  ASSIGN_OR_RETURN(ModelLease model,
                    models_->Resolve(in.model, Task::kGenerate));
   if (model_name != nullptr) *model_name = model->name();
   RETURN_IF_ERROR(Validate(in, model->info()));
@@ -424,10 +413,11 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Generate(
   const bool constrained = plan.mode == ToolPlan::Mode::kRequired ||
                            plan.mode == ToolPlan::Mode::kNamed ||
                            p.sampling.response_format.or_text;
+  Engine& engine = model->engine();
   auto stream = std::make_shared<GenerateStream>(
-      std::move(sink), p.request_id, model, observer_, std::move(parsers),
-      constrained, std::move(echo));
-  auto handle = model->engine().SubmitGenerate(
+      std::move(sink), p.request_id, std::move(model), observer_,
+      std::move(parsers), constrained, std::move(echo));
+  auto handle = engine.SubmitGenerate(
       std::move(p), [stream](const absl::StatusOr<GenerateChunk>& chunk) {
         stream->OnChunk(chunk);
       });
@@ -529,7 +519,7 @@ absl::StatusOr<std::shared_ptr<RequestHandle>> RequestLayer::Classify(
 absl::StatusOr<TokenizeAnswer> RequestLayer::Tokenize(
     const TokenizeInput& in, std::string* model_name) const {
   RETURN_IF_ERROR(CheckAccepting());
-  ASSIGN_OR_RETURN(const ServedModel* model, ResolveAnyModel(*models_, in.model));
+  ASSIGN_OR_RETURN(ModelLease model, models_->ResolveAny(in.model));
   if (model_name != nullptr) *model_name = model->name();
   RETURN_IF_ERROR(Validate(in));
   const bool chat = !in.messages.empty();
@@ -573,7 +563,7 @@ absl::StatusOr<TokenizeAnswer> RequestLayer::Tokenize(
 absl::StatusOr<std::string> RequestLayer::Detokenize(
     const DetokenizeInput& in, std::string* model_name) const {
   RETURN_IF_ERROR(CheckAccepting());
-  ASSIGN_OR_RETURN(const ServedModel* model, ResolveAnyModel(*models_, in.model));
+  ASSIGN_OR_RETURN(ModelLease model, models_->ResolveAny(in.model));
   if (model_name != nullptr) *model_name = model->name();
   const Tokenizer& tok = model->tokenizer();
   std::vector<int32_t> ids;
@@ -594,13 +584,52 @@ std::vector<ServedModelInfo> RequestLayer::ListModels() const {
   return models_->List();
 }
 
+absl::StatusOr<ServedModelInfo> RequestLayer::LoadModel(
+    const LoadModelInput& in) {
+  RETURN_IF_ERROR(CheckAccepting());
+  if (in.name.empty()) {
+    return FieldError("name", ": set the model's name (as --model NAME=PATH)");
+  }
+  ModelSpec spec;
+  spec.name = in.name;
+  if (in.path.empty()) {
+    if (!in.options.empty()) {
+      return FieldError("options",
+                        ": options need a path (they build a new model); "
+                        "without one the model loads as it was");
+    }
+  } else {
+    if (!spec_builder_) {
+      return absl::UnimplementedError("this server cannot load models");
+    }
+    ASSIGN_OR_RETURN(spec, spec_builder_(in));
+  }
+  return models_->LoadModel(std::move(spec), in.replace, in.wait);
+}
+
+absl::StatusOr<ServedModelInfo> RequestLayer::UnloadModel(
+    const UnloadModelInput& in) {
+  if (in.name.empty()) {
+    return FieldError("name", ": set the name of the model to unload");
+  }
+  std::optional<absl::Duration> grace;
+  if (in.grace_seconds.has_value()) {
+    const double g = *in.grace_seconds;
+    if (!(g >= 0 && g <= 86400)) {
+      return FieldError("grace_seconds",
+                        absl::StrCat(": must be in [0, 86400]; got ", g));
+    }
+    grace = absl::Seconds(g);
+  }
+  return models_->UnloadModel(in.name, grace);
+}
+
 absl::StatusOr<ServedModelInfo> RequestLayer::GetModel(
     const std::string& name) const {
   if (name.empty()) {
     return FieldError("name", ": set the model name (see ListModels)");
   }
-  ASSIGN_OR_RETURN(const ServedModel* model, models_->Find(name));
-  return model->info();
+  return models_->Find(name);
 }
 
 }  // namespace inferd

@@ -97,6 +97,18 @@ class RequestLayer {
   // NOT_FOUND (field `name`) for a model the server does not have.
   absl::StatusOr<ServedModelInfo> GetModel(const std::string& name) const;
 
+  // Models while serving (ModelManager::LoadModel / UnloadModel); they
+  // block until the load (unless !in.wait) or unload ends. The builder
+  // turns a LoadModelInput with a path into a ModelSpec (the server's
+  // defaults plus its options); INVALID_ARGUMENT naming a bad option.
+  using ModelSpecBuilder =
+      std::function<absl::StatusOr<ModelSpec>(const LoadModelInput&)>;
+  void set_model_spec_builder(ModelSpecBuilder builder) {
+    spec_builder_ = std::move(builder);
+  }
+  absl::StatusOr<ServedModelInfo> LoadModel(const LoadModelInput& in);
+  absl::StatusOr<ServedModelInfo> UnloadModel(const UnloadModelInput& in);
+
   // Calls in flight across every front end (a front end counts a call
   // from its start to its end); the drain waits for them.
   std::atomic<int64_t>& active_counter() { return active_; }
@@ -112,6 +124,7 @@ class RequestLayer {
   RpcObserver* const observer_;
   std::atomic<bool> accepting_{true};
   std::atomic<int64_t> active_{0};
+  ModelSpecBuilder spec_builder_;
 };
 
 }  // namespace inferd

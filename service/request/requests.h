@@ -180,6 +180,23 @@ struct DetokenizeInput {
   std::optional<bool> skip_special_tokens;  // unset: true
 };
 
+// LoadModel: as --model NAME=PATH,key=value (PATH empty: a model the
+// server has, as it was).
+struct LoadModelInput {
+  std::string name;
+  std::string path;
+  std::vector<std::pair<std::string, std::string>> options;
+  bool replace = false;
+  bool wait = true;
+};
+
+struct UnloadModelInput {
+  std::string name;
+  // Seconds running requests may take before they are cancelled; unset:
+  // waited for.
+  std::optional<double> grace_seconds;
+};
+
 }  // namespace inferd
 
 #endif  // INFERD_SERVICE_REQUEST_REQUESTS_H_

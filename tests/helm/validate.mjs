@@ -17,6 +17,18 @@
 //   [--expect-config-error REGEX]   --print-config must fail with this message
 //   [--expect-error]                rendering must fail with the message in
 //                                   the values file's `# expect: REGEX` line
+//   [--expect-config KEY=VALUE]     config.yaml has KEY with VALUE (YAML);
+//   [--expect-config !KEY]          or has no KEY; KEY is a top-level key or
+//                                   models[NAME].key (repeatable)
+//   [--expect-hf-cache KIND]        the Hugging Face cache volume (HF_HUB_CACHE)
+//                                   is an emptyDir|persistentVolumeClaim|
+//                                   hostPath, or `none`: no HF_* at all
+//   [--expect-env NAME=VALUE]       the inferd container's env has NAME with
+//                                   this literal value (repeatable)
+//   [--expect-secret-env NAME=SECRET/KEY]  ... NAME from that secretKeyRef
+//   [--expect-absent-env A,B]       ... has none of these names
+//   [--expect-startup-seconds N]    startupProbe periodSeconds*failureThreshold
+//   [--expect-strategy TYPE]        the Deployment's strategy type
 // Exits 0 when every check passes, 1 otherwise (each failure is printed).
 
 import { spawnSync } from "node:child_process";
@@ -27,7 +39,7 @@ import os from "node:os";
 import path from "node:path";
 
 function parseArgs(argv) {
-  const opts = { values: [] };
+  const opts = { values: [], expectConfig: [], expectEnv: [], expectSecretEnv: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -46,6 +58,13 @@ function parseArgs(argv) {
       case "--expect-config-error": opts.expectConfigError = next(); break;
       case "--expect-absent-keys": opts.expectAbsent = next().split(",").filter(Boolean); break;
       case "--expect-error": opts.expectError = true; break;
+      case "--expect-config": opts.expectConfig.push(next()); break;
+      case "--expect-hf-cache": opts.expectHfCache = next(); break;
+      case "--expect-env": opts.expectEnv.push(next()); break;
+      case "--expect-secret-env": opts.expectSecretEnv.push(next()); break;
+      case "--expect-absent-env": opts.expectAbsentEnv = next().split(",").filter(Boolean); break;
+      case "--expect-startup-seconds": opts.expectStartupSeconds = Number(next()); break;
+      case "--expect-strategy": opts.expectStrategy = next(); break;
       default: throw new Error(`unknown argument ${a}`);
     }
   }
@@ -234,6 +253,16 @@ const oneOf = (...xs) => (v) => xs.includes(v);
 const isMemory = (v) => (isNum(v) && v > 0 && v <= 1) ||
   (typeof v === "string" && /^(0?\.[0-9]+|1(\.0+)?|[0-9]+(\.[0-9]+)?(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB))$/.test(v));
 const isDtype = oneOf("auto", "float32", "bfloat16", "q8_0", "q4_0", "q4_1", "int8");
+// A Hugging Face Hub name as inferd parses one (runtime/loader/hf_cache.cc):
+// org/repo, org/repo:QUANT or org/repo/path/file, then @REVISION.
+const hubSeg = "[A-Za-z0-9_][A-Za-z0-9._-]{0,95}";
+const hubName = new RegExp(`^${hubSeg}/${hubSeg}` +
+  "(:[A-Za-z0-9_][A-Za-z0-9._-]*|(/[A-Za-z0-9_][A-Za-z0-9._-]*)+)?(@[A-Za-z0-9._/-]+)?$");
+const isHubName = (v) => typeof v === "string" && hubName.test(v);
+// A duration as inferd reads one: seconds, or a number with a unit (90s,
+// 5m, 1h, 1d); 0 for "forever".
+const isDuration = (v) => (isInt(v) && v >= 0) ||
+  (typeof v === "string" && /^[0-9]+(\.[0-9]+)?(ms|s|m|h|d)?$/.test(v));
 const engineKeys = {
   "threads": isInt,
   "tokenization-workers": (v) => isInt(v) || v === "auto",
@@ -265,13 +294,16 @@ const serverKeys = {
   "api-key": isStr, "api-key-file": isStr,
   "reuse-port": isBool, "mmap-weights": isBool, "allow-partial-start": isBool,
   "max-connection-age": isNum, "max-connection-age-grace": isNum,
+  "max_loaded_models": (v) => isInt(v) && v >= 0,
   "plugins": (v) => Array.isArray(v) && v.every((p) => isStr(p) && p.startsWith("/")),
   "models": Array.isArray,
 };
 const modelKeys = {
   ...engineKeys,
   "name": (v) => typeof v === "string" && /^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(v),
-  "path": (v) => isStr(v) && v.startsWith("/"),
+  "path": (v) => isStr(v) && (v.startsWith("/") || isHubName(v)),
+  "load": oneOf("startup", "on_demand"),
+  "keep_alive": isDuration,
   "task": oneOf("generate", "embed", "rerank", "classify"),
   "pooling": (v) => typeof v === "string" && /^[a-z0-9_]+$/.test(v),
   "bidirectional": isBool,
@@ -331,8 +363,8 @@ function checkConfig(config) {
   });
 }
 
-// Values compared the way the server reads them: "0.5" and 0.5 agree, and
-// "4GiB" agrees with 4294967296.
+// Values compared the way the server reads them: "0.5" and 0.5 agree,
+// "4GiB" agrees with 4294967296, and durations in seconds ("90m", "5400s").
 const kUnits = { B: 1, KB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12,
   KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40 };
 function normalize(v) {
@@ -341,6 +373,8 @@ function normalize(v) {
     if (/^-?[0-9]*\.?[0-9]+$/.test(v)) return Number(v);
     const m = /^([0-9]+(?:\.[0-9]+)?)(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)$/.exec(v);
     if (m) return Number(m[1]) * kUnits[m[2]];
+    const d = /^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)$/.exec(v);
+    if (d) return Number(d[1]) * { ms: 1e-3, s: 1, m: 60, h: 3600, d: 86400 }[d[2]];
     return v;
   }
   if (Array.isArray(v)) return JSON.stringify(v.map(normalize));
@@ -382,12 +416,17 @@ function checkPrintConfig(text, config) {
   }
   if (!check(printed && typeof printed === "object", `${cmd} printed no mapping`)) return;
   // `inherit` maps a key missing from a printed model to the server-wide key
-  // it takes its value from.
+  // it takes its value from, or to the default the server leaves unprinted.
+  // inferd reads a top-level key's '_' as '-' (max_loaded_models is
+  // max-loaded-models) and prints the flag's spelling.
+  const modelDefaults = { load: "startup", keep_alive: 0 };
   const same = (where, want, got, inherit) => {
     for (const [k, v] of Object.entries(want)) {
       if (k === "models") continue;
-      const from = k in got ? got : inherit?.(k);
-      const g = from?.[k === "replicas" && from === printed ? "replicas-per-model" : k];
+      const dashed = k.replace(/_/g, "-");
+      const pk = !(k in got) && got === printed && dashed in got ? dashed : k;
+      const from = pk in got ? got : inherit?.(k);
+      const g = from?.[k === "replicas" && from === printed ? "replicas-per-model" : pk];
       check(g !== undefined && normalize(g) === normalize(v),
         `${cmd}: ${where}${k} is ${JSON.stringify(g)}, config.yaml says ${JSON.stringify(v)}`);
     }
@@ -400,9 +439,165 @@ function checkPrintConfig(text, config) {
     const pm = got.find((g) => g?.name === m.name);
     if (pm) {
       same(`model ${m.name} `, m, pm,
-        (k) => (k in engineKeys || k === "replicas" ? printed : undefined));
+        (k) => (k in engineKeys || k === "replicas" ? printed
+          : k in modelDefaults ? modelDefaults : undefined));
     }
   });
+}
+
+// A top-level key of config.yaml, or models[NAME].key.
+function configEntry(config, key) {
+  const m = /^models\[([^\]]+)\]\.(.+)$/.exec(key);
+  if (!m) return { found: key in config, value: config[key] };
+  const model = (config.models ?? []).find((x) => x?.name === m[1]);
+  if (!model) return { noModel: m[1] };
+  return { found: m[2] in model, value: model[m[2]] };
+}
+
+// --expect-config KEY=VALUE and !KEY.
+function checkExpectedConfig(config) {
+  for (const e of opts.expectConfig) {
+    const absent = e.startsWith("!");
+    const eq = e.indexOf("=");
+    const key = absent ? e.slice(1) : e.slice(0, eq);
+    if (!absent && eq < 0) throw new Error(`--expect-config ${e}: KEY=VALUE or !KEY`);
+    const got = configEntry(config, key);
+    if (!check(!got.noModel, `config.yaml has no model ${got.noModel} (--expect-config ${e})`)) continue;
+    if (absent) {
+      check(!got.found, `config.yaml sets ${key}: ${JSON.stringify(got.value)}; it must not`);
+      continue;
+    }
+    const raw = e.slice(eq + 1);
+    const want = YAML.parse(raw);
+    check(got.found && (normalize(got.value) === normalize(want) || String(got.value) === raw),
+      `config.yaml ${key} is ${got.found ? JSON.stringify(got.value) : "absent"}, expected ${raw}`);
+  }
+}
+
+// Hub-named models need a writable Hugging Face cache (HF_HUB_CACHE) on a
+// volume, the root filesystem being read-only; the token comes from a
+// Secret, never a literal; a chart-created cache claim that one node at a
+// time can attach means one pod and the Recreate strategy.
+function checkHub(config, mounts, volumes) {
+  const env = server.env ?? [];
+  const envs = new Map();
+  for (const e of env) {
+    check(!envs.has(e.name), `the inferd container sets ${e.name} twice`);
+    envs.set(e.name, e);
+  }
+  const under = (p, dir) => p === dir.replace(/\/$/, "") || p.startsWith(dir.replace(/\/?$/, "/"));
+  const hub = [];
+  for (const m of config.models ?? []) {
+    if (typeof m?.path !== "string") continue;
+    if (!m.path.startsWith("/")) {
+      hub.push(m.name);
+      continue;
+    }
+    // A file path must lie in a volume mounted for models, not /tmp nor the
+    // config or a Secret.
+    const mt = mounts.find((mm) => under(m.path, mm.mountPath));
+    const v = mt && volumes[mt.name];
+    check(mt && mt.mountPath !== "/tmp" && v && !v.configMap && !v.secret,
+      `model ${m.name}: ${m.path} is in no mounted model volume`);
+  }
+
+  const cacheEnv = envs.get("HF_HUB_CACHE");
+  let cacheVolume;
+  if (hub.length) {
+    check(cacheEnv, `models ${hub.join(",")} are Hugging Face Hub names, but HF_HUB_CACHE is not set`);
+  }
+  if (cacheEnv) {
+    check(typeof cacheEnv.value === "string" && cacheEnv.value.startsWith("/") && !cacheEnv.valueFrom,
+      `HF_HUB_CACHE ${JSON.stringify(cacheEnv)} is not an absolute path`);
+    const cm = mounts.find((mm) => mm.mountPath.replace(/\/$/, "") === String(cacheEnv.value).replace(/\/$/, ""));
+    if (check(cm, `HF_HUB_CACHE ${cacheEnv.value} is not a volume mount (the root filesystem is read-only)`)) {
+      check(cm.readOnly !== true, `the Hugging Face cache ${cm.mountPath} is mounted read-only`);
+      check(!cm.subPath, `the Hugging Face cache ${cm.mountPath} is mounted with subPath`);
+      cacheVolume = volumes[cm.name];
+      check(cacheVolume && (cacheVolume.emptyDir || cacheVolume.persistentVolumeClaim || cacheVolume.hostPath),
+        `the Hugging Face cache volume ${cm.name} is none of emptyDir / pvc / hostPath`);
+      for (const o of mounts) {
+        if (o === cm) continue;
+        check(!under(o.mountPath, cm.mountPath) && !under(cm.mountPath, o.mountPath),
+          `the Hugging Face cache ${cm.mountPath} overlaps the mount ${o.mountPath}`);
+      }
+    }
+  }
+  const hfVars = [...envs.keys()].filter((n) => n.startsWith("HF_"));
+  if (!cacheEnv) {
+    check(hfVars.length === 0, `${hfVars.join(",")} set without a Hugging Face cache (HF_HUB_CACHE)`);
+  }
+  for (const e of env) {
+    if (/TOKEN/.test(e.name)) {
+      check(e.value === undefined, `${e.name} holds a token as a literal value; use a secretKeyRef`);
+    }
+  }
+  const token = envs.get("HF_TOKEN");
+  if (token) {
+    const ref = token.valueFrom?.secretKeyRef;
+    if (check(ref?.name && ref?.key, "HF_TOKEN is not from a secretKeyRef")) {
+      const sec = byKind("Secret").find((s) => s.metadata?.name === ref.name);
+      if (sec) {
+        check(sec.data?.[ref.key] !== undefined || sec.stringData?.[ref.key] !== undefined,
+          `Secret ${ref.name} has no key ${ref.key} for HF_TOKEN`);
+        check(dep.spec.template.metadata?.annotations?.["checksum/hf-token"],
+          `HF_TOKEN comes from the chart's Secret ${ref.name}, but no checksum/hf-token rolls the pods when it changes`);
+      }
+    }
+  }
+  const offline = envs.get("HF_HUB_OFFLINE");
+  if (offline) {
+    check(offline.value === "1", `HF_HUB_OFFLINE is ${JSON.stringify(offline.value)}, not "1"`);
+    check(!cacheVolume?.emptyDir, "HF_HUB_OFFLINE=1 with an emptyDir cache, which starts empty");
+  }
+  const endpoint = envs.get("HF_ENDPOINT");
+  if (endpoint) {
+    check(/^https?:\/\/\S+$/.test(endpoint.value ?? ""), `HF_ENDPOINT ${endpoint.value} is not an http(s) URL`);
+  }
+
+  // Every rendered Secret and claim is used by the pod.
+  for (const s of byKind("Secret")) {
+    const name = s.metadata?.name;
+    check(Object.values(volumes).some((v) => v.secret?.secretName === name) ||
+      env.some((e) => e.valueFrom?.secretKeyRef?.name === name),
+    `Secret ${name} is rendered but the pod does not use it`);
+  }
+  for (const c of byKind("PersistentVolumeClaim")) {
+    const name = c.metadata?.name;
+    check(Object.values(volumes).some((v) => v.persistentVolumeClaim?.claimName === name),
+      `PersistentVolumeClaim ${name} is rendered but the pod does not mount it`);
+    const modes = c.spec?.accessModes ?? [];
+    if (!modes.includes("ReadWriteMany") && !modes.includes("ReadOnlyMany")) {
+      check(dep.spec?.strategy?.type === "Recreate",
+        `PersistentVolumeClaim ${name} (${modes.join(",")}) attaches to one node, but the ` +
+        `Deployment's strategy is ${dep.spec?.strategy?.type}: a surge pod elsewhere could not start`);
+      check((dep.spec?.replicas ?? 1) <= 1 && byKind("HorizontalPodAutoscaler").length === 0,
+        `PersistentVolumeClaim ${name} (${modes.join(",")}) is shared by several pods`);
+    }
+  }
+
+  // The variant's expectations.
+  if (opts.expectHfCache === "none") {
+    check(!cacheEnv && hfVars.length === 0, `HF_* variables are set: ${hfVars.join(",")}`);
+  } else if (opts.expectHfCache) {
+    check(cacheVolume?.[opts.expectHfCache],
+      `the Hugging Face cache volume is ${Object.keys(cacheVolume ?? {}).filter((k) => k !== "name").join(",") || "missing"}, expected ${opts.expectHfCache}`);
+  }
+  for (const e of opts.expectEnv) {
+    const [name, ...rest] = e.split("=");
+    const got = envs.get(name);
+    check(got && got.value === rest.join("="), `env ${name} is ${JSON.stringify(got)}, expected ${rest.join("=")}`);
+  }
+  for (const e of opts.expectSecretEnv) {
+    const [name, ref] = e.split("=");
+    const [secret, key] = ref.split("/");
+    const got = envs.get(name)?.valueFrom?.secretKeyRef;
+    check(got?.name === secret && got?.key === key,
+      `env ${name} is ${JSON.stringify(envs.get(name))}, expected secretKeyRef ${secret}/${key}`);
+  }
+  for (const name of opts.expectAbsentEnv ?? []) {
+    check(!envs.has(name), `env ${name} is set: ${JSON.stringify(envs.get(name))}`);
+  }
 }
 
 if (server) {
@@ -426,12 +621,16 @@ if (server) {
   const mounts = server.volumeMounts ?? [];
   const tmp = mounts.find((m) => m.mountPath === "/tmp");
   check(tmp && volumes[tmp.name]?.emptyDir, "/tmp is not an emptyDir");
+  // The models volume (absent with modelStorage.type none, when every model
+  // is a Hub name: checked against config.yaml below).
   const models = mounts.find((m) => m.name === "models");
-  check(models && models.readOnly === true, "models volume is not mounted read-only");
+  if (models) check(models.readOnly === true, "models volume is not mounted read-only");
   const mv = volumes.models ?? {};
-  check(!!(mv.persistentVolumeClaim || mv.hostPath || mv.emptyDir),
-    "models volume is none of pvc / hostPath / emptyDir");
-  if (mv.emptyDir) {
+  if (models) {
+    check(!!(mv.persistentVolumeClaim || mv.hostPath || mv.emptyDir),
+      "models volume is none of pvc / hostPath / emptyDir");
+  }
+  if (models && mv.emptyDir) {
     const init = (pod.initContainers ?? []).find((c) =>
       (c.volumeMounts ?? []).some((m) => m.name === "models" && !m.readOnly));
     check(init, "models emptyDir has no initContainer that fills it");
@@ -442,6 +641,7 @@ if (server) {
   const config = loaded?.config ?? {};
   if (loaded) {
     checkConfig(config);
+    checkExpectedConfig(config);
     const sum = dep.spec.template.metadata?.annotations?.["checksum/config"];
     check(sum === createHash("sha256").update(loaded.text).digest("hex"),
       `pod annotation checksum/config ${sum} is not the sha256 of config.yaml`);
@@ -510,8 +710,19 @@ if (server) {
       "gRPC probe against the TLS port cannot succeed");
   }
   const sp = server.startupProbe ?? {};
-  check((sp.periodSeconds ?? 10) * (sp.failureThreshold ?? 3) >= 300,
-    "startupProbe allows less than 5 minutes to load models");
+  const startupSeconds = (sp.periodSeconds ?? 10) * (sp.failureThreshold ?? 3);
+  check(startupSeconds >= 300, "startupProbe allows less than 5 minutes to load models");
+  if (opts.expectStartupSeconds !== undefined) {
+    check(startupSeconds === opts.expectStartupSeconds,
+      `startupProbe allows ${startupSeconds} s (${sp.periodSeconds} * ${sp.failureThreshold}), expected ${opts.expectStartupSeconds}`);
+  }
+  if (opts.expectStrategy) {
+    check(dep.spec?.strategy?.type === opts.expectStrategy,
+      `Deployment strategy ${dep.spec?.strategy?.type}, expected ${opts.expectStrategy}`);
+  }
+
+  // ---- Models by Hugging Face Hub name -------------------------------------
+  checkHub(config, mounts, volumes);
 
   const drain = Number(setting("drain-timeout"));
   check(Number.isFinite(drain), "drain-timeout missing");

@@ -14,14 +14,41 @@ under Hub repo ids, with the HTTP API huggingface_hub (and inferd) use:
                                             its CDN
 
 Repos and their commit are fixed at start: `repos` maps "org/name" to a
-directory. Files over 1 KiB count as LFS (like the Hub's weights). Every
-request is logged in `requests` (method, path, Range) for the tests.
+directory. Files over 1 KiB count as LFS (like the Hub's weights). A
+revision is "main", the repo's commit, or a name `refs` lists for the repo;
+any other is 404 with X-Error-Code RevisionNotFound, and an unknown repo is
+404 with X-Error-Code RepositoryNotFound, as on the Hub. Every request is
+logged in `requests` (method, path, Range) and its headers in
+`request_headers` (same order) for the tests.
 Runs in a thread: HubServer(repos).start() -> base URL; stop().
+
+Fault switches (keyword arguments, also attributes the test may change
+between requests):
+  refs            {"org/name": ["v1", "dev"]}: more revision names.
+  cut_after       a GET of a file's bytes (resolve or /lfs/) closes the
+                  connection after this many body bytes, with the full
+                  Content-Length announced ...
+  cut_times       ... the first `cut_times` times that file is fetched
+                  (default 1).
+  corrupt         repo paths ("config.json", or "org/name/config.json" for
+                  one repo) whose served bytes differ from the true file
+                  while the headers keep its true sha256 / size.
+  gated, token    repo ids whose files (resolve) answer 401 with
+                  X-Error-Code GatedRepo unless the request carries
+                  `Authorization: Bearer <token>` (a wrong token: 401
+                  "Invalid credentials"); the API stays public, as on the
+                  Hub, and so does /lfs/ (the CDN's URLs are signed).
+  tree_page_size  the tree API answers at most that many entries per
+                  request with a `Link: <...>; rel="next"` header (cursor).
+  cdn_host        LFS redirects go to http://<cdn_host>:<port>/lfs/...
+                  (e.g. "localhost": another host for the same server, to
+                  see that the token is not sent to the CDN).
 """
 import hashlib
 import http.server
 import json
 import os
+import socket
 import threading
 import urllib.parse
 
@@ -61,9 +88,22 @@ class Repo:
 
 
 class HubServer:
-    def __init__(self, repos):
+    def __init__(self, repos, refs=None, cut_after=None, cut_times=1,
+                 corrupt=(), gated=(), token=None, tree_page_size=None,
+                 cdn_host=None):
         self.repos = {rid: Repo(rid, d) for rid, d in repos.items()}
+        self.refs = {rid: set(names) for rid, names in (refs or {}).items()}
+        self.cut_after = cut_after
+        self.cut_times = cut_times
+        self.corrupt = set(corrupt)
+        self.gated = set(gated)
+        self.token = token
+        self.tree_page_size = tree_page_size
+        self.cdn_host = cdn_host
         self.requests = []
+        self.request_headers = []
+        self._fetches = {}  # (repo id, path) -> GETs of its bytes so far
+        self._lock = threading.Lock()
         hub = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -82,19 +122,25 @@ class HubServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever,
                                        daemon=True)
 
+    @property
+    def port(self):
+        return self.httpd.server_address[1]
+
     def start(self):
         self.thread.start()
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def _json(self, h, status, obj, head):
+    def _json(self, h, status, obj, head, headers=()):
         body = json.dumps(obj).encode()
         h.send_response(status)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            h.send_header(k, v)
         h.end_headers()
         if not head:
             h.wfile.write(body)
@@ -107,31 +153,66 @@ class HubServer:
         repo = self.repos.get(parts[0] + "/" + parts[1])
         return repo, (parts[2] if len(parts) > 2 else "")
 
+    def _known_revision(self, repo, rev):
+        return rev in ("main", repo.sha) or rev in self.refs.get(repo.id, ())
+
+    def _no_repo(self, h, head):
+        return self._json(h, 404, {"error": "Repository not found"}, head,
+                          [("X-Error-Code", "RepositoryNotFound")])
+
+    def _no_revision(self, h, head, rev):
+        return self._json(h, 404, {"error": f"Invalid rev id: {rev}"}, head,
+                          [("X-Error-Code", "RevisionNotFound")])
+
     def _serve(self, h, head):
         url = urllib.parse.urlsplit(h.path)
         path = urllib.parse.unquote(url.path)
-        self.requests.append((h.command, path, h.headers.get("Range")))
+        with self._lock:
+            self.requests.append((h.command, path, h.headers.get("Range")))
+            self.request_headers.append(dict(h.headers.items()))
         if path.startswith("/api/models/"):
             repo, rest = self._find(path[len("/api/models/"):])
             if repo is None:
-                return self._json(h, 404, {"error": "Repository not found"}, head)
+                return self._no_repo(h, head)
             if rest.startswith("revision/"):
+                rev = rest[len("revision/"):]
+                if not self._known_revision(repo, rev):
+                    return self._no_revision(h, head, rev)
                 return self._json(h, 200, {
                     "id": repo.id, "modelId": repo.id, "sha": repo.sha,
                     "siblings": [{"rfilename": f} for f in sorted(repo.files)]},
                     head)
             if rest.startswith("tree/"):
-                return self._json(h, 200, [repo.entry(f) for f in sorted(repo.files)],
-                                  head)
+                rev = rest[len("tree/"):].split("/")[0]
+                if not self._known_revision(repo, rev):
+                    return self._no_revision(h, head, rev)
+                return self._tree(h, repo, rev, url.query, head)
             return self._json(h, 404, {"error": "not found"}, head)
         if path.startswith("/lfs/"):
             repo, rest = self._find(path[len("/lfs/"):])
             return self._file(h, repo, rest, head, lfs=True)
         repo, rest = self._find(path[1:])
-        if repo is None or "/resolve/" not in "/" + rest:
-            return self._json(h, 404, {"error": "Repository not found"}, head)
-        _, _, tail = rest.partition("resolve/")
-        _, _, rel = tail.partition("/")
+        if repo is None:
+            return self._no_repo(h, head)
+        if not rest.startswith("resolve/"):
+            return self._json(h, 404, {"error": "not found"}, head)
+        rev, _, rel = rest[len("resolve/"):].partition("/")
+        if not self._known_revision(repo, rev):
+            return self._no_revision(h, head, rev)
+        if repo.id in self.gated:
+            auth = h.headers.get("Authorization")
+            if auth != f"Bearer {self.token}":
+                if auth:
+                    return self._json(
+                        h, 401,
+                        {"error": "Invalid credentials in Authorization header"},
+                        head)
+                return self._json(
+                    h, 401,
+                    {"error": f"Access to model {repo.id} is restricted. You "
+                              "must have access to it and be authenticated "
+                              "to access it. Please log in."},
+                    head, [("X-Error-Code", "GatedRepo")])
         if rel not in repo.files:
             h.send_response(404)
             h.send_header("X-Error-Code", "EntryNotFound")
@@ -143,8 +224,11 @@ class HubServer:
         if "lfs" in e:
             # The Hub answers LFS files with a redirect to its CDN, carrying
             # the linked file's etag and size.
+            location = f"/lfs/{repo.id}/{rel}"
+            if self.cdn_host:
+                location = f"http://{self.cdn_host}:{self.port}{location}"
             h.send_response(302)
-            h.send_header("Location", f"/lfs/{repo.id}/{rel}")
+            h.send_header("Location", location)
             h.send_header("X-Repo-Commit", repo.sha)
             h.send_header("X-Linked-Etag", '"%s"' % e["lfs"]["oid"])
             h.send_header("X-Linked-Size", str(e["size"]))
@@ -154,17 +238,43 @@ class HubServer:
             return None
         return self._file(h, repo, rel, head, lfs=False)
 
+    def _tree(self, h, repo, rev, query, head):
+        entries = [repo.entry(f) for f in sorted(repo.files)]
+        if not self.tree_page_size:
+            return self._json(h, 200, entries, head)
+        params = urllib.parse.parse_qs(query)
+        start = int(params.get("cursor", ["0"])[0])
+        end = start + self.tree_page_size
+        headers = []
+        if end < len(entries):
+            host = h.headers.get("Host") or f"127.0.0.1:{self.port}"
+            nxt = (f"http://{host}/api/models/{repo.id}/tree/"
+                   f"{urllib.parse.quote(rev, safe='')}?recursive=true&cursor={end}")
+            headers.append(("Link", f'<{nxt}>; rel="next"'))
+        return self._json(h, 200, entries[start:end], head, headers)
+
     def _file(self, h, repo, rel, head, lfs):
         if repo is None or rel not in repo.files:
             return self._json(h, 404, {"error": "not found"}, head)
         data = repo.files[rel]
         e = repo.entry(rel)
+        served = data
+        if rel in self.corrupt or f"{repo.id}/{rel}" in self.corrupt:
+            served = bytes(b ^ 0x5A for b in data[:16]) + data[16:]
         start, status = 0, 200
         rng = h.headers.get("Range")
         if rng and rng.startswith("bytes="):
             start = int(rng[6:].split("-")[0] or 0)
             status = 206
-        body = data[start:]
+        body = served[start:]
+        cut = None
+        if not head:
+            with self._lock:
+                n = self._fetches.get((repo.id, rel), 0) + 1
+                self._fetches[(repo.id, rel)] = n
+            if (self.cut_after is not None and n <= self.cut_times and
+                    self.cut_after < len(body)):
+                cut = self.cut_after
         h.send_response(status)
         h.send_header("X-Repo-Commit", repo.sha)
         h.send_header("ETag", '"%s"' % (e["lfs"]["oid"] if lfs else e["oid"]))
@@ -173,6 +283,17 @@ class HubServer:
             h.send_header("Content-Range",
                           f"bytes {start}-{len(data) - 1}/{len(data)}")
         h.end_headers()
-        if not head:
+        if head:
+            return None
+        if cut is None:
             h.wfile.write(body)
+            return None
+        # The connection breaks off mid-body.
+        h.wfile.write(body[:cut])
+        h.wfile.flush()
+        h.close_connection = True
+        try:
+            h.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         return None

@@ -96,6 +96,15 @@ tcpSocket:
 {{- end }}
 {{- end }}
 
+{{/* An emptyDir source from {medium, sizeLimit} as JSON; {} when neither is
+set (a bare `emptyDir:` would be null, a volume without a source). */}}
+{{- define "inferd.emptyDir" -}}
+{{- $e := dict }}
+{{- with .medium }}{{ $_ := set $e "medium" . }}{{ end }}
+{{- with .sizeLimit }}{{ $_ := set $e "sizeLimit" . }}{{ end }}
+{{- toJson $e }}
+{{- end }}
+
 {{/* Where the ConfigMap's config.yaml is mounted in the pod. */}}
 {{- define "inferd.configDir" -}}/etc/inferd/config{{- end }}
 
@@ -158,13 +167,15 @@ next to their Secret mounts.
         (list "maxReceiveMessageBytes" "max-receive-message-bytes")
         (list "mmapWeights" "mmap-weights")
         (list "allowPartialStart" "allow-partial-start")
+        (list "maxLoadedModels" "max_loaded_models")
         (list "maxConnectionAgeSeconds" "max-connection-age")
         (list "maxConnectionAgeGraceSeconds" "max-connection-age-grace")
         (list "logFormat" "log-format")
         (list "logLevel" "log-level")
         (list "drainTimeoutSeconds" "drain-timeout")) }}
 {{- $modelKeys := concat
-      (list (list "task" "task") (list "pooling" "pooling")
+      (list (list "load" "load") (list "keepAlive" "keep_alive")
+            (list "task" "task") (list "pooling" "pooling")
             (list "bidirectional" "bidirectional") (list "threads" "threads")
             (list "replicas" "replicas"))
       $engine -}}
@@ -226,4 +237,100 @@ models:
 {{- range .Values.server.extraArgs }}
 - {{ . | quote }}
 {{- end }}
+{{- end }}
+
+{{/*
+Models by Hugging Face Hub name. A model's path is a Hub name when it does
+not start with "/" (org/repo, org/repo:QUANT, org/repo/file.gguf, each with
+an optional @REVISION; the schema checks the spelling). The Hugging Face
+pieces (cache volume, HF_* environment, token Secret) are rendered when
+huggingface.enabled is true or any model has such a path: "true" or "".
+*/}}
+{{- define "inferd.hf.isHubName" -}}
+{{- if not (hasPrefix "/" .) }}true{{ end }}
+{{- end }}
+
+{{- define "inferd.hf.enabled" -}}
+{{- $on := .Values.huggingface.enabled }}
+{{- range .Values.server.models }}
+{{- if include "inferd.hf.isHubName" .path }}{{ $on = true }}{{ end }}
+{{- end }}
+{{- if $on }}true{{ end }}
+{{- end }}
+
+{{/* The Secret holding HF_TOKEN, or "" when no token is configured. */}}
+{{- define "inferd.hf.tokenSecretName" -}}
+{{- $t := .Values.huggingface.token }}
+{{- if $t.existingSecret }}
+{{- $t.existingSecret }}
+{{- else if $t.value }}
+{{- printf "%s-hf-token" (include "inferd.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when the chart creates the cache PVC. */}}
+{{- define "inferd.hf.createPvc" -}}
+{{- $c := .Values.huggingface.cache }}
+{{- if and (include "inferd.hf.enabled" .) (eq $c.type "pvc") (not $c.pvc.claimName) }}true{{ end }}
+{{- end }}
+
+{{- define "inferd.hf.pvcName" -}}
+{{- .Values.huggingface.cache.pvc.claimName | default (printf "%s-hf-cache" (include "inferd.fullname" .)) }}
+{{- end }}
+
+{{/*
+"true" when the chart-created cache PVC can be attached by one node only
+(no ReadWriteMany): then one pod at a time, and the Deployment recreates
+its pod instead of surging a second one that could not start elsewhere.
+*/}}
+{{- define "inferd.hf.singleAttachCache" -}}
+{{- if and (include "inferd.hf.createPvc" .) (not (has "ReadWriteMany" .Values.huggingface.cache.pvc.accessModes)) }}true{{ end }}
+{{- end }}
+
+{{/* Fails on Hugging Face settings that cannot work together. */}}
+{{- define "inferd.hf.validate" -}}
+{{- $hf := .Values.huggingface }}
+{{- if and $hf.token.existingSecret $hf.token.value }}
+{{- fail "huggingface.token: give existingSecret or value, not both" }}
+{{- end }}
+{{- if include "inferd.hf.enabled" . }}
+{{- if and $hf.offline (eq $hf.cache.type "emptyDir") }}
+{{- fail "huggingface.offline needs a cache that already holds the models: an emptyDir cache starts empty (use cache.type pvc or hostPath)" }}
+{{- end }}
+{{- if and (include "inferd.hf.singleAttachCache" .) (or .Values.autoscaling.enabled (gt (int .Values.replicaCount) 1)) }}
+{{- fail (printf "huggingface.cache.pvc.accessModes %v: the chart-created cache is shared by every pod, so several pods (replicaCount > 1 or autoscaling) need ReadWriteMany; or use an emptyDir cache per pod" $hf.cache.pvc.accessModes) }}
+{{- end }}
+{{- $mp := printf "%s/" ($hf.cache.mountPath | trimSuffix "/") }}
+{{- $taken := list "/tmp/" "/etc/inferd/" }}
+{{- if ne .Values.modelStorage.type "none" }}
+{{- $taken = append $taken (printf "%s/" (.Values.modelStorage.mountPath | trimSuffix "/")) }}
+{{- end }}
+{{- range $taken }}
+{{- if or (hasPrefix . $mp) (hasPrefix $mp .) }}
+{{- fail (printf "huggingface.cache.mountPath %s overlaps %s, which the chart mounts too" $hf.cache.mountPath (trimSuffix "/" .)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The startup probe's settings: probes.startup, with failureThreshold raised
+by huggingface.downloadAllowanceSeconds (in periods, rounded up) when
+models are downloaded from the Hub (not offline).
+*/}}
+{{- define "inferd.startupProbe" -}}
+{{- $p := deepCopy .Values.probes.startup }}
+{{- $hf := .Values.huggingface }}
+{{- if and (include "inferd.hf.enabled" .) (not $hf.offline) }}
+{{- $period := int $p.periodSeconds }}
+{{- $extra := div (add (int $hf.downloadAllowanceSeconds) (sub $period 1)) $period }}
+{{- $_ := set $p "failureThreshold" (add (int $p.failureThreshold) $extra) }}
+{{- end }}
+{{- toYaml $p }}
+{{- end }}
+
+{{/* Seconds the startup probe allows (NOTES). */}}
+{{- define "inferd.startupSeconds" -}}
+{{- $p := include "inferd.startupProbe" . | fromYaml }}
+{{- mul (int $p.periodSeconds) (int $p.failureThreshold) }}
 {{- end }}

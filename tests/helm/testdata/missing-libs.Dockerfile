@@ -29,6 +29,7 @@ RUN apt-get update \
         ca-certificates \
         libabsl20220623 \
         libcpp-httplib0.11 \
+        libcurl4 \
         libfmt9 \
         libgrpc++1.51 \
         libprometheus-cpp-core1.0 \

@@ -11,12 +11,15 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device/cpu/cpu_features.h"
 #include "device/device.h"
 #include "gtest/gtest.h"
+#include "absl/synchronization/notification.h"
 #include "runtime/engine/engine.h"
+#include "runtime/model/model_runner.h"
 
 namespace inferd {
 namespace {
@@ -42,8 +45,8 @@ TEST(ModelManagerTest, CancelLoadingStopsBeforeTheRemainingModels) {
   auto manager = ModelManager::Create(Specs(4));
   ASSERT_TRUE(manager.ok()) << manager.status();
   std::vector<std::string> loaded;
-  (*manager)->LoadAll([&](const ServedModel& m) {
-    loaded.push_back(m.name());
+  (*manager)->LoadAll([&](const ServedModelInfo& m, const ServedModel*) {
+    loaded.push_back(m.name);
     // As SIGTERM does while the first model loads.
     if (loaded.size() == 1) (*manager)->CancelLoading();
   });
@@ -296,6 +299,257 @@ TEST(ModelManagerTest, AMissingGgufFileIsAStartupError) {
   EXPECT_TRUE(Contains(std::string(manager.status().message()),
                        "/nonexistent/model.gguf"))
       << manager.status();
+}
+
+
+// ---- models while serving --------------------------------------------------
+
+// Records every change the manager reports; waits for one (bounded).
+class Changes {
+ public:
+  void Add(const ServedModelInfo& info) {
+    absl::MutexLock lock(&mu_);
+    seen_.emplace_back(info.name, info.state);
+  }
+  // True once `name` reached `state` (`count` times in all).
+  bool WaitFor(const std::string& name, ModelState state, int count = 1) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      int n = 0;
+      for (const auto& [m, s] : seen_) n += m == name && s == state;
+      return n >= count;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), absl::Seconds(60));
+  }
+  int Count(const std::string& name, ModelState state) {
+    absl::MutexLock lock(&mu_);
+    int n = 0;
+    for (const auto& [m, s] : seen_) n += m == name && s == state;
+    return n;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::pair<std::string, ModelState>> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+ModelSpec Spec(const std::string& name, const std::string& model) {
+  ModelSpec s;
+  s.name = name;
+  s.path = TestModel(model);
+  s.engine.replicas = 1;
+  s.engine.threads = 1;
+  s.engine.kv_cache_bytes = 8 << 20;
+  return s;
+}
+
+std::unique_ptr<ModelManager> Manager(std::vector<ModelSpec> specs,
+                                      Changes* changes, int max_loaded = 0) {
+  ModelManager::Options o;
+  o.max_loaded_models = max_loaded;
+  o.cancel_wait = absl::Milliseconds(200);
+  o.on_change = [changes](const ServedModelInfo& i) { changes->Add(i); };
+  auto m = ModelManager::Create(std::move(specs), std::move(o));
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+// One embedding through the model a lease holds.
+absl::StatusOr<EmbedResult> EmbedOnce(ServedModel& model) {
+  EmbedParams p;
+  p.token_ids = {{1, 2, 3}};
+  absl::Notification done;
+  absl::StatusOr<EmbedResult> out = absl::InternalError("no answer");
+  auto h = model.engine().SubmitEmbed(std::move(p),
+                                      [&](absl::StatusOr<EmbedResult> r) {
+                                        out = std::move(r);
+                                        done.Notify();
+                                      });
+  if (!h.ok()) return h.status();
+  done.WaitForNotification();
+  return out;
+}
+
+TEST(ModelManagerWhileServing, LoadServeAndUnloadANewModel) {
+  Changes changes;
+  auto manager = Manager({Spec("a", "bert-embed")}, &changes);
+  manager->LoadAll();
+  const int64_t kv_before = ProcessKvCacheBytes();
+  auto info = manager->LoadModel(Spec("b", "qwen2-tiny"), false, true);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->state, ModelState::kReady);
+  EXPECT_EQ(info->loads, 1);
+  EXPECT_GT(ProcessKvCacheBytes(), kv_before);  // b's KV cache
+  ASSERT_EQ(manager->List().size(), 2u);
+  EXPECT_EQ(manager->List()[1].name, "b");
+  EXPECT_TRUE(manager->Resolve("b", Task::kGenerate).ok());
+  // A second load of a loaded name needs replace.
+  EXPECT_EQ(manager->LoadModel(Spec("b", "qwen2-tiny"), false, true)
+                .status()
+                .code(),
+            absl::StatusCode::kAlreadyExists);
+  auto gone = manager->UnloadModel("b", std::nullopt);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(gone->state, ModelState::kUnloaded);
+  // Loaded while serving: gone from the list; its KV cache returned.
+  EXPECT_EQ(manager->List().size(), 1u);
+  EXPECT_EQ(manager->Resolve("b", Task::kGenerate).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ProcessKvCacheBytes(), kv_before);
+  EXPECT_TRUE(changes.WaitFor("b", ModelState::kUnloading));
+  EXPECT_TRUE(changes.WaitFor("b", ModelState::kUnloaded));
+  // The startup model stays listed UNLOADED when unloaded, and loads again
+  // as it was.
+  ASSERT_TRUE(manager->UnloadModel("a", std::nullopt).ok());
+  ASSERT_EQ(manager->List().size(), 1u);
+  EXPECT_EQ(manager->List()[0].state, ModelState::kUnloaded);
+  auto r = manager->Resolve("a", Task::kEmbed);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("LoadModel"), absl::string_view::npos)
+      << r.status();
+  ModelSpec again;
+  again.name = "a";
+  auto back = manager->LoadModel(again, false, true);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->loads, 2);
+  auto lease = manager->Resolve("a", Task::kEmbed);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_TRUE(EmbedOnce(**lease).ok());
+}
+
+TEST(ModelManagerWhileServing, UnloadDrainsTheRequestsHoldingTheModel) {
+  Changes changes;
+  auto manager = Manager({Spec("a", "bert-embed")}, &changes);
+  manager->LoadAll();
+  auto lease = manager->Resolve("a", Task::kEmbed);
+  ASSERT_TRUE(lease.ok());
+  absl::StatusOr<ServedModelInfo> unloaded;
+  std::thread unloader(
+      [&] { unloaded = manager->UnloadModel("a", std::nullopt); });
+  ASSERT_TRUE(changes.WaitFor("a", ModelState::kUnloading));
+  // New requests are refused at once; the held one still runs.
+  EXPECT_EQ(manager->Resolve("a", Task::kEmbed).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(EmbedOnce(**lease).ok());
+  EXPECT_EQ(changes.Count("a", ModelState::kUnloaded), 0);
+  lease->Release();
+  unloader.join();
+  ASSERT_TRUE(unloaded.ok()) << unloaded.status();
+  EXPECT_EQ(unloaded->state, ModelState::kUnloaded);
+}
+
+TEST(ModelManagerWhileServing, AGracePeriodCancelsWhatIsLeft) {
+  Changes changes;
+  auto manager = Manager({Spec("a", "bert-embed")}, &changes);
+  manager->LoadAll();
+  auto lease = manager->Resolve("a", Task::kEmbed);
+  ASSERT_TRUE(lease.ok());
+  std::shared_ptr<ServedModel> held;
+  for (const auto& m : manager->models()) held = m;
+  auto unloaded = manager->UnloadModel("a", absl::ZeroDuration());
+  ASSERT_TRUE(unloaded.ok()) << unloaded.status();
+  EXPECT_EQ(unloaded->state, ModelState::kUnloaded);
+  // Its engine stopped: the request holding it can do no more.
+  EXPECT_FALSE(EmbedOnce(**lease).ok());
+  lease->Release();
+}
+
+TEST(ModelManagerWhileServing, OnDemandLoadsOnTheFirstRequestAndKeepAliveUnloads) {
+  Changes changes;
+  ModelSpec spec = Spec("lazy", "bert-embed");
+  spec.on_demand = true;
+  spec.keep_alive_seconds = 0.3;
+  auto manager = Manager({Spec("a", "bert-embed"), spec}, &changes);
+  manager->LoadAll();
+  ASSERT_EQ(manager->List()[1].state, ModelState::kUnloaded);
+  EXPECT_EQ(manager->List()[1].loads, 0);
+  {
+    auto lease = manager->Resolve("lazy", Task::kEmbed);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    EXPECT_TRUE(EmbedOnce(**lease).ok());
+    EXPECT_EQ(manager->List()[1].state, ModelState::kReady);
+  }
+  // Idle past keep_alive: unloaded by the reaper, listed UNLOADED.
+  ASSERT_TRUE(changes.WaitFor("lazy", ModelState::kUnloaded));
+  EXPECT_EQ(manager->List()[1].state, ModelState::kUnloaded);
+  EXPECT_EQ(manager->List()[0].state, ModelState::kReady);  // no keep_alive
+  // The next request loads it again.
+  auto again = manager->Resolve("lazy", Task::kEmbed);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(manager->List()[1].loads, 2);
+}
+
+TEST(ModelManagerWhileServing, MaxLoadedModelsEvictsTheLeastRecentlyUsedIdle) {
+  Changes changes;
+  std::vector<ModelSpec> specs;
+  for (const char* name : {"x", "y", "z"}) {
+    specs.push_back(Spec(name, "bert-embed"));
+    specs.back().on_demand = true;
+  }
+  auto manager = Manager(specs, &changes, /*max_loaded=*/2);
+  manager->LoadAll();
+  ASSERT_TRUE(manager->Resolve("x", Task::kEmbed).ok());
+  ASSERT_TRUE(manager->Resolve("y", Task::kEmbed).ok());
+  ASSERT_TRUE(manager->Resolve("x", Task::kEmbed).ok());  // y is now the LRU
+  ASSERT_TRUE(manager->Resolve("z", Task::kEmbed).ok());
+  auto list = manager->List();
+  EXPECT_EQ(list[0].state, ModelState::kReady);
+  EXPECT_EQ(list[1].state, ModelState::kUnloaded);
+  EXPECT_EQ(list[2].state, ModelState::kReady);
+  // With both loaded ones busy nothing can go.
+  auto hold_x = manager->Resolve("x", Task::kEmbed);
+  auto hold_z = manager->Resolve("z", Task::kEmbed);
+  ASSERT_TRUE(hold_x.ok() && hold_z.ok());
+  auto y = manager->Resolve("y", Task::kEmbed);
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(y.status().message().find("max-loaded-models"),
+            absl::string_view::npos)
+      << y.status();
+  EXPECT_EQ(manager->List()[1].state, ModelState::kUnloaded);
+}
+
+TEST(ModelManagerWhileServing, ReplaceSwapsWhileOldRequestsFinishOnTheOld) {
+  Changes changes;
+  auto manager = Manager({Spec("a", "bert-embed")}, &changes);
+  manager->LoadAll();
+  auto old_lease = manager->Resolve("a", Task::kEmbed);
+  ASSERT_TRUE(old_lease.ok());
+  const ServedModel* old_model = old_lease->get();
+  absl::StatusOr<ServedModelInfo> swapped;
+  std::thread loader([&] {
+    swapped = manager->LoadModel(Spec("a", "bert-mean"), true, true);
+  });
+  // The new one is READY and serves while the old one still holds a
+  // request: wait for the swap through the change it reports.
+  ASSERT_TRUE(changes.WaitFor("a", ModelState::kReady));
+  auto new_lease = manager->Resolve("a", Task::kEmbed);
+  ASSERT_TRUE(new_lease.ok());
+  EXPECT_NE(new_lease->get(), old_model);
+  EXPECT_EQ((*new_lease)->info().pooling, "mean");
+  EXPECT_TRUE(EmbedOnce(**old_lease).ok());
+  old_lease->Release();
+  loader.join();
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_EQ(swapped->loads, 2);
+}
+
+TEST(ModelManagerWhileServing, AFailedLoadStaysListedWithItsError) {
+  Changes changes;
+  auto manager = Manager({Spec("a", "bert-embed")}, &changes);
+  manager->LoadAll();
+  ModelSpec bad = Spec("bad", "bert-embed");
+  bad.path = "/nonexistent/dir";
+  auto r = manager->LoadModel(bad, false, true);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/nonexistent/dir"),
+            absl::string_view::npos)
+      << r.status();
+  auto info = manager->Find("bad");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->state, ModelState::kFailed);
+  // Unloading a failed model removes it.
+  ASSERT_TRUE(manager->UnloadModel("bad", std::nullopt).ok());
+  EXPECT_EQ(manager->Find("bad").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace
