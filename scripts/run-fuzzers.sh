@@ -36,7 +36,9 @@ if [[ -z "$cxx" ]]; then
 fi
 [[ -n "$cxx" ]] || { echo "run-fuzzers: clang++ not found (apt-get install clang libclang-rt-14-dev)" >&2; exit 1; }
 
-flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer
+# Line tables are all a sanitizer report needs (file:line per frame) and
+# compile ~20% faster than full debug info.
+flags=(-std=c++17 -O1 -gline-tables-only -fno-omit-frame-pointer
        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$root")
 # Debian's abseil is split into many small libraries; ask pkg-config for

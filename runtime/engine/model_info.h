@@ -58,6 +58,9 @@ struct ServedModelInfo {
   double idle_seconds = 0;
   // Loads (at start and at run time) of this name since the server started.
   int64_t loads = 0;
+  // Added by LoadModel while serving (not given at start): its failure does
+  // not make the server unready.
+  bool added_while_serving = false;
   // Filled by a successful load: weight tensors and their bytes on disk
   // (memory-mapped), and the load's wall time (tokenizer, weights, engine).
   int64_t weight_tensors = 0;

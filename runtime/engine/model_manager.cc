@@ -1027,6 +1027,7 @@ ServedModelInfo ModelManager::InfoLocked(const Entry& e) const {
   i.on_demand = e.spec.on_demand;
   i.keep_alive_seconds = e.spec.keep_alive_seconds;
   i.loads = e.loads;
+  i.added_while_serving = !e.given_at_start;
   if (e.model && e.state == ModelState::kReady) {
     i.active_requests = e.model->active_requests();
     i.idle_seconds = absl::ToDoubleSeconds(e.model->idle_time());

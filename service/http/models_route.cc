@@ -1,5 +1,5 @@
-// GET /health (200 once the models given at start loaded and none is
-// FAILED, while the server is not draining, else 503, with each model's
+// GET /health (200 once the models given at start loaded and none of them
+// is FAILED, while the server is not draining, else 503, with each model's
 // state), GET /v1/models, GET /v1/models/{id} (OpenAI's model objects, with
 // inferd's max_model_len, dtype, activations and state), POST /v1/models
 // (load a model while serving), DELETE /v1/models/{id} (unload it), and
@@ -21,8 +21,9 @@ void Health(const HttpContext& ctx, httplib::Response& res) {
   Json models = Json::object();
   bool ready = !list.empty();
   for (const ServedModelInfo& m : list) {
-    // Loads and unloads while serving do not make the server unready.
-    ready = ready && m.state != ModelState::kFailed;
+    // Loads and unloads while serving do not make the server unready: a
+    // model given at start that failed does.
+    ready = ready && (m.state != ModelState::kFailed || m.added_while_serving);
     models[m.name] = ModelStateName(m.state);
   }
   if (!ctx.requests->models()->AllLoaded()) ready = false;

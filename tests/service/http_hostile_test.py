@@ -21,6 +21,7 @@ usage: http_hostile_test.py --inferd BIN --stubs DIR --test-models DIR
 import argparse
 import concurrent.futures
 import json
+import urllib.parse
 import os
 import socket
 import sys
@@ -320,6 +321,56 @@ class HostileHttpTest(unittest.TestCase):
             st, out, 404)["message"])
         st, out = http(self.port, "POST", "/v1/messages/nope", messages)
         self.assert_anthropic_error(st, out, 404)
+        self.assert_alive()
+
+    def test_model_management_bodies_of_every_type_are_never_a_500(self):
+        """POST /v1/models and DELETE /v1/models/{id} with every field of
+        every JSON type, paths that are no model, odd names: never a 500;
+        errors in OpenAI's shape; the served models keep serving."""
+        embed = os.path.join(ARGS.test_models, "bert-embed")
+        base = {"name": "hostile-extra", "path": embed,
+                "options": {"max-seqs": 4}, "replace": False, "wait": True}
+        values = [None, True, -1, 2.5, "text", [], [1, "x"], {"k": [None]},
+                  1e300, 2 ** 70, "/etc/passwd", "../../x", "org/x" * 50]
+        seen = set()
+        for field in ("name", "path", "options", "replace", "wait"):
+            for v in values:
+                body = dict(base)
+                body[field] = v
+                st, out = http(self.port, "POST", "/v1/models", body)
+                self.assertNotEqual(st, 500, (field, v, out[:300]))
+                seen.add(st)
+                if st == 200:
+                    # Loaded: unload it again (DELETE answers the model).
+                    name = json.loads(out)["id"]
+                    st2, out2 = http(self.port, "DELETE",
+                                     "/v1/models/" + urllib.parse.quote(name))
+                    self.assertEqual(st2, 200, out2[:300])
+                    continue
+                if st != 202:
+                    self.assert_error_object(st, out, st)
+        self.assertIn(400, seen)
+        self.assertIn(200, seen)
+        # A failed load stays listed (GetModel tells why) without making the
+        # server unready; unloading it removes it.
+        st, out = http(self.port, "GET", "/v1/models/hostile-extra")
+        if st == 200:
+            self.assertEqual(json.loads(out)["state"], "failed", out)
+            self.assert_alive()
+            st, out = http(self.port, "DELETE", "/v1/models/hostile-extra")
+            self.assertEqual(st, 200, out[:300])
+        for opt in ({"max-seqs": "x"}, {"nope": 1}, {"task": [1]},
+                    {"dtype": {"a": 1}}):
+            st, out = http(self.port, "POST", "/v1/models",
+                           dict(base, options=opt))
+            self.assert_error_object(st, out, 400)
+        for name, grace in (("nope", ""), ("hostile-extra", "?grace_seconds=x"),
+                            ("hostile-extra", "?grace_seconds=-3"),
+                            ("%00", ""), ("a" * 5000, "")):
+            st, out = http(self.port, "DELETE", "/v1/models/" + name + grace)
+            self.assertNotEqual(st, 500, (name, grace, out[:300]))
+            self.assertIn(st, (400, 404), (name, grace, out[:300]))
+            self.assert_error_object(st, out, st)
         self.assert_alive()
 
     def test_oversized_and_garbage_requests_get_an_error_object(self):

@@ -7,7 +7,9 @@ unloaded while serving (issue 40), against the real inferd binary:
    test models; inferd starts with HF_ENDPOINT pointing at it and an empty
    HF_HUB_CACHE and downloads them itself:
    - every file body is cut once mid-transfer: the downloads resume (Range)
-     and the models serve the same greedy tokens as their directory;
+     and the models serve the same greedy tokens as their directory, among
+     them `--model chat=HuggingFaceTB/SmolLM2-135M-Instruct` (a repo holding
+     the real SmolLM2 GGUF);
    - a gated repo without HF_TOKEN, a file whose bytes do not match its
      sha256, a repo the Hub does not have, and a full disk (the blob's
      .incomplete is /dev/full) each leave a FAILED model whose error says
@@ -32,7 +34,7 @@ unloaded while serving (issue 40), against the real inferd binary:
    /v1/models/{id} unloads (API key required on both).
 
 usage: model_lifecycle_test.py --inferd BIN --stubs DIR --shared DIR
-       --test-models DIR --minilm DIR --venv-python PY
+       --test-models DIR --minilm DIR --smollm2 GGUF --venv-python PY
 """
 import argparse
 import hashlib
@@ -106,9 +108,11 @@ def hub_part(a, check, grpc, ipb, irpc, mpb, mrpc):
     weights = os.path.join(embed, "model.safetensors")
     with open(weights, "rb") as f:
         weights_sha = hashlib.sha256(f.read()).hexdigest()
+    smollm2_dir = os.path.dirname(a.smollm2)
     hub = HubServer(
         {"org/tiny": tiny, "org/gated": tiny, "org/corrupt": embed,
-         "org/full": embed, "org/late": embed},
+         "org/full": embed, "org/late": embed,
+         "HuggingFaceTB/SmolLM2-135M-Instruct": smollm2_dir},
         gated={"org/gated"}, token="hf_right_token",
         corrupt={"org/corrupt/model.safetensors"}, cut_after=700,
         cut_times=1)
@@ -122,7 +126,9 @@ def hub_part(a, check, grpc, ipb, irpc, mpb, mrpc):
         env = dict(os.environ, HF_ENDPOINT=base, HF_HUB_CACHE=cache)
         env.pop("HF_TOKEN", None)
         env.pop("HF_HUB_OFFLINE", None)
-        models = [("direct", tiny), ("tiny", "org/tiny"), ("gated", "org/gated"),
+        models = [("direct", tiny), ("tiny", "org/tiny"),
+                  ("chat", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+                  ("chat-local", a.smollm2), ("gated", "org/gated"),
                   ("corrupt", "org/corrupt"), ("missing", "org/no-such-repo"),
                   ("full", "org/full")]
         with lib.InferdProcess(a.inferd, models, log_prefix="inferd-lifecycle-hub-",
@@ -159,6 +165,13 @@ def hub_part(a, check, grpc, ipb, irpc, mpb, mrpc):
                 check(greedy("tiny") == greedy("direct") and
                       len(greedy("direct")) == 16,
                       "the downloaded model serves the directory's greedy tokens")
+                c = got["chat"]
+                check(c.state == mpb.MODEL_STATE_READY and
+                      c.path.endswith("SmolLM2-135M-Instruct.Q4_1.gguf") and
+                      greedy("chat") == greedy("chat-local"),
+                      f"--model chat=HuggingFaceTB/SmolLM2-135M-Instruct (a "
+                      f"GGUF repo) downloads its one .gguf and serves its "
+                      f"greedy tokens: {c.path} {c.error}")
 
                 def failed(name, *words):
                     m = got[name]
@@ -420,6 +433,7 @@ def main():
     ap.add_argument("--stubs", required=True)
     ap.add_argument("--test-models", required=True)
     ap.add_argument("--minilm", required=True)
+    ap.add_argument("--smollm2", required=True)
     ap.add_argument("--venv-python", required=True)
     ap.add_argument("--shared")  # passed to every TEST_MODELS test; unused
     a = ap.parse_args()
