@@ -428,6 +428,8 @@ void Server::Shutdown(absl::Duration drain_timeout) {
   // still open (a stream whose client stopped reading).
   inference_->CancelStreams();
   models_->Shutdown();
+  // Requests that waited for an on-demand load end now (UNAVAILABLE).
+  requests_->AwaitDeferred();
   // The engines answered everything (UNAVAILABLE past the drain): the HTTP
   // workers waiting for them are free; stop listening.
   if (http_ != nullptr) http_->Stop();

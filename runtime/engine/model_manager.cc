@@ -920,6 +920,18 @@ absl::StatusOr<ServedModelInfo> ModelManager::Find(
   return InfoLocked(*e);
 }
 
+bool ModelManager::WouldWait(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return false;
+  std::shared_ptr<Entry> e;
+  if (!name.empty()) {
+    e = FindLocked(name);
+  } else if (entries_.size() == 1) {
+    e = entries_[0];
+  }
+  return e != nullptr && e->spec.on_demand && e->state != ModelState::kReady;
+}
+
 absl::StatusOr<ModelLease> ModelManager::Resolve(const std::string& name,
                                                  Task task) {
   return Acquire(name, &task);

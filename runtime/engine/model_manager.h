@@ -259,6 +259,10 @@ class ModelManager {
   // UNAVAILABLE (loading, failed, unloaded). An on-demand model that is not
   // loaded is loaded first (the call waits for it).
   absl::StatusOr<ModelLease> Resolve(const std::string& name, Task task);
+  // True when a request for `name` would wait in Resolve for an on-demand
+  // model to load (it is not READY); front ends whose threads must not
+  // block wait elsewhere first (RequestLayer::WhenModelReady).
+  bool WouldWait(const std::string& name) const;
   // As Resolve, any task (Tokenize); an empty name is the only model.
   absl::StatusOr<ModelLease> ResolveAny(const std::string& name);
   // NOT_FOUND for an unknown name; any state.

@@ -77,8 +77,6 @@ class EmbedStreamCall
   // reading_ stays true until this reaction is done with raw_request_ and
   // request_, so no other thread starts the next read into them meanwhile.
   void OnReadDone(bool ok) override {
-    int64_t key = 0;
-    int64_t answers_before = 0;
     {
       absl::MutexLock lock(&mu_);
       if (!ok) {
@@ -96,6 +94,23 @@ class EmbedStreamCall
     ++messages_read_;
     absl::Status parsed = ParseRequest(raw_request_, &request_);
     raw_request_.Clear();
+    if (parsed.ok() && svc_->requests()->models()->WouldWait(request_.model())) {
+      // An on-demand model loads first, on another thread (no gRPC thread
+      // waits for it); reading stays paused until this message is in.
+      svc_->requests()->WhenModelReady(request_.model(), [link = link_] {
+        link->Enter([](EmbedStreamCall& call) {
+          call.ContinueRead(absl::OkStatus());
+        });
+      });
+      return;
+    }
+    ContinueRead(parsed);
+  }
+
+  // The rest of a read: the message parsed (or why not) is submitted.
+  void ContinueRead(const absl::Status& parsed) {
+    int64_t key = 0;
+    int64_t answers_before = 0;
     {
       absl::MutexLock lock(&mu_);
       if (failed_) {

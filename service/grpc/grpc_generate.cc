@@ -53,10 +53,23 @@ class GenerateCall : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       outbox_.End(input.status());
       return;
     }
+    // An on-demand model that must load first: the submission waits for it
+    // on another thread, reaching this call through its link.
+    const std::string model = input->model;
+    auto in = std::make_shared<GenerateInput>(*std::move(input));
+    std::shared_ptr<Link> link = link_;
+    svc_->requests()->WhenModelReady(model, [link, in] {
+      link->Enter([&](GenerateCall& call) { call.Submit(std::move(*in)); });
+    });
+  }
+
+  // Hands the request to the request layer (through the link, or inside
+  // Start).
+  void Submit(GenerateInput input) {
     std::shared_ptr<Link> link = link_;
     std::string model;
     auto handle = svc_->requests()->Generate(
-        *std::move(input),
+        std::move(input),
         [link](absl::StatusOr<GenerateOutput> output) {
           link->Visit([&](GenerateCall& call) {
             call.OnOutput(std::move(output));

@@ -149,19 +149,27 @@ grpc::ServerUnaryReactor* RunEngineCall(InferenceService* svc,
   auto* call = new UnaryCall(svc, rpc, out);
   const Request* request = call->Begin<Request>(*ctx, *raw);
   if (request == nullptr) return call;
-  std::string model;
-  absl::StatusOr<std::shared_ptr<RequestHandle>> handle = submit(
-      *request, DeadlineOf(ctx),
-      [link = call->link()](absl::StatusOr<Response> response) {
-        link->Visit([&](UnaryCall& c) { c.Done(response); });
-      },
-      &model);
-  if (!model.empty()) call->SetModel(model);
-  if (!handle.ok()) {
-    call->Done(handle.status());
-    return call;
-  }
-  call->SetHandle(*handle);
+  // Through the link: an on-demand model's load may come first, on
+  // another thread (RequestLayer::WhenModelReady).
+  svc->requests()->WhenModelReady(
+      request->model(),
+      [link = call->link(), request, deadline = DeadlineOf(ctx), submit] {
+        link->Enter([&](UnaryCall& c) {
+          std::string model;
+          absl::StatusOr<std::shared_ptr<RequestHandle>> handle = submit(
+              *request, deadline,
+              [link](absl::StatusOr<Response> response) {
+                link->Visit([&](UnaryCall& c) { c.Done(response); });
+              },
+              &model);
+          if (!model.empty()) c.SetModel(model);
+          if (!handle.ok()) {
+            c.Done(handle.status());
+            return;
+          }
+          c.SetHandle(*handle);
+        });
+      });
   return call;
 }
 
@@ -176,10 +184,15 @@ grpc::ServerUnaryReactor* RunSyncCall(InferenceService* svc,
   auto* call = new UnaryCall(svc, rpc, out);
   const Request* request = call->Begin<Request>(*ctx, *raw);
   if (request == nullptr) return call;
-  std::string model;
-  auto response = run(*request, &model);
-  if (!model.empty()) call->SetModel(model);
-  call->Done(response);
+  svc->requests()->WhenModelReady(
+      request->model(), [link = call->link(), request, run] {
+        link->Enter([&](UnaryCall& c) {
+          std::string model;
+          auto response = run(*request, &model);
+          if (!model.empty()) c.SetModel(model);
+          c.Done(response);
+        });
+      });
   return call;
 }
 

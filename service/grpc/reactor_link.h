@@ -51,10 +51,35 @@ class ReactorLink {
     return true;
   }
 
-  // Idempotent. After it returns, no Visit runs or will run fn.
+  // As Visit, but fn runs without the link's mutex held, so engine
+  // callbacks may Visit meanwhile: for what a reaction would do (submit a
+  // request) done on a thread of inferd's instead (a request that waited
+  // for an on-demand model's load). Holding the mutex there would order it
+  // before the engine's locks, which order themselves before it when they
+  // answer. Detach waits for fn to return.
+  template <typename Fn>
+  bool Enter(Fn&& fn) {
+    Reactor* reactor;
+    {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ == nullptr) return false;
+      reactor = reactor_;
+      ++entered_;
+    }
+    std::forward<Fn>(fn)(*reactor);
+    absl::MutexLock lock(&mu_);
+    --entered_;
+    return true;
+  }
+
+  // Idempotent. After it returns, no Visit or Enter runs or will run fn.
   void Detach() {
     absl::MutexLock lock(&mu_);
     reactor_ = nullptr;
+    auto left = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return entered_ == 0;
+    };
+    mu_.Await(absl::Condition(&left));
   }
 
  private:
@@ -62,6 +87,7 @@ class ReactorLink {
 
   absl::Mutex mu_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Called by a reactor's OnDone before it deletes itself, with the mutex

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -605,6 +606,36 @@ absl::StatusOr<ServedModelInfo> RequestLayer::LoadModel(
     ASSIGN_OR_RETURN(spec, spec_builder_(in));
   }
   return models_->LoadModel(std::move(spec), in.replace, in.wait);
+}
+
+void RequestLayer::WhenModelReady(const std::string& model,
+                                  std::function<void()> then) {
+  if (!models_->WouldWait(model)) {
+    then();
+    return;
+  }
+  {
+    absl::MutexLock lock(&deferred_mu_);
+    ++deferred_;
+  }
+  std::thread([this, model, then = std::move(then)] {
+    {
+      // Loads it (or waits for the load under way); held through `then` so
+      // the model cannot be evicted before the request takes its own.
+      absl::StatusOr<ModelLease> lease = models_->ResolveAny(model);
+      then();
+    }
+    absl::MutexLock lock(&deferred_mu_);
+    --deferred_;
+  }).detach();
+}
+
+void RequestLayer::AwaitDeferred() {
+  absl::MutexLock lock(&deferred_mu_);
+  auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(deferred_mu_) {
+    return deferred_ == 0;
+  };
+  deferred_mu_.Await(absl::Condition(&none));
 }
 
 absl::StatusOr<ServedModelInfo> RequestLayer::UnloadModel(

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/engine/engine.h"
@@ -107,6 +108,16 @@ class RequestLayer {
     spec_builder_ = std::move(builder);
   }
   absl::StatusOr<ServedModelInfo> LoadModel(const LoadModelInput& in);
+
+  // Runs `then` now, or, when `model` is an on-demand model that must load
+  // first, on a thread of its own once that load ended (READY or not): the
+  // request then finds it loaded (or its error) without a front end's
+  // thread (gRPC runs reactions on a few) waiting for the load. `then` must
+  // reach its call through a ReactorLink (the call may have ended).
+  void WhenModelReady(const std::string& model, std::function<void()> then);
+  // Waits until no `then` of WhenModelReady is pending or running (after
+  // the models shut down, which ends their waits).
+  void AwaitDeferred();
   absl::StatusOr<ServedModelInfo> UnloadModel(const UnloadModelInput& in);
 
   // Calls in flight across every front end (a front end counts a call
@@ -125,6 +136,8 @@ class RequestLayer {
   std::atomic<bool> accepting_{true};
   std::atomic<int64_t> active_{0};
   ModelSpecBuilder spec_builder_;
+  absl::Mutex deferred_mu_;
+  int deferred_ ABSL_GUARDED_BY(deferred_mu_) = 0;
 };
 
 }  // namespace inferd

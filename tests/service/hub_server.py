@@ -40,6 +40,9 @@ between requests):
                   Hub, and so does /lfs/ (the CDN's URLs are signed).
   tree_page_size  the tree API answers at most that many entries per
                   request with a `Link: <...>; rel="next"` header (cursor).
+  hold            {"org/name": threading.Event()}: a GET of that repo's
+                  LFS bytes waits until the event is set (a download that
+                  stays under way until the test lets it finish).
   cdn_host        LFS redirects go to http://<cdn_host>:<port>/lfs/...
                   (e.g. "localhost": another host for the same server, to
                   see that the token is not sent to the CDN).
@@ -90,7 +93,7 @@ class Repo:
 class HubServer:
     def __init__(self, repos, refs=None, cut_after=None, cut_times=1,
                  corrupt=(), gated=(), token=None, tree_page_size=None,
-                 cdn_host=None):
+                 cdn_host=None, hold=None):
         self.repos = {rid: Repo(rid, d) for rid, d in repos.items()}
         self.refs = {rid: set(names) for rid, names in (refs or {}).items()}
         self.cut_after = cut_after
@@ -100,6 +103,7 @@ class HubServer:
         self.token = token
         self.tree_page_size = tree_page_size
         self.cdn_host = cdn_host
+        self.hold = dict(hold or {})
         self.requests = []
         self.request_headers = []
         self._fetches = {}  # (repo id, path) -> GETs of its bytes so far
@@ -256,6 +260,8 @@ class HubServer:
     def _file(self, h, repo, rel, head, lfs):
         if repo is None or rel not in repo.files:
             return self._json(h, 404, {"error": "not found"}, head)
+        if lfs and not head and repo.id in self.hold:
+            self.hold[repo.id].wait()
         data = repo.files[rel]
         e = repo.entry(rel)
         served = data

@@ -109,10 +109,13 @@ def hub_part(a, check, grpc, ipb, irpc, mpb, mrpc):
     with open(weights, "rb") as f:
         weights_sha = hashlib.sha256(f.read()).hexdigest()
     smollm2_dir = os.path.dirname(a.smollm2)
+    held = threading.Event()
     hub = HubServer(
         {"org/tiny": tiny, "org/gated": tiny, "org/corrupt": embed,
          "org/full": embed, "org/late": embed,
-         "HuggingFaceTB/SmolLM2-135M-Instruct": smollm2_dir},
+         "HuggingFaceTB/SmolLM2-135M-Instruct": smollm2_dir,
+         "org/held": embed},
+        hold={"org/held": held},
         gated={"org/gated"}, token="hf_right_token",
         corrupt={"org/corrupt/model.safetensors"}, cut_after=700,
         cut_times=1)
@@ -130,7 +133,8 @@ def hub_part(a, check, grpc, ipb, irpc, mpb, mrpc):
                   ("chat", "HuggingFaceTB/SmolLM2-135M-Instruct"),
                   ("chat-local", a.smollm2), ("gated", "org/gated"),
                   ("corrupt", "org/corrupt"), ("missing", "org/no-such-repo"),
-                  ("full", "org/full")]
+                  ("full", "org/full")] + [
+                      (f"od{i}", "org/held,load=on_demand") for i in range(4)]
         with lib.InferdProcess(a.inferd, models, log_prefix="inferd-lifecycle-hub-",
                                extra=["--allow-partial-start", "--api-key", KEY],
                                env=env) as srv:
@@ -205,6 +209,49 @@ def hub_part(a, check, grpc, ipb, irpc, mpb, mrpc):
                 vec = [list(x.values) for r in e for x in r.embeddings]
                 check(len(vec) == 1 and len(vec[0]) > 0, "it embeds")
 
+                # Four requests for on-demand models whose download the Hub
+                # holds (unary, stream, Tokenize, Generate-less embedder):
+                # they wait, and every other call goes on meanwhile.
+                answers = {}
+
+                def od(i):
+                    try:
+                        if i == 1:
+                            r = list(inf.Embed(iter([ipb.EmbedRequest(
+                                model="od1", texts=["x"])]), metadata=auth,
+                                timeout=300))
+                        elif i == 2:
+                            r = inf.Tokenize(ipb.TokenizeRequest(
+                                model="od2", text="x"), metadata=auth,
+                                timeout=300)
+                        else:
+                            r = inf.EmbedBatch(ipb.EmbedRequest(
+                                model=f"od{i}", texts=["x"]), metadata=auth,
+                                timeout=300)
+                        answers[i] = r is not None
+                    except grpc.RpcError as err:
+                        answers[i] = err.code()
+                waiting = [threading.Thread(target=od, args=(i,))
+                           for i in range(4)]
+                for t in waiting:
+                    t.start()
+                for i in range(4):
+                    wait_state(models_stub, mpb, f"od{i}",
+                               (mpb.MODEL_STATE_LOADING,))
+                during = greedy("tiny")
+                states = [models_stub.GetModel(
+                    mpb.GetModelRequest(name=f"od{i}"), metadata=auth,
+                    timeout=30).state for i in range(4)]
+                check(len(during) == 16 and not answers and
+                      all(st == mpb.MODEL_STATE_LOADING for st in states),
+                      f"a Generate on another model completes while four "
+                      f"requests wait for on-demand loads: {states} {answers}")
+                held.set()
+                for t in waiting:
+                    t.join()
+                check(answers == {0: True, 1: True, 2: True, 3: True},
+                      f"and the four are answered once loaded: {answers}")
+
         leftovers = [os.path.join(r, f) for r, _, fs in os.walk(cache)
                      for f in fs if f.endswith(".incomplete") and
                      "models--org--full" not in r and
@@ -225,6 +272,7 @@ def hub_part(a, check, grpc, ipb, irpc, mpb, mrpc):
               and os.path.isfile(cfg),
               f"hf_hub_download(local_files_only) finds inferd's snapshot: {cfg}")
     finally:
+        held.set()
         hub.stop()
         shutil.rmtree(cache, ignore_errors=True)
 
