@@ -628,12 +628,12 @@ absl::Status ModelManager::RunLoad(
         old = std::move(e->model);
         if (old && swapped_out != nullptr) ++e->retiring;
       }
-      e->model = model;
+      e->model = std::move(model);  // no other reference left here
       e->spec = spec;
       e->state = ModelState::kReady;
       e->error.clear();
     } else if (!replace) {
-      e->model = model;  // a FAILED model keeps what it read
+      e->model = std::move(model);  // a FAILED model keeps what it read
       e->state = ModelState::kFailed;
       e->error = std::string(status.message());
     }
